@@ -1,0 +1,30 @@
+//! The wire contract between the Airlock supervisor (`airlockd`) and its sandboxed workers.
+//!
+//! Everything that crosses the socket pair on the worker's fd 3 is defined here and nowhere
+//! else, so that the two sides cannot drift apart:
+//!
+//! - [`message`]: the two message enums ([`WorkerMessage`] worker → supervisor,
+//!   [`SupervisorMessage`] supervisor → worker), execution limits and structured errors.
+//! - [`frame`]: length-prefixed postcard framing with a hard maximum frame size; a decoder
+//!   that never panics, never allocates more than the frame it was given, and rejects
+//!   oversized, truncated, trailing-byte and unknown-tag input.
+//!
+//! The crate deliberately has no async runtime and no policy types: the worker links it
+//! inside its sandbox, and the supervisor turns policy into the [`Limits`] it sends.
+
+pub mod frame;
+pub mod message;
+
+pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, encode};
+pub use message::{
+    ConsoleLevel, ErrorKind, ExecError, Language, Limits, LockdownReport, Outcome, StartExecution,
+    SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
+};
+
+/// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
+/// supervisor refuses a worker whose version differs, because a worker binary left over from
+/// another build would otherwise misread every message.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The file descriptor on which a worker finds its end of the socket pair.
+pub const IPC_FD: i32 = 3;

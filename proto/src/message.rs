@@ -1,0 +1,195 @@
+//! Message types for both directions of the supervisor ⇄ worker channel.
+//!
+//! JSON values travel as strings: postcard is not self-describing, so it cannot carry a
+//! `serde_json::Value`, and keeping JSON as text lets each side parse it exactly once with
+//! its own limits (the worker with the engine's JSON parser, the supervisor with serde_json).
+
+use serde::{Deserialize, Serialize};
+
+/// Worker → supervisor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkerMessage {
+    /// Sent once, after the lockdown has fully succeeded and before the worker reads anything
+    /// else. A worker that cannot lock down exits instead of sending this.
+    Ready {
+        protocol_version: u32,
+        lockdown: LockdownReport,
+    },
+    /// A call of `tools.<namespace>.<name>(args)`. `id` is unique within one execution and
+    /// increases in call order, so a trace is a pure function of code and ordered results.
+    ToolCall {
+        id: u32,
+        /// `namespace.name` exactly as the program wrote it.
+        tool: String,
+        /// The arguments, serialised once inside the worker (the copy that is checked and sent).
+        args_json: String,
+    },
+    /// One `console.*` call, already formatted to text.
+    Console { level: ConsoleLevel, text: String },
+    /// One `progress(value)` call.
+    Progress { value_json: String },
+    /// The program finished; nothing follows this message.
+    Done {
+        outcome: Outcome,
+        stats: WorkerStats,
+    },
+}
+
+/// Supervisor → worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SupervisorMessage {
+    /// Run one program. A worker accepts exactly one `Start` in its life.
+    Start(StartExecution),
+    /// The answer to [`WorkerMessage::ToolCall`] with the same id.
+    ToolResult {
+        id: u32,
+        result: Result<String, ToolFailure>,
+    },
+    /// Stop the program as soon as possible and report [`ErrorKind::Cancelled`].
+    Cancel,
+}
+
+/// Everything the worker needs to run one program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartExecution {
+    /// Opaque id used only to label the worker's own diagnostics.
+    pub execution_id: String,
+    pub language: Language,
+    pub code: String,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Language {
+    TypeScript,
+    JavaScript,
+}
+
+/// Limits for one execution, computed by the supervisor from policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall-clock budget of the whole program, tool calls included.
+    pub timeout_ms: u64,
+    /// Heap limit handed to the engine's allocator.
+    pub memory_bytes: u64,
+    /// Maximum native stack the engine may use for JavaScript recursion.
+    pub stack_bytes: u64,
+    /// Maximum number of tool calls one execution may start.
+    pub max_tool_calls: u32,
+    /// Maximum bytes of console text (all levels together).
+    pub max_output_bytes: u64,
+}
+
+/// Which of the lockdown layers are in force; sent with [`WorkerMessage::Ready`] so the
+/// supervisor can log and expose it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockdownReport {
+    /// Landlock ABI version the kernel offered (the worker refuses to run without Landlock).
+    pub landlock_abi: u32,
+    /// Whether every access right the worker asked Landlock to handle is enforced.
+    pub landlock_fully_enforced: bool,
+    /// Number of syscalls in the seccomp allowlist.
+    pub seccomp_allowed_syscalls: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConsoleLevel {
+    Log,
+    Info,
+    Warn,
+    Error,
+    Debug,
+}
+
+impl ConsoleLevel {
+    /// `log`, `info` and `debug` go to stdout; `warn` and `error` to stderr, as in Node.
+    pub fn is_stderr(self) -> bool {
+        matches!(self, ConsoleLevel::Warn | ConsoleLevel::Error)
+    }
+}
+
+/// Why a tool call failed, as the program sees it (`ToolError` in JavaScript).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolFailure {
+    /// Stable machine-readable code, e.g. `unknown_tool`, `invalid_arguments`, `upstream_error`.
+    pub code: String,
+    pub message: String,
+    /// What the program (or its author) can do about it.
+    pub hint: Option<String>,
+}
+
+/// How a program ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The program's value as JSON text (`null` for `undefined`).
+    Ok { value_json: String },
+    Error(ExecError),
+}
+
+/// A structured failure of the program, with the position in the code the agent sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecError {
+    pub kind: ErrorKind,
+    /// The JavaScript error's name (`TypeError`, `ToolError`, …) where there is one.
+    pub name: Option<String>,
+    pub message: String,
+    /// 1-based line in the submitted program.
+    pub line: Option<u32>,
+    /// 1-based column in the submitted program.
+    pub column: Option<u32>,
+    pub stack: Option<String>,
+}
+
+impl ExecError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ExecError {
+            kind,
+            name: None,
+            message: message.into(),
+            line: None,
+            column: None,
+            stack: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorKind {
+    /// The program does not parse (JavaScript or TypeScript syntax).
+    Syntax,
+    /// An exception escaped the program.
+    Runtime,
+    /// The wall-clock deadline passed.
+    Timeout,
+    /// The engine's heap limit was reached.
+    MemoryLimit,
+    /// JavaScript recursion exhausted the stack limit.
+    StackOverflow,
+    /// The program's value cannot be represented as JSON.
+    ResultNotJson,
+    /// Console output exceeded `max_output_bytes`.
+    OutputLimit,
+    /// The program started more than `max_tool_calls` tool calls.
+    ToolCallLimit,
+    /// The program awaits something that can never settle (no tool call is pending).
+    Deadlock,
+    /// The supervisor cancelled the execution.
+    Cancelled,
+    /// A forbidden operation was attempted and refused by the sandbox.
+    SandboxViolation,
+    /// A fault inside the worker itself, not caused by the program.
+    Internal,
+}
+
+/// Measurements the worker takes about itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStats {
+    /// Time spent turning the submitted code into runnable JavaScript, in microseconds.
+    pub compile_us: u64,
+    /// Time from start of evaluation to the settled result, in microseconds.
+    pub run_us: u64,
+    /// Engine heap in use at the end of the run, in bytes.
+    pub heap_used_bytes: u64,
+    /// Peak resident set size of the worker process (from `getrusage`), in bytes.
+    pub peak_rss_bytes: u64,
+}
