@@ -1,0 +1,573 @@
+//! TEST ONLY (feature `escape-probe`): after the real lockdown, attempt the forbidden operation
+//! named by the program text and report how the sandbox answered.
+//!
+//! Every attempt is a raw `libc::syscall` (or a libc call that maps to exactly one syscall),
+//! so nothing is optimised away or routed through a different syscall by a wrapper. The
+//! possible endings:
+//!
+//! - the kernel kills the process with `SIGSYS` (seccomp's default action): this function
+//!   never returns; that is the expected result for most attacks;
+//! - the syscall fails with `EPERM` (seccomp's errno filter, or Landlock scoping) →
+//!   `SandboxViolation`;
+//! - with `landlock-only:` (worker started with `--probe-skip-seccomp`), the syscall fails
+//!   with Landlock's `EACCES` → `SandboxViolation`;
+//! - any other errno → `Internal` (the attempt failed for an unrelated reason, which proves
+//!   nothing about the sandbox);
+//! - success → `Ok("ESCAPED: <attack>")`, which the tests treat as a failure.
+
+use crate::lockdown;
+use airlock_proto::{ErrorKind, ExecError, IPC_FD, Outcome, StartExecution, WorkerStats};
+use libc::c_long;
+
+/// Every attack this probe knows, plus the two helpers `noop` (answers `"alive"`) and `sleep`
+/// (blocks reading fd 3 until the supervisor closes it).
+pub const ATTACKS: &[&str] = &[
+    "noop",
+    "sleep",
+    "open-etc-passwd",
+    "openat-etc-passwd",
+    "connect-localhost",
+    "execve",
+    "fork",
+    "clone3",
+    "ptrace-parent",
+    "kill-parent",
+    "unshare",
+    "mount",
+    "io-uring-setup",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "memfd-create",
+    "mmap-exec",
+    "mprotect-exec",
+    "write-stderr",
+    "write-other-fd",
+    "read-stdin",
+];
+
+/// Prefix that selects the Landlock-only variant of an attack. Only valid when the worker was
+/// started with `--probe-skip-seccomp` (which exists only in `escape-probe` builds).
+pub const LANDLOCK_ONLY: &str = "landlock-only:";
+
+pub fn run(start: &StartExecution) -> (Outcome, WorkerStats) {
+    let name = start.code.trim();
+    let (attack, landlock_only) = match name.strip_prefix(LANDLOCK_ONLY) {
+        Some(rest) => (rest, true),
+        None => (name, false),
+    };
+    if !ATTACKS.contains(&attack) {
+        return internal(format!(
+            "unknown attack {name:?}; valid attacks: {} (each may be prefixed with {LANDLOCK_ONLY})",
+            ATTACKS.join(", ")
+        ));
+    }
+    let Some(ctx) = lockdown::probe_context() else {
+        return internal("the probe ran before lockdown".to_owned());
+    };
+    // A mismatch would make the result meaningless: an attack meant to test seccomp would
+    // run without it, or a Landlock-only attack would be answered by seccomp.
+    if landlock_only != ctx.seccomp_skipped && !matches!(attack, "noop" | "sleep") {
+        return internal(if landlock_only {
+            format!("{name}: landlock-only attacks need a worker started with --probe-skip-seccomp")
+        } else {
+            format!("{name}: this worker runs without seccomp; use {LANDLOCK_ONLY}{attack}")
+        });
+    }
+    if landlock_only {
+        // RLIMIT_NOFILE is 4 with fds 0-3 open, so open/socket would fail with EMFILE before
+        // Landlock is even asked. Free slot 0 (stdin, /dev/null) so the refusal we observe is
+        // Landlock's own.
+        // SAFETY: fd 0 is /dev/null and owned by no Rust object in this process.
+        unsafe { libc::close(0) };
+    }
+
+    let probe = Probe {
+        name,
+        landlock_only,
+    };
+    let outcome = match attack {
+        "noop" => Outcome::Ok {
+            value_json: "\"alive\"".to_owned(),
+        },
+        "sleep" => sleep_on_ipc_fd(),
+        "open-etc-passwd" => probe.open_etc_passwd(),
+        "openat-etc-passwd" => probe.openat_etc_passwd(),
+        "connect-localhost" => probe.connect_localhost(),
+        "execve" => probe.execve(),
+        "fork" => probe.fork(),
+        "clone3" => probe.clone3(),
+        "ptrace-parent" => probe.ptrace_parent(ctx.parent_pid),
+        "kill-parent" => probe.kill_parent(ctx.parent_pid),
+        "unshare" => probe.unshare(),
+        "mount" => probe.mount(),
+        "io-uring-setup" => probe.io_uring_setup(),
+        "bpf" => probe.bpf(),
+        "userfaultfd" => probe.userfaultfd(),
+        "keyctl" => probe.keyctl(),
+        "memfd-create" => probe.memfd_create(),
+        "mmap-exec" => probe.mmap_exec(),
+        "mprotect-exec" => probe.mprotect_exec(),
+        "write-stderr" => probe.write_fd(2),
+        "write-other-fd" => probe.write_fd(1),
+        "read-stdin" => probe.read_stdin(),
+        other => internal_outcome(format!("attack {other:?} is listed but not implemented")),
+    };
+    (outcome, stats())
+}
+
+fn internal_outcome(message: String) -> Outcome {
+    Outcome::Error(ExecError::new(ErrorKind::Internal, message))
+}
+
+fn internal(message: String) -> (Outcome, WorkerStats) {
+    (internal_outcome(message), WorkerStats::default())
+}
+
+/// Also exercises `getrusage`, which the allowlist grants for exactly this.
+fn stats() -> WorkerStats {
+    // SAFETY: all-zero is a valid `struct rusage`.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is valid for writes.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    WorkerStats {
+        peak_rss_bytes: if rc == 0 {
+            u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
+        } else {
+            0
+        },
+        ..WorkerStats::default()
+    }
+}
+
+/// Blocks in `read` on the IPC fd, discarding whatever arrives, until the peer closes it.
+fn sleep_on_ipc_fd() -> Outcome {
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` bytes of writes.
+        let rc = unsafe { libc::syscall(libc::SYS_read, IPC_FD, buf.as_mut_ptr(), buf.len()) };
+        if rc <= 0 {
+            return Outcome::Ok {
+                value_json: "\"alive\"".to_owned(),
+            };
+        }
+    }
+}
+
+fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EFAULT => "EFAULT",
+        libc::EEXIST => "EEXIST",
+        libc::EINVAL => "EINVAL",
+        libc::EMFILE => "EMFILE",
+        libc::ENOTTY => "ENOTTY",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ENETUNREACH => "ENETUNREACH",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_owned()
+}
+
+struct Probe<'a> {
+    /// The attack as requested (with its `landlock-only:` prefix, if any).
+    name: &'a str,
+    landlock_only: bool,
+}
+
+impl Probe<'_> {
+    /// Classifies the result of one raw syscall. Must be called right after it, before
+    /// anything else can overwrite errno.
+    fn judge(&self, syscall: &str, rc: c_long) -> Result<c_long, Outcome> {
+        if rc != -1 {
+            return Ok(rc);
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        let kind_and_message = match errno {
+            libc::EPERM => (
+                ErrorKind::SandboxViolation,
+                format!("{}: {syscall} refused with EPERM", self.name),
+            ),
+            // Landlock's answer; only meaningful when Landlock is the only layer in force.
+            libc::EACCES if self.landlock_only => (
+                ErrorKind::SandboxViolation,
+                format!("{}: {syscall} refused with EACCES (landlock)", self.name),
+            ),
+            _ => (
+                ErrorKind::Internal,
+                format!(
+                    "{}: {syscall} failed with {} (not a sandbox refusal)",
+                    self.name,
+                    errno_name(errno)
+                ),
+            ),
+        };
+        Err(Outcome::Error(ExecError::new(
+            kind_and_message.0,
+            kind_and_message.1,
+        )))
+    }
+
+    fn escaped(&self) -> Outcome {
+        Outcome::Ok {
+            value_json: format!("\"ESCAPED: {}\"", self.name),
+        }
+    }
+
+    /// Judges a syscall that returns a new fd; closes it if the attack succeeded.
+    fn fd_attempt(&self, syscall: &str, rc: c_long) -> Outcome {
+        match self.judge(syscall, rc) {
+            Ok(fd) => {
+                // SAFETY: `fd` was just returned to us by the kernel and is owned by nothing.
+                unsafe { libc::close(fd as libc::c_int) };
+                self.escaped()
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    fn open_etc_passwd(&self) -> Outcome {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the path is a NUL-terminated literal; open only reads it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_open,
+                c"/etc/passwd".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        // aarch64 has no open(2); glibc's open() is openat(AT_FDCWD, ...) there.
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: the path is a NUL-terminated literal; openat only reads it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/etc/passwd".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        self.fd_attempt("open", rc)
+    }
+
+    fn openat_etc_passwd(&self) -> Outcome {
+        // SAFETY: the path is a NUL-terminated literal; openat only reads it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/etc/passwd".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        self.fd_attempt("openat", rc)
+    }
+
+    fn connect_localhost(&self) -> Outcome {
+        // SAFETY: socket takes only integers.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_socket,
+                libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        let fd = match self.judge("socket", rc) {
+            Ok(fd) => fd,
+            Err(refused) => return refused,
+        };
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 9u16.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `addr` is a valid sockaddr_in and the length matches it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_connect,
+                fd,
+                (&raw const addr).cast::<libc::sockaddr>(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        let outcome = match self.judge("connect", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        };
+        // SAFETY: `fd` is the socket created above and owned by nothing else.
+        unsafe { libc::close(fd as libc::c_int) };
+        outcome
+    }
+
+    fn execve(&self) -> Outcome {
+        let argv = [c"/bin/true".as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<libc::c_char>()];
+        // SAFETY: path, argv and envp are NUL-terminated and outlive the call. On success
+        // the process image is replaced (the test sees an exit without Done: an escape).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_execve,
+                c"/bin/true".as_ptr(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+            )
+        };
+        match self.judge("execve", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// Judges a fork-like syscall; a child that comes into existence exits at once.
+    fn child_attempt(&self, syscall: &str, rc: c_long) -> Outcome {
+        if rc == 0 {
+            // SAFETY: we are the new child; leave immediately without running any Rust code
+            // of the parent's (no destructors, no Done message from two processes).
+            unsafe { libc::syscall(libc::SYS_exit_group, 0) };
+        }
+        match self.judge(syscall, rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn fork(&self) -> Outcome {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: fork takes no arguments; the child exits in child_attempt.
+        let rc = unsafe { libc::syscall(libc::SYS_fork) };
+        // aarch64 has no fork(2); a clone with only SIGCHLD is exactly fork.
+        #[cfg(not(target_arch = "x86_64"))]
+        // SAFETY: no thread flags, no new stack: fork semantics; the child exits at once.
+        let rc = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+        self.child_attempt("fork", rc)
+    }
+
+    fn clone3(&self) -> Outcome {
+        // struct clone_args (Linux 5.5+, 88 bytes): flags, pidfd, child_tid, parent_tid,
+        // exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup.
+        let mut args = [0u64; 11];
+        args[4] = libc::SIGCHLD as u64;
+        // SAFETY: `args` is a valid clone_args of the size given; fork semantics, and the
+        // child exits at once in child_attempt.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                args.as_mut_ptr(),
+                std::mem::size_of_val(&args),
+            )
+        };
+        self.child_attempt("clone3", rc)
+    }
+
+    fn ptrace_parent(&self, parent: i32) -> Outcome {
+        // SAFETY: PTRACE_ATTACH takes a pid only; on success we detach again below.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_ptrace,
+                libc::PTRACE_ATTACH,
+                parent,
+                0usize,
+                0usize,
+            )
+        };
+        match self.judge("ptrace", rc) {
+            Ok(_) => {
+                // SAFETY: as above; undo the attach so the parent is not left stopped.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_ptrace,
+                        libc::PTRACE_DETACH,
+                        parent,
+                        0usize,
+                        0usize,
+                    )
+                };
+                self.escaped()
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    fn kill_parent(&self, parent: i32) -> Outcome {
+        // SIGCONT: harmless to a running process, so even a successful escape does no damage.
+        // SAFETY: kill takes only integers.
+        let rc = unsafe { libc::syscall(libc::SYS_kill, parent, libc::SIGCONT) };
+        match self.judge("kill", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn unshare(&self) -> Outcome {
+        // SAFETY: unshare takes only flags.
+        let rc = unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER) };
+        match self.judge("unshare", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn mount(&self) -> Outcome {
+        // SAFETY: all strings are NUL-terminated literals; data is null.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount,
+                c"tmpfs".as_ptr(),
+                c"/tmp".as_ptr(),
+                c"tmpfs".as_ptr(),
+                0 as libc::c_ulong,
+                std::ptr::null::<libc::c_void>(),
+            )
+        };
+        match self.judge("mount", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn io_uring_setup(&self) -> Outcome {
+        // struct io_uring_params is 120 bytes; all-zero asks for defaults.
+        let mut params = [0u8; 120];
+        // SAFETY: `params` is a writable io_uring_params-sized buffer.
+        let rc = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+        self.fd_attempt("io_uring_setup", rc)
+    }
+
+    fn bpf(&self) -> Outcome {
+        // union bpf_attr for BPF_MAP_CREATE: map_type, key_size, value_size, max_entries.
+        let mut attr = [0u32; 32];
+        attr[0] = 2; // BPF_MAP_TYPE_ARRAY
+        attr[1] = 4;
+        attr[2] = 4;
+        attr[3] = 1;
+        // SAFETY: `attr` is a 128-byte bpf_attr; BPF_MAP_CREATE (0) only reads it.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                0,
+                attr.as_mut_ptr(),
+                std::mem::size_of_val(&attr),
+            )
+        };
+        self.fd_attempt("bpf", rc)
+    }
+
+    fn userfaultfd(&self) -> Outcome {
+        // SAFETY: userfaultfd takes only flags.
+        let rc = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) };
+        self.fd_attempt("userfaultfd", rc)
+    }
+
+    fn keyctl(&self) -> Outcome {
+        // KEYCTL_GET_KEYRING_ID (0) of KEY_SPEC_SESSION_KEYRING (-3), without creating it.
+        // SAFETY: keyctl with these arguments takes only integers.
+        let rc = unsafe { libc::syscall(libc::SYS_keyctl, 0, -3, 0) };
+        match self.judge("keyctl", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn memfd_create(&self) -> Outcome {
+        // SAFETY: the name is a NUL-terminated literal.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_memfd_create,
+                c"airlock-probe".as_ptr(),
+                libc::MFD_CLOEXEC,
+            )
+        };
+        self.fd_attempt("memfd_create", rc)
+    }
+
+    fn mmap_exec(&self) -> Outcome {
+        // SAFETY: a fresh anonymous mapping touches no existing memory.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                std::ptr::null::<libc::c_void>(),
+                4096usize,
+                libc::PROT_READ | libc::PROT_EXEC,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0usize,
+            )
+        };
+        match self.judge("mmap", rc) {
+            Ok(addr) => {
+                // SAFETY: unmaps exactly the mapping created above.
+                unsafe { libc::syscall(libc::SYS_munmap, addr, 4096usize) };
+                self.escaped()
+            }
+            Err(refused) => refused,
+        }
+    }
+
+    fn mprotect_exec(&self) -> Outcome {
+        // A writable mapping is allowed; making it executable afterwards must not be.
+        // SAFETY: a fresh anonymous mapping touches no existing memory.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mmap,
+                std::ptr::null::<libc::c_void>(),
+                4096usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0usize,
+            )
+        };
+        let addr = match self.judge("mmap", rc) {
+            Ok(addr) => addr,
+            Err(refused) => return refused,
+        };
+        // SAFETY: changes the protection of the private mapping created above only.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mprotect,
+                addr,
+                4096usize,
+                libc::PROT_READ | libc::PROT_EXEC,
+            )
+        };
+        let outcome = match self.judge("mprotect", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        };
+        // SAFETY: unmaps exactly the mapping created above.
+        unsafe { libc::syscall(libc::SYS_munmap, addr, 4096usize) };
+        outcome
+    }
+
+    fn write_fd(&self, fd: libc::c_int) -> Outcome {
+        let byte = b"x";
+        // SAFETY: `byte` is valid for one byte of reads.
+        let rc = unsafe { libc::syscall(libc::SYS_write, fd, byte.as_ptr(), 1usize) };
+        match self.judge("write", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn read_stdin(&self) -> Outcome {
+        let mut byte = [0u8; 1];
+        // SAFETY: `byte` is valid for one byte of writes.
+        let rc = unsafe { libc::syscall(libc::SYS_read, 0, byte.as_mut_ptr(), 1usize) };
+        match self.judge("read", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+}

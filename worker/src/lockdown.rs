@@ -1,0 +1,599 @@
+//! The worker's lockdown layers (design §4). `main` calls [`prepare_process`] first (steps
+//! 1–2: file descriptors, environment, working directory, rlimits, parent death, dumpable),
+//! then initialises the engine, then calls [`lock`] (steps 4–6: no_new_privs, Landlock,
+//! seccomp). Only after `lock` returns does the worker read an untrusted byte.
+//!
+//! Every layer fails closed: if one cannot be applied the worker exits instead of running
+//! with less protection. Everything here works for an unprivileged user, because
+//! `PR_SET_NO_NEW_PRIVS` is what lets an unprivileged process install Landlock and seccomp.
+//! Step 3 of the design (namespaces) is optional and not implemented: it needs privileges an
+//! ordinary user does not have, and Landlock + seccomp already deny the network.
+
+use crate::syscall_allowlist;
+use airlock_proto::{IPC_FD, LockdownReport};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RulesetAttr, RulesetStatus, Scope,
+};
+use std::ffi::OsString;
+use std::io;
+
+/// The newest Landlock ABI this build knows how to ask for. Rights of newer ABIs than the
+/// running kernel supports are dropped by the crate's best-effort mode (and then reported as
+/// `landlock_fully_enforced: false`); what the kernel knows is always handled.
+const LANDLOCK_ABI: ABI = ABI::V9;
+
+/// `LANDLOCK_CREATE_RULESET_VERSION` from `<linux/landlock.h>`.
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1 << 0;
+
+/// `RLIMIT_NOFILE` while the engine is initialised and the Landlock ruleset is built: room
+/// for the ruleset fd and for the zoneinfo file glibc opens once during engine init. [`lock`]
+/// lowers it to [`FINAL_NOFILE`] once those are closed.
+const PREPARE_NOFILE: u64 = 8;
+/// Final `RLIMIT_NOFILE`: fds 0–3 are open, so no new descriptor can be created at all.
+const FINAL_NOFILE: u64 = 4;
+
+const PARENT_PID: &str = "--parent-pid";
+const MEMORY_CEILING: &str = "--memory-ceiling";
+const CPU_SECONDS: &str = "--cpu-seconds";
+/// Exists only in `escape-probe` builds; see [`LockdownConfig::probe_skip_seccomp`].
+#[cfg(feature = "escape-probe")]
+const PROBE_SKIP_SECCOMP: &str = "--probe-skip-seccomp";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockdownError {
+    #[error("unknown argument {0:?}")]
+    UnknownArgument(OsString),
+    #[error("argument {0} is given more than once")]
+    DuplicateArgument(&'static str),
+    #[error("argument {0} needs a value")]
+    MissingValue(&'static str),
+    #[error("invalid value {value:?} for {flag}: expected a positive integer")]
+    InvalidValue { flag: &'static str, value: OsString },
+    #[error("missing required argument {0}")]
+    MissingArgument(&'static str),
+    #[error("fd 3 (the ipc socket) is not open")]
+    IpcFdMissing,
+    #[error("fd 3 is not a unix socket")]
+    IpcFdNotUnixSocket,
+    #[error("fd {0} is not open (the supervisor must point fds 0-2 at /dev/null)")]
+    StdFdMissing(i32),
+    #[error("{what} failed: {source}")]
+    Syscall {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the parent process is gone (parent pid is {actual}, expected {expected})")]
+    ParentGone { expected: i32, actual: i32 },
+    #[error("landlock is unavailable ({0}); the worker refuses to run without it")]
+    LandlockUnavailable(String),
+    #[error("landlock: {0}")]
+    Landlock(#[from] landlock::RulesetError),
+    #[error("building the seccomp filter failed: {0}")]
+    SeccompBuild(#[from] seccompiler::BackendError),
+    #[error("installing the seccomp filter failed: {0}")]
+    SeccompInstall(#[from] seccompiler::Error),
+}
+
+/// Turns a libc return value of -1 into the errno it set.
+fn check(what: &'static str, rc: libc::c_long) -> Result<libc::c_long, LockdownError> {
+    if rc == -1 {
+        Err(LockdownError::Syscall {
+            what,
+            source: io::Error::last_os_error(),
+        })
+    } else {
+        Ok(rc)
+    }
+}
+
+/// What the supervisor tells the worker on its command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockdownConfig {
+    /// The supervisor's pid; the worker refuses to run if its parent is someone else.
+    pub parent_pid: i32,
+    /// `RLIMIT_AS`: the hard ceiling on the worker's address space.
+    pub memory_ceiling_bytes: u64,
+    /// `RLIMIT_CPU` soft limit (SIGXCPU); the hard limit (SIGKILL) is one second later.
+    pub cpu_seconds: u64,
+    /// TEST ONLY (`escape-probe` builds): apply every layer except seccomp, so the escape
+    /// tests can show that Landlock refuses on its own. The flag does not exist in release
+    /// builds: there the argument parser rejects `--probe-skip-seccomp` as unknown.
+    #[cfg(feature = "escape-probe")]
+    pub probe_skip_seccomp: bool,
+}
+
+impl LockdownConfig {
+    /// Parses exactly `--parent-pid N --memory-ceiling BYTES --cpu-seconds N`, in any order.
+    /// Unknown, repeated or missing arguments are errors: a mismatch means the supervisor and
+    /// worker binaries come from different builds.
+    pub fn from_args(args: impl Iterator<Item = OsString>) -> Result<Self, LockdownError> {
+        fn value<T: std::str::FromStr + PartialOrd + Default>(
+            flag: &'static str,
+            v: Option<OsString>,
+        ) -> Result<T, LockdownError> {
+            let v = v.ok_or(LockdownError::MissingValue(flag))?;
+            match v.to_str().and_then(|s| s.parse::<T>().ok()) {
+                Some(n) if n > T::default() => Ok(n),
+                _ => Err(LockdownError::InvalidValue { flag, value: v }),
+            }
+        }
+        fn set_once<T>(
+            slot: &mut Option<T>,
+            flag: &'static str,
+            v: T,
+        ) -> Result<(), LockdownError> {
+            if slot.replace(v).is_some() {
+                return Err(LockdownError::DuplicateArgument(flag));
+            }
+            Ok(())
+        }
+
+        let mut parent_pid = None;
+        let mut memory_ceiling_bytes = None;
+        let mut cpu_seconds = None;
+        #[cfg(feature = "escape-probe")]
+        let mut probe_skip_seccomp = None;
+
+        let mut args = args;
+        while let Some(arg) = args.next() {
+            match arg.to_str() {
+                Some(PARENT_PID) => set_once(
+                    &mut parent_pid,
+                    PARENT_PID,
+                    value::<i32>(PARENT_PID, args.next())?,
+                )?,
+                Some(MEMORY_CEILING) => set_once(
+                    &mut memory_ceiling_bytes,
+                    MEMORY_CEILING,
+                    value::<u64>(MEMORY_CEILING, args.next())?,
+                )?,
+                Some(CPU_SECONDS) => {
+                    let n = value::<u64>(CPU_SECONDS, args.next())?;
+                    // The hard limit is n + 1, which must not overflow.
+                    if n == u64::MAX {
+                        return Err(LockdownError::InvalidValue {
+                            flag: CPU_SECONDS,
+                            value: n.to_string().into(),
+                        });
+                    }
+                    set_once(&mut cpu_seconds, CPU_SECONDS, n)?
+                }
+                #[cfg(feature = "escape-probe")]
+                Some(PROBE_SKIP_SECCOMP) => {
+                    set_once(&mut probe_skip_seccomp, PROBE_SKIP_SECCOMP, true)?
+                }
+                _ => return Err(LockdownError::UnknownArgument(arg)),
+            }
+        }
+
+        Ok(LockdownConfig {
+            parent_pid: parent_pid.ok_or(LockdownError::MissingArgument(PARENT_PID))?,
+            memory_ceiling_bytes: memory_ceiling_bytes
+                .ok_or(LockdownError::MissingArgument(MEMORY_CEILING))?,
+            cpu_seconds: cpu_seconds.ok_or(LockdownError::MissingArgument(CPU_SECONDS))?,
+            #[cfg(feature = "escape-probe")]
+            probe_skip_seccomp: probe_skip_seccomp.unwrap_or(false),
+        })
+    }
+}
+
+/// Design §4 steps 1–2. Must run first in `main`, while the process is single-threaded.
+pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
+    // Step 1a: fd 3 must be the inherited socket before anything else touches descriptors;
+    // if it is missing we must not mistake some other descriptor for the channel.
+    check_ipc_fd()?;
+
+    // Step 1b: fds 0-2 must be open (at /dev/null). If one were closed, the next descriptor
+    // created before lockdown (e.g. glibc's zoneinfo file during engine init) would land on
+    // it and later be written to as "stdout". Rust's runtime already reopens closed 0-2 on
+    // /dev/null before main; this check keeps the invariant from depending on that.
+    for fd in 0..=2 {
+        if !fd_is_open(fd) {
+            return Err(LockdownError::StdFdMissing(fd));
+        }
+    }
+
+    // Step 1c: close every inherited descriptor above the IPC socket, whatever the parent
+    // leaked. close_range (Linux 5.9) does it in one call; failing to close is fatal.
+    // SAFETY: close_range only closes descriptors; nothing in this process owns an fd above
+    // 3 yet (std opens none at startup), so no Rust object is left with a dangling fd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            4 as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    check("close_range", rc)?;
+
+    // Step 1d: the environment is the supervisor's business, not the program's.
+    clear_environment()?;
+
+    // Step 1e: a working directory inherited from the supervisor is a reference into its
+    // filesystem view; "/" is meaningless once Landlock denies every path.
+    std::env::set_current_dir("/").map_err(|source| LockdownError::Syscall {
+        what: "chdir(\"/\")",
+        source,
+    })?;
+
+    // Step 2: rlimits. Core dumps first, so that nothing after this point can leave an image
+    // of the process on disk. Limits are only ever lowered (see `lower_rlimit`).
+    lower_rlimit(libc::RLIMIT_CORE, 0, 0)?;
+    // No new processes. Not enforced for root (CAP_SYS_RESOURCE); seccomp kills
+    // fork/clone for everyone.
+    lower_rlimit(libc::RLIMIT_NPROC, 0, 0)?;
+    // No file may grow: any write to a regular file raises SIGXFSZ.
+    lower_rlimit(libc::RLIMIT_FSIZE, 0, 0)?;
+    // A few spare descriptors until lock() has closed the Landlock ruleset fd; lock()
+    // then lowers this to FINAL_NOFILE.
+    lower_rlimit(libc::RLIMIT_NOFILE, PREPARE_NOFILE, PREPARE_NOFILE)?;
+    // Address-space ceiling: the engine's own heap limit is lower; this is the backstop.
+    lower_rlimit(
+        libc::RLIMIT_AS,
+        cfg.memory_ceiling_bytes,
+        cfg.memory_ceiling_bytes,
+    )?;
+    // CPU: SIGXCPU at the soft limit, SIGKILL one second later if it is ignored.
+    lower_rlimit(
+        libc::RLIMIT_CPU,
+        cfg.cpu_seconds,
+        cfg.cpu_seconds.saturating_add(1),
+    )?;
+
+    // A persona with READ_IMPLIES_EXEC inherited from the parent would make every
+    // PROT_READ mapping executable and defeat the seccomp rule against PROT_EXEC.
+    // `personality` is not allowed after lockdown, so it cannot be set again later.
+    // SAFETY: 0xffffffff only queries the persona.
+    let persona = unsafe { libc::personality(0xffff_ffff) };
+    check("personality", libc::c_long::from(persona))?;
+    if persona & libc::READ_IMPLIES_EXEC != 0 {
+        let cleared = (persona & !libc::READ_IMPLIES_EXEC) as libc::c_ulong;
+        // SAFETY: changes only the execution-domain flags of this process.
+        let rc = unsafe { libc::personality(cleared) };
+        check("personality", libc::c_long::from(rc))?;
+    }
+
+    // Parent death: arm the signal *before* checking the parent, so there is no window in
+    // which the supervisor dies after the check but before the signal is armed. If it
+    // already died, we were re-parented and getppid() no longer matches. Note that the
+    // kernel sends it when the *thread* that forked us exits, not the whole process:
+    // airlockd must spawn workers from a thread that lives as long as they do.
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    check("prctl(PR_SET_PDEATHSIG)", libc::c_long::from(rc))?;
+    // SAFETY: getppid cannot fail and has no side effects.
+    let actual = unsafe { libc::getppid() };
+    if actual != cfg.parent_pid {
+        return Err(LockdownError::ParentGone {
+            expected: cfg.parent_pid,
+            actual,
+        });
+    }
+
+    // Not dumpable: no core dump, no ptrace attach and no /proc/<pid>/mem access by other
+    // processes of the same user.
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
+    check("prctl(PR_SET_DUMPABLE)", libc::c_long::from(rc))?;
+
+    Ok(())
+}
+
+/// Design §4 steps 4–6. Call after the engine exists and before the first untrusted read.
+pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
+    // Step 4: no_new_privs. Required before an unprivileged process may install Landlock or
+    // seccomp, and it makes sure no later execve (which seccomp kills anyway) could gain
+    // privileges through setuid bits or file capabilities.
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
+    check("prctl(PR_SET_NO_NEW_PRIVS)", libc::c_long::from(rc))?;
+
+    // Step 5: Landlock. Ask the kernel for its ABI first (for the report, and to refuse
+    // early with a clear message when Landlock is missing); this syscall is not possible
+    // once seccomp is in place.
+    let landlock_abi = kernel_landlock_abi()?;
+    let landlock_status = restrict_with_landlock()?;
+    // The crate's best-effort mode silently becomes a no-op without kernel support; that
+    // is exactly the downgrade the design forbids.
+    if landlock_status == RulesetStatus::NotEnforced {
+        return Err(LockdownError::LandlockUnavailable(
+            "the ruleset was not enforced".to_owned(),
+        ));
+    }
+
+    // The Landlock ruleset fd is closed now (restrict_self consumed it), so fds 0-3 are the
+    // only open descriptors and the limit can drop to 4: no new fd can ever be created.
+    lower_rlimit(libc::RLIMIT_NOFILE, FINAL_NOFILE, FINAL_NOFILE)?;
+
+    #[cfg(feature = "escape-probe")]
+    let _ = PROBE_CONTEXT.set(ProbeContext {
+        parent_pid: cfg.parent_pid,
+        seccomp_skipped: cfg.probe_skip_seccomp,
+    });
+    #[cfg(feature = "escape-probe")]
+    let skip_seccomp = cfg.probe_skip_seccomp;
+    #[cfg(not(feature = "escape-probe"))]
+    let skip_seccomp = {
+        let _ = cfg;
+        false
+    };
+
+    // Step 6: seccomp, last, because installing it ends the ability to make any of the calls
+    // above. Both programs are compiled before either is installed, so a compile error
+    // cannot leave the process half-filtered. The errno filter goes in first: installing a
+    // filter needs prctl and seccomp, which the kill filter does not allow (see
+    // syscall_allowlist for why there are two). TSYNC applies them to every thread; there
+    // is only one, and TSYNC fails loudly if that ever stops being true.
+    if !skip_seccomp {
+        let errno = syscall_allowlist::errno_filter()?;
+        let kill = syscall_allowlist::kill_filter()?;
+        seccompiler::apply_filter_all_threads(&errno)?;
+        seccompiler::apply_filter_all_threads(&kill)?;
+    }
+
+    Ok(LockdownReport {
+        landlock_abi,
+        landlock_fully_enforced: landlock_status == RulesetStatus::FullyEnforced,
+        seccomp_allowed_syscalls: syscall_allowlist::allowed_count(),
+    })
+}
+
+/// What the escape probe needs to know about the lockdown it runs under.
+#[cfg(feature = "escape-probe")]
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeContext {
+    /// The supervisor's pid (the probe cannot call getppid under seccomp).
+    pub parent_pid: i32,
+    /// Whether `--probe-skip-seccomp` left seccomp out.
+    pub seccomp_skipped: bool,
+}
+
+#[cfg(feature = "escape-probe")]
+static PROBE_CONTEXT: std::sync::OnceLock<ProbeContext> = std::sync::OnceLock::new();
+
+/// The lockdown as [`lock`] applied it, or `None` before `lock` has run.
+#[cfg(feature = "escape-probe")]
+pub fn probe_context() -> Option<ProbeContext> {
+    PROBE_CONTEXT.get().copied()
+}
+
+fn fd_is_open(fd: libc::c_int) -> bool {
+    // SAFETY: F_GETFD only reads the descriptor flags; an invalid fd yields EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
+fn check_ipc_fd() -> Result<(), LockdownError> {
+    if !fd_is_open(IPC_FD) {
+        return Err(LockdownError::IpcFdMissing);
+    }
+    // SAFETY: all-zero is a valid `struct stat`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, writable `struct stat`.
+    let rc = unsafe { libc::fstat(IPC_FD, &mut st) };
+    check("fstat(3)", libc::c_long::from(rc))?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(LockdownError::IpcFdNotUnixSocket);
+    }
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `domain` and `len` are valid for writes and `len` holds the buffer size.
+    let rc = unsafe {
+        libc::getsockopt(
+            IPC_FD,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&raw mut domain).cast(),
+            &mut len,
+        )
+    };
+    check("getsockopt(SO_DOMAIN)", libc::c_long::from(rc))?;
+    if domain != libc::AF_UNIX {
+        return Err(LockdownError::IpcFdNotUnixSocket);
+    }
+    Ok(())
+}
+
+fn clear_environment() -> Result<(), LockdownError> {
+    let keys: Vec<OsString> = std::env::vars_os().map(|(k, _)| k).collect();
+    let mut malformed = false;
+    for key in keys {
+        // remove_var panics on names std could never have set ("", "=...", NUL); those are
+        // swept by clearenv below instead.
+        let bytes = key.as_encoded_bytes();
+        if bytes.is_empty() || bytes.contains(&b'=') || bytes.contains(&0) {
+            malformed = true;
+            continue;
+        }
+        // SAFETY: the worker is still single-threaded (prepare_process runs first in main,
+        // before anything can spawn a thread), so no other thread can read the environment
+        // concurrently.
+        unsafe { std::env::remove_var(&key) };
+    }
+    if malformed {
+        // SAFETY: single-threaded, as above; clearenv drops the remaining entries.
+        let rc = unsafe { libc::clearenv() };
+        check("clearenv", libc::c_long::from(rc))?;
+    }
+    if std::env::vars_os().next().is_some() {
+        return Err(LockdownError::Syscall {
+            what: "clearing the environment",
+            source: io::Error::other("variables remain"),
+        });
+    }
+    Ok(())
+}
+
+/// Sets `resource` to `soft`/`hard`, never raising the current hard limit: an unprivileged
+/// worker may not raise it, and a lower inherited limit is at least as strict.
+fn lower_rlimit(
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> Result<(), LockdownError> {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `current` is a valid, writable rlimit.
+    let rc = unsafe { libc::getrlimit(resource, &mut current) };
+    check("getrlimit", libc::c_long::from(rc))?;
+    let hard = hard.min(current.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: `new` is a valid rlimit; lowering limits has no memory-safety effect.
+    let rc = unsafe { libc::setrlimit(resource, &new) };
+    check("setrlimit", libc::c_long::from(rc))?;
+    Ok(())
+}
+
+/// The Landlock ABI version of the running kernel (not capped at what the crate knows).
+fn kernel_landlock_abi() -> Result<u32, LockdownError> {
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the kernel only
+    // returns a number; no memory is read or written and no fd is created.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if rc < 1 {
+        // ENOSYS: not built into the kernel; EOPNOTSUPP: disabled at boot.
+        return Err(LockdownError::LandlockUnavailable(
+            io::Error::last_os_error().to_string(),
+        ));
+    }
+    u32::try_from(rc).map_err(|_| LockdownError::LandlockUnavailable(format!("abi {rc}")))
+}
+
+/// A ruleset that handles every filesystem right, TCP bind/connect, and abstract-socket and
+/// signal scoping, with no rule at all: nothing is allowed. Newer parts are best effort
+/// (the caller refuses a result of `NotEnforced`).
+fn restrict_with_landlock() -> Result<RulesetStatus, LockdownError> {
+    let status = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(LANDLOCK_ABI))?
+        .handle_access(AccessNet::from_all(LANDLOCK_ABI))?
+        .scope(Scope::from_all(LANDLOCK_ABI))?
+        .create()?
+        .restrict_self()?;
+    Ok(status.ruleset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<LockdownConfig, LockdownError> {
+        LockdownConfig::from_args(args.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn parses_all_arguments_in_any_order() {
+        let cfg = parse(&[
+            "--cpu-seconds",
+            "10",
+            "--parent-pid",
+            "42",
+            "--memory-ceiling",
+            "1073741824",
+        ])
+        .unwrap();
+        assert_eq!(cfg.parent_pid, 42);
+        assert_eq!(cfg.memory_ceiling_bytes, 1 << 30);
+        assert_eq!(cfg.cpu_seconds, 10);
+    }
+
+    #[test]
+    fn rejects_bad_command_lines() {
+        let full = [
+            "--parent-pid",
+            "1",
+            "--memory-ceiling",
+            "1",
+            "--cpu-seconds",
+            "1",
+        ];
+        assert!(parse(&full).is_ok());
+        assert!(matches!(
+            parse(&full[..4]),
+            Err(LockdownError::MissingArgument("--cpu-seconds"))
+        ));
+        assert!(matches!(
+            parse(&full[..5]),
+            Err(LockdownError::MissingValue("--cpu-seconds"))
+        ));
+        let mut extra = full.to_vec();
+        extra.push("--verbose");
+        assert!(matches!(
+            parse(&extra),
+            Err(LockdownError::UnknownArgument(_))
+        ));
+        let mut twice = full.to_vec();
+        twice.extend(["--parent-pid", "2"]);
+        assert!(matches!(
+            parse(&twice),
+            Err(LockdownError::DuplicateArgument("--parent-pid"))
+        ));
+        for bad in ["0", "-1", "x", "", "18446744073709551615"] {
+            let args = [
+                "--parent-pid",
+                "1",
+                "--memory-ceiling",
+                "1",
+                "--cpu-seconds",
+                bad,
+            ];
+            assert!(
+                matches!(parse(&args), Err(LockdownError::InvalidValue { .. })),
+                "{bad:?} accepted"
+            );
+        }
+    }
+
+    #[cfg(not(feature = "escape-probe"))]
+    #[test]
+    fn release_builds_do_not_know_the_probe_flag() {
+        let args = [
+            "--parent-pid",
+            "1",
+            "--memory-ceiling",
+            "1",
+            "--cpu-seconds",
+            "1",
+            "--probe-skip-seccomp",
+        ];
+        assert!(matches!(
+            parse(&args),
+            Err(LockdownError::UnknownArgument(_))
+        ));
+    }
+
+    #[cfg(feature = "escape-probe")]
+    #[test]
+    fn probe_builds_accept_the_probe_flag() {
+        let args = [
+            "--probe-skip-seccomp",
+            "--parent-pid",
+            "1",
+            "--memory-ceiling",
+            "1",
+            "--cpu-seconds",
+            "1",
+        ];
+        assert!(parse(&args).unwrap().probe_skip_seccomp);
+    }
+}

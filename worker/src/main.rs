@@ -1,0 +1,129 @@
+//! `airlock-worker`: runs exactly one untrusted program, after locking itself down.
+//!
+//! Started only by `airlockd` (by `exec`, with its end of a socket pair on fd 3). The order of
+//! `main` is the security argument of this crate, so it is one straight function:
+//!
+//! 1. [`lockdown::prepare_process`]: fds, environment, working directory, rlimits, parent-death
+//!    signal, non-dumpable (design §4 steps 1–2).
+//! 2. [`engine::Engine::new`]: create the JavaScript runtime while the process can still
+//!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
+//! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
+//! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
+//! 5. [`engine::Engine::run`] evaluates it and sends `Done`.
+//!
+//! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
+//! [`ipc`] (fd 3 framing), [`engine`] (QuickJS + bridge), [`typescript`] (oxc type stripping),
+//! and, only in test builds with the `escape-probe` feature, [`escape_probe`].
+
+mod ipc;
+mod lockdown;
+mod syscall_allowlist;
+
+#[cfg(feature = "engine")]
+mod engine;
+#[cfg(feature = "engine")]
+mod typescript;
+
+#[cfg(feature = "escape-probe")]
+mod escape_probe;
+
+use airlock_proto::{PROTOCOL_VERSION, SupervisorMessage, WorkerMessage};
+use std::process::ExitCode;
+
+/// Exit codes the supervisor interprets when no `Done` message arrived.
+pub mod exit_code {
+    /// Bad command line (the supervisor and worker binaries do not match).
+    pub const USAGE: u8 = 64;
+    /// A lockdown layer could not be applied: the worker refused to run.
+    pub const LOCKDOWN_FAILED: u8 = 70;
+    /// The IPC channel failed or the supervisor broke the protocol.
+    pub const IPC_FAILED: u8 = 71;
+}
+
+fn main() -> ExitCode {
+    let config = match lockdown::LockdownConfig::from_args(std::env::args_os().skip(1)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("airlock-worker: {e}");
+            eprintln!("airlock-worker is started by airlockd; it is not meant to be run by hand");
+            return ExitCode::from(exit_code::USAGE);
+        }
+    };
+
+    // Steps 1-2: after this, stderr is /dev/null and only fd 3 is open besides 0-2.
+    if let Err(e) = lockdown::prepare_process(&config) {
+        eprintln!("airlock-worker: lockdown failed: {e}");
+        return ExitCode::from(exit_code::LOCKDOWN_FAILED);
+    }
+
+    // Still trusted territory: nothing from the program has been read yet.
+    #[cfg(feature = "engine")]
+    let engine = match engine::Engine::new() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("airlock-worker: engine initialisation failed: {e}");
+            return ExitCode::from(exit_code::LOCKDOWN_FAILED);
+        }
+    };
+
+    // Steps 4-6. Fail closed: no layer is optional.
+    let report = match lockdown::lock(&config) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("airlock-worker: lockdown failed: {e}");
+            return ExitCode::from(exit_code::LOCKDOWN_FAILED);
+        }
+    };
+
+    // SAFETY: prepare_process verified that fd 3 is the inherited socket and closed every
+    // other descriptor above 2; nothing else owns fd 3.
+    let mut ipc = unsafe { ipc::Ipc::from_inherited_fd() };
+    if ipc
+        .send(&WorkerMessage::Ready {
+            protocol_version: PROTOCOL_VERSION,
+            lockdown: report,
+        })
+        .is_err()
+    {
+        return ExitCode::from(exit_code::IPC_FAILED);
+    }
+
+    // The first untrusted bytes.
+    let start = match ipc.recv() {
+        Ok(SupervisorMessage::Start(start)) => start,
+        // The supervisor closed the pool or was told to shut down before using this worker.
+        Ok(SupervisorMessage::Cancel)
+        | Err(airlock_proto::frame::blocking::IoFrameError::Closed) => {
+            return ExitCode::SUCCESS;
+        }
+        Ok(_) | Err(_) => return ExitCode::from(exit_code::IPC_FAILED),
+    };
+
+    #[cfg(feature = "escape-probe")]
+    let (outcome, stats) = {
+        // The probe attacks with the engine initialised (as a real worker is) but unused.
+        #[cfg(feature = "engine")]
+        let _ = &engine;
+        escape_probe::run(&start)
+    };
+
+    #[cfg(all(feature = "engine", not(feature = "escape-probe")))]
+    let (outcome, stats) = engine.run(start, &mut ipc);
+
+    #[cfg(all(not(feature = "engine"), not(feature = "escape-probe")))]
+    let (outcome, stats) = {
+        let _ = start;
+        (
+            airlock_proto::Outcome::Error(airlock_proto::ExecError::new(
+                airlock_proto::ErrorKind::Internal,
+                "this airlock-worker was built without the engine feature",
+            )),
+            airlock_proto::WorkerStats::default(),
+        )
+    };
+
+    if ipc.send(&WorkerMessage::Done { outcome, stats }).is_err() {
+        return ExitCode::from(exit_code::IPC_FAILED);
+    }
+    ExitCode::SUCCESS
+}
