@@ -1,0 +1,142 @@
+//! The JSON shapes of the agent API (`/v1/...`), shared by the daemon, the `airlock` CLI and
+//! the tests, so a field cannot be renamed on one side only.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /v1/executions` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutionRequest {
+    pub code: String,
+    #[serde(default)]
+    pub language: RequestLanguage,
+    /// Wall-clock budget; defaults to the policy's `limits.timeout_ms`, capped by
+    /// `limits.max_timeout_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestLanguage {
+    #[default]
+    Typescript,
+    Javascript,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    Error,
+    Timeout,
+}
+
+/// The answer to an execution (also the last event of a streamed execution).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExecutionResponse {
+    pub id: String,
+    pub status: Status,
+    /// The program's value (`null` when it failed).
+    pub result: Value,
+    pub stdout: String,
+    pub stderr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ExecutionError>,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub stats: ExecutionStats,
+    pub peer: PeerInfo,
+    pub principal: String,
+}
+
+/// Why an execution failed, with where in the submitted code.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionError {
+    /// `syntax`, `runtime`, `timeout`, `memory_limit`, `stack_overflow`, `result_not_json`,
+    /// `output_limit`, `tool_call_limit`, `deadlock`, `cancelled`, `sandbox_violation`,
+    /// `worker_crashed`, `internal`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// One tool call in the execution trace.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolCallRecord {
+    pub id: u32,
+    pub tool: String,
+    pub args: Value,
+    /// `ok`, `error`, or `pending` (the execution ended before the call returned).
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::tool_source::ToolError>,
+    pub duration_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionStats {
+    /// Waiting for an execution slot (max_concurrent_executions).
+    pub queue_ms: f64,
+    /// Waiting for a worker: ~0 from the pool, exec + lockdown + engine start otherwise.
+    pub spawn_ms: f64,
+    /// From sending the program to its final message.
+    pub run_ms: f64,
+    pub total_ms: f64,
+    pub worker_from_pool: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heap_used_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+/// Events of a streamed execution (`Accept: application/x-ndjson`), one JSON object a line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum ExecutionEvent {
+    Started { id: String },
+    Console { stream: ConsoleStream, level: String, text: String },
+    Progress { value: Value },
+    ToolCallStarted { id: u32, tool: String },
+    ToolCallFinished { id: u32, tool: String, outcome: String, duration_ms: f64 },
+    Result(Box<ExecutionResponse>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsoleStream {
+    Stdout,
+    Stderr,
+}
+
+/// Error body of every non-2xx answer: `{ "error": { "code", "message", "hint"? } }`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ApiError,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApiError {
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}

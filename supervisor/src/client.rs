@@ -1,0 +1,149 @@
+//! A small client for the agent API over the Unix socket, used by the `airlock` CLI, the
+//! end-to-end tests and the benchmark.
+
+use crate::agent_api::{ErrorBody, ExecutionEvent, ExecutionRequest, ExecutionResponse};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Request, Response, StatusCode};
+use std::path::{Path, PathBuf};
+use tokio::net::UnixStream;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to airlockd at {path}: {source}{hint}")]
+    Connect {
+        path: PathBuf,
+        source: std::io::Error,
+        hint: &'static str,
+    },
+    #[error("http error talking to airlockd: {0}")]
+    Http(#[from] hyper::Error),
+    #[error("cannot build the request: {0}")]
+    Request(#[from] hyper::http::Error),
+    #[error("airlockd answered {status}: {message}{}", hint.as_deref().map(|h| format!(" (hint: {h})")).unwrap_or_default())]
+    Api {
+        status: StatusCode,
+        code: String,
+        message: String,
+        hint: Option<String>,
+    },
+    #[error("unexpected answer from airlockd: {0}")]
+    Decode(String),
+}
+
+/// One HTTP/1.1 connection to the daemon (requests on it are sent one after another).
+#[derive(Debug)]
+pub struct Client {
+    sender: SendRequest<Full<Bytes>>,
+}
+
+impl Client {
+    pub async fn connect(path: &Path) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(path).await.map_err(|source| ClientError::Connect {
+            hint: match source.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                    " (is airlockd running? start it with `airlockd`, or pass --socket)"
+                }
+                std::io::ErrorKind::PermissionDenied => {
+                    " (the socket is mode 0660: are you in the daemon's group?)"
+                }
+                _ => "",
+            },
+            path: path.to_owned(),
+            source,
+        })?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Client { sender })
+    }
+
+    /// Sends a raw request (for tests of malformed input).
+    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, ClientError> {
+        self.sender.ready().await?;
+        Ok(self.sender.send_request(req).await?)
+    }
+
+    /// `GET path` → status and body text.
+    pub async fn get(&mut self, path: &str) -> Result<(StatusCode, String), ClientError> {
+        let req = Request::get(path).header("host", "airlock").body(Full::new(Bytes::new()))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// Runs a program and waits for the whole response.
+    pub async fn execute(&mut self, request: &ExecutionRequest) -> Result<ExecutionResponse, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let req = Request::post("/v1/executions")
+            .header("host", "airlock")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Runs a program and calls `on_event` for every event as it arrives; returns the final
+    /// response.
+    pub async fn execute_streaming(
+        &mut self,
+        request: &ExecutionRequest,
+        mut on_event: impl FnMut(&ExecutionEvent),
+    ) -> Result<ExecutionResponse, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let req = Request::post("/v1/executions")
+            .header("host", "airlock")
+            .header("content-type", "application/json")
+            .header("accept", "application/x-ndjson")
+            .body(Full::new(Bytes::from(body)))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let mut body = resp.into_body();
+        if !status.is_success() {
+            let bytes = body.collect().await?.to_bytes();
+            return Err(api_error(status, &bytes));
+        }
+        let mut buf: Vec<u8> = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame?;
+            let Some(data) = frame.data_ref() else { continue };
+            buf.extend_from_slice(data);
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                let event: ExecutionEvent =
+                    serde_json::from_slice(&line).map_err(|e| ClientError::Decode(e.to_string()))?;
+                if let ExecutionEvent::Result(resp) = event {
+                    return Ok(*resp);
+                }
+                on_event(&event);
+            }
+        }
+        Err(ClientError::Decode("the event stream ended without a result".into()))
+    }
+}
+
+fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(body) => ClientError::Api {
+            status,
+            code: body.error.code,
+            message: body.error.message,
+            hint: body.error.hint,
+        },
+        Err(_) => ClientError::Api {
+            status,
+            code: "unknown".into(),
+            message: String::from_utf8_lossy(bytes).into_owned(),
+            hint: None,
+        },
+    }
+}

@@ -1,0 +1,327 @@
+//! The agent API: HTTP/1.1 with JSON bodies on a Unix socket.
+//!
+//! Every connection is identified by the kernel (`SO_PEERCRED`, `SO_PEERGROUPS`), never by
+//! anything the client says; the policy's principals decide whether it may talk to us at
+//! all. A connection no principal admits gets one clear `403` and is closed.
+
+use crate::agent_api::{
+    ApiError, ErrorBody, ExecutionEvent, ExecutionRequest, PeerInfo, RequestLanguage,
+};
+use crate::daemon::DaemonState;
+use crate::execution::{ExecutionJob, run_execution};
+use airlock_policy::Principal;
+use airlock_proto::{Language, Limits};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+pub type ApiBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// Who is on the other end of a connection, as the kernel reports it.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub info: PeerInfo,
+    pub groups: Vec<u32>,
+    /// The admitting principal, or `None` if the policy admits no one with these credentials.
+    pub principal: Option<Arc<Principal>>,
+}
+
+impl Peer {
+    pub fn identify(stream: &UnixStream, state: &DaemonState) -> std::io::Result<Peer> {
+        let cred = stream.peer_cred()?;
+        let info = PeerInfo {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid(),
+        };
+        let groups = peer_groups(stream).unwrap_or_default();
+        let principal = state.admit(info.uid, info.gid, &groups);
+        Ok(Peer {
+            info,
+            groups,
+            principal,
+        })
+    }
+}
+
+/// Supplementary groups of the peer (`SO_PEERGROUPS`, Linux ≥ 4.13).
+fn peer_groups(stream: &UnixStream) -> std::io::Result<Vec<u32>> {
+    let mut groups = vec![0u32; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<u32>()) as libc::socklen_t;
+        // SAFETY: the buffer is valid for `len` bytes and getsockopt writes at most that.
+        let r = unsafe {
+            libc::getsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            groups.truncate(len as usize / std::mem::size_of::<u32>());
+            return Ok(groups);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ERANGE) && groups.len() < 65536 {
+            let want = (len as usize / std::mem::size_of::<u32>()).max(groups.len() * 2);
+            groups.resize(want, 0);
+            continue;
+        }
+        return Err(err);
+    }
+}
+
+/// Serves one accepted connection until it closes or the daemon shuts down.
+pub async fn serve_connection(
+    state: Arc<DaemonState>,
+    stream: UnixStream,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let peer = match Peer::identify(&stream, &state) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            warn!(error = %e, "cannot read peer credentials; closing connection");
+            return;
+        }
+    };
+    if peer.principal.is_none() {
+        warn!(uid = peer.info.uid, gid = peer.info.gid, pid = ?peer.info.pid, "connection refused: no principal admits this peer");
+    }
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let svc_state = state.clone();
+    let svc_peer = peer.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let state = svc_state.clone();
+        let peer = svc_peer.clone();
+        async move { Ok::<_, Infallible>(route(state, peer, req).await) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(peer.principal.is_some())
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    loop {
+        tokio::select! {
+            res = conn.as_mut() => {
+                if let Err(e) = res {
+                    debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = shutdown.changed() => conn.as_mut().graceful_shutdown(),
+        }
+    }
+}
+
+async fn route(state: Arc<DaemonState>, peer: Arc<Peer>, req: Request<Incoming>) -> Response<ApiBody> {
+    let Some(principal) = peer.principal.clone() else {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "not_admitted",
+            format!(
+                "uid {} (gid {}) is not admitted by any principal in the policy ({})",
+                peer.info.uid,
+                peer.info.gid,
+                state.policy_origin()
+            ),
+            Some("the operator must add this user or one of its groups to a [[principal]] entry in the policy".into()),
+        );
+    };
+    let path = req.uri().path().to_owned();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &state.health()),
+        (&Method::POST, "/v1/executions") => execute(state, peer, principal, req).await,
+        (_, "/v1/health" | "/v1/executions") => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} is not supported on {path}", req.method()),
+            Some("use GET /v1/health or POST /v1/executions".into()),
+        ),
+        _ => error_response(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no route for {} {path}", req.method()),
+            Some("the API has GET /v1/health and POST /v1/executions".into()),
+        ),
+    }
+}
+
+async fn execute(
+    state: Arc<DaemonState>,
+    peer: Arc<Peer>,
+    principal: Arc<Principal>,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
+    let limits_policy = state.limits();
+    let streaming = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    // JSON escaping can double a program's size (and \u escapes grow it further); the exact
+    // code-size check follows after parsing.
+    let body_limit = (limits_policy.max_code_bytes as usize).saturating_mul(2) + 1024 * 1024;
+    let body = match Limited::new(req.into_body(), body_limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                return error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request_too_large",
+                    format!("the request body exceeds {body_limit} bytes"),
+                    Some(format!("programs may be at most {} bytes (limits.max_code)", limits_policy.max_code_bytes)),
+                );
+            }
+            return error_response(StatusCode::BAD_REQUEST, "bad_request", format!("cannot read the request body: {e}"), None);
+        }
+    };
+    let request: ExecutionRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the request body is not a valid execution request: {e}"),
+                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>}"#.into()),
+            );
+        }
+    };
+    if request.code.len() as u64 > limits_policy.max_code_bytes {
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "program_too_large",
+            format!(
+                "the program is {} bytes; the limit is {} bytes",
+                request.code.len(),
+                limits_policy.max_code_bytes
+            ),
+            Some("send a smaller program; keep data in tool calls, not in the source".into()),
+        );
+    }
+    let timeout_ms = request.timeout_ms.unwrap_or(limits_policy.timeout_ms);
+    if timeout_ms == 0 || timeout_ms > limits_policy.max_timeout_ms {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_timeout",
+            format!(
+                "timeout_ms must be between 1 and {} (the policy's limits.max_timeout_ms), got {timeout_ms}",
+                limits_policy.max_timeout_ms
+            ),
+            None,
+        );
+    }
+    let limits = Limits {
+        timeout_ms,
+        memory_bytes: limits_policy.memory_bytes,
+        stack_bytes: limits_policy.stack_bytes,
+        max_tool_calls: limits_policy.max_tool_calls,
+        max_output_bytes: limits_policy.max_output_bytes,
+    };
+    let queued = Instant::now();
+    let Ok(slot) = state.execution_slot().await else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the daemon is shutting down and accepts no new executions".into(),
+            Some("retry once the daemon is back".into()),
+        );
+    };
+    let job = ExecutionJob {
+        id: state.next_execution_id(),
+        code: request.code,
+        language: match request.language {
+            RequestLanguage::Typescript => Language::TypeScript,
+            RequestLanguage::Javascript => Language::JavaScript,
+        },
+        limits,
+        peer: peer.info,
+        principal,
+        queue_wait: queued.elapsed(),
+    };
+    let env = state.execution_env();
+    if streaming {
+        let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
+        tokio::spawn(async move {
+            let _slot = slot;
+            let response = run_execution(&env, job, Some(tx.clone())).await;
+            let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
+        });
+        let mut resp = Response::new(EventBody { rx }.boxed());
+        resp.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+        resp
+    } else {
+        let response = run_execution(&env, job, None).await;
+        drop(slot);
+        json_response(StatusCode::OK, &response)
+    }
+}
+
+/// A response body that writes execution events as NDJSON lines as they happen.
+struct EventBody {
+    rx: mpsc::Receiver<ExecutionEvent>,
+}
+
+impl Body for EventBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                let mut line = serde_json::to_vec(&event).unwrap_or_else(|_| b"{}".to_vec());
+                line.push(b'\n');
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<ApiBody> {
+    let body = match serde_json::to_vec(value) {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot serialise the response: {e}"),
+                None,
+            );
+        }
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(body)).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+pub fn error_response(status: StatusCode, code: &str, message: String, hint: Option<String>) -> Response<ApiBody> {
+    let body = ErrorBody {
+        error: ApiError {
+            code: code.to_owned(),
+            message,
+            hint,
+        },
+    };
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(bytes)).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}

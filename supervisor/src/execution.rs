@@ -1,0 +1,588 @@
+//! One execution, from a validated request to its response: take a worker, send the program,
+//! broker every tool call, collect console output, enforce the wall-clock deadline, and turn
+//! whatever happened (including a crashed or killed worker) into a structured answer.
+
+use crate::agent_api::{
+    ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
+    Status, ToolCallRecord,
+};
+use crate::tool_source::{CallContext, ToolError, ToolRegistry};
+use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
+use crate::worker_process::{WorkerExit, signal_name};
+use airlock_policy::Principal;
+use airlock_proto::{
+    ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, Outcome, StartExecution,
+    SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
+};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+/// How long past its deadline a worker may take to report the timeout itself before it is
+/// killed. The engine's interrupt handler normally stops it at the deadline; this bounds the
+/// case where it does not (blocked, or stuck in native code).
+pub const KILL_GRACE: Duration = Duration::from_millis(100);
+
+/// Everything an execution needs from the daemon.
+#[derive(Debug, Clone)]
+pub struct ExecutionEnv {
+    pub pool: WorkerPool,
+    pub tools: ToolRegistry,
+}
+
+/// A request that passed validation.
+#[derive(Debug, Clone)]
+pub struct ExecutionJob {
+    pub id: String,
+    pub code: String,
+    pub language: Language,
+    pub limits: Limits,
+    pub peer: PeerInfo,
+    pub principal: Arc<Principal>,
+    pub queue_wait: Duration,
+}
+
+/// Runs one execution to completion. Events, if wanted, are sent as they happen; the
+/// returned response is also the final event's payload.
+pub async fn run_execution(
+    env: &ExecutionEnv,
+    job: ExecutionJob,
+    events: Option<mpsc::Sender<ExecutionEvent>>,
+) -> ExecutionResponse {
+    let span = info_span!(
+        "execution",
+        id = %job.id,
+        principal = %job.principal.name,
+        uid = job.peer.uid,
+        pid = job.peer.pid.unwrap_or(0),
+    );
+    async move {
+        let total = Instant::now();
+        let mut run = Run::new(&job, events);
+        run.emit(ExecutionEvent::Started { id: job.id.clone() }).await;
+        let (worker, checkout) = match env.pool.checkout().await {
+            Ok(w) => w,
+            Err(e) => {
+                run.fail_without_worker(&e);
+                return run.finish(&job, total, None);
+            }
+        };
+        run.stats.worker_from_pool = checkout.from_pool;
+        run.stats.spawn_ms = ms(checkout.wait);
+        debug!(worker_pid = worker.process.pid(), from_pool = checkout.from_pool, "worker checked out");
+        let exit = run.drive(env, &job, worker).await;
+        let response = run.finish(&job, total, exit);
+        info!(
+            status = ?response.status,
+            tool_calls = response.tool_calls.len(),
+            total_ms = response.stats.total_ms,
+            "execution finished"
+        );
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// The state of one execution while it runs.
+struct Run {
+    events: Option<mpsc::Sender<ExecutionEvent>>,
+    stdout: String,
+    stderr: String,
+    output_bytes: u64,
+    output_truncated: bool,
+    max_output: u64,
+    tool_calls: Vec<ToolCallRecord>,
+    call_started: Vec<Instant>,
+    outcome: Option<Outcome>,
+    /// A failure found by the supervisor (crash, kill, protocol error), which wins over the
+    /// worker's own report.
+    failure: Option<ExecutionError>,
+    timed_out: bool,
+    worker_stats: Option<WorkerStats>,
+    stats: ExecutionStats,
+    timeout_ms: u64,
+}
+
+impl Run {
+    fn new(job: &ExecutionJob, events: Option<mpsc::Sender<ExecutionEvent>>) -> Run {
+        Run {
+            events,
+            stdout: String::new(),
+            stderr: String::new(),
+            output_bytes: 0,
+            output_truncated: false,
+            max_output: job.limits.max_output_bytes,
+            tool_calls: Vec::new(),
+            call_started: Vec::new(),
+            outcome: None,
+            failure: None,
+            timed_out: false,
+            worker_stats: None,
+            stats: ExecutionStats {
+                queue_ms: ms(job.queue_wait),
+                ..ExecutionStats::default()
+            },
+            timeout_ms: job.limits.timeout_ms,
+        }
+    }
+
+    async fn emit(&self, event: ExecutionEvent) {
+        if let Some(tx) = &self.events {
+            // A client that went away just stops receiving; the execution still completes.
+            let _ = tx.send(event).await;
+        }
+    }
+
+    fn fail_without_worker(&mut self, e: &WorkerStartError) {
+        tracing::error!(error = %e, "no worker for execution");
+        self.failure = Some(ExecutionError {
+            kind: "internal".into(),
+            name: None,
+            message: format!("could not start a sandboxed worker: {e}"),
+            line: None,
+            column: None,
+            stack: None,
+            hint: Some("this is a daemon problem, not a problem with the program; the operator should check the airlockd log and `GET /v1/health`".into()),
+        });
+    }
+
+    /// Drives the worker until it reports `Done`, dies, or passes the deadline. Returns how
+    /// the worker process ended, when that is known.
+    async fn drive(&mut self, env: &ExecutionEnv, job: &ExecutionJob, worker: ReadyWorker) -> Option<WorkerExit> {
+        let ReadyWorker {
+            mut process,
+            mut channel,
+            ..
+        } = worker;
+        let run_started = Instant::now();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(job.limits.timeout_ms);
+        let start = SupervisorMessage::Start(StartExecution {
+            execution_id: job.id.clone(),
+            language: job.language,
+            code: job.code.clone(),
+            limits: job.limits,
+        });
+        if let Err(e) = channel.send(&start).await {
+            let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+            self.failure = Some(crash_error(&format!("could not send the program to the worker: {e}"), exit));
+            return exit;
+        }
+
+        let mut calls: JoinSet<(u32, Result<String, ToolFailure>)> = JoinSet::new();
+        let mut cancel_sent = false;
+        let kill_at = deadline + KILL_GRACE;
+        let exit = loop {
+            tokio::select! {
+                msg = channel.recv() => match msg {
+                    Ok(WorkerMessage::Done { outcome, stats }) => {
+                        self.outcome = Some(outcome);
+                        self.worker_stats = Some(stats);
+                        break None;
+                    }
+                    Ok(WorkerMessage::Console { level, text }) => self.console(level, text).await,
+                    Ok(WorkerMessage::Progress { value_json }) => {
+                        let value = serde_json::from_str(&value_json).unwrap_or(Value::String(value_json));
+                        self.emit(ExecutionEvent::Progress { value }).await;
+                    }
+                    Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
+                        self.start_call(env, job, &mut calls, id, tool, args_json).await;
+                    }
+                    Ok(other @ WorkerMessage::Ready { .. }) => {
+                        let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+                        self.failure = Some(protocol_error(&format!("unexpected {} message", message_name(&other))));
+                        break exit;
+                    }
+                    Err(ChannelError::Closed) | Err(ChannelError::Io(_)) => {
+                        // The worker died; its exit status says why.
+                        let exit = match tokio::time::timeout(Duration::from_secs(2), process.wait()).await {
+                            Ok(Ok(exit)) => Some(exit),
+                            _ => process.kill_and_reap(Duration::from_secs(1)).await,
+                        };
+                        self.failure = Some(crash_error("the worker process ended before the program finished", exit));
+                        break exit;
+                    }
+                    Err(e @ ChannelError::Frame(_)) => {
+                        let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+                        warn!(error = %e, "worker broke the protocol; killed");
+                        self.failure = Some(protocol_error(&e.to_string()));
+                        break exit;
+                    }
+                },
+                Some(done) = calls.join_next(), if !calls.is_empty() => {
+                    let Ok((id, result)) = done else { continue };
+                    self.finish_call(id, &result).await;
+                    let msg = SupervisorMessage::ToolResult { id, result };
+                    if let Err(e) = channel.send(&msg).await {
+                        debug!(error = %e, "could not deliver a tool result; the worker is gone");
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline), if !cancel_sent => {
+                    // Ask politely first: a worker blocked waiting for tool results stops at
+                    // once and reports where it was; a spinning one is stopped by its own
+                    // interrupt handler at the same deadline.
+                    cancel_sent = true;
+                    self.timed_out = true;
+                    let _ = channel.send(&SupervisorMessage::Cancel).await;
+                }
+                _ = tokio::time::sleep_until(kill_at) => {
+                    self.timed_out = true;
+                    warn!("worker missed its deadline; killing it");
+                    break process.kill_and_reap(Duration::from_secs(2)).await;
+                }
+            }
+        };
+        calls.abort_all();
+        self.stats.run_ms = ms(run_started.elapsed());
+        if exit.is_some() {
+            return exit;
+        }
+        // After Done the worker exits by itself; reap it for its peak RSS, but never wait long.
+        match tokio::time::timeout(Duration::from_millis(500), process.wait()).await {
+            Ok(Ok(exit)) => Some(exit),
+            _ => process.kill_and_reap(Duration::from_secs(1)).await,
+        }
+    }
+
+    async fn console(&mut self, level: ConsoleLevel, text: String) {
+        let stream = if level.is_stderr() {
+            ConsoleStream::Stderr
+        } else {
+            ConsoleStream::Stdout
+        };
+        // The worker enforces the output limit; this is the supervisor's own backstop so a
+        // misbehaving worker cannot make the daemon buffer without bound.
+        let room = self.max_output.saturating_sub(self.output_bytes) as usize;
+        let line_len = text.len() + 1;
+        if line_len > room {
+            self.output_truncated = true;
+            return;
+        }
+        self.output_bytes += line_len as u64;
+        let buf = match stream {
+            ConsoleStream::Stdout => &mut self.stdout,
+            ConsoleStream::Stderr => &mut self.stderr,
+        };
+        buf.push_str(&text);
+        buf.push('\n');
+        let level = format!("{level:?}").to_lowercase();
+        self.emit(ExecutionEvent::Console { stream, level, text }).await;
+    }
+
+    async fn start_call(
+        &mut self,
+        env: &ExecutionEnv,
+        job: &ExecutionJob,
+        calls: &mut JoinSet<(u32, Result<String, ToolFailure>)>,
+        id: u32,
+        tool: String,
+        args_json: String,
+    ) {
+        let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
+        self.tool_calls.push(ToolCallRecord {
+            id,
+            tool: tool.clone(),
+            args: args.clone(),
+            outcome: "pending".into(),
+            error: None,
+            duration_ms: 0.0,
+        });
+        self.call_started.push(Instant::now());
+        self.emit(ExecutionEvent::ToolCallStarted { id, tool: tool.clone() }).await;
+
+        let check = if self.tool_calls.len() > job.limits.max_tool_calls as usize {
+            Err(ToolError::new(
+                "tool_call_limit",
+                format!("this execution reached its limit of {} tool calls", job.limits.max_tool_calls),
+            )
+            .with_hint("batch the work into fewer calls, or ask the operator to raise limits.max_tool_calls"))
+        } else if !job.principal.allows_tool(&tool) {
+            Err(ToolError::new(
+                "denied",
+                format!("principal `{}` is not allowed to call `{tool}`", job.principal.name),
+            )
+            .with_hint("the operator grants tools with `allow` in the principal's policy entry"))
+        } else if !args.is_object() {
+            Err(ToolError::new(
+                "invalid_arguments",
+                format!("arguments of `{tool}` must be an object, got {}", json_type(&args)),
+            )
+            .with_hint(format!("call it as tools.{tool}({{ ... }})")))
+        } else {
+            env.tools.resolve(&tool).map(|_| ())
+        };
+        let registry = env.tools.clone();
+        let ctx = CallContext {
+            execution_id: job.id.clone(),
+            principal: job.principal.name.clone(),
+            call_id: id,
+        };
+        calls.spawn(
+            async move {
+                let result = match check {
+                    Err(e) => Err(e),
+                    Ok(()) => match registry.resolve(&tool) {
+                        Err(e) => Err(e),
+                        Ok((source, name)) => source.call(name, args, &ctx).await,
+                    },
+                };
+                (id, result.and_then(encode_result).map_err(to_failure))
+            }
+            .in_current_span(),
+        );
+    }
+
+    async fn finish_call(&mut self, id: u32, result: &Result<String, ToolFailure>) {
+        let Some(idx) = self.tool_calls.iter().position(|c| c.id == id) else {
+            return;
+        };
+        let duration_ms = ms(self.call_started[idx].elapsed());
+        let record = &mut self.tool_calls[idx];
+        record.duration_ms = duration_ms;
+        match result {
+            Ok(_) => record.outcome = "ok".into(),
+            Err(f) => {
+                record.outcome = "error".into();
+                record.error = Some(ToolError {
+                    code: f.code.clone(),
+                    message: f.message.clone(),
+                    hint: f.hint.clone(),
+                });
+            }
+        }
+        let event = ExecutionEvent::ToolCallFinished {
+            id,
+            tool: record.tool.clone(),
+            outcome: record.outcome.clone(),
+            duration_ms,
+        };
+        self.emit(event).await;
+    }
+
+    fn finish(mut self, job: &ExecutionJob, total: Instant, exit: Option<WorkerExit>) -> ExecutionResponse {
+        if let Some(stats) = self.worker_stats {
+            self.stats.compile_us = Some(stats.compile_us);
+            self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
+            self.stats.peak_rss_bytes = Some(stats.peak_rss_bytes).filter(|b| *b > 0);
+        }
+        if let Some(exit) = exit {
+            if exit.peak_rss_bytes > 0 {
+                self.stats.peak_rss_bytes = Some(exit.peak_rss_bytes);
+            }
+        }
+        self.stats.total_ms = ms(total.elapsed());
+
+        let (status, result, error) = if self.timed_out {
+            // Whatever the worker managed to say, the deadline passed: report the timeout,
+            // with the worker's position if it gave one.
+            let (line, column, stack) = match &self.outcome {
+                Some(Outcome::Error(e)) => (e.line, e.column, e.stack.clone()),
+                _ => (None, None, None),
+            };
+            (
+                Status::Timeout,
+                Value::Null,
+                Some(ExecutionError {
+                    kind: "timeout".into(),
+                    name: None,
+                    message: format!("the program did not finish within its {} ms deadline", self.timeout_ms),
+                    line,
+                    column,
+                    stack,
+                    hint: Some(timeout_hint()),
+                }),
+            )
+        } else if let Some(failure) = self.failure.take() {
+            (Status::Error, Value::Null, Some(failure))
+        } else {
+            match self.outcome.take() {
+                Some(Outcome::Ok { value_json }) => match serde_json::from_str(&value_json) {
+                    Ok(v) => (Status::Ok, v, None),
+                    Err(e) => (
+                        Status::Error,
+                        Value::Null,
+                        Some(protocol_error(&format!("the worker's result is not valid JSON: {e}"))),
+                    ),
+                },
+                Some(Outcome::Error(e)) => {
+                    let status = if e.kind == ErrorKind::Timeout {
+                        Status::Timeout
+                    } else {
+                        Status::Error
+                    };
+                    (status, Value::Null, Some(exec_error(e, self.timeout_ms)))
+                }
+                None => (Status::Error, Value::Null, Some(protocol_error("the worker ended without a result"))),
+            }
+        };
+        if self.output_truncated {
+            self.stderr.push_str(&format!(
+                "[airlock: console output over the {}-byte limit was dropped]\n",
+                self.max_output
+            ));
+        }
+        ExecutionResponse {
+            id: job.id.clone(),
+            status,
+            result,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            error,
+            tool_calls: self.tool_calls,
+            stats: self.stats,
+            peer: job.peer,
+            principal: job.principal.name.clone(),
+        }
+    }
+}
+
+fn timeout_hint() -> String {
+    "split the work into smaller programs, await fewer slow tool calls, or pass a larger timeout_ms (up to the policy's limits.max_timeout_ms)".into()
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Serialises a tool's result for the worker, refusing what cannot fit in one frame.
+fn encode_result(value: Value) -> Result<String, ToolError> {
+    let text = serde_json::to_string(&value)
+        .map_err(|e| ToolError::new("internal", format!("cannot serialise the tool result: {e}")))?;
+    // Leave room for the envelope of the ToolResult frame.
+    let max = MAX_FRAME_LEN as usize - 1024;
+    if text.len() > max {
+        return Err(ToolError::new(
+            "result_too_large",
+            format!("the tool returned {} bytes, over the {} byte limit for one result", text.len(), max),
+        )
+        .with_hint("ask the tool for less data (filters, pagination)"));
+    }
+    Ok(text)
+}
+
+fn to_failure(e: ToolError) -> ToolFailure {
+    ToolFailure {
+        code: e.code,
+        message: e.message,
+        hint: e.hint,
+    }
+}
+
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Syntax => "syntax",
+        ErrorKind::Runtime => "runtime",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::MemoryLimit => "memory_limit",
+        ErrorKind::StackOverflow => "stack_overflow",
+        ErrorKind::ResultNotJson => "result_not_json",
+        ErrorKind::OutputLimit => "output_limit",
+        ErrorKind::ToolCallLimit => "tool_call_limit",
+        ErrorKind::Deadlock => "deadlock",
+        ErrorKind::Cancelled => "cancelled",
+        ErrorKind::SandboxViolation => "sandbox_violation",
+        ErrorKind::Internal => "internal",
+    }
+}
+
+fn kind_hint(kind: ErrorKind, timeout_ms: u64) -> Option<String> {
+    Some(match kind {
+        ErrorKind::Syntax => "fix the syntax at the given line and column; programs are TypeScript (or JavaScript) scripts, not modules: no import/export".into(),
+        ErrorKind::Timeout => {
+            let _ = timeout_ms;
+            timeout_hint()
+        }
+        ErrorKind::MemoryLimit => "process data in smaller pieces or keep fewer values alive; the heap limit is set by the operator (limits.memory)".into(),
+        ErrorKind::StackOverflow => "the program recursed too deeply; use a loop or an explicit stack".into(),
+        ErrorKind::ResultNotJson => "return plain JSON data: convert BigInt with Number() or String(), remove cycles and functions".into(),
+        ErrorKind::OutputLimit => "print less (summaries, counts) and return data as the program's result instead".into(),
+        ErrorKind::ToolCallLimit => "make fewer tool calls per execution (batch, filter upstream), or split the work across executions".into(),
+        ErrorKind::Deadlock => "every awaited promise must eventually settle; there are no timers or events in the sandbox besides tool calls".into(),
+        ErrorKind::SandboxViolation => "the sandbox allows computation and tool calls only; no files, network, processes or system calls".into(),
+        ErrorKind::Runtime | ErrorKind::Cancelled | ErrorKind::Internal => return None,
+    })
+}
+
+fn exec_error(e: ExecError, timeout_ms: u64) -> ExecutionError {
+    ExecutionError {
+        kind: kind_name(e.kind).into(),
+        hint: kind_hint(e.kind, timeout_ms),
+        name: e.name,
+        message: e.message,
+        line: e.line,
+        column: e.column,
+        stack: e.stack,
+    }
+}
+
+fn protocol_error(detail: &str) -> ExecutionError {
+    ExecutionError {
+        kind: "internal".into(),
+        name: None,
+        message: format!("the worker broke the supervisor protocol ({detail}); it was stopped"),
+        line: None,
+        column: None,
+        stack: None,
+        hint: Some("run the program again; if this repeats, the operator should check that airlock-worker matches this airlockd".into()),
+    }
+}
+
+/// Explains a worker that ended without `Done`, from its exit status.
+fn crash_error(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
+    let (kind, message, hint) = match exit {
+        Some(WorkerExit { signal: Some(libc::SIGSYS), .. }) => (
+            "sandbox_violation",
+            "the program attempted a system call the sandbox forbids; the worker was killed by the seccomp filter (SIGSYS)".to_owned(),
+            kind_hint(ErrorKind::SandboxViolation, 0),
+        ),
+        Some(WorkerExit { signal: Some(libc::SIGXCPU), .. }) => (
+            "timeout",
+            "the worker used up its CPU-time limit (RLIMIT_CPU) and was killed".to_owned(),
+            Some(timeout_hint()),
+        ),
+        Some(WorkerExit { signal: Some(libc::SIGKILL), .. }) => (
+            "worker_crashed",
+            format!("{context}: the worker was killed by SIGKILL (from outside the daemon, or by the kernel's OOM killer)"),
+            Some("run the program again; if it keeps happening, it may be using too much memory".into()),
+        ),
+        Some(exit) => (
+            "worker_crashed",
+            format!("{context}: the worker {} ", exit.describe()).trim_end().to_owned(),
+            Some(match exit.signal {
+                Some(s) if s == libc::SIGSEGV || s == libc::SIGABRT => format!(
+                    "the worker crashed with {}; very deeply nested or very large programs can do this — simplify the program",
+                    signal_name(s)
+                ),
+                _ => "run the program again; if it repeats, report it to the operator with the execution id".into(),
+            }),
+        ),
+        None => (
+            "worker_crashed",
+            format!("{context}: the worker vanished"),
+            None,
+        ),
+    };
+    ExecutionError {
+        kind: kind.into(),
+        name: None,
+        message,
+        line: None,
+        column: None,
+        stack: None,
+        hint,
+    }
+}

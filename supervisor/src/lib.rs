@@ -1,0 +1,26 @@
+//! The Airlock supervisor: the `airlockd` daemon and the `airlock` CLI as a library.
+//!
+//! - [`daemon`]: [`daemon::run`], the whole daemon given a config, a listener and a shutdown
+//!   future (what `airlockd` and the tests call).
+//! - [`control_socket`]: the HTTP/JSON agent API on the Unix socket, peer credentials.
+//! - [`agent_api`]: request, response and event JSON types shared with clients.
+//! - [`execution`]: one execution: worker checkout, tool brokering, deadline, response.
+//! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
+//! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
+//! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
+//! - [`socket_path`]: default socket location and safe binding.
+//! - [`systemd`]: sd_notify readiness/watchdog and socket activation.
+//! - [`client`]: a client for the agent API (CLI, tests, benchmark).
+
+pub mod agent_api;
+pub mod client;
+pub mod control_socket;
+pub mod daemon;
+pub mod execution;
+pub mod socket_path;
+pub mod systemd;
+pub mod tool_source;
+pub mod worker_pool;
+pub mod worker_process;
+
+pub use daemon::{DaemonConfig, run};

@@ -1,0 +1,237 @@
+//! How tool calls leave the sandbox: the [`ToolSource`] trait and the [`ToolRegistry`] that
+//! routes `namespace.tool` names to sources.
+//!
+//! Every call from a worker is resolved here, after the principal's policy check, and before
+//! anything is sent anywhere. Real sources (MCP, OpenAPI, GraphQL) implement the trait in
+//! later modules; tests inject in-process sources through [`ToolRegistry::register`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// A boxed future, so `ToolSource` can be used as a trait object.
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+
+/// One tool as the catalogue knows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolDescriptor {
+    /// Name within its namespace, as programs write it (`tools.<namespace>.<name>`).
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+}
+
+/// What a call knows about its caller, for sources that care (audit, per-principal auth).
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub execution_id: String,
+    pub principal: String,
+    /// Position of this call within its execution (1-based, call order).
+    pub call_id: u32,
+}
+
+/// A provider of tools under one namespace.
+pub trait ToolSource: Send + Sync + 'static {
+    /// The namespace programs use: `tools.<namespace>.<tool>()`.
+    fn namespace(&self) -> &str;
+    /// The tools this source offers now.
+    fn tools(&self) -> Vec<ToolDescriptor>;
+    /// Performs one call. `args` is the JSON object the program passed.
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a>;
+}
+
+/// A failed tool call as the program sees it (a `ToolError` in JavaScript).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    /// Stable machine-readable code: `unknown_tool`, `denied`, `invalid_arguments`,
+    /// `upstream_error`, `result_too_large`, `tool_call_limit`, …
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    pub fn new(code: &str, message: impl Into<String>) -> Self {
+        ToolError {
+            code: code.to_owned(),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// All tool sources of a daemon, by namespace.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    sources: BTreeMap<String, Arc<dyn ToolSource>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("namespaces", &self.sources.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a source; a later source with the same namespace replaces the earlier one.
+    pub fn register(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.insert(source.namespace().to_owned(), source);
+    }
+
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.sources.keys().map(String::as_str)
+    }
+
+    /// Resolves `namespace.tool` to its source, or a `ToolError` that suggests near names.
+    pub fn resolve<'a>(&'a self, full_name: &'a str) -> Result<(&'a Arc<dyn ToolSource>, &'a str), ToolError> {
+        let Some((namespace, tool)) = full_name.split_once('.') else {
+            return Err(ToolError::new(
+                "unknown_tool",
+                format!("`{full_name}` is not a tool name"),
+            )
+            .with_hint("call tools as tools.<server>.<tool>(args)"));
+        };
+        let Some(source) = self.sources.get(namespace) else {
+            let known: Vec<&str> = self.namespaces().collect();
+            let mut err = ToolError::new(
+                "unknown_tool",
+                format!("there is no tool server named `{namespace}` (called as tools.{full_name})"),
+            );
+            err.hint = Some(match closest(namespace, known.iter().copied(), 3).as_slice() {
+                [] if known.is_empty() => "no tool servers are configured on this daemon".to_owned(),
+                [] => format!("available servers: {}", known.join(", ")),
+                near => format!("did you mean {}?", quote_list(near, "tools.", "")),
+            });
+            return Err(err);
+        };
+        let tools = source.tools();
+        if !tools.iter().any(|t| t.name == tool) {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let near = closest(tool, names.iter().copied(), 3);
+            let mut err = ToolError::new(
+                "unknown_tool",
+                format!("server `{namespace}` has no tool named `{tool}`"),
+            );
+            err.hint = Some(if near.is_empty() {
+                format!("tools on `{namespace}`: {}", names.join(", "))
+            } else {
+                format!("did you mean {}?", quote_list(&near, &format!("tools.{namespace}."), ""))
+            });
+            return Err(err);
+        }
+        Ok((source, tool))
+    }
+}
+
+fn quote_list(names: &[&str], prefix: &str, suffix: &str) -> String {
+    names
+        .iter()
+        .map(|n| format!("{prefix}{n}{suffix}"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// Up to `n` candidates closest to `wanted` by edit distance, nearest first, skipping ones so
+/// far away that suggesting them would only confuse.
+pub fn closest<'a>(wanted: &str, candidates: impl Iterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
+    let mut scored: Vec<(usize, &str)> = candidates
+        .map(|c| (edit_distance(&wanted.to_lowercase(), &c.to_lowercase()), c))
+        .filter(|(d, c)| *d <= (wanted.len().max(c.len()) / 3).max(2))
+        .collect();
+    scored.sort();
+    scored.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl ToolSource for Fixed {
+        fn namespace(&self) -> &str {
+            "github"
+        }
+        fn tools(&self) -> Vec<ToolDescriptor> {
+            ["search_issues", "create_issue", "get_repo"]
+                .iter()
+                .map(|n| ToolDescriptor {
+                    name: (*n).into(),
+                    description: String::new(),
+                    input_schema: serde_json::json!({"type": "object"}),
+                })
+                .collect()
+        }
+        fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
+            Box::pin(async move { Ok(args) })
+        }
+    }
+
+    fn registry() -> ToolRegistry {
+        let mut r = ToolRegistry::new();
+        r.register(Arc::new(Fixed));
+        r
+    }
+
+    #[test]
+    fn resolves_known_tools() {
+        let r = registry();
+        let (_, tool) = r.resolve("github.get_repo").unwrap();
+        assert_eq!(tool, "get_repo");
+    }
+
+    #[test]
+    fn unknown_tool_suggests_the_nearest_names() {
+        let err = registry().resolve("github.search_issue").err().unwrap();
+        assert_eq!(err.code, "unknown_tool");
+        assert_eq!(err.hint.as_deref(), Some("did you mean tools.github.search_issues?"));
+    }
+
+    #[test]
+    fn unknown_namespace_suggests_servers() {
+        let err = registry().resolve("gthub.get_repo").err().unwrap();
+        assert!(err.message.contains("`gthub`"), "{}", err.message);
+        assert_eq!(err.hint.as_deref(), Some("did you mean tools.github?"));
+        let err = ToolRegistry::new().resolve("x.y").err().unwrap();
+        assert_eq!(err.hint.as_deref(), Some("no tool servers are configured on this daemon"));
+    }
+
+    #[test]
+    fn edit_distance_basics() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+    }
+}

@@ -1,0 +1,344 @@
+//! Pre-started, already locked-down workers, so an execution does not pay for `exec`, the
+//! lockdown and engine start-up.
+//!
+//! Each worker still runs exactly one execution and then exits: the pool only moves the
+//! start-up earlier, it never reuses a process that has seen untrusted code. A worker is
+//! added to the pool only after it has sent `Ready`, which it does only after every
+//! lockdown layer is in force.
+
+use crate::worker_process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
+use airlock_proto::frame::{FrameDecoder, FrameError, decode, encode};
+use airlock_proto::{LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+/// How long a new worker may take to lock down and say `Ready`.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerStartError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("worker {pid} {exit} before it was ready{hint}")]
+    DiedBeforeReady { pid: i32, exit: String, hint: &'static str },
+    #[error("worker {pid} did not become ready within {0:?}", READY_TIMEOUT)]
+    ReadyTimeout { pid: i32 },
+    #[error("worker {pid} speaks protocol version {got}, this daemon speaks {want}; the worker binary does not belong to this airlockd")]
+    ProtocolMismatch { pid: i32, got: u32, want: u32 },
+    #[error("worker {pid} broke the handshake: {detail}")]
+    Handshake { pid: i32, detail: String },
+}
+
+/// A locked-down worker waiting for its one execution.
+#[derive(Debug)]
+pub struct ReadyWorker {
+    pub process: WorkerProcess,
+    pub channel: WorkerChannel,
+    pub lockdown: LockdownReport,
+    /// How long exec + lockdown + engine start took.
+    pub start_duration: Duration,
+}
+
+/// The framed socket to one worker.
+#[derive(Debug)]
+pub struct WorkerChannel {
+    stream: UnixStream,
+    decoder: FrameDecoder,
+    read_buf: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    #[error("worker socket i/o failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("worker sent a malformed frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("worker closed its socket")]
+    Closed,
+}
+
+impl WorkerChannel {
+    fn new(stream: UnixStream) -> Self {
+        WorkerChannel {
+            stream,
+            decoder: FrameDecoder::new(MAX_FRAME_LEN),
+            read_buf: vec![0u8; 64 * 1024],
+        }
+    }
+
+    pub async fn send(&mut self, msg: &SupervisorMessage) -> Result<(), ChannelError> {
+        let frame = encode(msg)?;
+        self.stream.write_all(&frame).await?;
+        Ok(())
+    }
+
+    /// Next message from the worker. Cancel-safe: bytes already read stay in the decoder.
+    pub async fn recv(&mut self) -> Result<WorkerMessage, ChannelError> {
+        loop {
+            if let Some(payload) = self.decoder.next_payload()? {
+                return Ok(decode(&payload)?);
+            }
+            let n = self.stream.read(&mut self.read_buf).await?;
+            if n == 0 {
+                self.decoder.finish()?;
+                return Err(ChannelError::Closed);
+            }
+            self.decoder.feed(&self.read_buf[..n]);
+        }
+    }
+}
+
+/// Starts one worker and waits for its `Ready`.
+pub async fn start_worker(spawner: &Spawner, ceiling: WorkerCeiling, extra_args: Vec<String>) -> Result<ReadyWorker, WorkerStartError> {
+    let started = Instant::now();
+    let SpawnedWorker { mut process, socket } = spawner.spawn(ceiling, extra_args).await?;
+    let pid = process.pid();
+    socket
+        .set_nonblocking(true)
+        .map_err(|e| WorkerStartError::Handshake { pid, detail: e.to_string() })?;
+    let stream = UnixStream::from_std(socket).map_err(|e| WorkerStartError::Handshake { pid, detail: e.to_string() })?;
+    let mut channel = WorkerChannel::new(stream);
+    let first = tokio::time::timeout(READY_TIMEOUT, channel.recv()).await;
+    let msg = match first {
+        Err(_) => {
+            process.kill_and_reap(Duration::from_secs(1)).await;
+            return Err(WorkerStartError::ReadyTimeout { pid });
+        }
+        Ok(Err(ChannelError::Closed)) | Ok(Err(ChannelError::Io(_))) => {
+            let exit = process.kill_and_reap(Duration::from_secs(2)).await;
+            let (exit, hint) = match exit {
+                Some(e) if e.code == Some(70) => (
+                    e.describe(),
+                    ": the worker could not lock itself down (is Landlock enabled in this kernel? see docs/sandbox.md)",
+                ),
+                Some(e) if e.code == Some(64) => (e.describe(), ": the worker binary does not match this airlockd"),
+                Some(e) => (e.describe(), ""),
+                None => ("vanished".to_owned(), ""),
+            };
+            return Err(WorkerStartError::DiedBeforeReady { pid, exit, hint });
+        }
+        Ok(Err(e)) => {
+            process.kill_and_reap(Duration::from_secs(1)).await;
+            return Err(WorkerStartError::Handshake { pid, detail: e.to_string() });
+        }
+        Ok(Ok(msg)) => msg,
+    };
+    match msg {
+        WorkerMessage::Ready { protocol_version, lockdown } if protocol_version == PROTOCOL_VERSION => {
+            debug!(pid, ?lockdown, elapsed_us = started.elapsed().as_micros() as u64, "worker ready");
+            Ok(ReadyWorker {
+                process,
+                channel,
+                lockdown,
+                start_duration: started.elapsed(),
+            })
+        }
+        WorkerMessage::Ready { protocol_version, .. } => {
+            process.kill_and_reap(Duration::from_secs(1)).await;
+            Err(WorkerStartError::ProtocolMismatch {
+                pid,
+                got: protocol_version,
+                want: PROTOCOL_VERSION,
+            })
+        }
+        other => {
+            process.kill_and_reap(Duration::from_secs(1)).await;
+            Err(WorkerStartError::Handshake {
+                pid,
+                detail: format!("expected Ready, got {}", message_name(&other)),
+            })
+        }
+    }
+}
+
+pub fn message_name(msg: &WorkerMessage) -> &'static str {
+    match msg {
+        WorkerMessage::Ready { .. } => "Ready",
+        WorkerMessage::ToolCall { .. } => "ToolCall",
+        WorkerMessage::Console { .. } => "Console",
+        WorkerMessage::Progress { .. } => "Progress",
+        WorkerMessage::Done { .. } => "Done",
+    }
+}
+
+/// Where a checked-out worker came from, for the execution's stats.
+#[derive(Debug, Clone, Copy)]
+pub struct Checkout {
+    pub from_pool: bool,
+    /// Time the execution waited for a worker (zero when the pool had one ready).
+    pub wait: Duration,
+}
+
+#[derive(Debug)]
+struct PoolInner {
+    spawner: Spawner,
+    ceiling: WorkerCeiling,
+    target: usize,
+    idle: Mutex<VecDeque<ReadyWorker>>,
+    starting: AtomicUsize,
+    refill: Arc<Notify>,
+    closed: AtomicBool,
+    last_lockdown: Mutex<Option<LockdownReport>>,
+    last_error: Mutex<Option<String>>,
+}
+
+/// The pool of pre-started workers.
+#[derive(Debug, Clone)]
+pub struct WorkerPool {
+    inner: Arc<PoolInner>,
+}
+
+/// A snapshot for `/v1/health`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolStatus {
+    pub target: usize,
+    pub idle: usize,
+    pub starting: usize,
+    pub worker: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lockdown: Option<LockdownReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl WorkerPool {
+    /// Creates the pool and starts filling it in the background.
+    pub fn start(spawner: Spawner, ceiling: WorkerCeiling, target: usize) -> WorkerPool {
+        let pool = WorkerPool {
+            inner: Arc::new(PoolInner {
+                spawner,
+                ceiling,
+                target,
+                idle: Mutex::new(VecDeque::with_capacity(target)),
+                starting: AtomicUsize::new(0),
+                refill: Arc::new(Notify::new()),
+                closed: AtomicBool::new(false),
+                last_lockdown: Mutex::new(None),
+                last_error: Mutex::new(None),
+            }),
+        };
+        if target > 0 {
+            let weak = Arc::downgrade(&pool.inner);
+            tokio::spawn(refill_loop(weak));
+        }
+        pool
+    }
+
+    pub fn ceiling(&self) -> WorkerCeiling {
+        self.inner.ceiling
+    }
+
+    /// A worker for one execution: a pre-started one if available, else a new one.
+    pub async fn checkout(&self) -> Result<(ReadyWorker, Checkout), WorkerStartError> {
+        let started = Instant::now();
+        let pooled = lock(&self.inner.idle).pop_front();
+        self.inner.refill.notify_one();
+        if let Some(mut worker) = pooled {
+            // A pooled worker may have died while idle (killed from outside, OOM killer).
+            if matches!(worker.process.try_reap(), Ok(None)) {
+                return Ok((
+                    worker,
+                    Checkout {
+                        from_pool: true,
+                        wait: started.elapsed(),
+                    },
+                ));
+            }
+            warn!(pid = worker.process.pid(), "pooled worker died while idle; starting a new one");
+        }
+        let worker = start_worker(&self.inner.spawner, self.inner.ceiling, Vec::new()).await?;
+        *lock(&self.inner.last_lockdown) = Some(worker.lockdown.clone());
+        Ok((
+            worker,
+            Checkout {
+                from_pool: false,
+                wait: started.elapsed(),
+            },
+        ))
+    }
+
+    /// Starts a worker outside the pool, e.g. with test-only arguments.
+    pub async fn start_unpooled(&self, extra_args: Vec<String>) -> Result<ReadyWorker, WorkerStartError> {
+        start_worker(&self.inner.spawner, self.inner.ceiling, extra_args).await
+    }
+
+    pub fn status(&self) -> PoolStatus {
+        PoolStatus {
+            target: self.inner.target,
+            idle: lock(&self.inner.idle).len(),
+            starting: self.inner.starting.load(Ordering::Relaxed),
+            worker: self.inner.spawner.worker_path().display().to_string(),
+            lockdown: lock(&self.inner.last_lockdown).clone(),
+            last_error: lock(&self.inner.last_error).clone(),
+        }
+    }
+
+    /// Stops refilling and kills every idle worker.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.refill.notify_one();
+        let idle: Vec<ReadyWorker> = lock(&self.inner.idle).drain(..).collect();
+        for mut w in idle {
+            // Tell it to exit cleanly; SIGKILL if it does not.
+            let _ = w.channel.send(&SupervisorMessage::Cancel).await;
+            if tokio::time::timeout(Duration::from_millis(200), w.process.wait()).await.is_err() {
+                w.process.kill_and_reap(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a VecDeque of workers inconsistent.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn refill_loop(weak: std::sync::Weak<PoolInner>) {
+    let mut failures: u32 = 0;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let have = lock(&inner.idle).len();
+        if have >= inner.target {
+            // notify_one stores a permit when no one waits, so a checkout between this check
+            // and the await is not missed.
+            let refill = inner.refill.clone();
+            drop(inner);
+            refill.notified().await;
+            continue;
+        }
+        inner.starting.fetch_add(1, Ordering::Relaxed);
+        let result = start_worker(&inner.spawner, inner.ceiling, Vec::new()).await;
+        inner.starting.fetch_sub(1, Ordering::Relaxed);
+        match result {
+            Ok(worker) => {
+                failures = 0;
+                *lock(&inner.last_lockdown) = Some(worker.lockdown.clone());
+                *lock(&inner.last_error) = None;
+                if inner.closed.load(Ordering::SeqCst) {
+                    continue;
+                }
+                lock(&inner.idle).push_back(worker);
+            }
+            Err(e) => {
+                failures += 1;
+                // Back off so a broken worker binary does not turn into a fork loop.
+                let delay = Duration::from_millis(100u64 << failures.min(6));
+                if failures == 1 {
+                    tracing::error!(error = %e, "cannot start a pool worker; retrying with backoff");
+                }
+                *lock(&inner.last_error) = Some(e.to_string());
+                drop(inner);
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The spine benchmark: latency, throughput, tool-call round trips and worker memory,
+//! measured side by side in one run through the real socket with real confined workers.
+//!
+//! Run: `cargo build --release && cargo bench -p airlock-tests --bench spine`
+//! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
+//! `deno run` of the same trivial program and prints the ratio.
+
+use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
+use airlock_supervisor::client::Client;
+use airlock_tests::{DaemonOptions, TestDaemon, binaries};
+use std::time::{Duration, Instant};
+
+const TRIVIAL: &str = "1 + 1";
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn summary(mut xs: Vec<f64>) -> (f64, f64) {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (percentile(&xs, 0.5), percentile(&xs, 0.99))
+}
+
+fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
+    ExecutionRequest {
+        code: code.to_owned(),
+        language: Default::default(),
+        timeout_ms: Some(timeout_ms),
+    }
+}
+
+async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
+    let r = c.execute(&request(code, 30_000)).await.expect("request");
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    r
+}
+
+/// Trivial-program latency through the socket; with `pool`, waits before each request until
+/// the pool is full again, so every execution takes a pre-started worker.
+async fn latency(d: &TestDaemon, n: usize, pool: usize) -> Vec<f64> {
+    let mut c = d.client().await;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        if pool > 0 {
+            d.wait_for_idle_workers(pool).await;
+        }
+        let t = Instant::now();
+        let r = run_ok(&mut c, TRIVIAL).await;
+        out.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(r.stats.worker_from_pool, pool > 0);
+    }
+    out
+}
+
+fn deno_latency(n: usize) -> Option<Vec<f64>> {
+    let deno = which("deno")?;
+    let dir = tempfile::tempdir().ok()?;
+    let script = dir.path().join("trivial.ts");
+    std::fs::write(&script, format!("console.log({TRIVIAL});\n")).ok()?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let status = std::process::Command::new(&deno)
+            .args(["run", "--quiet", "--no-prompt"])
+            .arg(&script)
+            .env("DENO_DIR", dir.path().join("deno-dir"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        if !status.success() {
+            return None;
+        }
+        out.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Some(out)
+}
+
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+fn main() {
+    let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
+    let n = if quick { 50 } else { 300 };
+    let worker = binaries::worker();
+    println!("airlock spine benchmark ({}; worker {})", if quick { "quick" } else { "full" }, worker.display());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        // 1. Fresh worker per execution.
+        let fresh = TestDaemon::start_with(DaemonOptions::default().pool(0)).await;
+        let _ = latency(&fresh, 5, 0).await; // warm the page cache
+        let (fresh_p50, fresh_p99) = summary(latency(&fresh, n, 0).await);
+        println!("trivial execution, fresh worker:       p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
+
+        // 2. Pre-started pool.
+        let pooled = TestDaemon::start_with(DaemonOptions::default().pool(4)).await;
+        let _ = latency(&pooled, 5, 4).await;
+        let (pool_p50, pool_p99) = summary(latency(&pooled, n, 4).await);
+        println!("trivial execution, pre-started worker: p50 {pool_p50:7.3} ms   p99 {pool_p99:7.3} ms   (n={n})");
+
+        // 3. Throughput with 32 concurrent clients.
+        let per_client = if quick { 20 } else { 60 };
+        let clients = 32;
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..clients {
+            let socket = pooled.socket.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut c = Client::connect(&socket).await.expect("connect");
+                let mut ok = 0usize;
+                for _ in 0..per_client {
+                    if let Ok(r) = c.execute(&request(TRIVIAL, 30_000)).await {
+                        if r.status == Status::Ok {
+                            ok += 1;
+                        }
+                    }
+                }
+                ok
+            }));
+        }
+        let mut ok = 0;
+        for t in tasks {
+            ok += t.await.expect("client task");
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let total = clients * per_client;
+        println!(
+            "throughput, {clients} concurrent clients:     {:7.0} executions/s   ({ok}/{total} ok in {elapsed:.2} s)",
+            ok as f64 / elapsed
+        );
+
+        // 4. Brokered tool-call round trip: 1,000 sequential calls to an in-process tool.
+        let mut c = pooled.client().await;
+        let runs = if quick { 5 } else { 15 };
+        let mut per_call_us = Vec::new();
+        for _ in 0..runs {
+            let base = run_ok(&mut c, "let s = 0; for (let i = 0; i < 1000; i++) { s += await Promise.resolve(i) } s").await;
+            let calls = run_ok(&mut c, "let s = 0; for (let i = 0; i < 1000; i++) { s += await tools.test.add({ a: i, b: 1 }) } s").await;
+            per_call_us.push((calls.stats.run_ms - base.stats.run_ms) * 1e3 / 1000.0);
+        }
+        let (call_p50, _) = summary(per_call_us);
+        println!("tool call round trip (1,000 sequential, mean per call; p50 over {runs} runs): {call_p50:6.1} µs");
+
+        // 5. 100 parallel calls to a tool that sleeps 100 ms.
+        let r = run_ok(&mut c, "await Promise.all(Array.from({ length: 100 }, () => tools.test.sleep({ ms: 100 }))); 1").await;
+        println!("100 parallel 100 ms calls (Promise.all): {:7.1} ms run time", r.stats.run_ms);
+
+        // 6. Worker memory.
+        let r = run_ok(&mut c, TRIVIAL).await;
+        let rss = r.stats.peak_rss_bytes.unwrap_or(0) as f64 / (1 << 20) as f64;
+        println!("worker peak RSS (trivial program):     {rss:7.2} MiB");
+
+        // 7. deno, if installed.
+        match deno_latency(if quick { 10 } else { 30 }) {
+            Some(d) => {
+                let (deno_p50, _) = summary(d);
+                println!(
+                    "deno run of the same program:          p50 {deno_p50:7.3} ms   → fresh Airlock worker is {:.1}× faster, pooled {:.1}×",
+                    deno_p50 / fresh_p50,
+                    deno_p50 / pool_p50
+                );
+            }
+            None => println!("deno run: not measured (deno is not on PATH; `pip install deno` provides it)"),
+        }
+        fresh.stop().await;
+        pooled.stop().await;
+    });
+    let _ = Duration::ZERO;
+}

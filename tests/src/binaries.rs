@@ -1,0 +1,78 @@
+//! Paths of the binaries cargo built for this workspace.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `target/<profile>/` (the directory that holds the workspace's binaries), derived from the
+/// running test or bench executable, which lives in `target/<profile>/deps/`.
+pub fn target_profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("exe dir");
+    if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().expect("profile dir").to_owned()
+    } else {
+        deps.to_owned()
+    }
+}
+
+fn built(name: &str) -> PathBuf {
+    let path = target_profile_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace first (`cargo test --workspace` builds every binary)",
+        path.display()
+    );
+    path
+}
+
+pub fn worker() -> PathBuf {
+    built("airlock-worker")
+}
+
+pub fn airlockd() -> PathBuf {
+    built("airlockd")
+}
+
+pub fn airlock_cli() -> PathBuf {
+    built("airlock")
+}
+
+/// The test-only escape-probe worker (`--features escape-probe`, no engine), built once per
+/// test run into its own target directory so the feature can never leak into the normal
+/// worker binary.
+pub fn escape_probe_worker() -> PathBuf {
+    static PROBE: OnceLock<PathBuf> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("workspace root")
+                .to_owned();
+            let target_dir = target_profile_dir()
+                .parent()
+                .expect("target dir")
+                .join("escape-probe");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let status = Command::new(cargo)
+                .current_dir(&workspace)
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "airlock-worker",
+                    "--no-default-features",
+                    "--features",
+                    "escape-probe",
+                    "--target-dir",
+                ])
+                .arg(&target_dir)
+                .env_remove("CARGO_TARGET_DIR")
+                .env_remove("RUSTFLAGS")
+                .status()
+                .expect("run cargo to build the escape probe");
+            assert!(status.success(), "building the escape-probe worker failed");
+            target_dir.join("debug").join("airlock-worker")
+        })
+        .clone()
+}

@@ -1,0 +1,16 @@
+//! Shared harness of the end-to-end tests and the benchmark: locate the real binaries, start
+//! the real daemon in-process (real workers, real socket), and an in-process tool source for
+//! tests to call.
+//!
+//! - [`binaries`]: where `airlock-worker`, `airlockd`, `airlock` were built; the escape-probe
+//!   worker build.
+//! - [`test_daemon`]: [`TestDaemon`], a daemon on a temporary socket.
+//! - [`test_tools`]: the `test` tool namespace (echo, add, sleep, fail, …).
+//! - [`processes`]: finding and inspecting the daemon's worker processes.
+
+pub mod binaries;
+pub mod processes;
+pub mod test_daemon;
+pub mod test_tools;
+
+pub use test_daemon::{DaemonOptions, TestDaemon};

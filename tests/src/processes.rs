@@ -1,0 +1,73 @@
+//! Looking at the daemon's worker processes from the outside, through `/proc`.
+
+use std::path::Path;
+
+/// Pids of live (non-zombie) children of `parent` whose command name is `airlock-worker`.
+pub fn worker_children(parent: u32) -> Vec<i32> {
+    children(parent)
+        .into_iter()
+        .filter(|(_, comm, state)| comm == "airlock-worker" && *state != 'Z')
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// Zombie children of `parent`.
+pub fn zombie_children(parent: u32) -> Vec<i32> {
+    children(parent)
+        .into_iter()
+        .filter(|(_, _, state)| *state == 'Z')
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
+/// (pid, comm, state) of every child of `parent`.
+fn children(parent: u32) -> Vec<(i32, String, char)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // comm is parenthesised and may contain spaces; fields after it are space separated.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_owned();
+        let rest: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let state = rest.first().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid: u32 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ppid == parent {
+            out.push((pid, comm, state));
+        }
+    }
+    out
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    let stat = Path::new("/proc").join(pid.to_string()).join("stat");
+    match std::fs::read_to_string(stat) {
+        Ok(s) => s
+            .rfind(')')
+            .and_then(|i| s[i + 2..].chars().next())
+            .is_some_and(|state| state != 'Z'),
+        Err(_) => false,
+    }
+}
+
+/// Polls `cond` every 10 ms for up to `secs` seconds.
+pub fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    cond()
+}

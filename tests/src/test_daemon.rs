@@ -1,0 +1,173 @@
+//! A real daemon (`airlock_supervisor::run`) with real workers on a temporary socket, started
+//! inside the test's own tokio runtime.
+
+use crate::binaries;
+use crate::test_tools::TestTools;
+use airlock_policy::Policy;
+use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
+use airlock_supervisor::client::{Client, ClientError};
+use airlock_supervisor::tool_source::ToolRegistry;
+use airlock_supervisor::{DaemonConfig, run};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How to start a [`TestDaemon`].
+pub struct DaemonOptions {
+    pub pool_size: usize,
+    pub worker_path: PathBuf,
+    /// Last word on the policy before the daemon starts.
+    pub adjust: Box<dyn FnOnce(&mut Policy) + Send>,
+    pub tools: Option<Arc<TestTools>>,
+}
+
+impl std::fmt::Debug for DaemonOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DaemonOptions")
+            .field("pool_size", &self.pool_size)
+            .field("worker_path", &self.worker_path)
+            .finish()
+    }
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        DaemonOptions {
+            pool_size: 0,
+            worker_path: binaries::worker(),
+            adjust: Box::new(|_| {}),
+            tools: None,
+        }
+    }
+}
+
+impl DaemonOptions {
+    pub fn pool(mut self, n: usize) -> Self {
+        self.pool_size = n;
+        self
+    }
+
+    pub fn worker(mut self, path: PathBuf) -> Self {
+        self.worker_path = path;
+        self
+    }
+
+    pub fn policy(mut self, f: impl FnOnce(&mut Policy) + Send + 'static) -> Self {
+        self.adjust = Box::new(f);
+        self
+    }
+}
+
+/// A running daemon; dropping it shuts the daemon down (abruptly).
+#[derive(Debug)]
+pub struct TestDaemon {
+    pub socket: PathBuf,
+    pub tools: Arc<TestTools>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestDaemon {
+    pub async fn start() -> TestDaemon {
+        Self::start_with(DaemonOptions::default()).await
+    }
+
+    pub async fn start_with(options: DaemonOptions) -> TestDaemon {
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-test-")
+            .tempdir()
+            .expect("tempdir");
+        let socket = dir.path().join("airlock.sock");
+        let mut policy = Policy::embedded_default();
+        policy.daemon.pool_size = options.pool_size;
+        policy.daemon.shutdown_grace_ms = 5_000;
+        (options.adjust)(&mut policy);
+        let tools = options.tools.unwrap_or_else(TestTools::new);
+        let mut registry = ToolRegistry::new();
+        registry.register(tools.clone());
+        let listener = airlock_supervisor::socket_path::bind(&socket, 0o660).expect("bind socket");
+        let listener = tokio::net::UnixListener::from_std(listener).expect("listener");
+        let config = DaemonConfig {
+            policy,
+            worker_path: options.worker_path,
+            tools: registry,
+        };
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            run(config, listener, async {
+                let _ = rx.await;
+            })
+            .await
+            .expect("daemon run failed");
+        });
+        TestDaemon {
+            socket,
+            tools,
+            shutdown: Some(tx),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.socket).await.expect("connect to test daemon")
+    }
+
+    /// Runs TypeScript with the default timeout.
+    pub async fn exec(&self, code: &str) -> ExecutionResponse {
+        self.try_exec(code, None).await.expect("execution request failed")
+    }
+
+    pub async fn exec_timeout(&self, code: &str, timeout_ms: u64) -> ExecutionResponse {
+        self.try_exec(code, Some(timeout_ms)).await.expect("execution request failed")
+    }
+
+    pub async fn try_exec(&self, code: &str, timeout_ms: Option<u64>) -> Result<ExecutionResponse, ClientError> {
+        let mut client = self.client().await;
+        client
+            .execute(&ExecutionRequest {
+                code: code.to_owned(),
+                language: RequestLanguage::Typescript,
+                timeout_ms,
+            })
+            .await
+    }
+
+    /// Waits until `/v1/health` reports at least `n` idle pool workers.
+    pub async fn wait_for_idle_workers(&self, n: usize) {
+        for _ in 0..500 {
+            let (_, body) = self.client().await.get("/v1/health").await.expect("health");
+            let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
+            if health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("pool never reached {n} idle workers");
+    }
+
+    pub fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Graceful shutdown; waits for `run` to return.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("daemon task panicked");
+        }
+    }
+}
+
+impl Drop for TestDaemon {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}

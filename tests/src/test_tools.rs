@@ -1,0 +1,74 @@
+//! The `test` tool namespace: in-process tools for end-to-end tests and the benchmark.
+
+use airlock_supervisor::tool_source::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Tools: `echo` (returns its arguments), `add` ({a, b} → a + b), `sleep` ({ms} → waits),
+/// `fail` ({message} → ToolError), `count` (counts calls), `big` ({bytes} → a string).
+#[derive(Debug, Default)]
+pub struct TestTools {
+    pub calls: AtomicU64,
+}
+
+impl TestTools {
+    pub fn new() -> Arc<TestTools> {
+        Arc::new(TestTools::default())
+    }
+}
+
+fn tool(name: &str, description: &str) -> ToolDescriptor {
+    ToolDescriptor {
+        name: name.into(),
+        description: description.into(),
+        input_schema: json!({"type": "object"}),
+    }
+}
+
+impl ToolSource for TestTools {
+    fn namespace(&self) -> &str {
+        "test"
+    }
+
+    fn tools(&self) -> Vec<ToolDescriptor> {
+        vec![
+            tool("echo", "returns its arguments"),
+            tool("add", "adds a and b"),
+            tool("sleep", "waits ms milliseconds"),
+            tool("fail", "always fails with the given message"),
+            tool("count", "counts its calls"),
+            tool("big", "returns a string of the given number of bytes"),
+        ]
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Box::pin(async move {
+            match tool {
+                "echo" => Ok(args),
+                "add" => {
+                    let a = args["a"].as_f64().unwrap_or(0.0);
+                    let b = args["b"].as_f64().unwrap_or(0.0);
+                    Ok(json!(a + b))
+                }
+                "sleep" => {
+                    let ms = args["ms"].as_u64().unwrap_or(10);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok(json!({ "slept": ms }))
+                }
+                "fail" => Err(ToolError::new(
+                    "upstream_error",
+                    args["message"].as_str().unwrap_or("failed on purpose"),
+                )),
+                "count" => Ok(json!(self.calls.load(Ordering::Relaxed))),
+                "big" => {
+                    let n = args["bytes"].as_u64().unwrap_or(0) as usize;
+                    Ok(Value::String("x".repeat(n)))
+                }
+                other => Err(ToolError::new("unknown_tool", format!("no tool {other}"))),
+            }
+        })
+    }
+}

@@ -1,0 +1,297 @@
+//! What an agent sees for working programs: results, console, TypeScript, tool calls, trace,
+//! stats, streaming, and the JSON API's own errors.
+
+use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest, RequestLanguage, Status};
+use airlock_tests::{DaemonOptions, TestDaemon};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_expression_is_the_result() {
+    let d = TestDaemon::start().await;
+    let r = d.exec("1 + 1").await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!(2));
+    assert!(r.error.is_none());
+    assert!(r.id.starts_with("ex_"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_with_types_console_and_top_level_await() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            r#"
+interface User { name: string; role: "admin" | "user" }
+const users: User[] = [{ name: "ana", role: "admin" }, { name: "bo", role: "user" }];
+const admins = users.filter((u: User): boolean => u.role === "admin");
+console.log("admins:", admins.length);
+console.warn("careful");
+const n = await Promise.resolve(41);
+return { admins: admins.map(a => a.name), n: n + 1 };
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!({"admins": ["ana"], "n": 42}));
+    assert_eq!(r.stdout, "admins: 1\n");
+    assert_eq!(r.stderr, "careful\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_example_runs() {
+    let d = TestDaemon::start().await;
+    let code = include_str!("../../examples/hello.ts");
+    let r = d.exec(code).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["planets"], json!(["Earth", "Mars", "Jupiter"]));
+    assert_eq!(r.result["totalMoons"], json!(98));
+    assert!(r.stdout.contains("3 planets have moons"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn javascript_language_is_accepted() {
+    let d = TestDaemon::start().await;
+    let mut c = d.client().await;
+    let r = c
+        .execute(&ExecutionRequest {
+            code: "const a = [3,1,2]; a.sort(); a".into(),
+            language: RequestLanguage::Javascript,
+            timeout_ms: Some(5000),
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.result, json!([1, 2, 3]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_are_brokered_and_traced() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            r#"
+const sum = await tools.test.add({ a: 2, b: 3 });
+const echoed = await tools.test.echo({ hello: "world", n: [1, 2] });
+return { sum, echoed };
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!({"sum": 5.0, "echoed": {"hello": "world", "n": [1, 2]}}));
+    assert_eq!(r.tool_calls.len(), 2);
+    assert_eq!(r.tool_calls[0].id, 1);
+    assert_eq!(r.tool_calls[0].tool, "test.add");
+    assert_eq!(r.tool_calls[0].args, json!({"a": 2, "b": 3}));
+    assert_eq!(r.tool_calls[0].outcome, "ok");
+    assert_eq!(r.tool_calls[1].tool, "test.echo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_tool_calls_run_concurrently() {
+    let d = TestDaemon::start().await;
+    // Five calls of 300 ms each: sequentially 1.5 s; concurrently about 300 ms.
+    let r = d
+        .exec(
+            r#"
+const results = await Promise.all([1,2,3,4,5].map(() => tools.test.sleep({ ms: 300 })));
+results.length
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!(5));
+    assert_eq!(r.tool_calls.len(), 5);
+    assert!(
+        r.stats.run_ms < 1200.0,
+        "five 300 ms calls took {} ms: they did not overlap",
+        r.stats.run_ms
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_errors_reach_the_program_as_tool_error() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            r#"
+try {
+  await tools.test.fail({ message: "upstream said no" });
+  "not reached"
+} catch (e) {
+  ({ name: e.name, isToolError: e instanceof ToolError, code: e.code, message: e.message })
+}
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["name"], json!("ToolError"));
+    assert_eq!(r.result["isToolError"], json!(true));
+    assert_eq!(r.result["code"], json!("upstream_error"));
+    assert!(r.result["message"].as_str().unwrap().contains("upstream said no"));
+    assert_eq!(r.tool_calls[0].outcome, "error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tools_fail_with_suggestions() {
+    let d = TestDaemon::start().await;
+    let r = d.exec("await tools.test.ech({})").await;
+    assert_eq!(r.status, Status::Error);
+    let err = r.error.unwrap();
+    assert_eq!(err.name.as_deref(), Some("ToolError"), "{err:?}");
+    assert!(err.message.contains("ech"), "{}", err.message);
+    let call = &r.tool_calls[0];
+    let tool_err = call.error.as_ref().unwrap();
+    assert_eq!(tool_err.code, "unknown_tool");
+    assert_eq!(tool_err.hint.as_deref(), Some("did you mean tools.test.echo?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_outside_the_principals_grant_are_denied() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.principals[0].allow = vec!["test.echo".into()];
+    }))
+    .await;
+    let r = d
+        .exec("const a = await tools.test.echo({x: 1}); let b; try { await tools.test.add({a:1,b:2}) } catch (e) { b = e.code } ({a, b})")
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!({"a": {"x": 1}, "b": "denied"}));
+    // The denied call never reached the tool.
+    assert_eq!(d.tools.calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_call_cap_is_enforced() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.limits.max_tool_calls = 3;
+    }))
+    .await;
+    let r = d
+        .exec("for (let i = 0; i < 10; i++) { await tools.test.count({}) }")
+        .await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    assert!(d.tools.calls.load(std::sync::atomic::Ordering::Relaxed) <= 3);
+    assert_eq!(r.error.unwrap().kind, "tool_call_limit");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_records_peer_principal_and_stats() {
+    let d = TestDaemon::start().await;
+    let r = d.exec("'x'").await;
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    assert_eq!(r.peer.uid, uid);
+    assert_eq!(r.peer.gid, gid);
+    assert_eq!(r.peer.pid, Some(std::process::id() as i32));
+    assert_eq!(r.principal, "local");
+    assert!(r.stats.total_ms > 0.0);
+    assert!(r.stats.run_ms > 0.0);
+    assert!(!r.stats.worker_from_pool);
+    assert!(r.stats.peak_rss_bytes.unwrap_or(0) > 0, "{:?}", r.stats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_workers_are_used_once_each() {
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(2)).await;
+    d.wait_for_idle_workers(2).await;
+    let a = d.exec("globalThis.marker = 1; typeof globalThis.marker").await;
+    assert!(a.stats.worker_from_pool);
+    let b = d.exec("typeof globalThis.marker").await;
+    // A fresh process each time: nothing of the first program survives.
+    assert_eq!(b.result, json!("undefined"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_delivers_events_before_the_result() {
+    let d = TestDaemon::start().await;
+    let mut c = d.client().await;
+    let mut events = Vec::new();
+    let r = c
+        .execute_streaming(
+            &ExecutionRequest {
+                code: r#"console.log("one"); progress(0.5); await tools.test.echo({}); console.error("two"); 7"#.into(),
+                language: RequestLanguage::Typescript,
+                timeout_ms: Some(5000),
+            },
+            |e| events.push(serde_json::to_value(e).unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.result, json!(7));
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["started", "console", "progress", "tool_call_started", "tool_call_finished", "console"],
+        "{events:?}"
+    );
+    assert_eq!(events[1]["text"], json!("one"));
+    assert_eq!(events[2]["value"], json!(0.5));
+    assert_eq!(events[5]["stream"], json!("stderr"));
+    let _ = ExecutionEvent::Progress { value: Value::Null };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_reports_pool_and_policy() {
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    d.wait_for_idle_workers(1).await;
+    let (status, body) = d.client().await.get("/v1/health").await.unwrap();
+    assert_eq!(status, 200);
+    let h: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(h["status"], json!("ok"));
+    assert_eq!(h["pool"]["target"], json!(1));
+    assert!(h["pool"]["lockdown"]["landlock_abi"].as_u64().unwrap() >= 1, "{h}");
+}
+
+async fn raw(d: &TestDaemon, method: &str, path: &str, body: &str) -> (u16, Value) {
+    let mut c = d.client().await;
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "x")
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    let resp = c.send(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_get_json_errors_and_the_daemon_keeps_serving() {
+    let d = TestDaemon::start().await;
+    let (s, b) = raw(&d, "POST", "/v1/executions", "{not json").await;
+    assert_eq!(s, 400);
+    assert_eq!(b["error"]["code"], json!("invalid_json"));
+    assert!(b["error"]["hint"].as_str().unwrap().contains("code"));
+
+    let (s, b) = raw(&d, "POST", "/v1/executions", r#"{"code": "1", "langauge": "js"}"#).await;
+    assert_eq!(s, 400);
+    assert!(b["error"]["message"].as_str().unwrap().contains("langauge"), "{b}");
+
+    let (s, b) = raw(&d, "POST", "/v1/executions", r#"{"code": "1", "timeout_ms": 999999999}"#).await;
+    assert_eq!(s, 400);
+    assert_eq!(b["error"]["code"], json!("invalid_timeout"));
+
+    let (s, b) = raw(&d, "GET", "/v1/nope", "").await;
+    assert_eq!(s, 404);
+    assert_eq!(b["error"]["code"], json!("not_found"));
+
+    let (s, b) = raw(&d, "DELETE", "/v1/executions", "").await;
+    assert_eq!(s, 405);
+    assert_eq!(b["error"]["code"], json!("method_not_allowed"));
+
+    assert_eq!(d.exec("'still here'").await.result, json!("still here"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_over_the_size_limit_are_refused_before_any_worker_runs() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.limits.max_code_bytes = 64 * 1024;
+    }))
+    .await;
+    let code = format!("'{}'", "a".repeat(100 * 1024));
+    let err = d.try_exec(&code, None).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("program_too_large") || msg.contains("limit"), "{msg}");
+}

@@ -1,0 +1,180 @@
+//! Process lifecycle: reaping, graceful shutdown, and no orphans when the daemon dies.
+
+use airlock_supervisor::agent_api::{ExecutionRequest, Status};
+use airlock_supervisor::client::Client;
+use airlock_tests::processes::{alive, wait_until, worker_children, zombie_children};
+use airlock_tests::{DaemonOptions, TestDaemon, binaries};
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_worker_is_reaped() {
+    let d = TestDaemon::start().await;
+    for i in 0..10 {
+        let r = d.exec(&format!("{i} * 2")).await;
+        assert_eq!(r.result, json!(i * 2));
+    }
+    let _ = d.exec_timeout("while(true){}", 200).await;
+    let me = std::process::id();
+    assert!(
+        wait_until(5, || zombie_children(me).is_empty() && worker_children(me).is_empty()),
+        "zombies: {:?}, workers: {:?}",
+        zombie_children(me),
+        worker_children(me)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_running_executions_finish() {
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    let socket = d.socket.clone();
+    let running = tokio::spawn(async move {
+        let mut c = Client::connect(&socket).await.unwrap();
+        c.execute(&ExecutionRequest {
+            code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
+            language: Default::default(),
+            timeout_ms: Some(10_000),
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let socket = d.socket.clone();
+    d.stop().await;
+    let r = running.await.unwrap().expect("the running execution was cut off");
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.result, json!("finished"));
+    // New connections are refused once the daemon is gone.
+    assert!(Client::connect(&socket).await.is_err());
+    let me = std::process::id();
+    assert!(wait_until(5, || worker_children(me).is_empty()), "pool workers left behind");
+}
+
+/// The real `airlockd` binary: SIGKILL it and its workers must die with it (PDEATHSIG).
+#[test]
+fn workers_die_with_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[daemon]\npool_size = 2\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n",
+    )
+    .unwrap();
+    let mut daemon = Command::new(binaries::airlockd())
+        .arg("--config")
+        .arg(&policy)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--worker")
+        .arg(binaries::worker())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = daemon.id();
+    let mut workers = Vec::new();
+    let found = wait_until(20, || {
+        workers = worker_children(pid);
+        workers.len() >= 2
+    });
+    if !found {
+        let _ = daemon.kill();
+        panic!("the daemon never started its pool: {workers:?}");
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert!(
+        wait_until(5, || workers.iter().all(|w| !alive(*w))),
+        "workers outlived the daemon: {workers:?}"
+    );
+}
+
+/// The real binaries end to end: `airlockd` on a policy file, the `airlock` CLI against it,
+/// SIGTERM for a clean exit.
+#[test]
+fn cli_runs_programs_against_the_real_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let mut daemon = Command::new(binaries::airlockd())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--worker")
+        .arg(binaries::worker())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20, || socket.exists()), "no socket appeared");
+    let cli = |args: &[&str], stdin: Option<&str>| {
+        let mut child = Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+
+    let (code, out, err) = cli(&["exec", "-e", "console.log('hi'); 6 * 7"], None);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, "hi\n42\n");
+
+    let file = dir.path().join("prog.ts");
+    std::fs::write(&file, "const n: number = 3;\nn * n").unwrap();
+    let (code, out, _) = cli(&["exec", file.to_str().unwrap()], None);
+    assert_eq!((code, out.as_str()), (Some(0), "9\n"));
+
+    let (code, out, _) = cli(&["exec"], Some("[1, 2].map(x => x + 1)"));
+    assert_eq!(code, Some(0));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap(), json!([2, 3]));
+
+    let (code, out, _) = cli(&["exec", "--json", "-e", "'j'"], None);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["status"], json!("ok"));
+    assert_eq!(v["result"], json!("j"));
+
+    let (code, _, err) = cli(&["exec", "-e", "null.x"], None);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("error[runtime]: TypeError"), "{err}");
+
+    let (code, _, err) = cli(&["exec", "--timeout-ms", "200", "-e", "while(true){}"], None);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("error[timeout]"), "{err}");
+
+    let (code, out, _) = cli(&["health"], None);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("\"status\": \"ok\""));
+
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "airlockd exited with {status}");
+    assert!(!socket.exists(), "socket file left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_no_principal_admits_are_refused_clearly() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.principals[0].uids = vec![4_000_000];
+        p.principals[0].gids = vec![];
+    }))
+    .await;
+    let err = d.try_exec("1", None).await.unwrap_err().to_string();
+    assert!(err.contains("403"), "{err}");
+    assert!(err.contains("not admitted"), "{err}");
+    assert!(err.contains("principal"), "{err}");
+}

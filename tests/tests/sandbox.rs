@@ -1,0 +1,129 @@
+//! Sandbox proof: a test-only worker build (feature `escape-probe`) runs the real lockdown
+//! and then attempts one forbidden operation per execution, each in its own worker process.
+//! Every attempt must end in SIGSYS or EPERM (EACCES for the Landlock-only variants), and
+//! the supervisor must report it as a sandbox violation.
+
+use airlock_supervisor::agent_api::Status;
+use airlock_tests::processes::{wait_until, worker_children};
+use airlock_tests::{DaemonOptions, TestDaemon, binaries};
+
+const ATTACKS: &[&str] = &[
+    "open-etc-passwd",
+    "openat-etc-passwd",
+    "connect-localhost",
+    "execve",
+    "fork",
+    "clone3",
+    "ptrace-parent",
+    "kill-parent",
+    "unshare",
+    "mount",
+    "io-uring-setup",
+    "bpf",
+    "userfaultfd",
+    "keyctl",
+    "memfd-create",
+    "mmap-exec",
+    "write-stderr",
+    "write-other-fd",
+    "mprotect-exec",
+    "read-stdin",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_escape_attempt_is_refused_and_reported() {
+    let probe = binaries::escape_probe_worker();
+    let d = TestDaemon::start_with(DaemonOptions::default().worker(probe)).await;
+
+    let alive = d.exec_timeout("noop", 5000).await;
+    assert_eq!(alive.status, Status::Ok, "the probe worker does not run at all: {alive:?}");
+
+    let mut failures = Vec::new();
+    for attack in ATTACKS {
+        let r = d.exec_timeout(attack, 5000).await;
+        let err = r.error.clone();
+        let ok = r.status == Status::Error
+            && err.as_ref().is_some_and(|e| e.kind == "sandbox_violation");
+        if !ok {
+            failures.push(format!("{attack}: status {:?}, result {}, error {:?}", r.status, r.result, err));
+        }
+    }
+    assert!(failures.is_empty(), "attempts not stopped by the sandbox:\n{}", failures.join("\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    d.wait_for_idle_workers(1).await;
+    let mut pids = Vec::new();
+    assert!(wait_until(10, || {
+        pids = worker_children(std::process::id());
+        !pids.is_empty()
+    }));
+    let pid = pids[0];
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    let mut fds: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let n: u32 = e.file_name().to_string_lossy().parse().unwrap();
+            let target = std::fs::read_link(e.path()).unwrap().to_string_lossy().into_owned();
+            (n, target)
+        })
+        .collect();
+    fds.sort();
+    assert_eq!(fds.len(), 4, "{fds:?}");
+    for (n, target) in &fds[..3] {
+        assert_eq!(target, "/dev/null", "fd {n}");
+    }
+    assert_eq!(fds[3].0, 3);
+    assert!(fds[3].1.starts_with("socket:["), "{fds:?}");
+}
+
+/// Landlock on its own, without seccomp behind it (the probe's test-only
+/// `--probe-skip-seccomp`): files, TCP and signals to the parent are still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn landlock_alone_refuses_files_network_and_signals() {
+    use airlock_proto::{Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage};
+    use airlock_supervisor::worker_pool::start_worker;
+    use airlock_supervisor::worker_process::{Spawner, WorkerCeiling};
+
+    let spawner = Spawner::start(binaries::escape_probe_worker()).unwrap();
+    let ceiling = WorkerCeiling {
+        memory_ceiling_bytes: 1 << 30,
+        cpu_seconds: 10,
+    };
+    for (attack, errno) in [
+        ("openat-etc-passwd", "EACCES"),
+        ("open-etc-passwd", "EACCES"),
+        ("connect-localhost", "EACCES"),
+        ("execve", "EACCES"),
+        ("kill-parent", "EPERM"),
+    ] {
+        let mut w = start_worker(&spawner, ceiling, vec!["--probe-skip-seccomp".into()])
+            .await
+            .unwrap();
+        let start = SupervisorMessage::Start(StartExecution {
+            execution_id: "landlock".into(),
+            language: Language::JavaScript,
+            code: format!("landlock-only:{attack}"),
+            limits: Limits {
+                timeout_ms: 5000,
+                memory_bytes: 64 << 20,
+                stack_bytes: 1 << 20,
+                max_tool_calls: 0,
+                max_output_bytes: 1024,
+            },
+        });
+        w.channel.send(&start).await.unwrap();
+        let msg = w.channel.recv().await.unwrap();
+        let WorkerMessage::Done { outcome: Outcome::Error(e), .. } = msg else {
+            panic!("{attack}: not refused: {msg:?}");
+        };
+        assert_eq!(e.kind, airlock_proto::ErrorKind::SandboxViolation, "{attack}: {e:?}");
+        assert!(e.message.contains(errno), "{attack}: {}", e.message);
+        w.process.wait().await.unwrap();
+    }
+}
