@@ -174,10 +174,7 @@ pub mod blocking {
         let mut payload = vec![0u8; len];
         r.read_exact(&mut payload).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
-                IoFrameError::Frame(FrameError::Truncated {
-                    have: 0,
-                    need: len,
-                })
+                IoFrameError::Frame(FrameError::Truncated { have: 0, need: len })
             } else {
                 IoFrameError::Io(e)
             }
@@ -271,7 +268,10 @@ mod tests {
         ];
         for msg in msgs {
             let frame = encode(&msg).unwrap();
-            assert_eq!(decode::<SupervisorMessage>(&frame[HEADER_LEN..]).unwrap(), msg);
+            assert_eq!(
+                decode::<SupervisorMessage>(&frame[HEADER_LEN..]).unwrap(),
+                msg
+            );
         }
     }
 
@@ -300,11 +300,17 @@ mod tests {
         dec.feed(&(1025u32).to_le_bytes());
         assert_eq!(
             dec.next_payload(),
-            Err(FrameError::TooLarge { len: 1025, max: 1024 })
+            Err(FrameError::TooLarge {
+                len: 1025,
+                max: 1024
+            })
         );
         let mut dec = FrameDecoder::new(MAX_FRAME_LEN);
         dec.feed(&u32::MAX.to_le_bytes());
-        assert!(matches!(dec.next_payload(), Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            dec.next_payload(),
+            Err(FrameError::TooLarge { .. })
+        ));
     }
 
     #[test]
@@ -316,7 +322,10 @@ mod tests {
         assert!(matches!(dec.finish(), Err(FrameError::Truncated { .. })));
         let mut dec = FrameDecoder::new(MAX_FRAME_LEN);
         dec.feed(&[1, 0]);
-        assert!(matches!(dec.finish(), Err(FrameError::Truncated { have: 2, need: 4 })));
+        assert!(matches!(
+            dec.finish(),
+            Err(FrameError::Truncated { have: 2, need: 4 })
+        ));
     }
 
     #[test]

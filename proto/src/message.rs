@@ -122,7 +122,9 @@ pub struct ToolFailure {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The program's value as JSON text (`null` for `undefined`).
-    Ok { value_json: String },
+    Ok {
+        value_json: String,
+    },
     Error(ExecError),
 }
 

@@ -112,11 +112,27 @@ pub struct PeerInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ExecutionEvent {
-    Started { id: String },
-    Console { stream: ConsoleStream, level: String, text: String },
-    Progress { value: Value },
-    ToolCallStarted { id: u32, tool: String },
-    ToolCallFinished { id: u32, tool: String, outcome: String, duration_ms: f64 },
+    Started {
+        id: String,
+    },
+    Console {
+        stream: ConsoleStream,
+        level: String,
+        text: String,
+    },
+    Progress {
+        value: Value,
+    },
+    ToolCallStarted {
+        id: u32,
+        tool: String,
+    },
+    ToolCallFinished {
+        id: u32,
+        tool: String,
+        outcome: String,
+        duration_ms: f64,
+    },
     Result(Box<ExecutionResponse>),
 }
 

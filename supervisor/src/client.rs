@@ -41,20 +41,23 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(path: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(path).await.map_err(|source| ClientError::Connect {
-            hint: match source.kind() {
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                    " (is airlockd running? start it with `airlockd`, or pass --socket)"
-                }
-                std::io::ErrorKind::PermissionDenied => {
-                    " (the socket is mode 0660: are you in the daemon's group?)"
-                }
-                _ => "",
-            },
-            path: path.to_owned(),
-            source,
-        })?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|source| ClientError::Connect {
+                hint: match source.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                        " (is airlockd running? start it with `airlockd`, or pass --socket)"
+                    }
+                    std::io::ErrorKind::PermissionDenied => {
+                        " (the socket is mode 0660: are you in the daemon's group?)"
+                    }
+                    _ => "",
+                },
+                path: path.to_owned(),
+                source,
+            })?;
+        let (sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -62,14 +65,19 @@ impl Client {
     }
 
     /// Sends a raw request (for tests of malformed input).
-    pub async fn send(&mut self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, ClientError> {
+    pub async fn send(
+        &mut self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, ClientError> {
         self.sender.ready().await?;
         Ok(self.sender.send_request(req).await?)
     }
 
     /// `GET path` → status and body text.
     pub async fn get(&mut self, path: &str) -> Result<(StatusCode, String), ClientError> {
-        let req = Request::get(path).header("host", "airlock").body(Full::new(Bytes::new()))?;
+        let req = Request::get(path)
+            .header("host", "airlock")
+            .body(Full::new(Bytes::new()))?;
         let resp = self.send(req).await?;
         let status = resp.status();
         let body = resp.into_body().collect().await?.to_bytes();
@@ -77,7 +85,10 @@ impl Client {
     }
 
     /// Runs a program and waits for the whole response.
-    pub async fn execute(&mut self, request: &ExecutionRequest) -> Result<ExecutionResponse, ClientError> {
+    pub async fn execute(
+        &mut self,
+        request: &ExecutionRequest,
+    ) -> Result<ExecutionResponse, ClientError> {
         let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
         let req = Request::post("/v1/executions")
             .header("host", "airlock")
@@ -115,19 +126,23 @@ impl Client {
         let mut buf: Vec<u8> = Vec::new();
         while let Some(frame) = body.frame().await {
             let frame = frame?;
-            let Some(data) = frame.data_ref() else { continue };
+            let Some(data) = frame.data_ref() else {
+                continue;
+            };
             buf.extend_from_slice(data);
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
-                let event: ExecutionEvent =
-                    serde_json::from_slice(&line).map_err(|e| ClientError::Decode(e.to_string()))?;
+                let event: ExecutionEvent = serde_json::from_slice(&line)
+                    .map_err(|e| ClientError::Decode(e.to_string()))?;
                 if let ExecutionEvent::Result(resp) = event {
                     return Ok(*resp);
                 }
                 on_event(&event);
             }
         }
-        Err(ClientError::Decode("the event stream ended without a result".into()))
+        Err(ClientError::Decode(
+            "the event stream ended without a result".into(),
+        ))
     }
 }
 

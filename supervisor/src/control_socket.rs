@@ -125,7 +125,11 @@ pub async fn serve_connection(
     }
 }
 
-async fn route(state: Arc<DaemonState>, peer: Arc<Peer>, req: Request<Incoming>) -> Response<ApiBody> {
+async fn route(
+    state: Arc<DaemonState>,
+    peer: Arc<Peer>,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
     let Some(principal) = peer.principal.clone() else {
         return error_response(
             StatusCode::FORBIDDEN,
@@ -176,15 +180,25 @@ async fn execute(
     let body = match Limited::new(req.into_body(), body_limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 return error_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     "request_too_large",
                     format!("the request body exceeds {body_limit} bytes"),
-                    Some(format!("programs may be at most {} bytes (limits.max_code)", limits_policy.max_code_bytes)),
+                    Some(format!(
+                        "programs may be at most {} bytes (limits.max_code)",
+                        limits_policy.max_code_bytes
+                    )),
                 );
             }
-            return error_response(StatusCode::BAD_REQUEST, "bad_request", format!("cannot read the request body: {e}"), None);
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("cannot read the request body: {e}"),
+                None,
+            );
         }
     };
     let request: ExecutionRequest = match serde_json::from_slice(&body) {
@@ -259,8 +273,10 @@ async fn execute(
             let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
         });
         let mut resp = Response::new(EventBody { rx }.boxed());
-        resp.headers_mut()
-            .insert(CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
         resp
     } else {
         let response = run_execution(&env, job, None).await;
@@ -278,7 +294,10 @@ impl Body for EventBody {
     type Data = Bytes;
     type Error = Infallible;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(event)) => {
                 let mut line = serde_json::to_vec(&event).unwrap_or_else(|_| b"{}".to_vec());
@@ -310,7 +329,12 @@ pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Resp
     resp
 }
 
-pub fn error_response(status: StatusCode, code: &str, message: String, hint: Option<String>) -> Response<ApiBody> {
+pub fn error_response(
+    status: StatusCode,
+    code: &str,
+    message: String,
+    hint: Option<String>,
+) -> Response<ApiBody> {
     let body = ErrorBody {
         error: ApiError {
             code: code.to_owned(),

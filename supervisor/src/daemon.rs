@@ -30,7 +30,9 @@ pub struct DaemonConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("worker binary {0} does not exist or is not executable; build it (cargo build) or set daemon.worker_path in the policy")]
+    #[error(
+        "worker binary {0} does not exist or is not executable; build it (cargo build) or set daemon.worker_path in the policy"
+    )]
     WorkerMissing(PathBuf),
     #[error("cannot start the worker spawner thread: {0}")]
     Spawner(std::io::Error),
@@ -126,7 +128,10 @@ pub struct ExecutionCounts {
 /// TypeScript compiler's arena; the CPU limit is a backstop behind the wall-clock deadline.
 pub fn worker_ceiling(limits: &LimitSettings) -> WorkerCeiling {
     WorkerCeiling {
-        memory_ceiling_bytes: limits.memory_bytes.saturating_mul(2).saturating_add(512 << 20),
+        memory_ceiling_bytes: limits
+            .memory_bytes
+            .saturating_mul(2)
+            .saturating_add(512 << 20),
         cpu_seconds: limits.max_timeout_ms.div_ceil(1000) + 2,
     }
 }
@@ -143,7 +148,11 @@ pub async fn run(
     }
     let policy = Arc::new(config.policy);
     let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
-    let pool = WorkerPool::start(spawner, worker_ceiling(&policy.limits), policy.daemon.pool_size);
+    let pool = WorkerPool::start(
+        spawner,
+        worker_ceiling(&policy.limits),
+        policy.daemon.pool_size,
+    );
     let max_slots = policy.daemon.max_concurrent_executions;
     let state = Arc::new(DaemonState {
         principals: policy.principals.iter().cloned().map(Arc::new).collect(),
@@ -197,7 +206,10 @@ pub async fn run(
     })
     .await;
     if drained.is_err() {
-        warn!(grace_ms = grace.as_millis() as u64, "grace period over; stopping the remaining executions");
+        warn!(
+            grace_ms = grace.as_millis() as u64,
+            "grace period over; stopping the remaining executions"
+        );
         // Aborting a connection task drops its execution, which kills and reaps its worker.
         connections.shutdown().await;
     }

@@ -62,7 +62,8 @@ pub async fn run_execution(
     async move {
         let total = Instant::now();
         let mut run = Run::new(&job, events);
-        run.emit(ExecutionEvent::Started { id: job.id.clone() }).await;
+        run.emit(ExecutionEvent::Started { id: job.id.clone() })
+            .await;
         let (worker, checkout) = match env.pool.checkout().await {
             Ok(w) => w,
             Err(e) => {
@@ -72,7 +73,11 @@ pub async fn run_execution(
         };
         run.stats.worker_from_pool = checkout.from_pool;
         run.stats.spawn_ms = ms(checkout.wait);
-        debug!(worker_pid = worker.process.pid(), from_pool = checkout.from_pool, "worker checked out");
+        debug!(
+            worker_pid = worker.process.pid(),
+            from_pool = checkout.from_pool,
+            "worker checked out"
+        );
         let exit = run.drive(env, &job, worker).await;
         let response = run.finish(&job, total, exit);
         info!(
@@ -156,7 +161,12 @@ impl Run {
 
     /// Drives the worker until it reports `Done`, dies, or passes the deadline. Returns how
     /// the worker process ended, when that is known.
-    async fn drive(&mut self, env: &ExecutionEnv, job: &ExecutionJob, worker: ReadyWorker) -> Option<WorkerExit> {
+    async fn drive(
+        &mut self,
+        env: &ExecutionEnv,
+        job: &ExecutionJob,
+        worker: ReadyWorker,
+    ) -> Option<WorkerExit> {
         let ReadyWorker {
             mut process,
             mut channel,
@@ -172,7 +182,10 @@ impl Run {
         });
         if let Err(e) = channel.send(&start).await {
             let exit = process.kill_and_reap(Duration::from_secs(1)).await;
-            self.failure = Some(crash_error(&format!("could not send the program to the worker: {e}"), exit));
+            self.failure = Some(crash_error(
+                &format!("could not send the program to the worker: {e}"),
+                exit,
+            ));
             return exit;
         }
 
@@ -273,7 +286,12 @@ impl Run {
         buf.push_str(&text);
         buf.push('\n');
         let level = format!("{level:?}").to_lowercase();
-        self.emit(ExecutionEvent::Console { stream, level, text }).await;
+        self.emit(ExecutionEvent::Console {
+            stream,
+            level,
+            text,
+        })
+        .await;
     }
 
     async fn start_call(
@@ -295,7 +313,11 @@ impl Run {
             duration_ms: 0.0,
         });
         self.call_started.push(Instant::now());
-        self.emit(ExecutionEvent::ToolCallStarted { id, tool: tool.clone() }).await;
+        self.emit(ExecutionEvent::ToolCallStarted {
+            id,
+            tool: tool.clone(),
+        })
+        .await;
 
         let check = if self.tool_calls.len() > job.limits.max_tool_calls as usize {
             Err(ToolError::new(
@@ -306,13 +328,19 @@ impl Run {
         } else if !job.principal.allows_tool(&tool) {
             Err(ToolError::new(
                 "denied",
-                format!("principal `{}` is not allowed to call `{tool}`", job.principal.name),
+                format!(
+                    "principal `{}` is not allowed to call `{tool}`",
+                    job.principal.name
+                ),
             )
             .with_hint("the operator grants tools with `allow` in the principal's policy entry"))
         } else if !args.is_object() {
             Err(ToolError::new(
                 "invalid_arguments",
-                format!("arguments of `{tool}` must be an object, got {}", json_type(&args)),
+                format!(
+                    "arguments of `{tool}` must be an object, got {}",
+                    json_type(&args)
+                ),
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")))
         } else {
@@ -366,16 +394,20 @@ impl Run {
         self.emit(event).await;
     }
 
-    fn finish(mut self, job: &ExecutionJob, total: Instant, exit: Option<WorkerExit>) -> ExecutionResponse {
+    fn finish(
+        mut self,
+        job: &ExecutionJob,
+        total: Instant,
+        exit: Option<WorkerExit>,
+    ) -> ExecutionResponse {
         if let Some(stats) = self.worker_stats {
             self.stats.compile_us = Some(stats.compile_us);
             self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
             self.stats.peak_rss_bytes = Some(stats.peak_rss_bytes).filter(|b| *b > 0);
         }
-        if let Some(exit) = exit {
-            if exit.peak_rss_bytes > 0 {
-                self.stats.peak_rss_bytes = Some(exit.peak_rss_bytes);
-            }
+        // The kernel's figure for the whole process (wait4) beats the worker's own report.
+        if let Some(exit) = exit.filter(|e| e.peak_rss_bytes > 0) {
+            self.stats.peak_rss_bytes = Some(exit.peak_rss_bytes);
         }
         self.stats.total_ms = ms(total.elapsed());
 
@@ -392,7 +424,10 @@ impl Run {
                 Some(ExecutionError {
                     kind: "timeout".into(),
                     name: None,
-                    message: format!("the program did not finish within its {} ms deadline", self.timeout_ms),
+                    message: format!(
+                        "the program did not finish within its {} ms deadline",
+                        self.timeout_ms
+                    ),
                     line,
                     column,
                     stack,
@@ -408,7 +443,9 @@ impl Run {
                     Err(e) => (
                         Status::Error,
                         Value::Null,
-                        Some(protocol_error(&format!("the worker's result is not valid JSON: {e}"))),
+                        Some(protocol_error(&format!(
+                            "the worker's result is not valid JSON: {e}"
+                        ))),
                     ),
                 },
                 Some(Outcome::Error(e)) => {
@@ -419,7 +456,11 @@ impl Run {
                     };
                     (status, Value::Null, Some(exec_error(e, self.timeout_ms)))
                 }
-                None => (Status::Error, Value::Null, Some(protocol_error("the worker ended without a result"))),
+                None => (
+                    Status::Error,
+                    Value::Null,
+                    Some(protocol_error("the worker ended without a result")),
+                ),
             }
         };
         if self.output_truncated {
@@ -460,14 +501,19 @@ fn json_type(v: &Value) -> &'static str {
 
 /// Serialises a tool's result for the worker, refusing what cannot fit in one frame.
 fn encode_result(value: Value) -> Result<String, ToolError> {
-    let text = serde_json::to_string(&value)
-        .map_err(|e| ToolError::new("internal", format!("cannot serialise the tool result: {e}")))?;
+    let text = serde_json::to_string(&value).map_err(|e| {
+        ToolError::new("internal", format!("cannot serialise the tool result: {e}"))
+    })?;
     // Leave room for the envelope of the ToolResult frame.
     let max = MAX_FRAME_LEN as usize - 1024;
     if text.len() > max {
         return Err(ToolError::new(
             "result_too_large",
-            format!("the tool returned {} bytes, over the {} byte limit for one result", text.len(), max),
+            format!(
+                "the tool returned {} bytes, over the {} byte limit for one result",
+                text.len(),
+                max
+            ),
         )
         .with_hint("ask the tool for less data (filters, pagination)"));
     }

@@ -100,7 +100,10 @@ impl ToolRegistry {
     }
 
     /// Resolves `namespace.tool` to its source, or a `ToolError` that suggests near names.
-    pub fn resolve<'a>(&'a self, full_name: &'a str) -> Result<(&'a Arc<dyn ToolSource>, &'a str), ToolError> {
+    pub fn resolve<'a>(
+        &'a self,
+        full_name: &'a str,
+    ) -> Result<(&'a Arc<dyn ToolSource>, &'a str), ToolError> {
         let Some((namespace, tool)) = full_name.split_once('.') else {
             return Err(ToolError::new(
                 "unknown_tool",
@@ -112,13 +115,19 @@ impl ToolRegistry {
             let known: Vec<&str> = self.namespaces().collect();
             let mut err = ToolError::new(
                 "unknown_tool",
-                format!("there is no tool server named `{namespace}` (called as tools.{full_name})"),
+                format!(
+                    "there is no tool server named `{namespace}` (called as tools.{full_name})"
+                ),
             );
-            err.hint = Some(match closest(namespace, known.iter().copied(), 3).as_slice() {
-                [] if known.is_empty() => "no tool servers are configured on this daemon".to_owned(),
-                [] => format!("available servers: {}", known.join(", ")),
-                near => format!("did you mean {}?", quote_list(near, "tools.", "")),
-            });
+            err.hint = Some(
+                match closest(namespace, known.iter().copied(), 3).as_slice() {
+                    [] if known.is_empty() => {
+                        "no tool servers are configured on this daemon".to_owned()
+                    }
+                    [] => format!("available servers: {}", known.join(", ")),
+                    near => format!("did you mean {}?", quote_list(near, "tools.", "")),
+                },
+            );
             return Err(err);
         };
         let tools = source.tools();
@@ -132,7 +141,10 @@ impl ToolRegistry {
             err.hint = Some(if near.is_empty() {
                 format!("tools on `{namespace}`: {}", names.join(", "))
             } else {
-                format!("did you mean {}?", quote_list(&near, &format!("tools.{namespace}."), ""))
+                format!(
+                    "did you mean {}?",
+                    quote_list(&near, &format!("tools.{namespace}."), "")
+                )
             });
             return Err(err);
         }
@@ -150,7 +162,11 @@ fn quote_list(names: &[&str], prefix: &str, suffix: &str) -> String {
 
 /// Up to `n` candidates closest to `wanted` by edit distance, nearest first, skipping ones so
 /// far away that suggesting them would only confuse.
-pub fn closest<'a>(wanted: &str, candidates: impl Iterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
+pub fn closest<'a>(
+    wanted: &str,
+    candidates: impl Iterator<Item = &'a str>,
+    n: usize,
+) -> Vec<&'a str> {
     let mut scored: Vec<(usize, &str)> = candidates
         .map(|c| (edit_distance(&wanted.to_lowercase(), &c.to_lowercase()), c))
         .filter(|(d, c)| *d <= (wanted.len().max(c.len()) / 3).max(2))
@@ -216,7 +232,10 @@ mod tests {
     fn unknown_tool_suggests_the_nearest_names() {
         let err = registry().resolve("github.search_issue").err().unwrap();
         assert_eq!(err.code, "unknown_tool");
-        assert_eq!(err.hint.as_deref(), Some("did you mean tools.github.search_issues?"));
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("did you mean tools.github.search_issues?")
+        );
     }
 
     #[test]
@@ -225,7 +244,10 @@ mod tests {
         assert!(err.message.contains("`gthub`"), "{}", err.message);
         assert_eq!(err.hint.as_deref(), Some("did you mean tools.github?"));
         let err = ToolRegistry::new().resolve("x.y").err().unwrap();
-        assert_eq!(err.hint.as_deref(), Some("no tool servers are configured on this daemon"));
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("no tool servers are configured on this daemon")
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@
 
 use crate::worker_process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
 use airlock_proto::frame::{FrameDecoder, FrameError, decode, encode};
-use airlock_proto::{LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage};
+use airlock_proto::{
+    LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage,
+};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,10 +28,16 @@ pub enum WorkerStartError {
     #[error(transparent)]
     Spawn(#[from] SpawnError),
     #[error("worker {pid} {exit} before it was ready{hint}")]
-    DiedBeforeReady { pid: i32, exit: String, hint: &'static str },
+    DiedBeforeReady {
+        pid: i32,
+        exit: String,
+        hint: &'static str,
+    },
     #[error("worker {pid} did not become ready within {0:?}", READY_TIMEOUT)]
     ReadyTimeout { pid: i32 },
-    #[error("worker {pid} speaks protocol version {got}, this daemon speaks {want}; the worker binary does not belong to this airlockd")]
+    #[error(
+        "worker {pid} speaks protocol version {got}, this daemon speaks {want}; the worker binary does not belong to this airlockd"
+    )]
     ProtocolMismatch { pid: i32, got: u32, want: u32 },
     #[error("worker {pid} broke the handshake: {detail}")]
     Handshake { pid: i32, detail: String },
@@ -95,14 +103,27 @@ impl WorkerChannel {
 }
 
 /// Starts one worker and waits for its `Ready`.
-pub async fn start_worker(spawner: &Spawner, ceiling: WorkerCeiling, extra_args: Vec<String>) -> Result<ReadyWorker, WorkerStartError> {
+pub async fn start_worker(
+    spawner: &Spawner,
+    ceiling: WorkerCeiling,
+    extra_args: Vec<String>,
+) -> Result<ReadyWorker, WorkerStartError> {
     let started = Instant::now();
-    let SpawnedWorker { mut process, socket } = spawner.spawn(ceiling, extra_args).await?;
+    let SpawnedWorker {
+        mut process,
+        socket,
+    } = spawner.spawn(ceiling, extra_args).await?;
     let pid = process.pid();
     socket
         .set_nonblocking(true)
-        .map_err(|e| WorkerStartError::Handshake { pid, detail: e.to_string() })?;
-    let stream = UnixStream::from_std(socket).map_err(|e| WorkerStartError::Handshake { pid, detail: e.to_string() })?;
+        .map_err(|e| WorkerStartError::Handshake {
+            pid,
+            detail: e.to_string(),
+        })?;
+    let stream = UnixStream::from_std(socket).map_err(|e| WorkerStartError::Handshake {
+        pid,
+        detail: e.to_string(),
+    })?;
     let mut channel = WorkerChannel::new(stream);
     let first = tokio::time::timeout(READY_TIMEOUT, channel.recv()).await;
     let msg = match first {
@@ -117,7 +138,10 @@ pub async fn start_worker(spawner: &Spawner, ceiling: WorkerCeiling, extra_args:
                     e.describe(),
                     ": the worker could not lock itself down (is Landlock enabled in this kernel? see docs/sandbox.md)",
                 ),
-                Some(e) if e.code == Some(64) => (e.describe(), ": the worker binary does not match this airlockd"),
+                Some(e) if e.code == Some(64) => (
+                    e.describe(),
+                    ": the worker binary does not match this airlockd",
+                ),
                 Some(e) => (e.describe(), ""),
                 None => ("vanished".to_owned(), ""),
             };
@@ -125,13 +149,24 @@ pub async fn start_worker(spawner: &Spawner, ceiling: WorkerCeiling, extra_args:
         }
         Ok(Err(e)) => {
             process.kill_and_reap(Duration::from_secs(1)).await;
-            return Err(WorkerStartError::Handshake { pid, detail: e.to_string() });
+            return Err(WorkerStartError::Handshake {
+                pid,
+                detail: e.to_string(),
+            });
         }
         Ok(Ok(msg)) => msg,
     };
     match msg {
-        WorkerMessage::Ready { protocol_version, lockdown } if protocol_version == PROTOCOL_VERSION => {
-            debug!(pid, ?lockdown, elapsed_us = started.elapsed().as_micros() as u64, "worker ready");
+        WorkerMessage::Ready {
+            protocol_version,
+            lockdown,
+        } if protocol_version == PROTOCOL_VERSION => {
+            debug!(
+                pid,
+                ?lockdown,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "worker ready"
+            );
             Ok(ReadyWorker {
                 process,
                 channel,
@@ -139,7 +174,9 @@ pub async fn start_worker(spawner: &Spawner, ceiling: WorkerCeiling, extra_args:
                 start_duration: started.elapsed(),
             })
         }
-        WorkerMessage::Ready { protocol_version, .. } => {
+        WorkerMessage::Ready {
+            protocol_version, ..
+        } => {
             process.kill_and_reap(Duration::from_secs(1)).await;
             Err(WorkerStartError::ProtocolMismatch {
                 pid,
@@ -250,7 +287,10 @@ impl WorkerPool {
                     },
                 ));
             }
-            warn!(pid = worker.process.pid(), "pooled worker died while idle; starting a new one");
+            warn!(
+                pid = worker.process.pid(),
+                "pooled worker died while idle; starting a new one"
+            );
         }
         let worker = start_worker(&self.inner.spawner, self.inner.ceiling, Vec::new()).await?;
         *lock(&self.inner.last_lockdown) = Some(worker.lockdown.clone());
@@ -264,7 +304,10 @@ impl WorkerPool {
     }
 
     /// Starts a worker outside the pool, e.g. with test-only arguments.
-    pub async fn start_unpooled(&self, extra_args: Vec<String>) -> Result<ReadyWorker, WorkerStartError> {
+    pub async fn start_unpooled(
+        &self,
+        extra_args: Vec<String>,
+    ) -> Result<ReadyWorker, WorkerStartError> {
         start_worker(&self.inner.spawner, self.inner.ceiling, extra_args).await
     }
 
@@ -287,7 +330,10 @@ impl WorkerPool {
         for mut w in idle {
             // Tell it to exit cleanly; SIGKILL if it does not.
             let _ = w.channel.send(&SupervisorMessage::Cancel).await;
-            if tokio::time::timeout(Duration::from_millis(200), w.process.wait()).await.is_err() {
+            if tokio::time::timeout(Duration::from_millis(200), w.process.wait())
+                .await
+                .is_err()
+            {
                 w.process.kill_and_reap(Duration::from_secs(1)).await;
             }
         }

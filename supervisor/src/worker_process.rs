@@ -62,7 +62,9 @@ pub struct Spawner {
 
 impl std::fmt::Debug for SpawnRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpawnRequest").field("ceiling", &self.ceiling).finish()
+        f.debug_struct("SpawnRequest")
+            .field("ceiling", &self.ceiling)
+            .finish()
     }
 }
 
@@ -87,7 +89,11 @@ impl Spawner {
     }
 
     /// Starts one worker. `extra_args` exist for test-only worker builds.
-    pub async fn spawn(&self, ceiling: WorkerCeiling, extra_args: Vec<String>) -> Result<SpawnedWorker, SpawnError> {
+    pub async fn spawn(
+        &self,
+        ceiling: WorkerCeiling,
+        extra_args: Vec<String>,
+    ) -> Result<SpawnedWorker, SpawnError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(SpawnRequest {
@@ -100,7 +106,11 @@ impl Spawner {
     }
 }
 
-fn spawn_blocking(path: &std::path::Path, ceiling: WorkerCeiling, extra_args: &[String]) -> Result<SpawnedWorker, SpawnError> {
+fn spawn_blocking(
+    path: &std::path::Path,
+    ceiling: WorkerCeiling,
+    extra_args: &[String],
+) -> Result<SpawnedWorker, SpawnError> {
     // Both ends are created close-on-exec; only the child's copy dup2'ed onto fd 3 survives
     // the exec, so no other worker (or later child) can inherit either end.
     let (ours, theirs) = StdUnixStream::pair().map_err(SpawnError::SocketPair)?;
@@ -133,7 +143,14 @@ fn spawn_blocking(path: &std::path::Path, ceiling: WorkerCeiling, extra_args: &[
             }
             // Set before exec so there is no window in which the daemon can die unnoticed;
             // the worker re-checks its parent pid after exec.
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) == -1 {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) == -1
+            {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -292,14 +309,18 @@ impl WorkerProcess {
             };
             // SAFETY: the AsyncFd takes ownership of the OwnedFd, so the descriptor stays open
             // and refers to this process for as long as it is registered.
-            self.watcher = Some(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)? });
+            self.watcher = Some(unsafe {
+                AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)?
+            });
         }
         if let Some(watcher) = &self.watcher {
             // A pidfd becomes readable once the process has exited; it never stops being
             // readable, so the guard is not cleared.
             let _guard = watcher.readable().await?;
         }
-        let exit = self.try_reap()?.ok_or_else(|| io::Error::other("pidfd readable but child not reapable"))?;
+        let exit = self
+            .try_reap()?
+            .ok_or_else(|| io::Error::other("pidfd readable but child not reapable"))?;
         Ok(exit)
     }
 
@@ -330,7 +351,10 @@ impl WorkerProcess {
     /// this only takes long if the kernel is slow to tear the process down).
     pub async fn kill_and_reap(&mut self, limit: Duration) -> Option<WorkerExit> {
         self.kill();
-        tokio::time::timeout(limit, self.wait()).await.ok().and_then(Result::ok)
+        tokio::time::timeout(limit, self.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
     }
 }
 
@@ -360,4 +384,3 @@ impl Drop for WorkerProcess {
         }
     }
 }
-

@@ -2,6 +2,9 @@
 //! Being an integration test of this package also makes `cargo test` build `airlockd` and
 //! `airlock`, which the end-to-end tests in `tests/` run.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Command;
 
 #[test]
@@ -27,7 +30,11 @@ fn check_config_reports_errors_with_file_line_and_key() {
         .arg(&good)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok"));
     let _ = std::fs::remove_dir_all(&dir);
 }

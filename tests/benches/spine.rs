@@ -5,6 +5,9 @@
 //! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
 //! `deno run` of the same trivial program and prints the ratio.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
 use airlock_supervisor::client::Client;
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
@@ -79,6 +82,22 @@ fn deno_latency(n: usize) -> Option<Vec<f64>> {
     Some(out)
 }
 
+fn monty_latency(n: usize) -> Option<(f64, f64)> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/monty_checkout.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(n.to_string())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>());
+    Some((it.next()?.ok()?, it.next()?.ok()?))
+}
+
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
@@ -91,7 +110,11 @@ fn main() {
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let n = if quick { 50 } else { 300 };
     let worker = binaries::worker();
-    println!("airlock spine benchmark ({}; worker {})", if quick { "quick" } else { "full" }, worker.display());
+    println!(
+        "airlock spine benchmark ({}; worker {})",
+        if quick { "quick" } else { "full" },
+        worker.display()
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -121,10 +144,9 @@ fn main() {
                 let mut c = Client::connect(&socket).await.expect("connect");
                 let mut ok = 0usize;
                 for _ in 0..per_client {
-                    if let Ok(r) = c.execute(&request(TRIVIAL, 30_000)).await {
-                        if r.status == Status::Ok {
-                            ok += 1;
-                        }
+                    let r = c.execute(&request(TRIVIAL, 30_000)).await;
+                    if r.is_ok_and(|r| r.status == Status::Ok) {
+                        ok += 1;
                     }
                 }
                 ok
@@ -173,6 +195,14 @@ fn main() {
                 );
             }
             None => println!("deno run: not measured (deno is not on PATH; `pip install deno` provides it)"),
+        }
+        // 8. pydantic-monty's subprocess pool (checkout + run), if installed.
+        match monty_latency(n) {
+            Some((p50, p99)) => println!(
+                "pydantic-monty pool checkout+run:      p50 {p50:7.3} ms   p99 {p99:7.3} ms   → pooled Airlock worker is {:.2}× faster",
+                p50 / pool_p50
+            ),
+            None => println!("pydantic-monty: not measured (`pip install pydantic-monty` provides it)"),
         }
         fresh.stop().await;
         pooled.stop().await;

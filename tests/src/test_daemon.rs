@@ -85,7 +85,7 @@ impl TestDaemon {
         policy.daemon.pool_size = options.pool_size;
         policy.daemon.shutdown_grace_ms = 5_000;
         (options.adjust)(&mut policy);
-        let tools = options.tools.unwrap_or_else(TestTools::new);
+        let tools = options.tools.unwrap_or_default();
         let mut registry = ToolRegistry::new();
         registry.register(tools.clone());
         let listener = airlock_supervisor::socket_path::bind(&socket, 0o660).expect("bind socket");
@@ -113,19 +113,29 @@ impl TestDaemon {
     }
 
     pub async fn client(&self) -> Client {
-        Client::connect(&self.socket).await.expect("connect to test daemon")
+        Client::connect(&self.socket)
+            .await
+            .expect("connect to test daemon")
     }
 
     /// Runs TypeScript with the default timeout.
     pub async fn exec(&self, code: &str) -> ExecutionResponse {
-        self.try_exec(code, None).await.expect("execution request failed")
+        self.try_exec(code, None)
+            .await
+            .expect("execution request failed")
     }
 
     pub async fn exec_timeout(&self, code: &str, timeout_ms: u64) -> ExecutionResponse {
-        self.try_exec(code, Some(timeout_ms)).await.expect("execution request failed")
+        self.try_exec(code, Some(timeout_ms))
+            .await
+            .expect("execution request failed")
     }
 
-    pub async fn try_exec(&self, code: &str, timeout_ms: Option<u64>) -> Result<ExecutionResponse, ClientError> {
+    pub async fn try_exec(
+        &self,
+        code: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<ExecutionResponse, ClientError> {
         let mut client = self.client().await;
         client
             .execute(&ExecutionRequest {

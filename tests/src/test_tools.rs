@@ -1,6 +1,8 @@
 //! The `test` tool namespace: in-process tools for end-to-end tests and the benchmark.
 
-use airlock_supervisor::tool_source::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource};
+use airlock_supervisor::tool_source::{
+    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

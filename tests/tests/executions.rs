@@ -1,6 +1,9 @@
 //! What an agent sees for working programs: results, console, TypeScript, tool calls, trace,
 //! stats, streaming, and the JSON API's own errors.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest, RequestLanguage, Status};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use bytes::Bytes;
@@ -78,7 +81,10 @@ return { sum, echoed };
         )
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(r.result, json!({"sum": 5.0, "echoed": {"hello": "world", "n": [1, 2]}}));
+    assert_eq!(
+        r.result,
+        json!({"sum": 5.0, "echoed": {"hello": "world", "n": [1, 2]}})
+    );
     assert_eq!(r.tool_calls.len(), 2);
     assert_eq!(r.tool_calls[0].id, 1);
     assert_eq!(r.tool_calls[0].tool, "test.add");
@@ -128,7 +134,12 @@ try {
     assert_eq!(r.result["name"], json!("ToolError"));
     assert_eq!(r.result["isToolError"], json!(true));
     assert_eq!(r.result["code"], json!("upstream_error"));
-    assert!(r.result["message"].as_str().unwrap().contains("upstream said no"));
+    assert!(
+        r.result["message"]
+            .as_str()
+            .unwrap()
+            .contains("upstream said no")
+    );
     assert_eq!(r.tool_calls[0].outcome, "error");
 }
 
@@ -143,7 +154,10 @@ async fn unknown_tools_fail_with_suggestions() {
     let call = &r.tool_calls[0];
     let tool_err = call.error.as_ref().unwrap();
     assert_eq!(tool_err.code, "unknown_tool");
-    assert_eq!(tool_err.hint.as_deref(), Some("did you mean tools.test.echo?"));
+    assert_eq!(
+        tool_err.hint.as_deref(),
+        Some("did you mean tools.test.echo?")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,7 +209,9 @@ async fn response_records_peer_principal_and_stats() {
 async fn pooled_workers_are_used_once_each() {
     let d = TestDaemon::start_with(DaemonOptions::default().pool(2)).await;
     d.wait_for_idle_workers(2).await;
-    let a = d.exec("globalThis.marker = 1; typeof globalThis.marker").await;
+    let a = d
+        .exec("globalThis.marker = 1; typeof globalThis.marker")
+        .await;
     assert!(a.stats.worker_from_pool);
     let b = d.exec("typeof globalThis.marker").await;
     // A fresh process each time: nothing of the first program survives.
@@ -219,10 +235,20 @@ async fn streaming_delivers_events_before_the_result() {
         .await
         .unwrap();
     assert_eq!(r.result, json!(7));
-    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
     assert_eq!(
         kinds,
-        ["started", "console", "progress", "tool_call_started", "tool_call_finished", "console"],
+        [
+            "started",
+            "console",
+            "progress",
+            "tool_call_started",
+            "tool_call_finished",
+            "console"
+        ],
         "{events:?}"
     );
     assert_eq!(events[1]["text"], json!("one"));
@@ -240,7 +266,10 @@ async fn health_reports_pool_and_policy() {
     let h: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(h["status"], json!("ok"));
     assert_eq!(h["pool"]["target"], json!(1));
-    assert!(h["pool"]["lockdown"]["landlock_abi"].as_u64().unwrap() >= 1, "{h}");
+    assert!(
+        h["pool"]["lockdown"]["landlock_abi"].as_u64().unwrap() >= 1,
+        "{h}"
+    );
 }
 
 async fn raw(d: &TestDaemon, method: &str, path: &str, body: &str) -> (u16, Value) {
@@ -254,7 +283,10 @@ async fn raw(d: &TestDaemon, method: &str, path: &str, body: &str) -> (u16, Valu
     let resp = c.send(req).await.unwrap();
     let status = resp.status().as_u16();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,11 +297,26 @@ async fn malformed_requests_get_json_errors_and_the_daemon_keeps_serving() {
     assert_eq!(b["error"]["code"], json!("invalid_json"));
     assert!(b["error"]["hint"].as_str().unwrap().contains("code"));
 
-    let (s, b) = raw(&d, "POST", "/v1/executions", r#"{"code": "1", "langauge": "js"}"#).await;
+    let (s, b) = raw(
+        &d,
+        "POST",
+        "/v1/executions",
+        r#"{"code": "1", "langauge": "js"}"#,
+    )
+    .await;
     assert_eq!(s, 400);
-    assert!(b["error"]["message"].as_str().unwrap().contains("langauge"), "{b}");
+    assert!(
+        b["error"]["message"].as_str().unwrap().contains("langauge"),
+        "{b}"
+    );
 
-    let (s, b) = raw(&d, "POST", "/v1/executions", r#"{"code": "1", "timeout_ms": 999999999}"#).await;
+    let (s, b) = raw(
+        &d,
+        "POST",
+        "/v1/executions",
+        r#"{"code": "1", "timeout_ms": 999999999}"#,
+    )
+    .await;
     assert_eq!(s, 400);
     assert_eq!(b["error"]["code"], json!("invalid_timeout"));
 
@@ -293,5 +340,8 @@ async fn programs_over_the_size_limit_are_refused_before_any_worker_runs() {
     let code = format!("'{}'", "a".repeat(100 * 1024));
     let err = d.try_exec(&code, None).await.unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains("program_too_large") || msg.contains("limit"), "{msg}");
+    assert!(
+        msg.contains("program_too_large") || msg.contains("limit"),
+        "{msg}"
+    );
 }

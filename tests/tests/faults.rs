@@ -1,6 +1,9 @@
 //! Bad programs and faults: each ends in a clear error within the deadline, and the daemon
 //! keeps serving the next request.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use airlock_supervisor::agent_api::{ExecutionResponse, Status};
 use airlock_tests::processes::{wait_until, worker_children};
 use airlock_tests::{DaemonOptions, TestDaemon};
@@ -21,7 +24,11 @@ async fn expect_failure(d: &TestDaemon, code: &str, timeout_ms: u64) -> Executio
     let err = r.error.as_ref().expect("error present");
     assert!(!err.message.is_empty());
     let next = d.exec("'next'").await;
-    assert_eq!(next.result, json!("next"), "daemon did not serve the next request");
+    assert_eq!(
+        next.result,
+        json!("next"),
+        "daemon did not serve the next request"
+    );
     r
 }
 
@@ -41,7 +48,12 @@ async fn infinite_loop_times_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn infinite_loop_in_try_finally_and_catch_times_out() {
     let d = TestDaemon::start().await;
-    let r = expect_failure(&d, "try { while (true) {} } finally { while (true) {} }", 500).await;
+    let r = expect_failure(
+        &d,
+        "try { while (true) {} } finally { while (true) {} }",
+        500,
+    )
+    .await;
     assert_eq!(r.status, Status::Timeout);
     let r = expect_failure(&d, "for(;;) { try { while (true) {} } catch (e) { } }", 500).await;
     assert_eq!(r.status, Status::Timeout);
@@ -101,7 +113,11 @@ async fn huge_console_output_is_stopped_at_the_output_limit() {
     .await;
     let r = expect_failure(&d, "while (true) console.log('spam '.repeat(100))", 5000).await;
     assert_eq!(kind(&r), "output_limit", "{r:?}");
-    assert!(r.stdout.len() <= 64 * 1024, "stdout is {} bytes", r.stdout.len());
+    assert!(
+        r.stdout.len() <= 64 * 1024,
+        "stdout is {} bytes",
+        r.stdout.len()
+    );
     assert!(r.stdout.starts_with("spam spam"));
 }
 
@@ -110,7 +126,10 @@ async fn non_json_results_are_explained() {
     let d = TestDaemon::start().await;
     let r = expect_failure(&d, "10n ** 20n", 5000).await;
     assert_eq!(kind(&r), "result_not_json");
-    assert!(r.error.as_ref().unwrap().message.contains("BigInt"), "{r:?}");
+    assert!(
+        r.error.as_ref().unwrap().message.contains("BigInt"),
+        "{r:?}"
+    );
     let r = expect_failure(&d, "const a: any = {}; a.self = a; a", 5000).await;
     assert_eq!(kind(&r), "result_not_json");
     assert!(r.error.as_ref().unwrap().message.contains("cycle"), "{r:?}");
@@ -136,7 +155,12 @@ async fn syntax_errors_carry_line_and_column() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runtime_errors_carry_the_position_in_the_submitted_code() {
     let d = TestDaemon::start().await;
-    let r = expect_failure(&d, "const x: number = 1;\n\nconst o: any = null;\no.field.deeper;\n", 5000).await;
+    let r = expect_failure(
+        &d,
+        "const x: number = 1;\n\nconst o: any = null;\no.field.deeper;\n",
+        5000,
+    )
+    .await;
     let err = r.error.unwrap();
     assert_eq!(err.kind, "runtime");
     assert_eq!(err.name.as_deref(), Some("TypeError"));
@@ -184,7 +208,12 @@ seen
         assert_eq!(r.result[key], json!("undefined"), "{key}: {}", r.result);
     }
     for m in ["os", "std", "fs", "node:fs"] {
-        assert_eq!(r.result[format!("import_{m}")], json!("refused"), "{}", r.result);
+        assert_eq!(
+            r.result[format!("import_{m}")],
+            json!("refused"),
+            "{}",
+            r.result
+        );
     }
 }
 
@@ -203,7 +232,10 @@ const proto = Object.getPrototypeOf(f) === Function.prototype;
         )
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(r.result, json!({"viaCtor": "undefinedundefined", "logCtor": true, "proto": true}));
+    assert_eq!(
+        r.result,
+        json!({"viaCtor": "undefinedundefined", "logCtor": true, "proto": true})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +245,9 @@ async fn a_worker_killed_from_outside_is_reported() {
     let exec = {
         let socket = d.socket.clone();
         tokio::spawn(async move {
-            let mut c = airlock_supervisor::client::Client::connect(&socket).await.unwrap();
+            let mut c = airlock_supervisor::client::Client::connect(&socket)
+                .await
+                .unwrap();
             c.execute(&airlock_supervisor::agent_api::ExecutionRequest {
                 code: "await tools.test.sleep({ ms: 20000 })".into(),
                 language: Default::default(),
@@ -256,7 +290,11 @@ async fn a_worker_that_breaks_the_protocol_is_stopped() {
         assert_eq!(r.status, Status::Error, "{program}: {r:?}");
         let err = r.error.unwrap();
         assert_eq!(err.kind, expect_kind, "{program}: {err:?}");
-        assert!(err.message.contains(expect_text), "{program}: {}", err.message);
+        assert!(
+            err.message.contains(expect_text),
+            "{program}: {}",
+            err.message
+        );
     }
     // A worker that never answers is killed at the deadline.
     let r = d.exec_timeout("hang", 300).await;

@@ -1,5 +1,8 @@
 //! Process lifecycle: reaping, graceful shutdown, and no orphans when the daemon dies.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use airlock_supervisor::agent_api::{ExecutionRequest, Status};
 use airlock_supervisor::client::Client;
 use airlock_tests::processes::{alive, wait_until, worker_children, zombie_children};
@@ -18,7 +21,8 @@ async fn every_worker_is_reaped() {
     let _ = d.exec_timeout("while(true){}", 200).await;
     let me = std::process::id();
     assert!(
-        wait_until(5, || zombie_children(me).is_empty() && worker_children(me).is_empty()),
+        wait_until(5, || zombie_children(me).is_empty()
+            && worker_children(me).is_empty()),
         "zombies: {:?}, workers: {:?}",
         zombie_children(me),
         worker_children(me)
@@ -41,13 +45,19 @@ async fn graceful_shutdown_lets_running_executions_finish() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let socket = d.socket.clone();
     d.stop().await;
-    let r = running.await.unwrap().expect("the running execution was cut off");
+    let r = running
+        .await
+        .unwrap()
+        .expect("the running execution was cut off");
     assert_eq!(r.status, Status::Ok);
     assert_eq!(r.result, json!("finished"));
     // New connections are refused once the daemon is gone.
     assert!(Client::connect(&socket).await.is_err());
     let me = std::process::id();
-    assert!(wait_until(5, || worker_children(me).is_empty()), "pool workers left behind");
+    assert!(
+        wait_until(5, || worker_children(me).is_empty()),
+        "pool workers left behind"
+    );
 }
 
 /// The real `airlockd` binary: SIGKILL it and its workers must die with it (PDEATHSIG).
@@ -111,14 +121,23 @@ fn cli_runs_programs_against_the_real_daemon() {
             .arg("--socket")
             .arg(&socket)
             .args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         if let Some(text) = stdin {
             use std::io::Write;
-            child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
         }
         let out = child.wait_with_output().unwrap();
         (
@@ -139,7 +158,10 @@ fn cli_runs_programs_against_the_real_daemon() {
 
     let (code, out, _) = cli(&["exec"], Some("[1, 2].map(x => x + 1)"));
     assert_eq!(code, Some(0));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&out).unwrap(), json!([2, 3]));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        json!([2, 3])
+    );
 
     let (code, out, _) = cli(&["exec", "--json", "-e", "'j'"], None);
     assert_eq!(code, Some(0));
@@ -151,7 +173,10 @@ fn cli_runs_programs_against_the_real_daemon() {
     assert_eq!(code, Some(1));
     assert!(err.contains("error[runtime]: TypeError"), "{err}");
 
-    let (code, _, err) = cli(&["exec", "--timeout-ms", "200", "-e", "while(true){}"], None);
+    let (code, _, err) = cli(
+        &["exec", "--timeout-ms", "200", "-e", "while(true){}"],
+        None,
+    );
     assert_eq!(code, Some(2));
     assert!(err.contains("error[timeout]"), "{err}");
 

@@ -3,6 +3,9 @@
 //! Every attempt must end in SIGSYS or EPERM (EACCES for the Landlock-only variants), and
 //! the supervisor must report it as a sandbox violation.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 use airlock_supervisor::agent_api::Status;
 use airlock_tests::processes::{wait_until, worker_children};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
@@ -36,7 +39,11 @@ async fn every_escape_attempt_is_refused_and_reported() {
     let d = TestDaemon::start_with(DaemonOptions::default().worker(probe)).await;
 
     let alive = d.exec_timeout("noop", 5000).await;
-    assert_eq!(alive.status, Status::Ok, "the probe worker does not run at all: {alive:?}");
+    assert_eq!(
+        alive.status,
+        Status::Ok,
+        "the probe worker does not run at all: {alive:?}"
+    );
 
     let mut failures = Vec::new();
     for attack in ATTACKS {
@@ -45,10 +52,17 @@ async fn every_escape_attempt_is_refused_and_reported() {
         let ok = r.status == Status::Error
             && err.as_ref().is_some_and(|e| e.kind == "sandbox_violation");
         if !ok {
-            failures.push(format!("{attack}: status {:?}, result {}, error {:?}", r.status, r.result, err));
+            failures.push(format!(
+                "{attack}: status {:?}, result {}, error {:?}",
+                r.status, r.result, err
+            ));
         }
     }
-    assert!(failures.is_empty(), "attempts not stopped by the sandbox:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "attempts not stopped by the sandbox:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +83,10 @@ async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
         .flatten()
         .map(|e| {
             let n: u32 = e.file_name().to_string_lossy().parse().unwrap();
-            let target = std::fs::read_link(e.path()).unwrap().to_string_lossy().into_owned();
+            let target = std::fs::read_link(e.path())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             (n, target)
         })
         .collect();
@@ -86,7 +103,9 @@ async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
 /// `--probe-skip-seccomp`): files, TCP and signals to the parent are still refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn landlock_alone_refuses_files_network_and_signals() {
-    use airlock_proto::{Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage};
+    use airlock_proto::{
+        Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage,
+    };
     use airlock_supervisor::worker_pool::start_worker;
     use airlock_supervisor::worker_process::{Spawner, WorkerCeiling};
 
@@ -119,10 +138,18 @@ async fn landlock_alone_refuses_files_network_and_signals() {
         });
         w.channel.send(&start).await.unwrap();
         let msg = w.channel.recv().await.unwrap();
-        let WorkerMessage::Done { outcome: Outcome::Error(e), .. } = msg else {
+        let WorkerMessage::Done {
+            outcome: Outcome::Error(e),
+            ..
+        } = msg
+        else {
             panic!("{attack}: not refused: {msg:?}");
         };
-        assert_eq!(e.kind, airlock_proto::ErrorKind::SandboxViolation, "{attack}: {e:?}");
+        assert_eq!(
+            e.kind,
+            airlock_proto::ErrorKind::SandboxViolation,
+            "{attack}: {e:?}"
+        );
         assert!(e.message.contains(errno), "{attack}: {}", e.message);
         w.process.wait().await.unwrap();
     }

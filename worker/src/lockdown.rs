@@ -75,6 +75,32 @@ pub enum LockdownError {
     SeccompInstall(#[from] seccompiler::Error),
 }
 
+/// The process's execution domain. systemd's `LockPersonality=yes` makes even the read-only
+/// query `personality(0xffffffff)` fail with EPERM; then `/proc/self/personality` still tells.
+fn current_persona() -> Result<libc::c_ulong, LockdownError> {
+    // SAFETY: 0xffffffff only queries the persona.
+    let persona = unsafe { libc::personality(0xffff_ffff) };
+    if persona != -1 {
+        return Ok(persona as libc::c_ulong);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(LockdownError::Syscall {
+            what: "personality",
+            source: err,
+        });
+    }
+    let text =
+        std::fs::read_to_string("/proc/self/personality").map_err(|source| LockdownError::Syscall {
+            what: "read /proc/self/personality",
+            source,
+        })?;
+    libc::c_ulong::from_str_radix(text.trim(), 16).map_err(|_| LockdownError::Syscall {
+        what: "parse /proc/self/personality",
+        source: io::Error::other(format!("unexpected contents {text:?}")),
+    })
+}
+
 /// Turns a libc return value of -1 into the errno it set.
 fn check(what: &'static str, rc: libc::c_long) -> Result<libc::c_long, LockdownError> {
     if rc == -1 {
@@ -245,11 +271,9 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
     // A persona with READ_IMPLIES_EXEC inherited from the parent would make every
     // PROT_READ mapping executable and defeat the seccomp rule against PROT_EXEC.
     // `personality` is not allowed after lockdown, so it cannot be set again later.
-    // SAFETY: 0xffffffff only queries the persona.
-    let persona = unsafe { libc::personality(0xffff_ffff) };
-    check("personality", libc::c_long::from(persona))?;
-    if persona & libc::READ_IMPLIES_EXEC != 0 {
-        let cleared = (persona & !libc::READ_IMPLIES_EXEC) as libc::c_ulong;
+    let persona = current_persona()?;
+    if persona & libc::READ_IMPLIES_EXEC as libc::c_ulong != 0 {
+        let cleared = persona & !(libc::READ_IMPLIES_EXEC as libc::c_ulong);
         // SAFETY: changes only the execution-domain flags of this process.
         let rc = unsafe { libc::personality(cleared) };
         check("personality", libc::c_long::from(rc))?;

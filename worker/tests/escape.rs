@@ -6,6 +6,8 @@
 //! Run with `cargo test -p airlock-worker --no-default-features --features escape-probe
 //! --test escape -- --nocapture` to see which layer stopped each attack.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
 #![cfg(feature = "escape-probe")]
 
 mod common;

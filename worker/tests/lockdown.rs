@@ -2,6 +2,9 @@
 //! exec the real `airlock-worker` binary. They do not depend on the engine: everything they
 //! check happens before a program is started.
 
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use airlock_proto::SupervisorMessage;
@@ -21,6 +24,16 @@ fn sends_ready_with_protocol_version_and_landlock_abi() {
     let report = w.expect_ready();
     assert!(report.landlock_abi >= 1, "{report:?}");
     assert!(report.seccomp_allowed_syscalls > 0, "{report:?}");
+    w.send(&SupervisorMessage::Cancel);
+    assert_eq!(w.wait().code(), Some(0));
+}
+
+/// Under systemd's `LockPersonality=yes` even the read-only personality query fails with
+/// EPERM; the worker must read `/proc/self/personality` instead of refusing to run.
+#[test]
+fn runs_when_the_personality_is_locked() {
+    let mut w = spawn(&standard_args(), Fd3::SocketPersonalityLocked);
+    w.expect_ready();
     w.send(&SupervisorMessage::Cancel);
     assert_eq!(w.wait().code(), Some(0));
 }

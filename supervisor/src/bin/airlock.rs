@@ -17,8 +17,9 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(version, about = "Run programs in airlockd's sandbox")]
 struct Args {
-    /// Socket of the daemon. Default: /run/airlock/airlock.sock as root,
-    /// $XDG_RUNTIME_DIR/airlock/airlock.sock otherwise; or $AIRLOCK_SOCKET.
+    /// Socket of the daemon. Default: $XDG_RUNTIME_DIR/airlock/airlock.sock if it exists
+    /// (/run/airlock/airlock.sock for root), else the system daemon's
+    /// /run/airlock/airlock.sock; or $AIRLOCK_SOCKET.
     #[arg(long, global = true, value_name = "PATH", env = "AIRLOCK_SOCKET")]
     socket: Option<PathBuf>,
     #[command(subcommand)]
@@ -32,7 +33,12 @@ enum Command {
         /// Program file (.ts or .js). Omit it to read the program from stdin.
         file: Option<PathBuf>,
         /// The program text itself.
-        #[arg(short = 'e', long = "eval", value_name = "CODE", conflicts_with = "file")]
+        #[arg(
+            short = 'e',
+            long = "eval",
+            value_name = "CODE",
+            conflicts_with = "file"
+        )]
         code: Option<String>,
         /// Treat the program as JavaScript (default: TypeScript, or by file extension).
         #[arg(long)]
@@ -54,7 +60,10 @@ const EXIT_REQUEST_FAILED: u8 = 3;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("airlock: {e}");
@@ -73,7 +82,7 @@ fn main() -> ExitCode {
 async fn dispatch(args: Args) -> Result<ExitCode> {
     let socket = match args.socket {
         Some(s) => s,
-        None => socket_path::default_socket_path()?,
+        None => socket_path::client_socket_path()?,
     };
     match args.command {
         Command::Health => {
@@ -101,7 +110,9 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 (None, Some(path)) => {
                     let code = std::fs::read_to_string(&path)
                         .with_context(|| format!("cannot read {}", path.display()))?;
-                    let js = path.extension().is_some_and(|e| e == "js" || e == "mjs" || e == "cjs");
+                    let js = path
+                        .extension()
+                        .is_some_and(|e| e == "js" || e == "mjs" || e == "cjs");
                     (code, Some(js))
                 }
                 (None, None) => {
@@ -109,7 +120,9 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                         eprintln!("airlock: reading the program from stdin (end with Ctrl-D)");
                     }
                     let mut code = String::new();
-                    std::io::stdin().read_to_string(&mut code).context("cannot read stdin")?;
+                    std::io::stdin()
+                        .read_to_string(&mut code)
+                        .context("cannot read stdin")?;
                     (code, None)
                 }
             };
@@ -170,7 +183,11 @@ fn report(response: &ExecutionResponse) {
             }
         }
         Some(err) => {
-            let name = err.name.as_deref().map(|n| format!("{n}: ")).unwrap_or_default();
+            let name = err
+                .name
+                .as_deref()
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default();
             eprintln!("error[{}]: {name}{}", err.kind, err.message);
             if let (Some(line), Some(col)) = (err.line, err.column) {
                 eprintln!("  at line {line}, column {col}");
@@ -186,8 +203,15 @@ fn report(response: &ExecutionResponse) {
                 eprintln!("  hint: {hint}");
             }
             for call in response.tool_calls.iter().filter(|c| c.outcome != "ok") {
-                let msg = call.error.as_ref().map(|e| e.message.as_str()).unwrap_or("");
-                eprintln!("  tool call #{} {} {}: {msg}", call.id, call.tool, call.outcome);
+                let msg = call
+                    .error
+                    .as_ref()
+                    .map(|e| e.message.as_str())
+                    .unwrap_or("");
+                eprintln!(
+                    "  tool call #{} {} {}: {msg}",
+                    call.id, call.tool, call.outcome
+                );
             }
         }
     }

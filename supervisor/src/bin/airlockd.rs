@@ -70,7 +70,10 @@ fn main() -> ExitCode {
         };
     }
     init_tracing(args.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("airlockd: cannot start the async runtime: {e}");
@@ -90,7 +93,9 @@ fn main() -> ExitCode {
 fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -102,17 +107,23 @@ async fn serve(args: Args) -> Result<()> {
         Some(path) => Policy::load(path)?,
         None => Policy::embedded_default(),
     };
-    let worker_path = match args.worker.clone().or_else(|| policy.daemon.worker_path.clone()) {
+    let worker_path = match args
+        .worker
+        .clone()
+        .or_else(|| policy.daemon.worker_path.clone())
+    {
         Some(p) => p,
         None => std::env::current_exe()
             .context("cannot find the airlockd executable to locate airlock-worker next to it")?
             .with_file_name("airlock-worker"),
     };
 
-    let (listener, socket_display) = match systemd::inherited_listener().context("socket activation")? {
+    // Only a socket this process bound is removed at exit: one passed by systemd belongs to
+    // airlockd.socket and must outlive this process.
+    let (listener, owned_path) = match systemd::inherited_listener().context("socket activation")? {
         Some(l) => {
             info!("using the socket passed by systemd");
-            (l, "<systemd socket>".to_owned())
+            (l, None)
         }
         None => {
             let path = match args.socket.clone().or_else(|| policy.daemon.socket.clone()) {
@@ -121,17 +132,20 @@ async fn serve(args: Args) -> Result<()> {
             };
             let l = socket_path::bind(&path, policy.daemon.socket_mode)?;
             info!(socket = %path.display(), mode = format!("{:o}", policy.daemon.socket_mode), "listening");
-            (l, path.display().to_string())
+            (l, Some(path))
         }
     };
     let listener = tokio::net::UnixListener::from_std(listener)?;
-    let bound_path = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_pathname().map(PathBuf::from));
+    if policy.principals.is_empty() {
+        warn!(policy = %policy.origin, "the policy has no [[principal]]: every connection will be refused");
+    }
 
     if args.example {
-        let Some(path) = bound_path.clone() else {
+        let Some(path) = listener
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(PathBuf::from))
+        else {
             bail!("--example needs a filesystem socket");
         };
         tokio::spawn(run_example(path));
@@ -143,10 +157,9 @@ async fn serve(args: Args) -> Result<()> {
         tools: ToolRegistry::new(),
     };
     let result = run(config, listener, shutdown_signal()).await;
-    if let Some(path) = bound_path {
+    if let Some(path) = owned_path {
         let _ = std::fs::remove_file(path);
     }
-    let _ = socket_display;
     result.map_err(Into::into)
 }
 
@@ -184,9 +197,15 @@ async fn run_example(socket: PathBuf) {
     .await;
     match outcome {
         Ok(resp) => {
-            println!("--- examples/hello.ts ran in a sandboxed worker ({:?}, {:.1} ms) ---", resp.status, resp.stats.total_ms);
+            println!(
+                "--- examples/hello.ts ran in a sandboxed worker ({:?}, {:.1} ms) ---",
+                resp.status, resp.stats.total_ms
+            );
             print!("{}", resp.stdout);
-            println!("result: {}", serde_json::to_string_pretty(&resp.result).unwrap_or_default());
+            println!(
+                "result: {}",
+                serde_json::to_string_pretty(&resp.result).unwrap_or_default()
+            );
             if let Some(err) = resp.error {
                 println!("error: {}", err.message);
             }

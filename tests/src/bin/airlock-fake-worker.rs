@@ -32,7 +32,9 @@ fn main() {
     if write_message(&mut sock, &ready).is_err() {
         return;
     }
-    let Ok(SupervisorMessage::Start(start)) = read_message::<SupervisorMessage>(&mut sock, MAX_FRAME_LEN) else {
+    let Ok(SupervisorMessage::Start(start)) =
+        read_message::<SupervisorMessage>(&mut sock, MAX_FRAME_LEN)
+    else {
         return;
     };
     match start.code.trim() {

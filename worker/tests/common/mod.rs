@@ -48,6 +48,9 @@ pub enum Fd3 {
     DevNull,
     /// The socket on fd 3, but stdin closed.
     SocketStdinClosed,
+    /// The socket on fd 3, and `personality()` answers EPERM, as under systemd's
+    /// `LockPersonality=yes`.
+    SocketPersonalityLocked,
 }
 
 pub struct Worker {
@@ -75,6 +78,19 @@ unsafe fn move_fd(from: RawFd, to: RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A seccomp filter that fails `personality()` with EPERM, like systemd's LockPersonality.
+fn personality_lock_filter() -> seccompiler::BpfProgram {
+    let rules = std::collections::BTreeMap::from([(libc::SYS_personality, Vec::new())]);
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        std::env::consts::ARCH.try_into().expect("supported arch"),
+    )
+    .expect("filter");
+    filter.try_into().expect("compile filter")
+}
+
 /// Spawns the worker with `args` as airlockd does: fds 0-2 on /dev/null.
 pub fn spawn(args: &[OsString], fd3: Fd3) -> Worker {
     spawn_with_stderr(args, fd3, Stdio::null())
@@ -93,6 +109,8 @@ fn spawn_with_stderr(args: &[OsString], fd3: Fd3, stderr: Stdio) -> Worker {
     let dev_null = std::fs::File::open("/dev/null").expect("open /dev/null");
     let null_fd = dev_null.as_raw_fd();
 
+    // Built before fork: the child may only apply it (no allocation between fork and exec).
+    let lock_personality = personality_lock_filter();
     let mut cmd = Command::new(WORKER);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -104,6 +122,11 @@ fn spawn_with_stderr(args: &[OsString], fd3: Fd3, stderr: Stdio) -> Worker {
         cmd.pre_exec(move || {
             match fd3 {
                 Fd3::Socket | Fd3::SocketStdinClosed => move_fd(child_fd, 3)?,
+                Fd3::SocketPersonalityLocked => {
+                    move_fd(child_fd, 3)?;
+                    seccompiler::apply_filter(&lock_personality)
+                        .map_err(|e| std::io::Error::other(e.to_string()))?;
+                }
                 Fd3::SocketAndLeak => {
                     move_fd(child_fd, 3)?;
                     move_fd(child_fd, 7)?;

@@ -1,0 +1,153 @@
+//! The `[daemon]` table: where the daemon listens, how many workers it keeps ready, how it stops.
+
+use std::path::PathBuf;
+
+use toml::de::DeValue;
+
+use crate::document::{Field, TableReader};
+use crate::file_mode::{MAX_FILE_MODE, format_file_mode, parse_file_mode};
+use crate::policy_file::PolicyError;
+
+/// Settings of the daemon process itself (`[daemon]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonSettings {
+    /// Path of the listening Unix socket; `None` lets the daemon choose its default location.
+    /// Ignored when systemd passes a listening socket (socket activation).
+    pub socket: Option<PathBuf>,
+    /// Permission bits of the socket file; default `0o660`.
+    pub socket_mode: u32,
+    /// Number of pre-started, locked-down workers kept ready; `0` disables the pool.
+    pub pool_size: usize,
+    /// The worker binary; `None` means `airlock-worker` next to the `airlockd` binary.
+    pub worker_path: Option<PathBuf>,
+    /// How long a stopping daemon lets running executions finish before killing them.
+    pub shutdown_grace_ms: u64,
+    /// Executions running at once across all clients; more wait in a queue.
+    pub max_concurrent_executions: usize,
+}
+
+impl DaemonSettings {
+    /// Keys accepted in `[daemon]`.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "socket",
+        "socket_mode",
+        "pool_size",
+        "worker_path",
+        "shutdown_grace_ms",
+        "max_concurrent_executions",
+    ];
+    /// Default `socket_mode`.
+    pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
+    /// Default `pool_size`.
+    pub const DEFAULT_POOL_SIZE: usize = 2;
+    /// Largest `pool_size`.
+    pub const MAX_POOL_SIZE: usize = 256;
+    /// Default `shutdown_grace_ms`.
+    pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 10_000;
+    /// Largest `shutdown_grace_ms` (10 minutes).
+    pub const MAX_SHUTDOWN_GRACE_MS: u64 = 600_000;
+    /// Default `max_concurrent_executions`.
+    pub const DEFAULT_MAX_CONCURRENT_EXECUTIONS: usize = 64;
+    /// Largest `max_concurrent_executions`.
+    pub const MAX_CONCURRENT_EXECUTIONS: usize = 4096;
+    /// Longest socket path: `sun_path` holds 108 bytes including the terminating NUL.
+    pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+    pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
+        let defaults = DaemonSettings::default();
+        Ok(DaemonSettings {
+            socket: match table.get("socket") {
+                Some(field) => Some(socket_path(&field)?),
+                None => defaults.socket,
+            },
+            socket_mode: match table.get("socket_mode") {
+                Some(field) => socket_mode(&field)?,
+                None => defaults.socket_mode,
+            },
+            pool_size: match table.get("pool_size") {
+                Some(field) => usize_in(&field, 0, Self::MAX_POOL_SIZE)?,
+                None => defaults.pool_size,
+            },
+            worker_path: match table.get("worker_path") {
+                Some(field) => Some(absolute_path(&field)?),
+                None => defaults.worker_path,
+            },
+            shutdown_grace_ms: match table.get("shutdown_grace_ms") {
+                Some(field) => field.u64_in(0..=Self::MAX_SHUTDOWN_GRACE_MS)?,
+                None => defaults.shutdown_grace_ms,
+            },
+            max_concurrent_executions: match table.get("max_concurrent_executions") {
+                Some(field) => usize_in(&field, 1, Self::MAX_CONCURRENT_EXECUTIONS)?,
+                None => defaults.max_concurrent_executions,
+            },
+        })
+    }
+}
+
+impl Default for DaemonSettings {
+    fn default() -> Self {
+        DaemonSettings {
+            socket: None,
+            socket_mode: Self::DEFAULT_SOCKET_MODE,
+            pool_size: Self::DEFAULT_POOL_SIZE,
+            worker_path: None,
+            shutdown_grace_ms: Self::DEFAULT_SHUTDOWN_GRACE_MS,
+            max_concurrent_executions: Self::DEFAULT_MAX_CONCURRENT_EXECUTIONS,
+        }
+    }
+}
+
+fn usize_in(field: &Field<'_>, min: usize, max: usize) -> Result<usize, PolicyError> {
+    let n = field.u64_in(min as u64..=max as u64)?;
+    usize::try_from(n).map_err(|_| field.out_of_range(format!("{min}..={max}")))
+}
+
+fn absolute_path(field: &Field<'_>) -> Result<PathBuf, PolicyError> {
+    let path = field.string("an absolute path string")?;
+    if !path.starts_with('/') {
+        return Err(field.invalid(format!(
+            "path \"{path}\" is not absolute (it must start with `/`)"
+        )));
+    }
+    if path.contains('\0') {
+        return Err(field.invalid("path contains a NUL character"));
+    }
+    Ok(PathBuf::from(path))
+}
+
+fn socket_path(field: &Field<'_>) -> Result<PathBuf, PolicyError> {
+    let path = absolute_path(field)?;
+    let len = path.as_os_str().len();
+    if len > DaemonSettings::MAX_SOCKET_PATH_BYTES {
+        return Err(field.invalid(format!(
+            "socket path is {len} bytes long; Unix socket paths can be at most {} bytes",
+            DaemonSettings::MAX_SOCKET_PATH_BYTES
+        )));
+    }
+    Ok(path)
+}
+
+fn socket_mode(field: &Field<'_>) -> Result<u32, PolicyError> {
+    match field.value() {
+        DeValue::String(text) => parse_file_mode(text).map_err(|source| PolicyError::InvalidMode {
+            at: field.location(),
+            key: field.path().to_owned(),
+            source,
+        }),
+        // `socket_mode = 0o660` is a TOML octal integer and means what it says.
+        DeValue::Integer(n) if n.radix() == 8 => {
+            let mode = field.integer("an octal mode")?;
+            u32::try_from(mode)
+                .ok()
+                .filter(|&mode| mode <= MAX_FILE_MODE)
+                .ok_or_else(|| field.out_of_range(format!("0o0..=0o{MAX_FILE_MODE:o}")))
+        }
+        // A decimal `660` would silently mean 0o1224: refuse and say how to write it.
+        DeValue::Integer(_) => Err(field.invalid(format!(
+            "write the mode as an octal string such as \"{}\" (or the TOML octal integer 0o660), not the decimal integer {}",
+            format_file_mode(DaemonSettings::DEFAULT_SOCKET_MODE),
+            field.as_written()
+        ))),
+        _ => Err(field.wrong_type("an octal mode string such as \"0660\"")),
+    }
+}

@@ -1,0 +1,34 @@
+//! Airlock's operator policy: the TOML file format, its validation into a typed [`Policy`], and
+//! errors that name the file, line, column and key of every problem.
+//!
+//! Modules:
+//! - [`policy_file`]: [`Policy`] (load, parse, the embedded default, admission) and [`PolicyError`];
+//! - [`daemon_settings`]: the `[daemon]` table;
+//! - [`limit_settings`]: the `[limits]` table;
+//! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions;
+//! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
+//! - [`byte_size`]: size strings such as `"256MiB"`;
+//! - [`file_mode`]: octal permission strings such as `"0660"`;
+//! - [`account`]: user and group names resolved through the system's user database;
+//! - [`source_location`]: byte offsets turned into `file:line:column`;
+//! - `document` (private): typed, located access to toml's spanned document tree.
+//!
+//! The format is documented for operators in `docs/policy-reference.md`; `policy/default.toml` is
+//! the policy built into the daemon and doubles as the annotated example.
+
+pub mod account;
+pub mod byte_size;
+pub mod daemon_settings;
+mod document;
+pub mod file_mode;
+pub mod limit_settings;
+pub mod policy_file;
+pub mod principal;
+pub mod source_location;
+pub mod tool_pattern;
+
+pub use daemon_settings::DaemonSettings;
+pub use limit_settings::LimitSettings;
+pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError};
+pub use principal::Principal;
+pub use source_location::Location;

@@ -1,0 +1,142 @@
+//! The `[limits]` table: what one execution may use. The supervisor turns these into the limits it
+//! sends to each worker; a request may ask for a shorter timeout, or a longer one up to
+//! `max_timeout_ms`.
+
+use crate::document::TableReader;
+use crate::policy_file::PolicyError;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Per-execution limits (`[limits]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitSettings {
+    /// Wall-clock time an execution gets when the request does not say.
+    pub timeout_ms: u64,
+    /// The longest timeout a request may ask for.
+    pub max_timeout_ms: u64,
+    /// Memory available to one execution (key `memory`).
+    pub memory_bytes: u64,
+    /// Stack size of the engine thread (key `stack`).
+    pub stack_bytes: u64,
+    /// Tool calls one execution may make.
+    pub max_tool_calls: u32,
+    /// Captured console output plus result, in bytes (key `max_output`).
+    pub max_output_bytes: u64,
+    /// Size of the submitted program (key `max_code`).
+    pub max_code_bytes: u64,
+}
+
+impl LimitSettings {
+    /// Keys accepted in `[limits]`.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "timeout_ms",
+        "max_timeout_ms",
+        "memory",
+        "stack",
+        "max_tool_calls",
+        "max_output",
+        "max_code",
+    ];
+    /// Default `timeout_ms` (30 s); lowered to `max_timeout_ms` if that is smaller.
+    pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+    /// Default `max_timeout_ms` (5 min).
+    pub const DEFAULT_MAX_TIMEOUT_MS: u64 = 300_000;
+    /// Largest `max_timeout_ms` (24 h).
+    pub const MAX_TIMEOUT_MS: u64 = 86_400_000;
+    /// Default `memory`.
+    pub const DEFAULT_MEMORY_BYTES: u64 = 256 * MIB;
+    /// Smallest `memory`: below this the engine cannot start.
+    pub const MIN_MEMORY_BYTES: u64 = 8 * MIB;
+    /// Largest `memory`.
+    pub const MAX_MEMORY_BYTES: u64 = 64 * GIB;
+    /// Default `stack`.
+    pub const DEFAULT_STACK_BYTES: u64 = MIB;
+    /// Smallest `stack`.
+    pub const MIN_STACK_BYTES: u64 = 256 * KIB;
+    /// Largest `stack`.
+    pub const MAX_STACK_BYTES: u64 = 8 * MIB;
+    /// Default `max_tool_calls`.
+    pub const DEFAULT_MAX_TOOL_CALLS: u32 = 1000;
+    /// Largest `max_tool_calls`.
+    pub const MAX_TOOL_CALLS: u32 = 1_000_000;
+    /// Default `max_output`.
+    pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = MIB;
+    /// Smallest `max_output`.
+    pub const MIN_OUTPUT_BYTES: u64 = KIB;
+    /// Largest `max_output` (must fit in one supervisor⇄worker frame with room to spare).
+    pub const MAX_OUTPUT_BYTES: u64 = 16 * MIB;
+    /// Default `max_code`.
+    pub const DEFAULT_MAX_CODE_BYTES: u64 = 16 * MIB;
+    /// Smallest `max_code`.
+    pub const MIN_CODE_BYTES: u64 = KIB;
+    /// Largest `max_code` (must fit in one supervisor⇄worker frame with room to spare).
+    pub const MAX_CODE_BYTES: u64 = 16 * MIB;
+
+    pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
+        let defaults = LimitSettings::default();
+        let max_timeout_ms = match table.get("max_timeout_ms") {
+            Some(field) => field.u64_in(1..=Self::MAX_TIMEOUT_MS)?,
+            None => defaults.max_timeout_ms,
+        };
+        let timeout_ms = match table.get("timeout_ms") {
+            Some(field) => {
+                let timeout = field.u64_in(1..=Self::MAX_TIMEOUT_MS)?;
+                if timeout > max_timeout_ms {
+                    return Err(field.invalid(format!(
+                        "{timeout} is more than limits.max_timeout_ms ({max_timeout_ms}); raise max_timeout_ms or lower timeout_ms"
+                    )));
+                }
+                timeout
+            }
+            None => defaults.timeout_ms.min(max_timeout_ms),
+        };
+        Ok(LimitSettings {
+            timeout_ms,
+            max_timeout_ms,
+            memory_bytes: match table.get("memory") {
+                Some(field) => {
+                    field.byte_size_in(Self::MIN_MEMORY_BYTES..=Self::MAX_MEMORY_BYTES)?
+                }
+                None => defaults.memory_bytes,
+            },
+            stack_bytes: match table.get("stack") {
+                Some(field) => field.byte_size_in(Self::MIN_STACK_BYTES..=Self::MAX_STACK_BYTES)?,
+                None => defaults.stack_bytes,
+            },
+            max_tool_calls: match table.get("max_tool_calls") {
+                Some(field) => {
+                    let calls = field.u64_in(0..=u64::from(Self::MAX_TOOL_CALLS))?;
+                    u32::try_from(calls)
+                        .map_err(|_| field.out_of_range(format!("0..={}", Self::MAX_TOOL_CALLS)))?
+                }
+                None => defaults.max_tool_calls,
+            },
+            max_output_bytes: match table.get("max_output") {
+                Some(field) => {
+                    field.byte_size_in(Self::MIN_OUTPUT_BYTES..=Self::MAX_OUTPUT_BYTES)?
+                }
+                None => defaults.max_output_bytes,
+            },
+            max_code_bytes: match table.get("max_code") {
+                Some(field) => field.byte_size_in(Self::MIN_CODE_BYTES..=Self::MAX_CODE_BYTES)?,
+                None => defaults.max_code_bytes,
+            },
+        })
+    }
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            timeout_ms: Self::DEFAULT_TIMEOUT_MS,
+            max_timeout_ms: Self::DEFAULT_MAX_TIMEOUT_MS,
+            memory_bytes: Self::DEFAULT_MEMORY_BYTES,
+            stack_bytes: Self::DEFAULT_STACK_BYTES,
+            max_tool_calls: Self::DEFAULT_MAX_TOOL_CALLS,
+            max_output_bytes: Self::DEFAULT_MAX_OUTPUT_BYTES,
+            max_code_bytes: Self::DEFAULT_MAX_CODE_BYTES,
+        }
+    }
+}

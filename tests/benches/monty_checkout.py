@@ -1,0 +1,27 @@
+"""Times pydantic-monty's worker pool the way the Airlock benchmark times its pooled workers:
+one checkout + one trivial run, N times, sequentially. Prints `p50_ms p99_ms` on one line.
+
+Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable
+(`pip install pydantic-monty`)."""
+import sys
+import time
+
+from pydantic_monty import Monty
+
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+samples = []
+with Monty() as pool:
+    # Warm up: let the pool start its workers.
+    for _ in range(10):
+        with pool.checkout() as session:
+            session.feed_run("1 + 1")
+    for _ in range(n):
+        t = time.perf_counter()
+        with pool.checkout() as session:
+            result = session.feed_run("1 + 1")
+        samples.append((time.perf_counter() - t) * 1e3)
+        assert result == 2, result
+samples.sort()
+p50 = samples[len(samples) // 2]
+p99 = samples[min(len(samples) - 1, round((len(samples) - 1) * 0.99))]
+print(f"{p50:.4f} {p99:.4f}")
