@@ -367,20 +367,24 @@ impl Drop for WorkerProcess {
         if matches!(self.try_reap(), Ok(Some(_))) {
             return;
         }
-        // Reap in the background so no zombie is left; SIGKILL was already sent.
+        // Reap in the background so no zombie is left; SIGKILL was already sent, so this
+        // takes a moment at most. A plain thread rather than the runtime's blocking pool: this
+        // drop may run while the runtime itself is shutting down, when that pool no longer
+        // runs new work.
         let pid = self.pid;
         let pidfd = self.pidfd.take();
-        // Deregister from the reactor here, on a runtime thread, not in the blocking reaper.
+        // Deregister from the reactor here, while the runtime is still ours to use.
         drop(self.watcher.take());
         let reaper = move || {
             let _ = reap_blocking(pid);
             drop(pidfd);
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => {
-                handle.spawn_blocking(reaper);
-            }
-            Err(_) => reaper(),
+        if std::thread::Builder::new()
+            .name("airlock-reaper".into())
+            .spawn(reaper)
+            .is_err()
+        {
+            let _ = reap_blocking(pid);
         }
     }
 }

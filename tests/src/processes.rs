@@ -4,9 +4,16 @@ use std::path::Path;
 
 /// Pids of live (non-zombie) children of `parent` whose command name is `airlock-worker`.
 pub fn worker_children(parent: u32) -> Vec<i32> {
+    children_named(parent, "airlock-worker")
+}
+
+/// Pids of live children of `parent` with command name `comm` (the kernel keeps the first
+/// 15 bytes of the executable's name).
+pub fn children_named(parent: u32, comm: &str) -> Vec<i32> {
+    let comm: String = comm.chars().take(15).collect();
     children(parent)
         .into_iter()
-        .filter(|(_, comm, state)| comm == "airlock-worker" && *state != 'Z')
+        .filter(|(_, c, state)| *c == comm && *state != 'Z')
         .map(|(pid, _, _)| pid)
         .collect()
 }

@@ -83,7 +83,7 @@ return { sum, echoed };
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(
         r.result,
-        json!({"sum": 5.0, "echoed": {"hello": "world", "n": [1, 2]}})
+        json!({"sum": 5, "echoed": {"hello": "world", "n": [1, 2]}})
     );
     assert_eq!(r.tool_calls.len(), 2);
     assert_eq!(r.tool_calls[0].id, 1);

@@ -3,62 +3,10 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::agent_api::{ExecutionRequest, Status};
-use airlock_supervisor::client::Client;
-use airlock_tests::processes::{alive, wait_until, worker_children, zombie_children};
+use airlock_tests::processes::{alive, wait_until, worker_children};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 use serde_json::json;
 use std::process::{Command, Stdio};
-use std::time::Duration;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_worker_is_reaped() {
-    let d = TestDaemon::start().await;
-    for i in 0..10 {
-        let r = d.exec(&format!("{i} * 2")).await;
-        assert_eq!(r.result, json!(i * 2));
-    }
-    let _ = d.exec_timeout("while(true){}", 200).await;
-    let me = std::process::id();
-    assert!(
-        wait_until(5, || zombie_children(me).is_empty()
-            && worker_children(me).is_empty()),
-        "zombies: {:?}, workers: {:?}",
-        zombie_children(me),
-        worker_children(me)
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_lets_running_executions_finish() {
-    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
-    let socket = d.socket.clone();
-    let running = tokio::spawn(async move {
-        let mut c = Client::connect(&socket).await.unwrap();
-        c.execute(&ExecutionRequest {
-            code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
-            language: Default::default(),
-            timeout_ms: Some(10_000),
-        })
-        .await
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let socket = d.socket.clone();
-    d.stop().await;
-    let r = running
-        .await
-        .unwrap()
-        .expect("the running execution was cut off");
-    assert_eq!(r.status, Status::Ok);
-    assert_eq!(r.result, json!("finished"));
-    // New connections are refused once the daemon is gone.
-    assert!(Client::connect(&socket).await.is_err());
-    let me = std::process::id();
-    assert!(
-        wait_until(5, || worker_children(me).is_empty()),
-        "pool workers left behind"
-    );
-}
 
 /// The real `airlockd` binary: SIGKILL it and its workers must die with it (PDEATHSIG).
 #[test]

@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_supervisor::agent_api::Status;
-use airlock_tests::processes::{wait_until, worker_children};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 
 const ATTACKS: &[&str] = &[
@@ -63,40 +62,6 @@ async fn every_escape_attempt_is_refused_and_reported() {
         "attempts not stopped by the sandbox:\n{}",
         failures.join("\n")
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
-    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
-    d.wait_for_idle_workers(1).await;
-    let mut pids = Vec::new();
-    assert!(wait_until(10, || {
-        pids = worker_children(std::process::id());
-        !pids.is_empty()
-    }));
-    let pid = pids[0];
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    assert!(status.contains("Seccomp:\t2"), "{status}");
-    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
-    let mut fds: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-        .map(|e| {
-            let n: u32 = e.file_name().to_string_lossy().parse().unwrap();
-            let target = std::fs::read_link(e.path())
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            (n, target)
-        })
-        .collect();
-    fds.sort();
-    assert_eq!(fds.len(), 4, "{fds:?}");
-    for (n, target) in &fds[..3] {
-        assert_eq!(target, "/dev/null", "fd {n}");
-    }
-    assert_eq!(fds[3].0, 3);
-    assert!(fds[3].1.starts_with("socket:["), "{fds:?}");
 }
 
 /// Landlock on its own, without seccomp behind it (the probe's test-only

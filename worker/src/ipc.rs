@@ -25,6 +25,12 @@ impl Ipc {
         Ipc { stream }
     }
 
+    /// Wraps one end of a socket pair, for tests that play the supervisor in-process.
+    #[cfg(all(test, feature = "engine"))]
+    pub fn from_stream(stream: UnixStream) -> Ipc {
+        Ipc { stream }
+    }
+
     pub fn send(&mut self, msg: &WorkerMessage) -> Result<(), IoFrameError> {
         write_message(&mut self.stream, msg)
     }

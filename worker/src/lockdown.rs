@@ -90,11 +90,12 @@ fn current_persona() -> Result<libc::c_ulong, LockdownError> {
             source: err,
         });
     }
-    let text =
-        std::fs::read_to_string("/proc/self/personality").map_err(|source| LockdownError::Syscall {
+    let text = std::fs::read_to_string("/proc/self/personality").map_err(|source| {
+        LockdownError::Syscall {
             what: "read /proc/self/personality",
             source,
-        })?;
+        }
+    })?;
     libc::c_ulong::from_str_radix(text.trim(), 16).map_err(|_| LockdownError::Syscall {
         what: "parse /proc/self/personality",
         source: io::Error::other(format!("unexpected contents {text:?}")),

@@ -1,0 +1,149 @@
+//! Tests that look at this test process's worker children through `/proc`. Every test in
+//! this file holds [`serial`] for its whole run: tests in one file share a process, and a test
+//! counting or killing "its" worker must not see another test's.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::agent_api::{ExecutionRequest, Status};
+use airlock_supervisor::client::Client;
+use airlock_tests::processes::{wait_until, worker_children, zombie_children};
+use airlock_tests::{DaemonOptions, TestDaemon};
+use serde_json::json;
+use std::time::Duration;
+use tokio::sync::{Mutex, MutexGuard};
+
+async fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::const_new(());
+    LOCK.lock().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_from_outside_is_reported() {
+    let _serial = serial().await;
+    let d = TestDaemon::start().await;
+    let daemon_pid = std::process::id();
+    // Only a worker that appears after this point can be the one running our program.
+    let before = worker_children(daemon_pid);
+    let exec = {
+        let socket = d.socket.clone();
+        tokio::spawn(async move {
+            let mut c = airlock_supervisor::client::Client::connect(&socket)
+                .await
+                .unwrap();
+            c.execute(&airlock_supervisor::agent_api::ExecutionRequest {
+                code: "await tools.test.sleep({ ms: 20000 })".into(),
+                language: Default::default(),
+                timeout_ms: Some(30_000),
+            })
+            .await
+            .unwrap()
+        })
+    };
+    let mut victims = Vec::new();
+    assert!(
+        wait_until(10, || {
+            victims = worker_children(daemon_pid);
+            victims.retain(|p| !before.contains(p));
+            !victims.is_empty()
+        }),
+        "no worker appeared"
+    );
+    // SAFETY: kill(2) of a child process of this test.
+    unsafe { libc::kill(victims[0], libc::SIGKILL) };
+    let r = exec.await.unwrap();
+    assert_eq!(r.status, Status::Error);
+    let err = r.error.unwrap();
+    assert_eq!(err.kind, "worker_crashed");
+    assert!(err.message.contains("SIGKILL"), "{}", err.message);
+    assert_eq!(d.exec("'next'").await.result, json!("next"));
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_worker_is_reaped() {
+    let _serial = serial().await;
+    let d = TestDaemon::start().await;
+    for i in 0..10 {
+        let r = d.exec(&format!("{i} * 2")).await;
+        assert_eq!(r.result, json!(i * 2));
+    }
+    let _ = d.exec_timeout("while(true){}", 200).await;
+    let me = std::process::id();
+    assert!(
+        wait_until(5, || zombie_children(me).is_empty()
+            && worker_children(me).is_empty()),
+        "zombies: {:?}, workers: {:?}",
+        zombie_children(me),
+        worker_children(me)
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_lets_running_executions_finish() {
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    let socket = d.socket.clone();
+    let running = tokio::spawn(async move {
+        let mut c = Client::connect(&socket).await.unwrap();
+        c.execute(&ExecutionRequest {
+            code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
+            language: Default::default(),
+            timeout_ms: Some(10_000),
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let socket = d.socket.clone();
+    d.stop().await;
+    let r = running
+        .await
+        .unwrap()
+        .expect("the running execution was cut off");
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.result, json!("finished"));
+    // New connections are refused once the daemon is gone.
+    assert!(Client::connect(&socket).await.is_err());
+    let me = std::process::id();
+    assert!(
+        wait_until(5, || worker_children(me).is_empty()),
+        "pool workers left behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    d.wait_for_idle_workers(1).await;
+    let mut pids = Vec::new();
+    assert!(wait_until(10, || {
+        pids = worker_children(std::process::id());
+        !pids.is_empty()
+    }));
+    let pid = pids[0];
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    assert!(status.contains("Seccomp:\t2"), "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    let mut fds: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let n: u32 = e.file_name().to_string_lossy().parse().unwrap();
+            let target = std::fs::read_link(e.path())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (n, target)
+        })
+        .collect();
+    fds.sort();
+    assert_eq!(fds.len(), 4, "{fds:?}");
+    for (n, target) in &fds[..3] {
+        assert_eq!(target, "/dev/null", "fd {n}");
+    }
+    assert_eq!(fds[3].0, 3);
+    assert!(fds[3].1.starts_with("socket:["), "{fds:?}");
+    d.stop().await;
+}

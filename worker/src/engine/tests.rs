@@ -1,0 +1,1146 @@
+//! Engine tests: a real engine per test and a fake supervisor on the other end of a socket
+//! pair. No lockdown is applied here (that is `tests/lockdown.rs`'s job).
+
+use super::*;
+use airlock_proto::frame::blocking::{IoFrameError, read_message, write_message};
+use airlock_proto::{ConsoleLevel, Language, MAX_FRAME_LEN, ToolFailure, WorkerMessage};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+fn limits() -> Limits {
+    Limits {
+        timeout_ms: 5_000,
+        memory_bytes: 64 * 1024 * 1024,
+        stack_bytes: 1024 * 1024,
+        max_tool_calls: 100,
+        max_output_bytes: 1024 * 1024,
+    }
+}
+
+/// What the fake supervisor saw, and the engine's answer.
+#[derive(Debug)]
+struct Run {
+    outcome: Outcome,
+    stats: WorkerStats,
+    messages: Vec<WorkerMessage>,
+    /// Tool results the engine ignored (unknown or repeated ids).
+    ignored_results: u32,
+}
+
+impl Run {
+    fn value(&self) -> &str {
+        match &self.outcome {
+            Outcome::Ok { value_json } => value_json,
+            Outcome::Error(e) => panic!(
+                "expected a value, got {e:#?}\nmessages: {:?}",
+                self.messages
+            ),
+        }
+    }
+
+    fn error(&self) -> &ExecError {
+        match &self.outcome {
+            Outcome::Error(e) => e,
+            Outcome::Ok { value_json } => panic!("expected an error, got {value_json}"),
+        }
+    }
+
+    fn console(&self) -> Vec<(ConsoleLevel, String)> {
+        self.messages
+            .iter()
+            .filter_map(|m| match m {
+                WorkerMessage::Console { level, text } => Some((*level, text.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn console_text(&self) -> Vec<String> {
+        self.console().into_iter().map(|(_, t)| t).collect()
+    }
+
+    fn tool_calls(&self) -> Vec<(u32, String, String)> {
+        self.messages
+            .iter()
+            .filter_map(|m| match m {
+                WorkerMessage::ToolCall {
+                    id,
+                    tool,
+                    args_json,
+                } => Some((*id, tool.clone(), args_json.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Runs `code` with a supervisor that answers each message through `respond` (which sees
+/// every message received so far and returns the replies to send now).
+fn run_with(
+    code: &str,
+    language: Language,
+    limits: Limits,
+    mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
+    supervisor_end
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let supervisor = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        loop {
+            match read_message::<WorkerMessage>(&mut supervisor_end, MAX_FRAME_LEN) {
+                Ok(msg) => {
+                    seen.push(msg);
+                    for reply in respond(&seen) {
+                        if write_message(&mut supervisor_end, &reply).is_err() {
+                            return seen;
+                        }
+                    }
+                }
+                // The worker is done (a reset: it exited with replies still unread).
+                Err(IoFrameError::Closed) => return seen,
+                Err(IoFrameError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    return seen;
+                }
+                Err(e) => panic!("supervisor side: {e}"),
+            }
+        }
+    });
+    let start = StartExecution {
+        execution_id: "test".to_owned(),
+        language,
+        code: code.to_owned(),
+        limits,
+    };
+    // The worker runs programs on its 8 MiB main thread; give the engine the same.
+    let worker = std::thread::Builder::new()
+        .stack_size(8 * 1024 * 1024)
+        .spawn(move || {
+            let engine = Engine::new().expect("engine");
+            let bridge = Rc::clone(&engine.bridge);
+            let mut ipc = Ipc::from_stream(worker_end);
+            let (outcome, stats) = engine.run(start, &mut ipc);
+            (outcome, stats, bridge.ignored_results())
+        })
+        .expect("spawn");
+    let (outcome, stats, ignored_results) = worker.join().expect("engine thread panicked");
+    let messages = supervisor.join().expect("supervisor thread panicked");
+    Run {
+        outcome,
+        stats,
+        messages,
+        ignored_results,
+    }
+}
+
+/// A supervisor that answers every tool call with `answer(tool, args_json)`.
+fn answering(
+    answer: impl Fn(&str, &str) -> Result<String, ToolFailure> + Send + 'static,
+) -> impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static {
+    move |seen| match seen.last() {
+        Some(WorkerMessage::ToolCall {
+            id,
+            tool,
+            args_json,
+        }) => vec![SupervisorMessage::ToolResult {
+            id: *id,
+            result: answer(tool, args_json),
+        }],
+        _ => vec![],
+    }
+}
+
+fn silent(_: &[WorkerMessage]) -> Vec<SupervisorMessage> {
+    vec![]
+}
+
+fn js(code: &str) -> Run {
+    run_with(code, Language::JavaScript, limits(), silent)
+}
+
+fn ts(code: &str) -> Run {
+    run_with(code, Language::TypeScript, limits(), silent)
+}
+
+fn js_limits(code: &str, limits: Limits) -> Run {
+    run_with(code, Language::JavaScript, limits, silent)
+}
+
+fn short_timeout() -> Limits {
+    Limits {
+        timeout_ms: 200,
+        ..limits()
+    }
+}
+
+// -----------------------------------------------------------------------------------------
+// Values
+
+#[test]
+fn one_plus_one() {
+    let run = js("1+1");
+    assert_eq!(run.value(), "2");
+    assert!(run.stats.run_us > 0 || run.stats.compile_us > 0);
+    assert!(run.stats.heap_used_bytes > 0);
+    assert!(run.stats.peak_rss_bytes > 0);
+}
+
+#[test]
+fn typescript_program() {
+    let run = ts(r#"
+interface Item { name: string; price: number }
+enum Unit { Eur = "EUR" }
+const items: Item[] = [{ name: "a", price: 2 }, { name: "b", price: 3 }];
+function total<T extends Item>(xs: T[]): number { return xs.reduce((s, x) => s + x.price, 0) }
+({ total: total(items), unit: Unit.Eur, first: items[0]!.name as string }) satisfies object
+"#);
+    assert_eq!(run.value(), r#"{"total":5,"unit":"EUR","first":"a"}"#);
+}
+
+#[test]
+fn top_level_return_await_and_last_expression() {
+    assert_eq!(
+        js("const x = await Promise.resolve(41); x + 1").value(),
+        "42"
+    );
+    assert_eq!(js("if (true) return 'early';\n'late'").value(), "\"early\"");
+    assert_eq!(js("let a = 1;").value(), "null");
+    assert_eq!(js("").value(), "null");
+    assert_eq!(js("'hello'").value(), "\"hello\"");
+}
+
+#[test]
+fn result_conversion_rules() {
+    assert_eq!(js("undefined").value(), "null");
+    assert_eq!(js("NaN").value(), "null");
+    assert_eq!(
+        js("[1, undefined, () => 1, Infinity]").value(),
+        "[1,null,null,null]"
+    );
+    assert_eq!(
+        js("({ a: undefined, f() {}, s: Symbol('x'), n: null })").value(),
+        r#"{"n":null}"#
+    );
+    assert_eq!(js("new Date(0)").value(), "\"1970-01-01T00:00:00.000Z\"");
+    assert_eq!(js("({ m: new Map([[1, 2]]) })").value(), r#"{"m":{}}"#);
+    assert_eq!(js("({ toJSON() { return undefined } })").value(), "null");
+    // The program replacing JSON.stringify does not change the conversion.
+    assert_eq!(
+        js("JSON.stringify = () => 'nope'; ({ a: 1 })").value(),
+        r#"{"a":1}"#
+    );
+}
+
+#[test]
+fn results_that_are_not_json() {
+    let e = js("({ total: 10n })").error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson);
+    assert_eq!(
+        e.message,
+        "the program's result contains a BigInt at $.total; convert it with Number() or String()"
+    );
+    let e = js("1n").error().clone();
+    assert_eq!(
+        e.message,
+        "the program's result is a BigInt; convert it with Number() or String()"
+    );
+    let e = js("const a = { b: { list: [1] } }; a.b.list.push(a); a")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson);
+    assert!(
+        e.message.contains("contains a cycle at $.b.list[1]"),
+        "{}",
+        e.message
+    );
+    let e = js("const o = {}; o['odd key'] = o; o").error().clone();
+    assert!(e.message.contains("at $[\"odd key\"]"), "{}", e.message);
+    let e = js("(function named() {})").error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson);
+    assert!(
+        e.message.starts_with("the program's result is a function"),
+        "{}",
+        e.message
+    );
+    assert_eq!(js("Symbol('s')").error().kind, ErrorKind::ResultNotJson);
+}
+
+#[test]
+fn exceptions_during_result_conversion_are_runtime_errors() {
+    let e = js("({ get boom() { throw new TypeError('no') } })")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::Runtime);
+    assert_eq!(e.name.as_deref(), Some("TypeError"));
+    assert!(
+        e.message.starts_with("no (thrown while converting"),
+        "{}",
+        e.message
+    );
+    assert_eq!((e.line, e.column), (Some(1), Some(27)), "{e:?}");
+}
+
+#[test]
+fn oversized_results_are_refused() {
+    let e = js("'x'.repeat(17 * 1024 * 1024)").error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson);
+    assert!(e.message.contains("over the 16 MiB limit"), "{}", e.message);
+}
+
+// -----------------------------------------------------------------------------------------
+// Errors and positions
+
+#[test]
+fn runtime_errors_carry_original_positions() {
+    let run = ts(
+        "interface A { x: number }\n\nconst a: A = { x: 1 };\nfunction f(v: any): number {\n  return v.missing.deep;\n}\nf(a)",
+    );
+    let e = run.error();
+    assert_eq!(e.kind, ErrorKind::Runtime);
+    assert_eq!(e.name.as_deref(), Some("TypeError"));
+    assert_eq!(e.message, "cannot read property 'deep' of undefined");
+    assert_eq!((e.line, e.column), (Some(5), Some(10)), "{e:#?}");
+    let stack = e.stack.as_deref().expect("stack");
+    assert!(
+        stack.starts_with("TypeError: cannot read property"),
+        "{stack}"
+    );
+    assert!(stack.contains("at f (program.ts:5:10)"), "{stack}");
+    assert!(stack.contains("at <anonymous> (program.ts:7:"), "{stack}");
+    assert!(
+        !stack.contains("<airlock>") && !stack.contains("<eval>"),
+        "{stack}"
+    );
+}
+
+#[test]
+fn thrown_errors_after_await_and_thrown_values() {
+    let e = js("await null;\n  throw new RangeError('bad ' + 1)")
+        .error()
+        .clone();
+    assert_eq!(
+        (e.kind, e.name.as_deref()),
+        (ErrorKind::Runtime, Some("RangeError"))
+    );
+    assert_eq!(e.message, "bad 1");
+    assert_eq!(e.line, Some(2));
+
+    let e = js("throw 'plain string'").error().clone();
+    assert_eq!((e.kind, e.name.clone()), (ErrorKind::Runtime, None));
+    assert_eq!(e.message, "plain string");
+    let e = js("throw null").error().clone();
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::Runtime, "uncaught null")
+    );
+    let e = js("throw { code: 42 }").error().clone();
+    assert_eq!(e.message, "uncaught { code: 42 }");
+}
+
+#[test]
+fn program_sees_mapped_stacks() {
+    let run = ts("type T = number;\nconst e: Error = new Error('x');\ne.stack");
+    let stack = run.value();
+    assert!(stack.contains("program.ts:2:"), "{stack}");
+    assert!(!stack.contains("<airlock>"), "{stack}");
+}
+
+#[test]
+fn engine_syntax_errors_are_syntax_errors() {
+    // oxc's errors, with oxc's positions.
+    let e = js("let x = 1;\nlet = = 2;").error().clone();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.line, Some(2));
+    // Syntax oxc accepts but QuickJS does not (decorators are left in place): QuickJS's
+    // error, mapped back to the agent's code.
+    let e = ts("const a = 1;\n\n@sealed\nclass A {}\nfunction sealed(c: any) {}")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!(e.name.as_deref(), Some("SyntaxError"));
+    assert_eq!(e.line, Some(3), "{e:?}");
+}
+
+#[test]
+fn modern_syntax_runs() {
+    let run = js(
+        "{ using r = { [Symbol.dispose]() { console.log('disposed') } }; }\nconst re = /(?<y>\\d{4})/v;\n[Object.groupBy([1, 2, 3], x => x % 2 ? 'odd' : 'even'), '2024'.match(re).groups.y, [3, 1, 2].toSorted()]",
+    );
+    assert_eq!(run.value(), r#"[{"odd":[1,3],"even":[2]},"2024",[1,2,3]]"#);
+    assert_eq!(run.console_text(), ["disposed"]);
+}
+
+#[test]
+fn modules_are_not_available() {
+    let e = ts("import { x } from './servers/github';\nx")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert!(e.message.contains("tools.<server>.<tool>"), "{}", e.message);
+    let e = js("await import('os')").error().clone();
+    assert_eq!(
+        (e.kind, e.name.as_deref()),
+        (ErrorKind::Runtime, Some("ReferenceError"))
+    );
+    assert!(
+        e.message.contains("could not load module 'os'"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn host_apis_are_absent() {
+    let run = js(
+        "[typeof require, typeof fetch, typeof setTimeout, typeof setInterval, typeof process, \
+         typeof std, typeof os, typeof Deno, typeof XMLHttpRequest, typeof WebSocket, typeof print]",
+    );
+    assert_eq!(
+        run.value(),
+        r#"["undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined"]"#
+    );
+    let e = js("require('fs')").error().clone();
+    assert_eq!(e.name.as_deref(), Some("ReferenceError"));
+    assert_eq!(e.message, "require is not defined");
+}
+
+#[test]
+fn global_names_snapshot() {
+    let run = js("Object.getOwnPropertyNames(globalThis).sort()");
+    let names: Vec<String> = serde_json_lite(run.value());
+    let expected = [
+        "AggregateError",
+        "Array",
+        "ArrayBuffer",
+        "AsyncDisposableStack",
+        "Atomics",
+        "BigInt",
+        "BigInt64Array",
+        "BigUint64Array",
+        "Boolean",
+        "DOMException",
+        "DataView",
+        "Date",
+        "DisposableStack",
+        "Error",
+        "EvalError",
+        "FinalizationRegistry",
+        "Float16Array",
+        "Float32Array",
+        "Float64Array",
+        "Function",
+        "Infinity",
+        "Int16Array",
+        "Int32Array",
+        "Int8Array",
+        "InternalError",
+        "Iterator",
+        "JSON",
+        "Map",
+        "Math",
+        "NaN",
+        "Number",
+        "Object",
+        "Promise",
+        "Proxy",
+        "RangeError",
+        "ReferenceError",
+        "Reflect",
+        "RegExp",
+        "Set",
+        "SharedArrayBuffer",
+        "String",
+        "SuppressedError",
+        "Symbol",
+        "SyntaxError",
+        "ToolError",
+        "TypeError",
+        "URIError",
+        "Uint16Array",
+        "Uint32Array",
+        "Uint8Array",
+        "Uint8ClampedArray",
+        "WeakMap",
+        "WeakRef",
+        "WeakSet",
+        "atob",
+        "btoa",
+        "console",
+        "decodeURI",
+        "decodeURIComponent",
+        "encodeURI",
+        "encodeURIComponent",
+        "escape",
+        "eval",
+        "globalThis",
+        "isFinite",
+        "isNaN",
+        "parseFloat",
+        "parseInt",
+        "performance",
+        "progress",
+        "queueMicrotask",
+        "tools",
+        "undefined",
+        "unescape",
+    ];
+    assert_eq!(names, expected);
+}
+
+/// Parses a JSON array of strings (the tests avoid a serde_json dependency).
+fn serde_json_lite(json: &str) -> Vec<String> {
+    json.trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|s| s.trim_matches('"').to_owned())
+        .collect()
+}
+
+#[test]
+fn bridge_functions_expose_nothing_of_the_host() {
+    let run = js(r#"
+const g = console.log.constructor('return this')();
+const checks = {
+  sameGlobal: g === globalThis,
+  toolProto: Object.getPrototypeOf(tools.a.b) === Function.prototype,
+  toolCtor: tools.a.b.constructor === Function,
+  toolName: tools.a.b.name,
+  toolsProto: Object.getPrototypeOf(tools),
+  toolsKeys: Object.keys(tools).length + Object.getOwnPropertyNames(tools.x).length,
+  thenProbe: tools.then === undefined && tools.x.then === undefined && tools.toJSON === undefined,
+  symbolProbe: tools[Symbol.iterator] === undefined,
+  json: JSON.stringify(tools),
+  notConstructible: (() => { try { new tools.a.b(); return false } catch { return true } })(),
+  readOnly: (() => { try { tools.a = 1; return false } catch { return true } })(),
+  progressProto: Object.getPrototypeOf(progress) === Function.prototype,
+  logSource: Function.prototype.toString.call(console.log).includes('consoleWrite'),
+  noNatives: typeof toolCall + typeof consoleWrite + typeof mapStack + typeof natives,
+};
+checks
+"#);
+    assert_eq!(
+        run.value(),
+        r#"{"sameGlobal":true,"toolProto":true,"toolCtor":true,"toolName":"b","toolsProto":null,"toolsKeys":0,"thenProbe":true,"symbolProbe":true,"json":"{}","notConstructible":true,"readOnly":true,"progressProto":true,"logSource":true,"noNatives":"undefinedundefinedundefinedundefined"}"#
+    );
+}
+
+#[test]
+fn awaiting_tools_itself_does_not_hang() {
+    let run = js("const t = await tools; const n = await tools.github; [typeof t, typeof n]");
+    assert_eq!(run.value(), r#"["object","object"]"#);
+    assert!(run.tool_calls().is_empty());
+}
+
+// -----------------------------------------------------------------------------------------
+// Console and progress
+
+#[test]
+fn console_levels_and_formatting() {
+    let run = js(r#"
+console.log('plain', 42, -0, 10n, true, null, undefined, Symbol('s'));
+console.info({ a: [1, 'two', { b: null }], 'k-2': new Map([['x', 1]]), s: new Set([1]) });
+console.warn(function named() {}, () => {}, class K {}, new Date(0), /re/g);
+console.error(new TypeError('bad'));
+console.debug('%s is %d years and %j', 'Bob', 42, { x: 1 }, 'extra');
+const cyc = { name: 'c' }; cyc.self = cyc; console.log(cyc);
+console.log(tools, tools.github, tools.github.search);
+console.log(Object.create(null), new (class Point { constructor() { this.x = 1 } })(), [1, , 3]);
+console.log(new Uint8Array([1, 2]), { get g() { return 1 } }, [[[[[[[[[[1]]]]]]]]]]);
+console.log();
+"#);
+    let console = run.console();
+    let texts: Vec<&str> = console.iter().map(|(_, t)| t.as_str()).collect();
+    let levels: Vec<ConsoleLevel> = console.iter().map(|(l, _)| *l).collect();
+    assert_eq!(
+        levels,
+        [
+            ConsoleLevel::Log,
+            ConsoleLevel::Info,
+            ConsoleLevel::Warn,
+            ConsoleLevel::Error,
+            ConsoleLevel::Debug,
+            ConsoleLevel::Log,
+            ConsoleLevel::Log,
+            ConsoleLevel::Log,
+            ConsoleLevel::Log,
+            ConsoleLevel::Log,
+        ]
+    );
+    assert_eq!(texts[0], "plain 42 -0 10n true null undefined Symbol(s)");
+    assert_eq!(
+        texts[1],
+        r#"{ a: [1, "two", { b: null }], "k-2": Map(1) { "x" => 1 }, s: Set(1) { 1 } }"#
+    );
+    assert_eq!(
+        texts[2],
+        "[Function: named] [Function (anonymous)] [class K] 1970-01-01T00:00:00.000Z /re/g"
+    );
+    assert!(
+        texts[3].starts_with("TypeError: bad\n    at <anonymous> (program.js:5:19)"),
+        "{}",
+        texts[3]
+    );
+    assert_eq!(texts[4], r#"Bob is 42 years and {"x":1} extra"#);
+    assert_eq!(texts[5], r#"{ name: "c", self: [Circular] }"#);
+    assert_eq!(texts[6], "[tools] [tools.github] [Function: search]");
+    assert_eq!(texts[7], "{} Point { x: 1 } [1, <empty>, 3]");
+    assert_eq!(
+        texts[8],
+        "Uint8Array(2) [1, 2] { g: [Getter] } [[[[[[[[[Array]]]]]]]]]"
+    );
+    assert_eq!(texts[9], "");
+}
+
+#[test]
+fn console_is_sent_immediately_and_in_order() {
+    // The log before the tool call reaches the supervisor before the call does.
+    let run = run_with(
+        "console.log('before'); const r = await tools.a.b({}); console.log('after', r); r",
+        Language::JavaScript,
+        limits(),
+        answering(|_, _| Ok("7".to_owned())),
+    );
+    assert_eq!(run.value(), "7");
+    let order: Vec<String> = run
+        .messages
+        .iter()
+        .map(|m| match m {
+            WorkerMessage::Console { text, .. } => format!("console:{text}"),
+            WorkerMessage::ToolCall { tool, .. } => format!("call:{tool}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(order, ["console:before", "call:a.b", "console:after 7"]);
+}
+
+#[test]
+fn huge_console_output_stops_the_program() {
+    let limits = Limits {
+        max_output_bytes: 1000,
+        ..limits()
+    };
+    let run = js_limits(
+        "let caught = 0;\nfor (let i = 0; i < 1e6; i++) { try { console.log('line ' + i + ' ' + 'x'.repeat(50)) } catch { caught++ } }\ncaught",
+        limits,
+    );
+    let e = run.error();
+    assert_eq!(e.kind, ErrorKind::OutputLimit);
+    assert_eq!(
+        e.message,
+        "console output exceeded the 1000-byte limit; print less, or return data as the result"
+    );
+    assert_eq!(e.line, Some(2), "{e:?}");
+    let sent: usize = run.console_text().iter().map(|t| t.len() + 1).sum();
+    assert!(sent <= 1000, "{sent}");
+    assert!(sent >= 900, "what fits is sent: {sent}");
+    // The last message is the truncated part of the line that crossed the limit.
+    assert!(
+        run.console_text()
+            .last()
+            .is_some_and(|t| t.starts_with("line "))
+    );
+}
+
+#[test]
+fn oversized_messages_are_cut_or_refused() {
+    let limits = Limits {
+        max_output_bytes: 64 * 1024 * 1024,
+        ..limits()
+    };
+    let run = run_with(
+        "console.log('z'.repeat(3 << 20));\nconst errors = [];\ntry { progress('p'.repeat(2 << 20)) } catch (e) { errors.push(e.message) }\ntry { await tools.a.b({ s: 'q'.repeat(17 << 20) }) } catch (e) { errors.push(e.message) }\nerrors",
+        Language::JavaScript,
+        limits,
+        answering(|_, _| Ok("null".to_owned())),
+    );
+    assert_eq!(
+        run.value(),
+        r#"["progress(): the value is 2097154 bytes of JSON, over the 1 MiB limit","tools.a.b: the arguments are 17825800 bytes of JSON, over the 16 MiB limit"]"#
+    );
+    let console = run.console_text();
+    assert_eq!(console.len(), 1);
+    assert!(console[0].len() < (1 << 20) + 100);
+    assert!(console[0].ends_with("[message cut: 3145728 bytes, over the 1 MiB per-message limit]"));
+    assert!(run.tool_calls().is_empty());
+}
+
+#[test]
+fn progress_messages() {
+    let run = js("progress({ done: 1, of: 3 }); progress(); progress('half'); 1");
+    let progress: Vec<String> = run
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            WorkerMessage::Progress { value_json } => Some(value_json.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(progress, [r#"{"done":1,"of":3}"#, "null", "\"half\""]);
+    let e = js("progress({ n: 1n })").error().clone();
+    assert_eq!(e.name.as_deref(), Some("TypeError"));
+    assert!(
+        e.message
+            .starts_with("progress(): the value cannot be serialised"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn lone_surrogates_in_console_text_do_not_break_anything() {
+    let run = js("console.log('a\\ud800b'); 'ok'");
+    assert_eq!(run.value(), "\"ok\"");
+    assert_eq!(run.console_text().len(), 1);
+}
+
+// -----------------------------------------------------------------------------------------
+// Tool calls
+
+#[test]
+fn tool_call_round_trip() {
+    let run = run_with(
+        "const r = await tools.github.search_issues({ q: 'bug', n: 2 });\nr.items.length",
+        Language::TypeScript,
+        limits(),
+        answering(|tool, args| {
+            assert_eq!(tool, "github.search_issues");
+            assert_eq!(args, r#"{"q":"bug","n":2}"#);
+            Ok(r#"{"items":[1,2,3]}"#.to_owned())
+        }),
+    );
+    assert_eq!(run.value(), "3");
+    assert_eq!(
+        run.tool_calls(),
+        [(
+            1,
+            "github.search_issues".to_owned(),
+            r#"{"q":"bug","n":2}"#.to_owned()
+        )]
+    );
+}
+
+#[test]
+fn promise_all_sends_every_call_before_blocking() {
+    // The supervisor answers nothing until it holds all three calls: if the worker blocked
+    // after the first, this would never finish.
+    let run = run_with(
+        "const [a, b, c] = await Promise.all([tools.s.one({}), tools.s.two(), tools.t.three({ x: 1 })]);\n[a, b, c]",
+        Language::JavaScript,
+        limits(),
+        |seen| {
+            let calls: Vec<u32> = seen
+                .iter()
+                .filter_map(|m| match m {
+                    WorkerMessage::ToolCall { id, .. } => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            if calls.len() == 3 && matches!(seen.last(), Some(WorkerMessage::ToolCall { .. })) {
+                // Answer out of order.
+                calls
+                    .iter()
+                    .rev()
+                    .map(|id| SupervisorMessage::ToolResult {
+                        id: *id,
+                        result: Ok(format!("{}", id * 10)),
+                    })
+                    .collect()
+            } else {
+                vec![]
+            }
+        },
+    );
+    assert_eq!(run.value(), "[10,20,30]");
+    let calls = run.tool_calls();
+    assert_eq!(
+        calls,
+        [
+            (1, "s.one".to_owned(), "{}".to_owned()),
+            (2, "s.two".to_owned(), "{}".to_owned()),
+            (3, "t.three".to_owned(), r#"{"x":1}"#.to_owned()),
+        ]
+    );
+}
+
+#[test]
+fn tool_errors_reject_with_tool_error() {
+    let failing = || {
+        answering(|_, _| {
+            Err(ToolFailure {
+                code: "upstream_error".to_owned(),
+                message: "the API said no".to_owned(),
+                hint: Some("try later".to_owned()),
+            })
+        })
+    };
+    let run = run_with(
+        "try { await tools.api.get({ id: 1 }) } catch (e) {\n  return [e instanceof ToolError, e instanceof Error, e.name, e.code, e.tool, e.hint, e.message]\n}",
+        Language::JavaScript,
+        limits(),
+        failing(),
+    );
+    assert_eq!(
+        run.value(),
+        r#"[true,true,"ToolError","upstream_error","api.get","try later","api.get: the API said no"]"#
+    );
+
+    // Uncaught: a Runtime error named ToolError, at the call that failed.
+    let run = run_with(
+        "const a = 1;\n\nasync function load() {\n  return await tools.api.get({});\n}\nawait load()",
+        Language::TypeScript,
+        limits(),
+        failing(),
+    );
+    let e = run.error();
+    assert_eq!(
+        (e.kind, e.name.as_deref()),
+        (ErrorKind::Runtime, Some("ToolError"))
+    );
+    assert_eq!(e.message, "api.get: the API said no");
+    assert_eq!(e.line, Some(4), "{e:#?}");
+    let stack = e.stack.as_deref().unwrap_or_default();
+    assert!(stack.contains("at load (program.ts:4:"), "{stack}");
+    assert!(!stack.contains("<airlock>"), "{stack}");
+    // The program sees the same stack.
+    let run = run_with(
+        "try { await tools.api.get({}) } catch (e) { return e.stack }",
+        Language::JavaScript,
+        limits(),
+        failing(),
+    );
+    assert!(run.value().contains("program.js:1:"), "{}", run.value());
+}
+
+#[test]
+fn arguments_are_serialised_once() {
+    let run = run_with(
+        r#"
+let reads = 0;
+const args = { get q() { reads++; return 'v' + reads } };
+await tools.a.b(args);
+const bad = [];
+for (const v of [{ n: 1n }, (() => { const o = {}; o.o = o; return o })(), () => 1]) {
+  try { await tools.a.c(v) } catch (e) { bad.push(e.name + ': ' + e.message) }
+}
+[reads, bad]
+"#,
+        Language::JavaScript,
+        limits(),
+        answering(|_, _| Ok("null".to_owned())),
+    );
+    let value = run.value();
+    assert!(
+        value.starts_with("[1,[\"TypeError: tools.a.c: the arguments cannot be serialised to JSON"),
+        "{value}"
+    );
+    assert!(
+        value.contains("TypeError: tools.a.c: the arguments must be JSON data, not a function"),
+        "{value}"
+    );
+    // Only the serialisable call was sent, with the value read once.
+    assert_eq!(
+        run.tool_calls(),
+        [(1, "a.b".to_owned(), r#"{"q":"v1"}"#.to_owned())]
+    );
+}
+
+#[test]
+fn tool_call_limit() {
+    let limits = Limits {
+        max_tool_calls: 2,
+        ..limits()
+    };
+    let program =
+        "const out = [];\nfor (let i = 0; i < 3; i++) out.push(await tools.a.b({ i }));\nout";
+    let run = run_with(
+        program,
+        Language::JavaScript,
+        limits,
+        answering(|_, _| Ok("1".to_owned())),
+    );
+    let e = run.error();
+    assert_eq!(e.kind, ErrorKind::ToolCallLimit);
+    assert_eq!(e.name.as_deref(), Some("ToolError"));
+    assert!(
+        e.message
+            .starts_with("the program started more than 2 tool calls"),
+        "{}",
+        e.message
+    );
+    assert_eq!(run.tool_calls().len(), 2);
+
+    // Caught, the limit error is just a rejected call.
+    let run = run_with(
+        "await tools.a.b(); await tools.a.b();\ntry { await tools.a.b() } catch (e) { return e.code }",
+        Language::JavaScript,
+        limits,
+        answering(|_, _| Ok("1".to_owned())),
+    );
+    assert_eq!(run.value(), "\"tool_call_limit\"");
+}
+
+#[test]
+fn unknown_and_repeated_results_are_ignored() {
+    let run = run_with(
+        "const a = await tools.a.b({});\nconst c = await tools.a.c({});\n[a, c]",
+        Language::JavaScript,
+        limits(),
+        |seen| match seen.last() {
+            Some(WorkerMessage::ToolCall { id: 1, .. }) => vec![
+                SupervisorMessage::ToolResult {
+                    id: 99,
+                    result: Ok("0".to_owned()),
+                },
+                SupervisorMessage::ToolResult {
+                    id: 1,
+                    result: Ok("\"first\"".to_owned()),
+                },
+                SupervisorMessage::ToolResult {
+                    id: 1,
+                    result: Ok("\"again\"".to_owned()),
+                },
+            ],
+            Some(WorkerMessage::ToolCall { id, .. }) => vec![SupervisorMessage::ToolResult {
+                id: *id,
+                result: Ok("\"second\"".to_owned()),
+            }],
+            _ => vec![],
+        },
+    );
+    assert_eq!(run.value(), r#"["first","second"]"#);
+    assert_eq!(run.ignored_results, 2);
+}
+
+#[test]
+fn invalid_json_from_the_supervisor_rejects_the_call() {
+    let run = run_with(
+        "try { await tools.a.b() } catch (e) { return e.code }",
+        Language::JavaScript,
+        limits(),
+        answering(|_, _| Ok("{not json".to_owned())),
+    );
+    assert_eq!(run.value(), "\"invalid_result\"");
+}
+
+#[test]
+fn cancel_stops_a_waiting_program() {
+    let run = run_with(
+        "await tools.slow.op({})",
+        Language::JavaScript,
+        limits(),
+        |seen| match seen.last() {
+            Some(WorkerMessage::ToolCall { .. }) => vec![SupervisorMessage::Cancel],
+            _ => vec![],
+        },
+    );
+    assert_eq!(run.error().kind, ErrorKind::Cancelled);
+}
+
+#[test]
+fn a_closed_channel_is_an_internal_error() {
+    let (worker_end, supervisor_end) = UnixStream::pair().expect("socketpair");
+    drop(supervisor_end);
+    let start = StartExecution {
+        execution_id: "t".to_owned(),
+        language: Language::JavaScript,
+        code: "console.log('x'); 1".to_owned(),
+        limits: limits(),
+    };
+    let engine = Engine::new().expect("engine");
+    let (outcome, _) = engine.run(start, &mut Ipc::from_stream(worker_end));
+    match outcome {
+        Outcome::Error(e) => assert_eq!(e.kind, ErrorKind::Internal, "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+// -----------------------------------------------------------------------------------------
+// Limits
+
+#[test]
+fn deadlock() {
+    let e = js("await new Promise(() => {})").error().clone();
+    assert_eq!(e.kind, ErrorKind::Deadlock);
+    assert_eq!(
+        e.message,
+        "the program awaits a promise that can never settle: no tool call is pending and nothing else can resolve it"
+    );
+}
+
+#[test]
+fn infinite_loops_time_out() {
+    for program in [
+        "while (true) {}",
+        "try { while (true) {} } finally { while (true) {} }",
+        "try { while (true) {} } catch (e) {}\n1",
+        "for (;;) { try { while (true) {} } catch { } }",
+        "await null; while (true) {}",
+        "function f() { Promise.resolve().then(f) }\nf();\nawait new Promise(() => {})",
+        "const spin = async () => { for (;;) await null }; await spin()",
+    ] {
+        let started = Instant::now();
+        let run = js_limits(program, short_timeout());
+        let elapsed = started.elapsed();
+        let e = run.error();
+        assert_eq!(e.kind, ErrorKind::Timeout, "{program}: {e:?}");
+        assert_eq!(
+            e.message,
+            "the program ran past its 200 ms deadline; break the work up into smaller executions, or raise timeout_ms"
+        );
+        assert!(
+            elapsed < Duration::from_secs(3),
+            "{program}: took {elapsed:?}"
+        );
+    }
+}
+
+#[test]
+fn memory_bombs_hit_the_memory_limit() {
+    let e = js("let a = [];\nwhile (true) a.push(new Array(1e6).fill(1))")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::MemoryLimit, "{e:?}");
+    assert_eq!(
+        e.message,
+        "the program exceeded its 64 MiB memory limit; process the data in smaller pieces, or raise memory_bytes"
+    );
+    let e = js("const parts = [];\nwhile (true) parts.push('x'.repeat(1 << 20) + parts.length)")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::MemoryLimit, "{e:?}");
+    let e = js("'x'.repeat(2 ** 29)").error().clone();
+    assert_eq!(e.kind, ErrorKind::MemoryLimit, "{e:?}");
+    // Over QuickJS's maximum string length: a RangeError before any allocation.
+    let e = js("'x'.repeat(2 ** 30)").error().clone();
+    assert_eq!(
+        (e.kind, e.name.as_deref()),
+        (ErrorKind::Runtime, Some("RangeError")),
+        "{e:?}"
+    );
+    // Catching the out-of-memory error does not help a program that keeps allocating.
+    let e = js("const keep = [];\nfor (;;) { try { keep.push('y'.repeat(1 << 20) + keep.length) } catch (e) { keep.push(e) } }")
+        .error()
+        .clone();
+    assert!(
+        matches!(e.kind, ErrorKind::MemoryLimit | ErrorKind::Timeout),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn deep_recursion_is_a_stack_overflow() {
+    let e = js("function f(n) { return f(n + 1) + 1 }\nf(0)")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::StackOverflow, "{e:?}");
+    assert_eq!(e.name.as_deref(), Some("RangeError"));
+    assert!(
+        e.message
+            .starts_with("the program exceeded its 1 MiB stack limit"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.line, Some(1));
+    // Catchable, like in other engines: the program can recover.
+    let run = js("function f() { f() }\ntry { f() } catch (e) { return e.name }");
+    assert_eq!(run.value(), "\"RangeError\"");
+    // Deep data structures in JSON.stringify and console.log are stopped too.
+    let e = js("let o = {}; for (let i = 0; i < 1e5; i++) o = { o };\no")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::StackOverflow, "{e:?}");
+}
+
+#[test]
+fn stack_limit_is_clamped() {
+    // 0 would mean "no limit" to QuickJS; the engine still stops runaway recursion.
+    let limits = Limits {
+        stack_bytes: 0,
+        ..limits()
+    };
+    let e = js_limits("function f() { return f() + 1 }\nf()", limits)
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::StackOverflow);
+}
+
+#[test]
+fn big_programs_compile_and_run() {
+    // ~10 MB: a long array literal plus many statements.
+    let mut code = String::from("const data = [");
+    for i in 0..1_000_000 {
+        code.push_str(&format!("{i},"));
+    }
+    code.push_str("];\nlet sum = 0;\n");
+    while code.len() < 10 * 1024 * 1024 {
+        code.push_str("sum += data[1] + data[2] * 2 - data[3];\n");
+    }
+    code.push_str("sum");
+    let started = Instant::now();
+    let run = run_with(&code, Language::TypeScript, limits_for_big(), silent);
+    let elapsed = started.elapsed();
+    let value: i64 = run.value().parse().expect("number");
+    assert!(value > 0);
+    eprintln!(
+        "10 MB program: total {elapsed:?}, compile {} µs, run {} µs, peak rss {} MiB",
+        run.stats.compile_us,
+        run.stats.run_us,
+        run.stats.peak_rss_bytes >> 20
+    );
+    let budget = if cfg!(debug_assertions) { 60 } else { 5 };
+    assert!(elapsed < Duration::from_secs(budget), "{elapsed:?}");
+}
+
+fn limits_for_big() -> Limits {
+    Limits {
+        timeout_ms: 60_000,
+        memory_bytes: 512 * 1024 * 1024,
+        ..limits()
+    }
+}
+
+#[test]
+fn date_and_random_work() {
+    let run = js(
+        "[typeof Date.now(), new Date(0).toISOString(), Math.random() < 1, typeof performance.now(), new Date(2020, 0, 1).getFullYear()]",
+    );
+    assert_eq!(
+        run.value(),
+        r#"["number","1970-01-01T00:00:00.000Z",true,"number",2020]"#
+    );
+}
+
+#[test]
+fn unhandled_floating_promises_do_not_change_the_result() {
+    let run = js(
+        "Promise.reject(new Error('ignored')); Promise.resolve().then(() => console.log('later')); 5",
+    );
+    assert_eq!(run.value(), "5");
+    assert_eq!(run.console_text(), ["later"]);
+}
+
+#[test]
+fn repeated_runs_in_one_process_do_not_leak_state() {
+    for i in 0..3 {
+        let run = js(&format!(
+            "globalThis.count = (globalThis.count ?? 0) + 1; [count, {i}]"
+        ));
+        assert_eq!(run.value(), format!("[1,{i}]"));
+    }
+}
+
+#[test]
+fn trivial_program_timing() {
+    // Warm up, then time prepare + run of a trivial program (the figure the design's
+    // per-execution budget cares about). Printed, not asserted: debug builds are slow.
+    let _ = js("1");
+    let run = js("1 + 1");
+    eprintln!(
+        "trivial program: compile {} µs, run {} µs, heap {} KiB",
+        run.stats.compile_us,
+        run.stats.run_us,
+        run.stats.heap_used_bytes >> 10
+    );
+    assert_eq!(run.value(), "2");
+}

@@ -1,0 +1,1401 @@
+//! Turning the submitted program into one JavaScript script the engine can evaluate.
+//!
+//! The agent sends a *program*, not a module: its value is its last expression statement or a
+//! top-level `return`, and it may `await` at top level. [`prepare_program`] makes that concrete:
+//!
+//! 1. a cheap pre-scan rejects pathological nesting before oxc's recursive parser sees it
+//!    (a Rust stack overflow would kill the worker instead of reporting an error);
+//! 2. oxc parses the code as a module (strict mode, top-level `await`) that may `return` at top
+//!    level, and runs its semantic checks, so syntax errors carry oxc's message and the line
+//!    and column in the code the agent sent;
+//! 3. `import`/`export` of values is rejected (there are no modules; tools are reached through
+//!    `tools.<server>.<tool>()`); type-only imports and exports are accepted and erased;
+//! 4. TypeScript only: oxc's transformer strips types (and lowers `enum`/`namespace`); nothing
+//!    else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
+//!    such as `using` and the regex `v` flag);
+//! 5. the program's completion value becomes its return value: a final expression statement
+//!    becomes `return (<expr>);`, also inside a final block, `if`/`else`, `try`/`catch` or
+//!    labelled statement;
+//! 6. oxc's code generator prints the program, with a source map, inside
+//!    `(async function () {` … `})()`, so `await` and `return` work. The map
+//!    ([`PositionMap`]) turns engine positions back into positions in the agent's code.
+//!
+//! Columns are 1-based and count UTF-16 code units (as editors and source maps do).
+
+use airlock_proto::{ErrorKind, ExecError, Language};
+use oxc::allocator::Allocator;
+use oxc::ast::ast::{ImportDeclarationSpecifier, Statement};
+use oxc::ast::builder::AstBuilder;
+use oxc::codegen::{Codegen, CodegenOptions, CommentOptions};
+use oxc::parser::{ParseOptions, Parser};
+use oxc::semantic::SemanticBuilder;
+use oxc::span::SourceType;
+use oxc::transformer::{TransformOptions, Transformer};
+use std::path::Path;
+
+/// The first line of the evaluated script; the program starts on the line after it.
+const WRAPPER_PREFIX: &str = "(async function () {\n";
+/// Closes the wrapper; on its own line so no program text shares a line with it.
+const WRAPPER_SUFFIX: &str = "\n})()";
+/// Lines of the script before the first line of generated program code.
+const WRAPPER_LINES_BEFORE: u32 = 1;
+
+/// A program ready for the engine.
+#[derive(Debug)]
+pub struct PreparedProgram {
+    /// A script whose completion value is the promise of the program's result.
+    pub script: String,
+    /// The file name the engine reports in stack traces (`program.ts` or `program.js`).
+    pub filename: &'static str,
+    /// Maps positions in [`PreparedProgram::script`] back to the agent's code.
+    pub positions: PositionMap,
+}
+
+/// Parses, checks and rewrites `code` into a [`PreparedProgram`].
+///
+/// Errors are [`ErrorKind::Syntax`] with a 1-based line and column in `code`.
+pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram, ExecError> {
+    check_nesting(code)?;
+
+    let lines = LineIndex::new(code);
+    let (source_type, filename) = match language {
+        Language::TypeScript => (SourceType::ts().with_module(true), "program.ts"),
+        Language::JavaScript => (SourceType::mjs(), "program.js"),
+    };
+
+    let allocator = Allocator::default();
+    let options = ParseOptions {
+        allow_return_outside_function: true,
+        parse_regular_expression: true,
+        ..ParseOptions::default()
+    };
+    let parsed = Parser::new(&allocator, code, source_type)
+        .with_options(options)
+        .parse();
+    if !parsed.diagnostics.is_empty() {
+        return Err(syntax_error_from_diagnostics(
+            parsed.diagnostics.into_vec(),
+            &lines,
+        ));
+    }
+    let mut program = parsed.program;
+
+    reject_module_declarations(&program.body, &lines)?;
+
+    let semantic = SemanticBuilder::new()
+        .with_check_syntax_error(true)
+        .with_enum_eval(language == Language::TypeScript)
+        .build(&program);
+    if !semantic.diagnostics.is_empty() {
+        return Err(syntax_error_from_diagnostics(
+            semantic.diagnostics.into_vec(),
+            &lines,
+        ));
+    }
+
+    if language == Language::TypeScript {
+        let scoping = semantic.semantic.into_scoping();
+        let transform_options = TransformOptions::default();
+        let transformed = Transformer::new(&allocator, Path::new(filename), &transform_options)
+            .build_with_scoping(scoping, &mut program);
+        if transformed.diagnostics.has_errors() {
+            return Err(syntax_error_from_diagnostics(
+                transformed.diagnostics.into_vec(),
+                &lines,
+            ));
+        }
+    } else {
+        drop(semantic);
+    }
+
+    // Erase what is left of type-only imports/exports (the transformer removes them for
+    // TypeScript; plain JavaScript cannot contain them).
+    program.body.retain(|s| !s.is_module_declaration());
+    // A hashbang line would be a syntax error inside the wrapper function.
+    program.hashbang = None;
+
+    let builder = AstBuilder::new(&allocator);
+    return_last_expression(&mut program, &builder);
+
+    let generated = Codegen::new()
+        .with_options(CodegenOptions {
+            comments: CommentOptions::disabled(),
+            source_map_path: Some(filename.into()),
+            ..CodegenOptions::default()
+        })
+        .build(&program);
+
+    let positions = match &generated.map {
+        Some(map) => PositionMap::from_tokens(map.get_tokens().map(|t| {
+            [
+                t.get_dst_line(),
+                t.get_dst_col(),
+                t.get_src_line(),
+                t.get_src_col(),
+            ]
+        })),
+        None => PositionMap::default(),
+    };
+
+    let mut script =
+        String::with_capacity(WRAPPER_PREFIX.len() + generated.code.len() + WRAPPER_SUFFIX.len());
+    script.push_str(WRAPPER_PREFIX);
+    script.push_str(&generated.code);
+    script.push_str(WRAPPER_SUFFIX);
+
+    Ok(PreparedProgram {
+        script,
+        filename,
+        positions,
+    })
+}
+
+/// Rejects value imports and exports: a program is not a module.
+fn reject_module_declarations(body: &[Statement<'_>], lines: &LineIndex) -> Result<(), ExecError> {
+    for statement in body {
+        let (span, type_only) = match statement {
+            Statement::ImportDeclaration(d) => (
+                d.span,
+                d.import_kind.is_type()
+                    || d.specifiers.as_ref().is_some_and(|specs| {
+                        !specs.is_empty()
+                            && specs.iter().all(|s| {
+                                matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s)
+                                    if s.import_kind.is_type())
+                            })
+                    }),
+            ),
+            Statement::ExportNamedDeclaration(d) => (
+                d.span,
+                d.export_kind.is_type() || d.specifiers.iter().all(|s| s.export_kind.is_type()),
+            ),
+            Statement::ExportDeclaration(d) => (
+                d.span,
+                d.declaration.is_type() || d.declaration.is_typescript_syntax(),
+            ),
+            Statement::ExportAllDeclaration(d) => (d.span, d.export_kind.is_type()),
+            Statement::ExportFromDeclaration(d) => (
+                d.span,
+                d.export_kind.is_type()
+                    || (!d.specifiers.is_empty()
+                        && d.specifiers.iter().all(|s| s.export_kind.is_type())),
+            ),
+            Statement::TSImportEqualsDeclaration(d) => (d.span, false),
+            s if s.is_module_declaration() => (oxc::span::GetSpan::span(s), false),
+            _ => continue,
+        };
+        if type_only {
+            continue;
+        }
+        let (line, column) = lines.position(span.start);
+        return Err(syntax_error(
+            "modules are not available: a program cannot import or export anything; \
+             it reaches tools through `tools.<server>.<tool>(args)` and returns its value \
+             with its last expression or a top-level `return`",
+            line,
+            column,
+        ));
+    }
+    Ok(())
+}
+
+/// Makes the program's completion value its return value.
+///
+/// The last statement that does something (trailing function declarations and empty
+/// statements are skipped: they have no value and no effect) is rewritten by
+/// [`return_completion`]: an expression statement becomes `return (<expr>);`, and blocks,
+/// `if`/`else`, `try`/`catch` and labelled statements pass the rewrite on to their own last
+/// statements, as JavaScript's completion values do. A program that is only a directive
+/// (`"hello"`) returns that string.
+fn return_last_expression<'a>(program: &mut oxc::ast::ast::Program<'a>, builder: &AstBuilder<'a>) {
+    let last = program.body.iter().rposition(|s| {
+        !matches!(
+            s,
+            Statement::FunctionDeclaration(_) | Statement::EmptyStatement(_)
+        )
+    });
+    if let Some(i) = last {
+        return_completion(&mut program.body[i], builder);
+    } else if let Some(directive) = program.directives.last() {
+        let literal = oxc::ast::ast::Expression::new_string_literal(
+            directive.span,
+            directive.expression.value,
+            None,
+            builder,
+        );
+        program.body.push(Statement::new_return_statement(
+            directive.span,
+            Some(literal),
+            builder,
+        ));
+    }
+}
+
+/// See [`return_last_expression`]. Recursion depth is bounded by [`check_nesting`].
+fn return_completion<'a>(statement: &mut Statement<'a>, builder: &AstBuilder<'a>) {
+    match statement {
+        Statement::ExpressionStatement(_) => {
+            let taken = oxc::allocator::TakeIn::take_in(statement, builder);
+            if let Statement::ExpressionStatement(stmt) = taken {
+                let stmt = stmt.unbox();
+                *statement =
+                    Statement::new_return_statement(stmt.span, Some(stmt.expression), builder);
+            }
+        }
+        Statement::BlockStatement(block) => {
+            if let Some(last) = block.body.last_mut() {
+                return_completion(last, builder);
+            }
+        }
+        Statement::IfStatement(stmt) => {
+            return_completion(&mut stmt.consequent, builder);
+            if let Some(alternate) = &mut stmt.alternate {
+                return_completion(alternate, builder);
+            }
+        }
+        Statement::TryStatement(stmt) => {
+            if let Some(last) = stmt.block.body.last_mut() {
+                return_completion(last, builder);
+            }
+            if let Some(handler) = &mut stmt.handler
+                && let Some(last) = handler.body.body.last_mut()
+            {
+                return_completion(last, builder);
+            }
+        }
+        Statement::LabeledStatement(stmt) => return_completion(&mut stmt.body, builder),
+        _ => {}
+    }
+}
+
+fn syntax_error(message: impl Into<String>, line: u32, column: u32) -> ExecError {
+    ExecError {
+        kind: ErrorKind::Syntax,
+        name: Some("SyntaxError".to_owned()),
+        message: message.into(),
+        line: Some(line),
+        column: Some(column),
+        stack: None,
+    }
+}
+
+fn syntax_error_from_diagnostics(
+    diagnostics: Vec<oxc::diagnostics::OxcDiagnostic>,
+    lines: &LineIndex,
+) -> ExecError {
+    let count = diagnostics.len();
+    let Some(first) = diagnostics.into_iter().next() else {
+        return ExecError::new(ErrorKind::Syntax, "the program does not parse");
+    };
+    // The primary label marks the error site; without one, the last label does (oxc lists
+    // "first declared here" before "redeclared here").
+    let label = first
+        .labels
+        .iter()
+        .find(|l| l.primary())
+        .or_else(|| first.labels.last());
+    let mut message = first.message.to_string();
+    if let Some(text) = label.filter(|l| l.primary()).and_then(|l| l.label())
+        && !text.is_empty()
+        && !message.contains(text)
+    {
+        message.push_str(" (");
+        message.push_str(text);
+        message.push(')');
+    }
+    for other in first.labels.iter().filter(|l| Some(*l) != label) {
+        if let Some(text) = other.label().filter(|t| !t.is_empty()) {
+            let (line, column) = lines.position(other.offset());
+            message.push_str(&format!("; {text}: line {line}, column {column}"));
+        }
+    }
+    if let Some(help) = &first.help {
+        message.push_str("; ");
+        message.push_str(help);
+    }
+    if count > 1 {
+        let more = count - 1;
+        let s = if more == 1 { "" } else { "s" };
+        message.push_str(&format!(" [and {more} more syntax error{s}]"));
+    }
+    let mut err = ExecError::new(ErrorKind::Syntax, message);
+    err.name = Some("SyntaxError".to_owned());
+    if let Some(label) = label {
+        let (line, column) = lines.position(label.offset());
+        err.line = Some(line);
+        err.column = Some(column);
+    }
+    err
+}
+
+/// Rejects programs nested too deeply for oxc's recursive parser and visitors.
+///
+/// A Rust stack overflow would kill the worker instead of reporting an error, so before
+/// parsing, a linear scan bounds the depth of the syntax tree:
+///
+/// - brackets `(`, `[`, `{` and template holes `${` may nest at most [`MAX_NESTING`] deep
+///   (counted outside strings, comments and regular-expression literals; a regex is told from
+///   a division by the previous token, as JavaScript tokenizers without a parser do);
+/// - nesting without brackets (`!!!!x`, `a ? b : c ? …`, `x => y => …`, `a.b.c…`, `f()()…`,
+///   `1 + 1 + …`, `else if` chains) is bounded by counting operator tokens per bracket level
+///   between statement or element boundaries (`;`, `,`, a new statement after an expression).
+///   Each bracket level costs [`BRACKET_WEIGHT`] and each operator 1; the total must stay
+///   within [`MAX_DEPTH_UNITS`].
+///
+/// Measured on an 8 MiB stack in a debug build, oxc overflows after ~4,400 nested functions
+/// (the costliest bracket level, ~1.9 KiB each) and ~17,700 chained arrows (the costliest
+/// operator, ~470 bytes each); the limits keep the worst case under half of that stack.
+pub fn check_nesting(code: &str) -> Result<(), ExecError> {
+    let Some((offset, what)) = NestingScanner::default().scan(code.as_bytes()) else {
+        return Ok(());
+    };
+    let (line, column) = LineIndex::new(code).position(offset as u32);
+    let message = match what {
+        TooDeep::Brackets => format!(
+            "program nests more than {MAX_NESTING} levels deep; flatten the nesting \
+             (build deep data with loops instead of literals)"
+        ),
+        TooDeep::Chain => format!(
+            "program is nested too deeply: one expression chains more than \
+             {MAX_DEPTH_UNITS} operators, calls and brackets; split it into several statements"
+        ),
+    };
+    Err(syntax_error(message, line, column))
+}
+
+/// Deepest bracket nesting accepted before parsing (see [`check_nesting`]).
+pub const MAX_NESTING: usize = 1000;
+/// Budget for the syntax-tree depth bound of [`check_nesting`].
+pub const MAX_DEPTH_UNITS: u32 = 8000;
+/// What one bracket level costs of [`MAX_DEPTH_UNITS`].
+pub const BRACKET_WEIGHT: u32 = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TooDeep {
+    Brackets,
+    Chain,
+}
+
+/// What kind of opening bracket a scanner frame stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    /// The whole program.
+    Top,
+    /// `(`; `control` when it is the head of `if`/`while`/`for`/`with` (a regex may follow `)`).
+    Paren {
+        control: bool,
+    },
+    Bracket,
+    /// `{`; `block` when it opens a statement block (a regex may follow `}`).
+    Brace {
+        block: bool,
+    },
+    /// `${` inside a template literal; its `}` resumes the template.
+    TemplateHole,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    open: Open,
+    /// Operator tokens since the last boundary at this level: a bound on how deep the syntax
+    /// tree nests here without brackets.
+    chain: u32,
+}
+
+/// The last significant token, enough to tell a regex literal from a division and to see
+/// where a new statement starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prev {
+    /// Start of input, an operator or punctuator after which an expression starts.
+    ExpressionStart,
+    /// An identifier, literal, `)`, `]` or `}` ending an expression: `/` divides.
+    ExpressionEnd,
+    /// `}` closing a block: `/` starts a regex, a word starts a new statement.
+    StatementEnd,
+    /// `)` closing an `if`/`while`/`for`/`with` head: `/` starts a regex, and what follows
+    /// is the statement's body (nested, not a new statement).
+    ControlHeadEnd,
+    /// A keyword that may precede a regex (`return`, `typeof`, …).
+    Keyword,
+    /// `if`, `while`, `for`, `with`: their `(` is a control head.
+    ControlKeyword,
+}
+
+#[derive(Debug)]
+struct NestingScanner {
+    frames: Vec<Frame>,
+    /// Σ over frames of (bracket weight + chain).
+    units: u32,
+    prev: Prev,
+    /// A `;` or `,` was seen: the next token starts a new statement or element unless it is
+    /// `else` (whose `if` nests the chain that follows).
+    pending_reset: bool,
+}
+
+impl Default for NestingScanner {
+    fn default() -> Self {
+        NestingScanner {
+            frames: vec![Frame {
+                open: Open::Top,
+                chain: 0,
+            }],
+            units: 0,
+            prev: Prev::ExpressionStart,
+            pending_reset: false,
+        }
+    }
+}
+
+/// Keywords that continue an expression or statement after an expression ends.
+const CONTINUING_KEYWORDS: &[&[u8]] = &[
+    b"in",
+    b"instanceof",
+    b"of",
+    b"as",
+    b"satisfies",
+    b"else",
+    b"extends",
+    b"implements",
+    b"keyof",
+    b"is",
+    b"asserts",
+    b"infer",
+    b"unique",
+    b"readonly",
+];
+
+impl NestingScanner {
+    /// Returns the byte offset where a limit is first exceeded, and which.
+    fn scan(mut self, s: &[u8]) -> Option<(usize, TooDeep)> {
+        let mut i = 0;
+        while i < s.len() {
+            let c = s[i];
+            // Whitespace and comments are not tokens.
+            match c {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => {
+                    i += 1;
+                    continue;
+                }
+                b'/' if s.get(i + 1) == Some(&b'/') => {
+                    while i < s.len() && s[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                b'/' if s.get(i + 1) == Some(&b'*') => {
+                    i += 2;
+                    while i < s.len() && !(s[i] == b'*' && s.get(i + 1) == Some(&b'/')) {
+                        i += 1;
+                    }
+                    i += 2;
+                    continue;
+                }
+                _ => {}
+            }
+            let is_word =
+                c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c == b'\\' || c >= 0x80;
+            let word_end = if is_word { word_end(s, i) } else { i };
+            let word = &s[i..word_end];
+            if self.pending_reset {
+                self.pending_reset = false;
+                if word != b"else" {
+                    self.reset_chain();
+                }
+            }
+            // A new statement after an expression (automatic semicolon insertion) ends the
+            // chain; keywords such as `in`, `as` or `else` continue it.
+            let starts_operand = is_word || c == b'\'' || c == b'"';
+            if starts_operand
+                && matches!(self.prev, Prev::ExpressionEnd | Prev::StatementEnd)
+                && !CONTINUING_KEYWORDS.contains(&word)
+            {
+                self.reset_chain();
+            }
+            match c {
+                b'/' => {
+                    if matches!(
+                        self.prev,
+                        Prev::ExpressionStart
+                            | Prev::StatementEnd
+                            | Prev::ControlHeadEnd
+                            | Prev::Keyword
+                    ) {
+                        i = skip_regex(s, i + 1);
+                        self.prev = Prev::ExpressionEnd;
+                    } else {
+                        i += 1;
+                        if s.get(i) == Some(&b'=') {
+                            i += 1;
+                        }
+                        if self.operator() {
+                            return Some((i, TooDeep::Chain));
+                        }
+                        self.prev = Prev::ExpressionStart;
+                    }
+                }
+                b'\'' | b'"' => {
+                    i = skip_string(s, i + 1, c);
+                    self.prev = Prev::ExpressionEnd;
+                }
+                b'`' => {
+                    // A template right after an expression is a tagged call.
+                    if self.prev == Prev::ExpressionEnd && self.operator() {
+                        return Some((i, TooDeep::Chain));
+                    }
+                    match self.scan_template(s, i + 1) {
+                        Ok(next) => i = next,
+                        Err(too_deep) => return Some((i, too_deep)),
+                    }
+                }
+                b'(' | b'[' | b'{' => {
+                    // A call or index after an expression nests like an operator.
+                    if c != b'{' && self.prev == Prev::ExpressionEnd && self.operator() {
+                        return Some((i, TooDeep::Chain));
+                    }
+                    let open = match c {
+                        b'(' => Open::Paren {
+                            control: self.prev == Prev::ControlKeyword,
+                        },
+                        b'[' => Open::Bracket,
+                        _ => Open::Brace {
+                            block: matches!(self.prev, Prev::StatementEnd | Prev::ControlHeadEnd)
+                                || (self.prev == Prev::ExpressionStart && brace_is_block(s, i)),
+                        },
+                    };
+                    if let Some(too_deep) = self.open(open) {
+                        return Some((i, too_deep));
+                    }
+                    self.prev = Prev::ExpressionStart;
+                    i += 1;
+                }
+                b')' | b']' | b'}' => {
+                    let open = self.close();
+                    i += 1;
+                    if c == b'}' && open == Some(Open::TemplateHole) {
+                        // Back inside the template literal that opened this hole.
+                        match self.scan_template(s, i) {
+                            Ok(next) => i = next,
+                            Err(too_deep) => return Some((i, too_deep)),
+                        }
+                        continue;
+                    }
+                    self.prev = match open {
+                        Some(Open::Paren { control: true }) => Prev::ControlHeadEnd,
+                        Some(Open::Brace { block: true }) => Prev::StatementEnd,
+                        _ => Prev::ExpressionEnd,
+                    };
+                }
+                b';' | b',' => {
+                    self.pending_reset = true;
+                    self.prev = Prev::ExpressionStart;
+                    i += 1;
+                }
+                _ if is_word => {
+                    i = word_end;
+                    self.prev = if c.is_ascii_digit() {
+                        Prev::ExpressionEnd
+                    } else {
+                        match word {
+                            b"if" | b"while" | b"for" | b"with" => Prev::ControlKeyword,
+                            b"return" | b"typeof" | b"new" | b"delete" | b"void" | b"throw"
+                            | b"case" | b"do" | b"yield" | b"await" => Prev::Keyword,
+                            w if CONTINUING_KEYWORDS.contains(&w) => Prev::Keyword,
+                            _ => Prev::ExpressionEnd,
+                        }
+                    };
+                    // Keywords that nest what follows them count like operators.
+                    if self.prev != Prev::ExpressionEnd && self.operator() {
+                        return Some((i, TooDeep::Chain));
+                    }
+                }
+                b'.' if s.get(i + 1).is_some_and(u8::is_ascii_digit) => {
+                    // A number such as `.5`.
+                    i = word_end_from(s, i + 1);
+                    self.prev = Prev::ExpressionEnd;
+                }
+                b'+' | b'-' if s.get(i + 1) == Some(&c) => {
+                    // `++`/`--` keep whatever came before (`a++ / 2` divides).
+                    i += 2;
+                    if self.operator() {
+                        return Some((i, TooDeep::Chain));
+                    }
+                }
+                _ => {
+                    // Any other punctuator is an operator: `!`, `.`, `?`, `:`, `=>`, `+`, …
+                    i += 1;
+                    if self.operator() {
+                        return Some((i, TooDeep::Chain));
+                    }
+                    self.prev = Prev::ExpressionStart;
+                }
+            }
+        }
+        None
+    }
+
+    /// Counts one operator in the innermost frame; `true` when over budget.
+    fn operator(&mut self) -> bool {
+        if let Some(top) = self.frames.last_mut() {
+            top.chain += 1;
+        }
+        self.units += 1;
+        self.units > MAX_DEPTH_UNITS
+    }
+
+    fn reset_chain(&mut self) {
+        if let Some(top) = self.frames.last_mut() {
+            self.units -= top.chain;
+            top.chain = 0;
+        }
+    }
+
+    fn open(&mut self, open: Open) -> Option<TooDeep> {
+        self.frames.push(Frame { open, chain: 0 });
+        self.units += BRACKET_WEIGHT;
+        // The top-level frame is not a bracket.
+        if self.frames.len() - 1 > MAX_NESTING {
+            Some(TooDeep::Brackets)
+        } else if self.units > MAX_DEPTH_UNITS {
+            Some(TooDeep::Chain)
+        } else {
+            None
+        }
+    }
+
+    /// Pops the innermost bracket (never the top-level frame; stray closers are oxc's to
+    /// report).
+    fn close(&mut self) -> Option<Open> {
+        if self.frames.len() <= 1 {
+            return None;
+        }
+        let frame = self.frames.pop()?;
+        self.units -= BRACKET_WEIGHT + frame.chain;
+        self.pending_reset = false;
+        Some(frame.open)
+    }
+
+    /// Scans template text from `i` up to its closing backtick or a `${` hole. A hole opens
+    /// [`Open::TemplateHole`] and returns to the main loop, whose `}` comes back here.
+    fn scan_template(&mut self, s: &[u8], mut i: usize) -> Result<usize, TooDeep> {
+        self.prev = Prev::ExpressionEnd;
+        while i < s.len() {
+            match s[i] {
+                b'\\' => i += 2,
+                b'`' => return Ok(i + 1),
+                b'$' if s.get(i + 1) == Some(&b'{') => {
+                    if let Some(too_deep) = self.open(Open::TemplateHole) {
+                        return Err(too_deep);
+                    }
+                    self.prev = Prev::ExpressionStart;
+                    return Ok(i + 2);
+                }
+                _ => i += 1,
+            }
+        }
+        Ok(i)
+    }
+}
+
+/// Whether a `{` after an expression-start token opens a block rather than an object.
+/// Only `=>` and statement boundaries (`;`, `{`, `}`, start of input) make a block here.
+fn brace_is_block(s: &[u8], i: usize) -> bool {
+    let mut j = i;
+    while j > 0 && matches!(s[j - 1], b' ' | b'\t' | b'\n' | b'\r') {
+        j -= 1;
+    }
+    j == 0 || matches!(s[j - 1], b';' | b'>' | b'{' | b'}')
+}
+
+fn word_end(s: &[u8], i: usize) -> usize {
+    word_end_from(s, i)
+}
+
+fn word_end_from(s: &[u8], mut i: usize) -> usize {
+    while i < s.len()
+        && (s[i].is_ascii_alphanumeric()
+            || s[i] == b'_'
+            || s[i] == b'$'
+            || s[i] == b'\\'
+            || s[i] >= 0x80)
+    {
+        i += 1;
+    }
+    i
+}
+
+fn skip_string(s: &[u8], mut i: usize, quote: u8) -> usize {
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'\n' => return i,
+            c if c == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+fn skip_regex(s: &[u8], mut i: usize) -> usize {
+    let mut in_class = false;
+    while i < s.len() {
+        match s[i] {
+            b'\\' => i += 2,
+            b'\n' => return i,
+            b'[' => {
+                in_class = true;
+                i += 1;
+            }
+            b']' => {
+                in_class = false;
+                i += 1;
+            }
+            b'/' if !in_class => {
+                i += 1;
+                while i < s.len() && s[i].is_ascii_alphabetic() {
+                    i += 1;
+                }
+                return i;
+            }
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// Byte offset → 1-based line and UTF-16 column in the agent's code.
+#[derive(Debug)]
+pub struct LineIndex<'s> {
+    text: &'s str,
+    /// Byte offset at which each line starts.
+    starts: Vec<u32>,
+}
+
+impl<'s> LineIndex<'s> {
+    pub fn new(text: &'s str) -> Self {
+        let mut starts = vec![0u32];
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\n' => starts.push(i as u32 + 1),
+                b'\r' if bytes.get(i + 1) != Some(&b'\n') => starts.push(i as u32 + 1),
+                // U+2028 and U+2029 (E2 80 A8/A9) end lines in JavaScript too.
+                0xE2 if bytes.get(i + 1) == Some(&0x80)
+                    && matches!(bytes.get(i + 2), Some(0xA8 | 0xA9)) =>
+                {
+                    starts.push(i as u32 + 3);
+                    i += 2;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        LineIndex { text, starts }
+    }
+
+    /// 1-based (line, column) of a byte offset; offsets past the end clamp to the end.
+    pub fn position(&self, offset: u32) -> (u32, u32) {
+        let offset = offset.min(self.text.len() as u32);
+        let line = self.starts.partition_point(|&s| s <= offset).max(1) - 1;
+        let start = self.starts[line] as usize;
+        let mut end = offset as usize;
+        while end > start && !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let column = self.text[start..end].encode_utf16().count();
+        (line as u32 + 1, column as u32 + 1)
+    }
+}
+
+/// Maps (line, column) positions in the evaluated script back to the agent's code.
+///
+/// Built from the code generator's source map; stores, per generated line, the mappings
+/// sorted by column.
+#[derive(Debug, Default)]
+pub struct PositionMap {
+    /// Index into `mappings` of the first mapping of each generated line; one more entry than
+    /// there are lines.
+    line_starts: Vec<u32>,
+    /// (generated column, original line, original column), all 0-based.
+    mappings: Vec<[u32; 3]>,
+}
+
+impl PositionMap {
+    fn from_tokens(tokens: impl Iterator<Item = [u32; 4]>) -> Self {
+        let mut line_starts = Vec::new();
+        let mut mappings = Vec::new();
+        for [dst_line, dst_col, src_line, src_col] in tokens {
+            while line_starts.len() <= dst_line as usize {
+                line_starts.push(mappings.len() as u32);
+            }
+            mappings.push([dst_col, src_line, src_col]);
+        }
+        line_starts.push(mappings.len() as u32);
+        // Tokens arrive in generated order; keep each line sorted by column regardless.
+        for w in line_starts.windows(2) {
+            let (a, b) = (w[0] as usize, w[1] as usize);
+            if let Some(line) = mappings.get_mut(a..b) {
+                line.sort_unstable_by_key(|m| m[0]);
+            }
+        }
+        PositionMap {
+            line_starts,
+            mappings,
+        }
+    }
+
+    fn line(&self, line: usize) -> &[[u32; 3]] {
+        match (self.line_starts.get(line), self.line_starts.get(line + 1)) {
+            (Some(&a), Some(&b)) => self.mappings.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+
+    /// Maps a 1-based (line, column) in the evaluated script to a 1-based (line, column) in
+    /// the agent's code. `None` for positions in the wrapper around the program.
+    pub fn original(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        let generated_line = line.checked_sub(WRAPPER_LINES_BEFORE + 1)? as usize;
+        let line_count = self.line_starts.len().saturating_sub(1);
+        if generated_line >= line_count {
+            return None;
+        }
+        let col = column.saturating_sub(1);
+        let here = self.line(generated_line);
+        let found = match here.partition_point(|m| m[0] <= col) {
+            0 => here.first().copied(),
+            n => here.get(n - 1).copied(),
+        };
+        let found = found.or_else(|| {
+            // No mapping on this line: the closest mapping on an earlier line.
+            (0..generated_line)
+                .rev()
+                .find_map(|l| self.line(l).last().copied())
+        })?;
+        Some((found[1] + 1, found[2] + 1))
+    }
+
+    /// Rewrites every `filename:line:column` of a QuickJS stack trace to positions in the
+    /// agent's code, and drops frames that point into the wrapper.
+    ///
+    /// QuickJS-ng frames look like `    at name (program.ts:3:5)`, `    at name (native)` and,
+    /// for compile errors, `    at program.ts:3:5`.
+    pub fn map_stack(&self, stack: &str, filename: &str) -> String {
+        let mut out = String::with_capacity(stack.len());
+        for line in stack.lines() {
+            match self.map_frame(line, filename) {
+                FrameMapping::Keep(mapped) => {
+                    out.push_str(&mapped);
+                    out.push('\n');
+                }
+                FrameMapping::Drop => {}
+            }
+        }
+        out
+    }
+
+    /// The first position in `stack` that maps into the agent's code.
+    pub fn first_position(&self, stack: &str, filename: &str) -> Option<(u32, u32)> {
+        stack.lines().find_map(|line| {
+            let (_, l, c, _) = parse_frame_position(line, filename)?;
+            self.original(l, c)
+        })
+    }
+
+    fn map_frame(&self, line: &str, filename: &str) -> FrameMapping {
+        match parse_frame_position(line, filename) {
+            None => FrameMapping::Keep(line.to_owned()),
+            Some((head, l, c, tail)) => match self.original(l, c) {
+                Some((ol, oc)) => FrameMapping::Keep(format!("{head}{ol}:{oc}{tail}")),
+                None => FrameMapping::Drop,
+            },
+        }
+    }
+}
+
+enum FrameMapping {
+    Keep(String),
+    Drop,
+}
+
+/// Splits `    at f (program.ts:3:5)` into (`    at f (program.ts:`, 3, 5, `)`).
+fn parse_frame_position<'l>(line: &'l str, filename: &str) -> Option<(&'l str, u32, u32, &'l str)> {
+    let at = line.find(filename)?;
+    let after_name = at + filename.len();
+    let rest = line.get(after_name..)?.strip_prefix(':')?;
+    let line_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let l: u32 = rest.get(..line_len)?.parse().ok()?;
+    let rest2 = rest.get(line_len..)?.strip_prefix(':')?;
+    let col_len = rest2.bytes().take_while(u8::is_ascii_digit).count();
+    let c: u32 = rest2.get(..col_len)?.parse().ok()?;
+    let head = line.get(..after_name + 1)?;
+    let tail = rest2.get(col_len..)?;
+    Some((head, l, c, tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(code: &str) -> PreparedProgram {
+        match prepare_program(code, Language::TypeScript) {
+            Ok(p) => p,
+            Err(e) => panic!("prepare failed: {e:?}"),
+        }
+    }
+
+    fn js(code: &str) -> PreparedProgram {
+        match prepare_program(code, Language::JavaScript) {
+            Ok(p) => p,
+            Err(e) => panic!("prepare failed: {e:?}"),
+        }
+    }
+
+    fn syntax(code: &str, language: Language) -> ExecError {
+        match prepare_program(code, language) {
+            Ok(p) => panic!("expected a syntax error, got {}", p.script),
+            Err(e) => {
+                assert_eq!(e.kind, ErrorKind::Syntax);
+                e
+            }
+        }
+    }
+
+    /// The generated body without the wrapper, whitespace-normalised.
+    fn body(p: &PreparedProgram) -> String {
+        let inner = p
+            .script
+            .strip_prefix(WRAPPER_PREFIX)
+            .and_then(|s| s.strip_suffix(WRAPPER_SUFFIX))
+            .expect("wrapper present");
+        inner.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn wraps_in_async_function() {
+        let p = js("1 + 1");
+        assert!(p.script.starts_with("(async function () {\n"));
+        assert!(p.script.ends_with("\n})()"));
+        assert_eq!(body(&p), "return 1 + 1;");
+        assert_eq!(p.filename, "program.js");
+    }
+
+    #[test]
+    fn strips_interfaces_generics_as_satisfies() {
+        let p = ts(r#"
+interface User { name: string; age?: number }
+type Id = string | number;
+function first<T>(xs: T[]): T | undefined { return xs[0]; }
+const u = { name: "a" } satisfies User;
+const n = (u as unknown as User).name!;
+let x: Array<Map<string, number>> = [];
+declare const ambient: number;
+abstract class Shape { abstract area(): number; constructor(private readonly k: number) { } }
+first<Id>([1, 2]) as number
+"#);
+        let b = body(&p);
+        for gone in [
+            "interface",
+            "satisfies",
+            " as ",
+            "type Id",
+            "<T>",
+            ": T",
+            "declare",
+            "abstract",
+            "private",
+            "Array<",
+        ] {
+            assert!(!b.contains(gone), "{gone:?} left in {b}");
+        }
+        assert!(b.contains("this.k = k"), "parameter property lowered: {b}");
+        assert!(b.ends_with("return first([1, 2]);"), "{b}");
+        assert_eq!(p.filename, "program.ts");
+    }
+
+    #[test]
+    fn lowers_enums_and_namespaces() {
+        let b = body(&ts(
+            "enum Color { Red, Green = 5 }\nnamespace N { export const k = 1 }\nColor.Green + N.k",
+        ));
+        assert!(b.contains("Color[Color[\"Red\"] = 0] = \"Red\""), "{b}");
+        assert!(b.ends_with("return Color.Green + N.k;"), "{b}");
+    }
+
+    #[test]
+    fn does_not_downlevel_modern_syntax() {
+        let b = body(&ts(
+            "class A { #x = 1; static s = 2; get x() { return this.#x } }\nconst o = a?.b ?? c;\nconst { q, ...rest } = { q: 1 };\nasync function* g() { for await (const v of []) yield v }\n2n ** 3n",
+        ));
+        for kept in [
+            "#x",
+            "static s",
+            "?.",
+            "??",
+            "...rest",
+            "async function*",
+            "for await",
+            "2n ** 3n",
+        ] {
+            assert!(b.contains(kept), "{kept:?} missing from {b}");
+        }
+    }
+
+    #[test]
+    fn last_expression_becomes_return() {
+        assert_eq!(body(&js("const a = 1; a")), "const a = 1; return a;");
+        assert_eq!(body(&js("let a = 1;")), "let a = 1;");
+        assert_eq!(body(&js("({ a: 1 })")), "return { a: 1 };");
+        assert_eq!(body(&js("\"hello\"")), "\"hello\"; return \"hello\";");
+        assert_eq!(body(&js("x = 1, 2")), "return x = 1, 2;");
+        assert_eq!(body(&js("")), "");
+        // Completion values of blocks, if/else, try/catch and labels.
+        assert_eq!(
+            body(&js("try { f(); 1 } catch (e) { 2 } finally { 3 }")),
+            "try { f(); return 1; } catch (e) { return 2; } finally { 3; }"
+        );
+        assert_eq!(
+            body(&js("if (a) { b } else if (c) d; else { e; let z = 1 }")),
+            "if (a) { return b; } else if (c) return d; else { e; let z = 1; }"
+        );
+        assert_eq!(body(&js("l: { x }")), "l: { return x; }");
+        assert_eq!(body(&js("for (;;) { x }")), "for (;;) { x; }");
+        // Trailing function declarations (hoisted, no effect) do not hide the value.
+        assert_eq!(
+            body(&js("f();\nfunction f() {}")),
+            "return f(); function f() {}"
+        );
+        // Trailing declarations with effects do.
+        assert_eq!(body(&js("x; const y = g();")), "x; const y = g();");
+        // A trailing comment or type declaration does not hide the last expression.
+        assert!(body(&ts("const a = 1; a\ninterface Q {}\n// done")).ends_with("return a;"));
+    }
+
+    #[test]
+    fn top_level_return_and_await() {
+        assert_eq!(
+            body(&js("if (x) return 1;\nconst y = await f();\ny")),
+            "if (x) return 1; const y = await f(); return y;"
+        );
+        assert_eq!(
+            body(&ts("return await tools.a.b({})")),
+            "return await tools.a.b({});"
+        );
+        js("for await (const x of xs) {}");
+    }
+
+    #[test]
+    fn imports_and_exports_are_rejected() {
+        for code in [
+            "import fs from 'fs';\n1",
+            "import { x } from './servers/github';",
+            "import * as n from 'node:os'",
+            "import 'side-effect'",
+            "export const a = 1",
+            "export default 1",
+            "export * from 'x'",
+        ] {
+            for lang in [Language::JavaScript, Language::TypeScript] {
+                let e = syntax(code, lang);
+                assert!(
+                    e.message.contains("modules are not available"),
+                    "{code}: {}",
+                    e.message
+                );
+                assert!(e.message.contains("tools.<server>.<tool>"), "{}", e.message);
+                assert_eq!((e.line, e.column), (Some(1), Some(1)), "{code}");
+            }
+        }
+        let e = syntax(
+            "const a = 1;\n  import x = require('y');",
+            Language::TypeScript,
+        );
+        assert_eq!((e.line, e.column), (Some(2), Some(3)));
+    }
+
+    #[test]
+    fn type_only_imports_are_erased() {
+        let b = body(&ts(
+            "import type { Issue } from './servers/github';\nimport { type X } from './x';\nexport type Y = number;\nexport interface Z {}\nconst i: Issue | null = null;\ni",
+        ));
+        assert_eq!(b, "const i = null; return i;");
+    }
+
+    #[test]
+    fn dynamic_import_and_require_are_left_to_the_runtime() {
+        // They fail at run time (no module loader, no `require`), not at compile time.
+        js("await import('os')");
+        js("require('fs')");
+    }
+
+    #[test]
+    fn syntax_error_positions_are_in_the_original_code() {
+        let e = syntax("const a = 1;\nconst b = ;\n", Language::JavaScript);
+        assert_eq!((e.line, e.column), (Some(2), Some(11)), "{e:?}");
+        assert_eq!(e.name.as_deref(), Some("SyntaxError"));
+
+        let e = syntax("let x: number = 1;\n\n   let y: = 2", Language::TypeScript);
+        assert_eq!(e.line, Some(3), "{e:?}");
+
+        // Columns count UTF-16 units: "é" is one unit, "😀" two.
+        let e = syntax("const s = 'é😀'; )", Language::JavaScript);
+        assert_eq!((e.line, e.column), (Some(1), Some(18)), "{e:?}");
+
+        // Semantic errors (found after parsing) are syntax errors too.
+        let e = syntax("let a = 1;\nlet a = 2;", Language::JavaScript);
+        assert_eq!((e.line, e.column), (Some(2), Some(5)), "{e:?}");
+        assert_eq!(
+            e.message,
+            "Identifier `a` has already been declared; `a` has already been declared here: line 1, column 5"
+        );
+        let e = syntax("f(a,\n  b", Language::JavaScript);
+        assert_eq!(e.line, Some(2), "{e:?}");
+        assert!(e.message.contains("Expected `)`"), "{e:?}");
+
+        // Several errors: the first is reported, the rest counted.
+        let e = syntax("const = ;\nconst = ;\nlet let = 1", Language::JavaScript);
+        assert_eq!(e.line, Some(1));
+    }
+
+    #[test]
+    fn strict_mode_is_enforced() {
+        syntax("with (a) {}", Language::JavaScript);
+        syntax("var x = 010;", Language::JavaScript);
+    }
+
+    #[test]
+    fn hashbang_is_dropped() {
+        assert_eq!(body(&js("#!/usr/bin/env node\n42")), "return 42;");
+    }
+
+    #[test]
+    fn positions_map_back_to_the_original() {
+        // TypeScript whose generated code differs a lot from the original.
+        let code = "interface A {\n  x: number\n}\n\nconst a: A = { x: 1 };\n\n\n    let b: string = (a as any).y.z;\n";
+        let p = ts(code);
+        // Find where `.z` lands in the generated script and map it back.
+        let (gl, gc) = script_position(&p.script, "let b");
+        assert_eq!(p.positions.original(gl, gc), Some((8, 5)));
+        // Positions in the wrapper are not program positions.
+        assert_eq!(p.positions.original(1, 1), None);
+        let last = p.script.lines().count() as u32;
+        assert_eq!(p.positions.original(last, 1), None);
+    }
+
+    #[test]
+    fn stack_traces_are_rewritten() {
+        let p = js("const a = 1;\n\nfunction f() {\n  null.x;\n}\nf()");
+        let (fl, fc) = script_position(&p.script, "null.x");
+        let (cl, cc) = script_position(&p.script, "return f()");
+        let last = p.script.lines().count();
+        let stack = format!(
+            "    at f (program.js:{fl}:{fc})\n    at <anonymous> (program.js:{cl}:{cc})\n    at JSON.parse (native)\n    at <eval> (program.js:{last}:4)\n"
+        );
+        let mapped = p.positions.map_stack(&stack, "program.js");
+        assert_eq!(
+            mapped,
+            "    at f (program.js:4:3)\n    at <anonymous> (program.js:6:1)\n    at JSON.parse (native)\n"
+        );
+        assert_eq!(
+            p.positions.first_position(&stack, "program.js"),
+            Some((4, 3))
+        );
+        assert_eq!(
+            p.positions
+                .map_stack("    at program.js:2:3\n", "program.js"),
+            "    at program.js:1:1\n"
+        );
+    }
+
+    /// 1-based (line, column) of the first occurrence of `needle` in `script`.
+    fn script_position(script: &str, needle: &str) -> (u32, u32) {
+        for (i, line) in script.lines().enumerate() {
+            if let Some(c) = line.find(needle) {
+                return (i as u32 + 1, c as u32 + 1);
+            }
+        }
+        panic!("{needle:?} not in {script}");
+    }
+
+    #[test]
+    fn nesting_guard() {
+        let ok = format!("{}1{}", "(".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+        assert!(check_nesting(&ok).is_ok());
+        let deep = format!(
+            "{}1{}",
+            "(".repeat(MAX_NESTING + 1),
+            ")".repeat(MAX_NESTING + 1)
+        );
+        let e = syntax(&deep, Language::JavaScript);
+        assert!(
+            e.message.contains("nests more than 1000 levels"),
+            "{}",
+            e.message
+        );
+        assert_eq!((e.line, e.column), (Some(1), Some(MAX_NESTING as u32 + 1)));
+
+        // Mixed brackets, template holes and object literals all count.
+        let mixed = format!("x = {}1{}", "[{a:`${".repeat(400), "}`}]".repeat(400));
+        assert!(check_nesting(&mixed).is_err());
+
+        // Brackets inside strings, comments, regexes and templates do not count.
+        let noise = "(".repeat(5000);
+        for wrapped in [
+            format!("'{noise}'"),
+            format!("\"{noise}\""),
+            format!("`{noise}`"),
+            format!("// {noise}\n1"),
+            format!("/* {noise} */ 1"),
+            format!("x = /{noise}/.test(s)"),
+            format!("if (a) /{noise}/.test(s)"),
+            format!("{{}}\n/{noise}/g"),
+            format!("return /[/]{noise}/"),
+        ] {
+            assert!(check_nesting(&wrapped).is_ok(), "{}", &wrapped[..20]);
+        }
+        // Divisions are not mistaken for regexes that would hide brackets.
+        let parens = |n: usize| format!("{}1{}", "(".repeat(n), ")".repeat(n));
+        for prefix in [
+            "a = b / 2 / ",
+            "a = (b) / 2; c = x[0] / ",
+            "a = {} / ",
+            "a++ / ",
+        ] {
+            assert!(
+                check_nesting(&format!("{prefix}{}", parens(1500))).is_err(),
+                "{prefix}"
+            );
+        }
+    }
+
+    #[test]
+    fn chains_without_brackets_are_bounded() {
+        for code in [
+            format!("x = {}1", "!".repeat(9000)),
+            format!("x = {}1", "a ? b : ".repeat(5000)),
+            format!("f = {}1", "a => ".repeat(5000)),
+            format!("x = a{}", ".b".repeat(9000)),
+            format!("x = f{}", "()".repeat(9000)),
+            format!("x = 1{}", " + 1".repeat(9000)),
+            format!("x = {}X", "new ".repeat(9000)),
+            format!("{} {{}}", "if (a) {} else ".repeat(5000)),
+            // `;` before `else` does not end an `if … else if …` chain.
+            format!("{}z;", "if (a) x; else ".repeat(5000)),
+            format!("x = 1\n{}", "+ 1\n".repeat(9000)),
+            format!("x = f{}", "`t`".repeat(9000)),
+        ] {
+            let e = syntax(&code, Language::TypeScript);
+            assert!(
+                e.message.contains("nested too deeply"),
+                "{}: {}",
+                &code[..20],
+                e.message
+            );
+        }
+        // Ordinary large programs stay far below the bound.
+        let many_statements = "const a = b.c(d + e * f, g ? h : i) ?? j;\n".repeat(20_000);
+        let no_semicolons = "let v = x.y(1) + 2 * z\nfoo(v)\n".repeat(20_000);
+        let blocks = "if (a > 1) { b() } else { c() }\nfunction f() { return 1 }\n".repeat(5_000);
+        let long_array = format!("[{}1]", "1, ".repeat(200_000));
+        let long_object = format!("({{ {} }})", "k: 'v', ".repeat(50_000));
+        let types =
+            "interface I { a: string; b?: number[]; c: Map<string, Set<number>> }\n".repeat(5_000);
+        let else_ifs = format!("{}{{}}", "if (a === 1) { x = 1 } else ".repeat(1_000));
+        for code in [
+            many_statements,
+            no_semicolons,
+            blocks,
+            long_array,
+            long_object,
+            types,
+            else_ifs,
+        ] {
+            if let Err(e) = check_nesting(&code) {
+                panic!("{}: {e:?}", &code[..40]);
+            }
+        }
+    }
+
+    /// oxc recurses per nesting level. For every shape of nesting, the deepest program the
+    /// guard accepts must parse, transform and print on the worker's 8 MiB main-thread stack
+    /// (checked here on a thread with exactly that stack, in whatever profile the tests run).
+    #[test]
+    fn oxc_survives_the_deepest_accepted_programs_on_an_8_mib_stack() {
+        type Shape = fn(usize) -> String;
+        let shapes: Vec<(&str, Shape)> = vec![
+            ("parens", |n| {
+                format!("const v = {}1{};\nv", "(".repeat(n), ")".repeat(n))
+            }),
+            ("arrays", |n| {
+                format!("const v = {}1{};\nv", "[".repeat(n), "]".repeat(n))
+            }),
+            ("objects", |n| {
+                format!("const v = {}1{};\nv", "{a:".repeat(n), "}".repeat(n))
+            }),
+            ("blocks", |n| format!("{}1{}", "{".repeat(n), "}".repeat(n))),
+            ("functions", |n| {
+                format!("{}1{}", "function f(){".repeat(n), "}".repeat(n))
+            }),
+            ("arrow bodies", |n| {
+                format!("const f = {}1{};", "() => {".repeat(n), "}".repeat(n))
+            }),
+            ("calls", |n| {
+                format!("const v: number = {}1{};", "f(".repeat(n), ")".repeat(n))
+            }),
+            ("templates", |n| {
+                format!("const v = {}1{}", "`${".repeat(n), "}`".repeat(n))
+            }),
+            ("generics", |n| {
+                format!("let t: {}number{} = 1", "Array<".repeat(n), ">".repeat(n))
+            }),
+            ("not", |n| format!("x = {}1", "!".repeat(n))),
+            ("typeof", |n| format!("x = {}1", "typeof ".repeat(n))),
+            ("await", |n| format!("x = {}1", "await ".repeat(n))),
+            ("new", |n| format!("x = {}X", "new ".repeat(n))),
+            ("ternary", |n| format!("x = {}1", "a ? b : ".repeat(n))),
+            ("assign", |n| format!("{}1", "a = ".repeat(n))),
+            ("arrows", |n| format!("f = {}1", "a => ".repeat(n))),
+            ("plus", |n| format!("x = 1{}", " + 1".repeat(n))),
+            ("pow", |n| format!("x = 1{}", " ** 1".repeat(n))),
+            ("member", |n| format!("x = a{}", ".b".repeat(n))),
+            ("call chain", |n| format!("x = f{}", "()".repeat(n))),
+            ("else if", |n| {
+                format!("{} {{}}", "if (a) {} else ".repeat(n))
+            }),
+            ("else if ;", |n| {
+                format!("{}z;", "if (a) x; else ".repeat(n))
+            }),
+            ("labels", |n| {
+                format!("{}1", (0..n).map(|i| format!("l{i}: ")).collect::<String>())
+            }),
+            ("as", |n| format!("x = y{}", " as any".repeat(n))),
+            ("mixed", |n| {
+                format!("x = {}1{}", "(!a ? b : ".repeat(n), ")".repeat(n))
+            }),
+        ];
+        let handle = std::thread::Builder::new()
+            .stack_size(8 * 1024 * 1024)
+            .spawn(move || {
+                for (name, shape) in shapes {
+                    // The largest n the guard accepts.
+                    let (mut lo, mut hi) = (1usize, 2usize);
+                    while check_nesting(&shape(hi)).is_ok() {
+                        lo = hi;
+                        hi *= 2;
+                        assert!(hi < 1 << 22, "{name}: the guard never triggers");
+                    }
+                    while hi - lo > 1 {
+                        let mid = (lo + hi) / 2;
+                        if check_nesting(&shape(mid)).is_ok() {
+                            lo = mid;
+                        } else {
+                            hi = mid;
+                        }
+                    }
+                    // Parses (or fails with an ordinary error) without overflowing.
+                    let _ = prepare_program(&shape(lo), Language::TypeScript);
+                }
+            })
+            .expect("spawn");
+        handle.join().expect("oxc overflowed an 8 MiB stack");
+    }
+}
