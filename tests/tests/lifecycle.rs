@@ -151,3 +151,102 @@ async fn connections_no_principal_admits_are_refused_clearly() {
     assert!(err.contains("not admitted"), "{err}");
     assert!(err.contains("principal"), "{err}");
 }
+
+/// `Type=notify`: READY=1 once serving, WATCHDOG=1 pings at half of WATCHDOG_USEC, and
+/// STOPPING=1 on SIGTERM, all on the datagram socket named by NOTIFY_SOCKET.
+#[test]
+fn notifies_systemd_of_readiness_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let notify_path = dir.path().join("notify.sock");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut daemon = Command::new(binaries::airlockd())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--worker")
+        .arg(binaries::worker())
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut next = || {
+        let mut buf = [0u8; 256];
+        let n = notify
+            .recv(&mut buf)
+            .expect("no notification from airlockd");
+        String::from_utf8_lossy(&buf[..n]).trim_end().to_owned()
+    };
+    assert_eq!(next(), "READY=1");
+    assert!(socket.exists(), "READY before the socket was bound");
+    assert_eq!(next(), "WATCHDOG=1");
+    assert_eq!(next(), "WATCHDOG=1");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let mut seen = next();
+    while seen == "WATCHDOG=1" {
+        seen = next();
+    }
+    assert_eq!(seen, "STOPPING=1");
+    assert!(daemon.wait().unwrap().success());
+}
+
+/// Socket activation (`airlockd.socket`): the daemon serves the listening socket it inherits
+/// (LISTEN_FDS) and leaves the socket file to its owner when it exits.
+#[test]
+fn serves_an_inherited_systemd_socket() {
+    let Some(activate) = [
+        "/usr/bin/systemd-socket-activate",
+        "/bin/systemd-socket-activate",
+    ]
+    .into_iter()
+    .map(std::path::PathBuf::from)
+    .find(|p| p.exists()) else {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_SYSTEMD_ANALYZE").is_none(),
+            "systemd-socket-activate is missing: install the Debian package `systemd`"
+        );
+        eprintln!(
+            "SKIPPED serves_an_inherited_systemd_socket: systemd-socket-activate is not installed"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("activated.sock");
+    let mut activator = Command::new(activate)
+        .arg("--listen")
+        .arg(&socket)
+        .arg(binaries::airlockd())
+        .arg("--worker")
+        .arg(binaries::worker())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20, || socket.exists()), "no socket appeared");
+    let out = Command::new(binaries::airlock_cli())
+        .arg("--socket")
+        .arg(&socket)
+        .args(["exec", "-e", "'activated'"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "\"activated\"\n");
+    // systemd-socket-activate execs the daemon in place, so this pid is airlockd now.
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(activator.id() as i32, libc::SIGTERM) };
+    assert!(activator.wait().unwrap().success());
+    assert!(
+        socket.exists(),
+        "airlockd removed a socket it did not create"
+    );
+}
