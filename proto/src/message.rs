@@ -192,6 +192,4 @@ pub struct WorkerStats {
     pub run_us: u64,
     /// Engine heap in use at the end of the run, in bytes.
     pub heap_used_bytes: u64,
-    /// Peak resident set size of the worker process (from `getrusage`), in bytes.
-    pub peak_rss_bytes: u64,
 }

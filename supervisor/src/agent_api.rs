@@ -93,10 +93,15 @@ pub struct ExecutionStats {
     pub run_ms: f64,
     pub total_ms: f64,
     pub worker_from_pool: bool,
+    /// Turning the submitted code into runnable JavaScript, inside the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_us: Option<u64>,
+    /// Evaluating it, tool calls included, inside the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_run_us: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heap_used_bytes: Option<u64>,
+    /// Peak resident set size of the worker process (VmHWM), when it could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
 }

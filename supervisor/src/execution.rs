@@ -68,7 +68,7 @@ pub async fn run_execution(
             Ok(w) => w,
             Err(e) => {
                 run.fail_without_worker(&e);
-                return run.finish(&job, total, None);
+                return run.finish(&job, total);
             }
         };
         run.stats.worker_from_pool = checkout.from_pool;
@@ -78,8 +78,10 @@ pub async fn run_execution(
             from_pool = checkout.from_pool,
             "worker checked out"
         );
-        let exit = run.drive(env, &job, worker).await;
-        let response = run.finish(&job, total, exit);
+        if let Some(exit) = run.drive(env, &job, worker).await {
+            debug!(worker = %exit.describe(), "worker ended abnormally");
+        }
+        let response = run.finish(&job, total);
         info!(
             status = ?response.status,
             tool_calls = response.tool_calls.len(),
@@ -198,6 +200,8 @@ impl Run {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
                         self.outcome = Some(outcome);
                         self.worker_stats = Some(stats);
+                        // The worker waits for our hang-up after Done, so it is still there.
+                        self.stats.peak_rss_bytes = process.peak_rss_bytes();
                         break None;
                     }
                     Ok(WorkerMessage::Console { level, text }) => self.console(level, text).await,
@@ -257,11 +261,22 @@ impl Run {
         if exit.is_some() {
             return exit;
         }
-        // After Done the worker exits by itself; reap it for its peak RSS, but never wait long.
-        match tokio::time::timeout(Duration::from_millis(500), process.wait()).await {
-            Ok(Ok(exit)) => Some(exit),
-            _ => process.kill_and_reap(Duration::from_secs(1)).await,
-        }
+        // After Done the worker exits once we hang up. Its teardown (unmapping the heap) is not
+        // the agent's business, so it is reaped in the background, off the response path.
+        tokio::spawn(
+            async move {
+                drop(channel);
+                if tokio::time::timeout(Duration::from_millis(500), process.wait())
+                    .await
+                    .is_err()
+                {
+                    warn!("worker did not exit after Done; killing it");
+                    process.kill_and_reap(Duration::from_secs(1)).await;
+                }
+            }
+            .in_current_span(),
+        );
+        None
     }
 
     async fn console(&mut self, level: ConsoleLevel, text: String) {
@@ -394,20 +409,11 @@ impl Run {
         self.emit(event).await;
     }
 
-    fn finish(
-        mut self,
-        job: &ExecutionJob,
-        total: Instant,
-        exit: Option<WorkerExit>,
-    ) -> ExecutionResponse {
+    fn finish(mut self, job: &ExecutionJob, total: Instant) -> ExecutionResponse {
         if let Some(stats) = self.worker_stats {
             self.stats.compile_us = Some(stats.compile_us);
+            self.stats.engine_run_us = Some(stats.run_us);
             self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
-            self.stats.peak_rss_bytes = Some(stats.peak_rss_bytes).filter(|b| *b > 0);
-        }
-        // The kernel's figure for the whole process (wait4) beats the worker's own report.
-        if let Some(exit) = exit.filter(|e| e.peak_rss_bytes > 0) {
-            self.stats.peak_rss_bytes = Some(exit.peak_rss_bytes);
         }
         self.stats.total_ms = ms(total.elapsed());
 
@@ -454,7 +460,7 @@ impl Run {
                     } else {
                         Status::Error
                     };
-                    (status, Value::Null, Some(exec_error(e, self.timeout_ms)))
+                    (status, Value::Null, Some(exec_error(e)))
                 }
                 None => (
                     Status::Error,
@@ -545,13 +551,10 @@ fn kind_name(kind: ErrorKind) -> &'static str {
     }
 }
 
-fn kind_hint(kind: ErrorKind, timeout_ms: u64) -> Option<String> {
+fn kind_hint(kind: ErrorKind) -> Option<String> {
     Some(match kind {
         ErrorKind::Syntax => "fix the syntax at the given line and column; programs are TypeScript (or JavaScript) scripts, not modules: no import/export".into(),
-        ErrorKind::Timeout => {
-            let _ = timeout_ms;
-            timeout_hint()
-        }
+        ErrorKind::Timeout => timeout_hint(),
         ErrorKind::MemoryLimit => "process data in smaller pieces or keep fewer values alive; the heap limit is set by the operator (limits.memory)".into(),
         ErrorKind::StackOverflow => "the program recursed too deeply; use a loop or an explicit stack".into(),
         ErrorKind::ResultNotJson => "return plain JSON data: convert BigInt with Number() or String(), remove cycles and functions".into(),
@@ -563,10 +566,10 @@ fn kind_hint(kind: ErrorKind, timeout_ms: u64) -> Option<String> {
     })
 }
 
-fn exec_error(e: ExecError, timeout_ms: u64) -> ExecutionError {
+fn exec_error(e: ExecError) -> ExecutionError {
     ExecutionError {
         kind: kind_name(e.kind).into(),
-        hint: kind_hint(e.kind, timeout_ms),
+        hint: kind_hint(e.kind),
         name: e.name,
         message: e.message,
         line: e.line,
@@ -593,7 +596,7 @@ fn crash_error(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
         Some(WorkerExit { signal: Some(libc::SIGSYS), .. }) => (
             "sandbox_violation",
             "the program attempted a system call the sandbox forbids; the worker was killed by the seccomp filter (SIGSYS)".to_owned(),
-            kind_hint(ErrorKind::SandboxViolation, 0),
+            kind_hint(ErrorKind::SandboxViolation),
         ),
         Some(WorkerExit { signal: Some(libc::SIGXCPU), .. }) => (
             "timeout",

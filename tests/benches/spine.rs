@@ -127,6 +127,17 @@ fn main() {
         let (fresh_p50, fresh_p99) = summary(latency(&fresh, n, 0).await);
         println!("trivial execution, fresh worker:       p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
 
+        // Baseline: an HTTP round trip on the socket that starts no worker.
+        let mut hc = fresh.client().await;
+        let mut health = Vec::new();
+        for _ in 0..n {
+            let t = Instant::now();
+            hc.get("/v1/health").await.expect("health");
+            health.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        let (h50, h99) = summary(health);
+        println!("baseline: GET /v1/health round trip:   p50 {h50:7.3} ms   p99 {h99:7.3} ms");
+
         // 2. Pre-started pool.
         let pooled = TestDaemon::start_with(DaemonOptions::default().pool(4)).await;
         let _ = latency(&pooled, 5, 4).await;

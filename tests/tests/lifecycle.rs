@@ -174,7 +174,7 @@ fn notifies_systemd_of_readiness_watchdog_and_stopping() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut next = || {
+    let next = || {
         let mut buf = [0u8; 256];
         let n = notify
             .recv(&mut buf)
@@ -249,4 +249,75 @@ fn serves_an_inherited_systemd_socket() {
         socket.exists(),
         "airlockd removed a socket it did not create"
     );
+}
+
+/// The daemon does not need root: as an unprivileged user (here `nobody`, via setpriv) it
+/// binds its socket, locks its workers down and runs programs. Runs only when the tests run as
+/// root (to drop to another user) and the build directory is readable by that user.
+#[test]
+fn runs_as_an_ordinary_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED runs_as_an_ordinary_user: the tests already run unprivileged");
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+    else {
+        eprintln!("SKIPPED runs_as_an_ordinary_user: setpriv (util-linux) is not installed");
+        return;
+    };
+    let as_nobody = |program: &std::path::Path| {
+        let mut cmd = Command::new(setpriv);
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(program);
+        cmd
+    };
+    let probe = as_nobody(&binaries::airlockd())
+        .arg("--version")
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        eprintln!(
+            "SKIPPED runs_as_an_ordinary_user: user nobody cannot run {} ({})",
+            binaries::airlockd().display(),
+            String::from_utf8_lossy(&probe.stderr).trim()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // SAFETY: chown of a directory we just created; the path is a valid C string.
+    let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    let socket = dir.path().join("user.sock");
+    let mut daemon = as_nobody(&binaries::airlockd())
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--worker")
+        .arg(binaries::worker())
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20, || socket.exists()), "no socket appeared");
+    // Root is admitted by the embedded default, and may open the nobody-owned 0660 socket.
+    let out = Command::new(binaries::airlock_cli())
+        .arg("--socket")
+        .arg(&socket)
+        .args(["exec", "--json", "-e", "'unprivileged'"])
+        .output()
+        .unwrap();
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["result"], json!("unprivileged"));
+    assert_eq!(v["peer"]["uid"], json!(0));
 }

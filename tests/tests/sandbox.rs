@@ -116,6 +116,8 @@ async fn landlock_alone_refuses_files_network_and_signals() {
             "{attack}: {e:?}"
         );
         assert!(e.message.contains(errno), "{attack}: {}", e.message);
+        // The worker exits once we hang up.
+        drop(w.channel);
         w.process.wait().await.unwrap();
     }
 }

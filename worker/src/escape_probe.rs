@@ -124,20 +124,8 @@ fn internal(message: String) -> (Outcome, WorkerStats) {
     (internal_outcome(message), WorkerStats::default())
 }
 
-/// Also exercises `getrusage`, which the allowlist grants for exactly this.
 fn stats() -> WorkerStats {
-    // SAFETY: all-zero is a valid `struct rusage`.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is valid for writes.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    WorkerStats {
-        peak_rss_bytes: if rc == 0 {
-            u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024
-        } else {
-            0
-        },
-        ..WorkerStats::default()
-    }
+    WorkerStats::default()
 }
 
 /// Blocks in `read` on the IPC fd, discarding whatever arrives, until the peer closes it.

@@ -9,7 +9,8 @@
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
 //! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
-//! 5. [`engine::Engine::run`] evaluates it and sends `Done`.
+//! 5. [`engine::Engine::run`] evaluates it and sends `Done`; the worker exits when the
+//!    supervisor closes the socket.
 //!
 //! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
 //! [`ipc`] (fd 3 framing), [`engine`] (QuickJS + bridge), [`typescript`] (oxc type stripping),
@@ -125,5 +126,9 @@ fn main() -> ExitCode {
     if ipc.send(&WorkerMessage::Done { outcome, stats }).is_err() {
         return ExitCode::from(exit_code::IPC_FAILED);
     }
+    // Stay alive until the supervisor hangs up: it reads this process's memory high-water mark
+    // from /proc after Done, which it can only do while the process exists. Anything but the
+    // hang-up is ignored; if the supervisor dies instead, PDEATHSIG ends this process.
+    while ipc.recv().is_ok() {}
     ExitCode::SUCCESS
 }

@@ -148,7 +148,6 @@ pub const ALLOWED: &[SyscallRule] = &[
     // Process information and exit.
     rule(libc::SYS_sched_yield, "sched_yield", "spin-lock back-off in std and glibc"),
     rule(libc::SYS_getpid, "getpid", "glibc and std identify the process (no information beyond the pid)"),
-    rule(libc::SYS_getrusage, "getrusage", "peak resident set size for WorkerStats"),
     rule(libc::SYS_exit, "exit", "thread exit"),
     rule(libc::SYS_exit_group, "exit_group", "process exit"),
 ];

@@ -209,8 +209,11 @@ async fn run_example(socket: PathBuf) {
             if let Some(err) = resp.error {
                 println!("error: {}", err.message);
             }
+            let cli = std::env::current_exe()
+                .map(|p| p.with_file_name("airlock").display().to_string())
+                .unwrap_or_else(|_| "airlock".into());
             println!(
-                "--- airlockd keeps serving on {}; try: airlock --socket {} exec -e '1 + 1' (Ctrl-C to stop) ---",
+                "--- airlockd keeps serving on {}; try: {cli} --socket {} exec -e '1 + 1' (Ctrl-C to stop) ---",
                 socket.display(),
                 socket.display()
             );

@@ -131,7 +131,6 @@ impl Engine {
                 Ok(value_json) => Outcome::Ok { value_json },
                 Err(error) => Outcome::Error(error),
             });
-        stats.peak_rss_bytes = peak_rss_bytes();
         if cfg!(test) {
             drop(self);
         } else {
@@ -556,20 +555,6 @@ fn split(position: Option<(u32, u32)>) -> (Option<u32>, Option<u32>) {
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// Peak resident set size of this process (`getrusage` is allowed after lockdown).
-fn peak_rss_bytes() -> u64 {
-    // SAFETY: `rusage` is plain data; getrusage only writes into the struct we pass.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer to a zeroed rusage.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    if rc != 0 {
-        return 0;
-    }
-    u64::try_from(usage.ru_maxrss)
-        .unwrap_or(0)
-        .saturating_mul(1024)
 }
 
 #[cfg(test)]

@@ -183,7 +183,6 @@ fn one_plus_one() {
     assert_eq!(run.value(), "2");
     assert!(run.stats.run_us > 0 || run.stats.compile_us > 0);
     assert!(run.stats.heap_used_bytes > 0);
-    assert!(run.stats.peak_rss_bytes > 0);
 }
 
 #[test]
@@ -1083,10 +1082,8 @@ fn big_programs_compile_and_run() {
     let value: i64 = run.value().parse().expect("number");
     assert!(value > 0);
     eprintln!(
-        "10 MB program: total {elapsed:?}, compile {} µs, run {} µs, peak rss {} MiB",
-        run.stats.compile_us,
-        run.stats.run_us,
-        run.stats.peak_rss_bytes >> 20
+        "10 MB program: total {elapsed:?}, compile {} µs, run {} µs",
+        run.stats.compile_us, run.stats.run_us,
     );
     let budget = if cfg!(debug_assertions) { 60 } else { 5 };
     assert!(elapsed < Duration::from_secs(budget), "{elapsed:?}");

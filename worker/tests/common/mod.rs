@@ -184,8 +184,10 @@ impl Worker {
         }
     }
 
-    /// Waits for the worker to exit, killing it after [`TIMEOUT`].
+    /// Hangs up (as airlockd does once it has the worker's answer) and waits for the worker
+    /// to exit, killing it after [`TIMEOUT`].
     pub fn wait(&mut self) -> ExitStatus {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
