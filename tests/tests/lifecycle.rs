@@ -287,9 +287,10 @@ fn runs_as_an_ordinary_user() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    // SAFETY: chown of a directory we just created; the path is a valid C string.
     let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
-    assert_eq!(unsafe { libc::chown(path.as_ptr(), 65534, 65534) }, 0);
+    // SAFETY: chown of a directory we just created; the path is a valid C string.
+    let rc = unsafe { libc::chown(path.as_ptr(), 65534, 65534) };
+    assert_eq!(rc, 0);
     let socket = dir.path().join("user.sock");
     let mut daemon = as_nobody(&binaries::airlockd())
         .arg("--socket")
