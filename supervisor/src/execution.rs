@@ -81,6 +81,7 @@ pub async fn run_execution(
         if let Some(exit) = run.drive(env, &job, worker).await {
             debug!(worker = %exit.describe(), "worker ended abnormally");
         }
+        env.pool.replenish();
         let response = run.finish(&job, total);
         info!(
             status = ?response.status,

@@ -274,8 +274,11 @@ impl WorkerPool {
     /// A worker for one execution: a pre-started one if available, else a new one.
     pub async fn checkout(&self) -> Result<(ReadyWorker, Checkout), WorkerStartError> {
         let started = Instant::now();
+        // The refill is deliberately not started here but by `replenish` once the execution
+        // is over: starting a worker costs a few milliseconds of CPU (exec, dynamic loading,
+        // lockdown, engine start), and on a small machine it would compete with the very
+        // execution that just took a pooled worker.
         let pooled = lock(&self.inner.idle).pop_front();
-        self.inner.refill.notify_one();
         if let Some(mut worker) = pooled {
             // A pooled worker may have died while idle (killed from outside, OOM killer).
             if matches!(worker.process.try_reap(), Ok(None)) {
@@ -301,6 +304,11 @@ impl WorkerPool {
                 wait: started.elapsed(),
             },
         ))
+    }
+
+    /// Asks the pool to top itself up in the background; called when an execution ends.
+    pub fn replenish(&self) {
+        self.inner.refill.notify_one();
     }
 
     /// Starts a worker outside the pool, e.g. with test-only arguments.
