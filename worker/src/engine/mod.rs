@@ -26,7 +26,7 @@ use crate::typescript;
 use airlock_proto::{
     ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerStats,
 };
-use bridge::{Bridge, Hooks, PRELUDE_FILENAME, Stop};
+use bridge::{Bridge, Hooks, Stop};
 use rquickjs::context::EvalOptions;
 use rquickjs::promise::PromiseState;
 use rquickjs::{Context, Ctx, Function, Object, Persistent, Promise, Runtime, Value, qjs};
@@ -34,6 +34,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// The prelude: JavaScript that builds the sandbox's globals on top of the natives.
+/// The prelude's source; workers load the bytecode build.rs made from it.
+#[cfg(test)]
 const PRELUDE: &str = include_str!("prelude.js");
 
 /// Largest result accepted: the 16 MiB result budget minus room for the `Done` envelope.
@@ -493,12 +495,7 @@ fn install_prelude(ctx: &Ctx<'_>, bridge: &Rc<Bridge>) -> Result<Hooks, String> 
         rquickjs::Error::Exception => format!("{:?}", ctx.catch()),
         other => other.to_string(),
     };
-    let mut options = EvalOptions::default();
-    options.filename = Some(PRELUDE_FILENAME.to_owned());
-    options.strict = true;
-    let prelude: Function = ctx
-        .eval_with_options(PRELUDE, options)
-        .map_err(|e| describe(ctx, e))?;
+    let prelude = load_prelude(ctx).map_err(|e| describe(ctx, e))?;
     let natives = bridge::natives(ctx, bridge).map_err(|e| describe(ctx, e))?;
     let hooks: Object = prelude.call((natives,)).map_err(|e| describe(ctx, e))?;
     let function = |name: &str| -> Result<Persistent<Function<'static>>, String> {
@@ -511,6 +508,34 @@ fn install_prelude(ctx: &Ctx<'_>, bridge: &Rc<Bridge>) -> Result<Hooks, String> 
         find_not_json: function("findNotJson")?,
         raw_stack_of: function("rawStackOf")?,
     })
+}
+
+/// The prelude as compiled by build.rs (QuickJS bytecode of `prelude.js`).
+const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.bc"));
+
+/// Evaluates the precompiled prelude script; its completion value is the prelude function.
+fn load_prelude<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Function<'js>> {
+    let raw = ctx.as_raw().as_ptr();
+    // SAFETY: the bytes are bytecode that build.rs produced from prelude.js with the same
+    // QuickJS this binary links (never input from outside); `raw` is the live context of
+    // `ctx`; JS_EvalFunction takes ownership of the read object and returns an owned value.
+    let value = unsafe {
+        let compiled = rquickjs::qjs::JS_ReadObject(
+            raw,
+            PRELUDE_BYTECODE.as_ptr(),
+            PRELUDE_BYTECODE.len() as _,
+            rquickjs::qjs::JS_READ_OBJ_BYTECODE as i32,
+        );
+        if rquickjs::qjs::JS_IsException(compiled) {
+            return Err(rquickjs::Error::Exception);
+        }
+        let value = rquickjs::qjs::JS_EvalFunction(raw, compiled);
+        if rquickjs::qjs::JS_IsException(value) {
+            return Err(rquickjs::Error::Exception);
+        }
+        rquickjs::Value::from_raw(ctx.clone(), value)
+    };
+    Function::from_value(value)
 }
 
 fn internal(message: impl Into<String>) -> ExecError {

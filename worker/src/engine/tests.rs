@@ -1141,3 +1141,45 @@ fn trivial_program_timing() {
     );
     assert_eq!(run.value(), "2");
 }
+
+/// Timing probe for `Engine::new`'s phases; run with
+/// `cargo test --release -p airlock-worker engine_start_phases -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement, not a check"]
+fn engine_start_phases() {
+    use rquickjs::{Context, Runtime};
+    let t = Instant::now();
+    let rt = Runtime::new().unwrap();
+    let ctx = Context::full(&rt).unwrap();
+    let t_ctx = t.elapsed();
+    let t2 = Instant::now();
+    ctx.with(|c| {
+        let _: rquickjs::Function = c.eval(super::PRELUDE).unwrap();
+    });
+    let t_prelude = t2.elapsed();
+    let t4 = Instant::now();
+    ctx.with(|c| {
+        let _ = super::load_prelude(&c).unwrap();
+    });
+    let t_bytecode = t4.elapsed();
+    let t3 = Instant::now();
+    let _engine = Engine::new().unwrap();
+    eprintln!(
+        "runtime+context {t_ctx:?}, prelude parse+eval {t_prelude:?}, prelude from bytecode {t_bytecode:?}, whole Engine::new {:?}",
+        t3.elapsed()
+    );
+}
+
+/// build.rs names the compiled prelude `<airlock>`; stack filtering relies on that name.
+#[test]
+fn precompiled_prelude_carries_the_prelude_filename() {
+    assert_eq!(super::bridge::PRELUDE_FILENAME, "<airlock>");
+    let name = super::bridge::PRELUDE_FILENAME.as_bytes();
+    assert!(
+        super::PRELUDE_BYTECODE
+            .windows(name.len())
+            .any(|w| w == name),
+        "prelude bytecode does not mention {:?}",
+        super::bridge::PRELUDE_FILENAME
+    );
+}
