@@ -76,3 +76,16 @@ pub fn escape_probe_worker() -> PathBuf {
         })
         .clone()
 }
+
+/// `airlockd --socket SOCKET --worker <built worker>`, output discarded: the real daemon
+/// binary as an operator starts it, for tests that need a separate process.
+pub fn airlockd_command(socket: &std::path::Path) -> Command {
+    let mut cmd = Command::new(airlockd());
+    cmd.arg("--socket")
+        .arg(socket)
+        .arg("--worker")
+        .arg(worker())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}

@@ -19,15 +19,9 @@ fn workers_die_with_the_daemon() {
         "[daemon]\npool_size = 2\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n",
     )
     .unwrap();
-    let mut daemon = Command::new(binaries::airlockd())
+    let mut daemon = binaries::airlockd_command(&socket)
         .arg("--config")
         .arg(&policy)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--worker")
-        .arg(binaries::worker())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let pid = daemon.id();
@@ -54,15 +48,7 @@ fn workers_die_with_the_daemon() {
 fn cli_runs_programs_against_the_real_daemon() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("a.sock");
-    let mut daemon = Command::new(binaries::airlockd())
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--worker")
-        .arg(binaries::worker())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut daemon = binaries::airlockd_command(&socket).spawn().unwrap();
     assert!(wait_until(20, || socket.exists()), "no socket appeared");
     let cli = |args: &[&str], stdin: Option<&str>| {
         let mut child = Command::new(binaries::airlock_cli())
@@ -163,15 +149,9 @@ fn notifies_systemd_of_readiness_watchdog_and_stopping() {
     notify
         .set_read_timeout(Some(std::time::Duration::from_secs(20)))
         .unwrap();
-    let mut daemon = Command::new(binaries::airlockd())
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--worker")
-        .arg(binaries::worker())
+    let mut daemon = binaries::airlockd_command(&socket)
         .env("NOTIFY_SOCKET", &notify_path)
         .env("WATCHDOG_USEC", "200000")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let next = || {

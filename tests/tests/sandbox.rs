@@ -9,29 +9,6 @@
 use airlock_supervisor::agent_api::Status;
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 
-const ATTACKS: &[&str] = &[
-    "open-etc-passwd",
-    "openat-etc-passwd",
-    "connect-localhost",
-    "execve",
-    "fork",
-    "clone3",
-    "ptrace-parent",
-    "kill-parent",
-    "unshare",
-    "mount",
-    "io-uring-setup",
-    "bpf",
-    "userfaultfd",
-    "keyctl",
-    "memfd-create",
-    "mmap-exec",
-    "write-stderr",
-    "write-other-fd",
-    "mprotect-exec",
-    "read-stdin",
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_escape_attempt_is_refused_and_reported() {
     let probe = binaries::escape_probe_worker();
@@ -44,8 +21,24 @@ async fn every_escape_attempt_is_refused_and_reported() {
         "the probe worker does not run at all: {alive:?}"
     );
 
+    // The probe's own list (from its answer to an unknown attack), so this test cannot drift
+    // from the attacks the probe knows.
+    let listing = d.exec_timeout("no-such-attack", 5000).await;
+    let message = listing.error.map(|e| e.message).unwrap_or_default();
+    let attacks: Vec<String> = message
+        .split_once("valid attacks: ")
+        .and_then(|(_, rest)| rest.split_once(" (each"))
+        .map(|(list, _)| list.split(", ").map(str::to_owned).collect())
+        .unwrap_or_else(|| panic!("no attack list in {message:?}"));
+    // `noop` and `sleep` are helpers, not attacks.
+    let attacks: Vec<String> = attacks
+        .into_iter()
+        .filter(|a| a != "noop" && a != "sleep")
+        .collect();
+    assert!(attacks.len() >= 18, "too few attacks: {attacks:?}");
+
     let mut failures = Vec::new();
-    for attack in ATTACKS {
+    for attack in &attacks {
         let r = d.exec_timeout(attack, 5000).await;
         let err = r.error.clone();
         let ok = r.status == Status::Error
