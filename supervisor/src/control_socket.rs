@@ -269,8 +269,15 @@ async fn execute(
         let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
         tokio::spawn(async move {
             let _slot = slot;
-            let response = run_execution(&env, job, Some(tx.clone())).await;
-            let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
+            let events = tx.clone();
+            tokio::select! {
+                response = run_execution(&env, job, Some(events)) => {
+                    let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
+                }
+                // The client hung up: nobody will read the result, so stop the program
+                // (dropping the execution kills and reaps its worker).
+                () = tx.closed() => debug!("streaming client went away; execution cancelled"),
+            }
         });
         let mut resp = Response::new(EventBody { rx }.boxed());
         resp.headers_mut().insert(
