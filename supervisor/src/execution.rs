@@ -183,7 +183,12 @@ impl Run {
             code: job.code.clone(),
             limits: job.limits,
         });
-        if let Err(e) = channel.send(&start).await {
+        let sent = channel.send(&start).await;
+        debug!(
+            elapsed_us = run_started.elapsed().as_micros() as u64,
+            "program sent to worker"
+        );
+        if let Err(e) = sent {
             let exit = process.kill_and_reap(Duration::from_secs(1)).await;
             self.failure = Some(crash_error(
                 &format!("could not send the program to the worker: {e}"),
@@ -201,6 +206,7 @@ impl Run {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
                         self.outcome = Some(outcome);
                         self.worker_stats = Some(stats);
+                        debug!(elapsed_us = run_started.elapsed().as_micros() as u64, "worker done");
                         // The worker waits for our hang-up after Done, so it is still there.
                         self.stats.peak_rss_bytes = process.peak_rss_bytes();
                         break None;
