@@ -366,9 +366,11 @@ impl Run {
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")))
         } else {
-            env.tools.resolve(&tool).map(|_| ())
+            // Resolved once, here; the call task owns what it needs.
+            env.tools
+                .resolve(&tool)
+                .map(|(source, name)| (source.clone(), name.to_owned()))
         };
-        let registry = env.tools.clone();
         let ctx = CallContext {
             execution_id: job.id.clone(),
             principal: job.principal.name.clone(),
@@ -378,10 +380,7 @@ impl Run {
             async move {
                 let result = match check {
                     Err(e) => Err(e),
-                    Ok(()) => match registry.resolve(&tool) {
-                        Err(e) => Err(e),
-                        Ok((source, name)) => source.call(name, args, &ctx).await,
-                    },
+                    Ok((source, name)) => source.call(&name, args, &ctx).await,
                 };
                 (id, result.and_then(encode_result).map_err(to_failure))
             }
