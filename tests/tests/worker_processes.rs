@@ -181,3 +181,36 @@ async fn a_streaming_client_that_hangs_up_cancels_the_execution() {
     );
     d.stop().await;
 }
+
+/// The same for a plain (non-streaming) request: a client that hangs up cancels the execution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_client_that_hangs_up_cancels_the_execution() {
+    let _serial = serial().await;
+    let d = TestDaemon::start().await;
+    let me = std::process::id();
+    let before = worker_children(me);
+    let socket = d.socket.clone();
+    let client = tokio::spawn(async move {
+        let mut c = Client::connect(&socket).await.unwrap();
+        let request = ExecutionRequest {
+            code: "while (true) {}".into(),
+            language: Default::default(),
+            timeout_ms: Some(60_000),
+        };
+        let _ = c.execute(&request).await;
+    });
+    let mut ours = Vec::new();
+    assert!(wait_until(10, || {
+        ours = worker_children(me);
+        ours.retain(|p| !before.contains(p));
+        !ours.is_empty()
+    }));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    client.abort();
+    let _ = client.await;
+    assert!(
+        wait_until(5, || worker_children(me).iter().all(|p| !ours.contains(p))),
+        "the worker kept running after its client left"
+    );
+    d.stop().await;
+}
