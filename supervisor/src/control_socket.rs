@@ -98,6 +98,7 @@ pub async fn serve_connection(
         }
     };
     if peer.principal.is_none() {
+        state.metrics.connection_refused();
         warn!(uid = peer.info.uid, gid = peer.info.gid, pid = ?peer.info.pid, "connection refused: no principal admits this peer");
     }
     let io = hyper_util::rt::TokioIo::new(stream);
@@ -146,18 +147,26 @@ async fn route(
     let path = req.uri().path().to_owned();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &state.health()),
+        (&Method::GET, "/metrics") => {
+            let mut resp = Response::new(Full::new(Bytes::from(state.metrics_text())).boxed());
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            resp
+        }
         (&Method::POST, "/v1/executions") => execute(state, peer, principal, req).await,
-        (_, "/v1/health" | "/v1/executions") => error_response(
+        (_, "/v1/health" | "/v1/executions" | "/metrics") => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             format!("{} is not supported on {path}", req.method()),
-            Some("use GET /v1/health or POST /v1/executions".into()),
+            Some("use GET /v1/health, GET /metrics or POST /v1/executions".into()),
         ),
         _ => error_response(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no route for {} {path}", req.method()),
-            Some("the API has GET /v1/health and POST /v1/executions".into()),
+            Some("the API has GET /v1/health, GET /metrics and POST /v1/executions".into()),
         ),
     }
 }
@@ -272,6 +281,7 @@ async fn execute(
             let events = tx.clone();
             tokio::select! {
                 response = run_execution(&env, job, Some(events)) => {
+                    state.metrics.record(&response);
                     let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
                 }
                 // The client hung up: nobody will read the result, so stop the program
@@ -288,6 +298,7 @@ async fn execute(
     } else {
         let response = run_execution(&env, job, None).await;
         drop(slot);
+        state.metrics.record(&response);
         json_response(StatusCode::OK, &response)
     }
 }

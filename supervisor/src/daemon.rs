@@ -4,6 +4,7 @@
 
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
+use crate::metrics::{Gauges, Metrics};
 use crate::tool_source::ToolRegistry;
 use crate::worker_pool::{PoolStatus, WorkerPool};
 use crate::worker_process::{Spawner, WorkerCeiling};
@@ -49,6 +50,7 @@ pub struct DaemonState {
     next_id: AtomicU64,
     executions_total: AtomicU64,
     started: Instant,
+    pub metrics: Metrics,
 }
 
 impl DaemonState {
@@ -87,6 +89,19 @@ impl DaemonState {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         format!("ex_{ms:x}_{n}")
+    }
+
+    /// `GET /metrics`.
+    pub fn metrics_text(&self) -> String {
+        let pool = self.env.pool.status();
+        self.metrics.render(Gauges {
+            running: self.max_slots - self.slots.available_permits(),
+            max_concurrent: self.max_slots,
+            pool_idle: pool.idle,
+            pool_target: pool.target,
+            pool_starting: pool.starting,
+            uptime_s: self.started.elapsed().as_secs(),
+        })
     }
 
     pub fn health(&self) -> Health {
@@ -166,6 +181,7 @@ pub async fn run(
         next_id: AtomicU64::new(1),
         executions_total: AtomicU64::new(0),
         started: Instant::now(),
+        metrics: Metrics::default(),
     });
     info!(
         policy = %policy.origin,

@@ -5,6 +5,7 @@
 //! - [`control_socket`]: the HTTP/JSON agent API on the Unix socket, peer credentials.
 //! - [`agent_api`]: request, response and event JSON types shared with clients.
 //! - [`execution`]: one execution: worker checkout, tool brokering, deadline, response.
+//! - [`metrics`]: counters and the Prometheus exposition for `GET /metrics`.
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
@@ -17,6 +18,7 @@ pub mod client;
 pub mod control_socket;
 pub mod daemon;
 pub mod execution;
+pub mod metrics;
 pub mod socket_path;
 pub mod systemd;
 pub mod tool_source;

@@ -345,3 +345,32 @@ async fn programs_over_the_size_limit_are_refused_before_any_worker_runs() {
         "{msg}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_executions_errors_and_tool_calls() {
+    let d = TestDaemon::start().await;
+    d.exec("await tools.test.echo({})").await;
+    d.exec("syntax error here(").await;
+    let (status, text) = d.client().await.get("/metrics").await.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        text.contains("airlock_executions_total{status=\"ok\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("airlock_executions_total{status=\"error\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("airlock_execution_errors_total{kind=\"syntax\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("airlock_tool_calls_total{outcome=\"ok\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("airlock_execution_duration_seconds_count 2\n"),
+        "{text}"
+    );
+}

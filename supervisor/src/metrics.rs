@@ -1,0 +1,273 @@
+//! Prometheus metrics for `GET /metrics`: what happened to executions, tool calls and workers,
+//! in the text exposition format. Counters are plain atomics; the few labelled families
+//! (status, error kind, tool outcome) sit behind one mutex that is taken once per execution.
+
+use crate::agent_api::{ExecutionResponse, Status};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Upper bounds (seconds) of the execution-duration histogram buckets.
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    refused_connections: AtomicU64,
+    labelled: Mutex<Labelled>,
+}
+
+#[derive(Debug, Default)]
+struct Labelled {
+    executions_by_status: BTreeMap<&'static str, u64>,
+    errors_by_kind: BTreeMap<String, u64>,
+    tool_calls_by_outcome: BTreeMap<String, u64>,
+    duration_buckets: Vec<u64>,
+    duration_sum: f64,
+    duration_count: u64,
+    from_pool: u64,
+}
+
+/// Values owned elsewhere that the exposition includes as gauges.
+#[derive(Debug, Clone, Copy)]
+pub struct Gauges {
+    pub running: usize,
+    pub max_concurrent: usize,
+    pub pool_idle: usize,
+    pub pool_target: usize,
+    pub pool_starting: usize,
+    pub uptime_s: u64,
+}
+
+impl Metrics {
+    pub fn connection_refused(&self) {
+        self.refused_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records one finished execution.
+    pub fn record(&self, response: &ExecutionResponse) {
+        let mut m = self
+            .labelled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let status = match response.status {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+        };
+        *m.executions_by_status.entry(status).or_default() += 1;
+        if let Some(err) = &response.error {
+            *m.errors_by_kind.entry(err.kind.clone()).or_default() += 1;
+        }
+        for call in &response.tool_calls {
+            *m.tool_calls_by_outcome
+                .entry(call.outcome.clone())
+                .or_default() += 1;
+        }
+        let seconds = response.stats.total_ms / 1e3;
+        if m.duration_buckets.is_empty() {
+            m.duration_buckets = vec![0; DURATION_BUCKETS.len()];
+        }
+        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                m.duration_buckets[i] += 1;
+            }
+        }
+        m.duration_sum += seconds;
+        m.duration_count += 1;
+        if response.stats.worker_from_pool {
+            m.from_pool += 1;
+        }
+    }
+
+    /// The Prometheus text exposition (version 0.0.4).
+    pub fn render(&self, gauges: Gauges) -> String {
+        let m = self
+            .labelled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = String::with_capacity(4096);
+        let name = header(
+            &mut out,
+            "airlock_executions_total",
+            "counter",
+            "Finished executions by status.",
+        );
+        for status in ["ok", "error", "timeout"] {
+            let n = m.executions_by_status.get(status).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}{{status=\"{status}\"}} {n}");
+        }
+        let name = header(
+            &mut out,
+            "airlock_execution_errors_total",
+            "counter",
+            "Failed executions by error kind.",
+        );
+        for (kind, n) in &m.errors_by_kind {
+            let _ = writeln!(out, "{name}{{kind=\"{kind}\"}} {n}");
+        }
+        let name = header(
+            &mut out,
+            "airlock_tool_calls_total",
+            "counter",
+            "Tool calls by outcome (ok, error, pending at the end of the execution).",
+        );
+        for (outcome, n) in &m.tool_calls_by_outcome {
+            let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {n}");
+        }
+        let name = header(
+            &mut out,
+            "airlock_execution_duration_seconds",
+            "histogram",
+            "Wall-clock time of executions, queueing and worker start included.",
+        );
+        for (i, bound) in DURATION_BUCKETS.iter().enumerate() {
+            let n = m.duration_buckets.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {n}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", m.duration_count);
+        let _ = writeln!(out, "{name}_sum {}", m.duration_sum);
+        let _ = writeln!(out, "{name}_count {}", m.duration_count);
+        let name = header(
+            &mut out,
+            "airlock_executions_from_pool_total",
+            "counter",
+            "Executions that got a pre-started worker.",
+        );
+        let _ = writeln!(out, "{name} {}", m.from_pool);
+        let name = header(
+            &mut out,
+            "airlock_connections_refused_total",
+            "counter",
+            "Connections no principal admits.",
+        );
+        let _ = writeln!(
+            out,
+            "{name} {}",
+            self.refused_connections.load(Ordering::Relaxed)
+        );
+        for (name, help, value) in [
+            (
+                "airlock_executions_running",
+                "Executions running now.",
+                gauges.running,
+            ),
+            (
+                "airlock_executions_max_concurrent",
+                "The policy's max_concurrent_executions.",
+                gauges.max_concurrent,
+            ),
+            (
+                "airlock_pool_idle_workers",
+                "Pre-started workers waiting.",
+                gauges.pool_idle,
+            ),
+            (
+                "airlock_pool_target_workers",
+                "The policy's pool_size.",
+                gauges.pool_target,
+            ),
+            (
+                "airlock_pool_starting_workers",
+                "Pool workers being started.",
+                gauges.pool_starting,
+            ),
+        ] {
+            let name = header(&mut out, name, "gauge", help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+        let name = header(
+            &mut out,
+            "airlock_uptime_seconds",
+            "gauge",
+            "Seconds since the daemon started.",
+        );
+        let _ = writeln!(out, "{name} {}", gauges.uptime_s);
+        out
+    }
+}
+
+/// Writes the HELP and TYPE lines of one metric family and returns its name.
+fn header(out: &mut String, name: &str, kind: &str, help: &str) -> String {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
+
+    fn response(status: Status, kind: Option<&str>, total_ms: f64) -> ExecutionResponse {
+        ExecutionResponse {
+            id: "ex".into(),
+            status,
+            result: serde_json::Value::Null,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: kind.map(|k| ExecutionError {
+                kind: k.into(),
+                name: None,
+                message: String::new(),
+                line: None,
+                column: None,
+                stack: None,
+                hint: None,
+            }),
+            tool_calls: Vec::new(),
+            stats: ExecutionStats {
+                total_ms,
+                ..ExecutionStats::default()
+            },
+            peer: PeerInfo {
+                uid: 0,
+                gid: 0,
+                pid: None,
+            },
+            principal: "p".into(),
+        }
+    }
+
+    #[test]
+    fn counts_statuses_kinds_and_durations() {
+        let m = Metrics::default();
+        m.record(&response(Status::Ok, None, 2.0));
+        m.record(&response(Status::Error, Some("syntax"), 3.0));
+        m.record(&response(Status::Timeout, Some("timeout"), 1500.0));
+        m.connection_refused();
+        let text = m.render(Gauges {
+            running: 1,
+            max_concurrent: 64,
+            pool_idle: 2,
+            pool_target: 2,
+            pool_starting: 0,
+            uptime_s: 5,
+        });
+        assert!(
+            text.contains("airlock_executions_total{status=\"ok\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("airlock_executions_total{status=\"timeout\"} 1\n"));
+        assert!(text.contains("airlock_execution_errors_total{kind=\"syntax\"} 1\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.0025\"} 1\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.005\"} 2\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"2.5\"} 3\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_count 3\n"));
+        assert!(text.contains("airlock_connections_refused_total 1\n"));
+        assert!(text.contains("airlock_pool_idle_workers 2\n"));
+        // Every sample line belongs to a family announced with HELP and TYPE.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            let base = name
+                .trim_end_matches("_bucket")
+                .trim_end_matches("_sum")
+                .trim_end_matches("_count");
+            assert!(
+                text.contains(&format!("# TYPE {base} ")),
+                "{name} has no TYPE"
+            );
+        }
+    }
+}
