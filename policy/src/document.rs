@@ -245,6 +245,29 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// This value as a table with free-form keys (e.g. environment variables), in file order.
+    pub fn entries(&self, expected: &'static str) -> Result<Vec<(String, Field<'a>)>, PolicyError> {
+        match self.value.get_ref() {
+            DeValue::Table(table) => {
+                let mut entries: Vec<_> = table.iter().collect();
+                entries.sort_by_key(|(key, _)| key.span().start);
+                Ok(entries
+                    .into_iter()
+                    .map(|(key, value)| {
+                        let name = key.get_ref().as_ref().to_owned();
+                        let field = Field {
+                            source: self.source,
+                            path: format!("{}.{name}", self.path),
+                            value,
+                        };
+                        (name, field)
+                    })
+                    .collect())
+            }
+            _ => Err(self.wrong_type(expected)),
+        }
+    }
+
     /// This value as a table that accepts `known_keys`.
     pub fn table(
         &self,

@@ -7,6 +7,7 @@
 //! - [`limit_settings`]: the `[limits]` table;
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
+//! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
 //! - [`byte_size`]: size strings such as `"256MiB"`;
 //! - [`file_mode`]: octal permission strings such as `"0660"`;
 //! - [`account`]: user and group names resolved through the system's user database;
@@ -26,9 +27,11 @@ pub mod policy_file;
 pub mod principal;
 pub mod source_location;
 pub mod tool_pattern;
+pub mod tool_server;
 
 pub use daemon_settings::DaemonSettings;
 pub use limit_settings::LimitSettings;
 pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError};
 pub use principal::Principal;
 pub use source_location::Location;
+pub use tool_server::{ServerTransport, StartMode, ToolServer};

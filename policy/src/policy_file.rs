@@ -17,6 +17,7 @@ use crate::limit_settings::LimitSettings;
 use crate::principal::Principal;
 use crate::source_location::Location;
 use crate::tool_pattern::ToolPatternError;
+use crate::tool_server::ToolServer;
 
 /// The policy built into the daemon, used when no policy file is given. It is also the annotated
 /// example shipped in the docs.
@@ -26,7 +27,7 @@ pub const EMBEDDED_DEFAULT_TOML: &str = include_str!("../default.toml");
 pub const EMBEDDED_ORIGIN: &str = "<embedded default>";
 
 /// Keys accepted at the top level of a policy file.
-const TOP_LEVEL_KEYS: &[&str] = &["daemon", "limits", "principal"];
+const TOP_LEVEL_KEYS: &[&str] = &["daemon", "limits", "principal", "server"];
 
 /// A validated policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +38,8 @@ pub struct Policy {
     pub limits: LimitSettings,
     /// `[[principal]]` tables in file order; the first that matches a peer wins.
     pub principals: Vec<Principal>,
+    /// `[[server]]` tables: the tool servers, in file order.
+    pub servers: Vec<ToolServer>,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
 }
@@ -167,17 +170,17 @@ pub enum PolicyError {
         name: String,
     },
     /// Two principals with the same name.
-    #[error(
-        "{at}: {key}: duplicate principal name \"{name}\" (first defined at line {first_line})"
-    )]
-    DuplicatePrincipal {
+    #[error("{at}: {key}: duplicate {what} name \"{name}\" (first defined at line {first_line})")]
+    DuplicateName {
         /// Where the second name is.
         at: Location,
         /// Its dotted path, e.g. `principal[2].name`.
         key: String,
+        /// `principal` or `server`.
+        what: &'static str,
         /// The name.
         name: String,
-        /// Line of the first principal with this name.
+        /// Line of the first table with this name.
         first_line: usize,
     },
     /// A user name the user database does not know.
@@ -245,7 +248,7 @@ impl PolicyError {
             | PolicyError::InvalidToolPattern { at, .. }
             | PolicyError::InvalidValue { at, .. }
             | PolicyError::NoMembers { at, .. }
-            | PolicyError::DuplicatePrincipal { at, .. }
+            | PolicyError::DuplicateName { at, .. }
             | PolicyError::UnknownUser { at, .. }
             | PolicyError::UnknownGroup { at, .. }
             | PolicyError::AccountLookup { at, .. } => Some(at),
@@ -265,7 +268,7 @@ impl PolicyError {
             | PolicyError::InvalidToolPattern { key, .. }
             | PolicyError::InvalidValue { key, .. }
             | PolicyError::NoMembers { key, .. }
-            | PolicyError::DuplicatePrincipal { key, .. }
+            | PolicyError::DuplicateName { key, .. }
             | PolicyError::UnknownUser { key, .. }
             | PolicyError::UnknownGroup { key, .. }
             | PolicyError::AccountLookup { key, .. } => Some(key),
@@ -310,9 +313,10 @@ impl Policy {
                 let principal = Principal::read(&table)?;
                 let name_at = table.require("name")?.location();
                 if let Some(&first_line) = first_lines.get(&principal.name) {
-                    return Err(PolicyError::DuplicatePrincipal {
+                    return Err(PolicyError::DuplicateName {
                         at: name_at,
                         key: format!("{}.name", table.path()),
+                        what: "principal",
                         name: principal.name,
                         first_line,
                     });
@@ -322,10 +326,32 @@ impl Policy {
             }
         }
 
+        let mut servers: Vec<ToolServer> = Vec::new();
+        let mut server_lines: HashMap<String, usize> = HashMap::new();
+        if let Some(field) = root.get("server") {
+            for entry in field.array("an array of tables ([[server]])")? {
+                let table = entry.table("a table ([[server]])", ToolServer::KEYS)?;
+                let server = ToolServer::read(&table)?;
+                let name_at = table.require("name")?.location();
+                if let Some(&first_line) = server_lines.get(&server.name) {
+                    return Err(PolicyError::DuplicateName {
+                        at: name_at,
+                        key: format!("{}.name", table.path()),
+                        what: "server",
+                        name: server.name,
+                        first_line,
+                    });
+                }
+                server_lines.insert(server.name.clone(), name_at.line);
+                servers.push(server);
+            }
+        }
+
         Ok(Policy {
             daemon,
             limits,
             principals,
+            servers,
             origin: origin.to_owned(),
         })
     }

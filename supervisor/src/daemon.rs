@@ -162,6 +162,15 @@ pub async fn run(
         return Err(DaemonError::WorkerMissing(config.worker_path));
     }
     let policy = Arc::new(config.policy);
+    for source in config.tools.sources().filter(|s| s.starts_eagerly()) {
+        let source = source.clone();
+        tokio::spawn(async move {
+            if let Err(e) = source.tools().await {
+                tracing::error!(server = source.namespace(), error = %e, "eager start failed; the server will be retried on first use");
+            }
+        });
+    }
+    let tools = config.tools.clone();
     let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
     let pool = WorkerPool::start(
         spawner,
@@ -231,6 +240,9 @@ pub async fn run(
     }
     state.slots.close();
     pool.close().await;
+    for source in tools.sources() {
+        source.shutdown().await;
+    }
     if let Some(w) = watchdog {
         w.abort();
     }

@@ -366,11 +366,9 @@ impl Run {
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")))
         } else {
-            // Resolved once, here; the call task owns what it needs.
-            env.tools
-                .resolve(&tool)
-                .map(|(source, name)| (source.clone(), name.to_owned()))
+            Ok(())
         };
+        let registry = env.tools.clone();
         let ctx = CallContext {
             execution_id: job.id.clone(),
             principal: job.principal.name.clone(),
@@ -378,9 +376,14 @@ impl Run {
         };
         calls.spawn(
             async move {
+                // Resolving may start a lazily started server, so it happens in the call's
+                // own task, concurrently with the execution's other calls.
                 let result = match check {
                     Err(e) => Err(e),
-                    Ok((source, name)) => source.call(&name, args, &ctx).await,
+                    Ok(()) => match registry.resolve(&tool).await {
+                        Err(e) => Err(e),
+                        Ok((source, name)) => source.call(&name, args, &ctx).await,
+                    },
                 };
                 (id, result.and_then(encode_result).map_err(to_failure))
             }

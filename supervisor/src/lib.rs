@@ -9,6 +9,7 @@
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
+//! - [`mcp_server`]: a `ToolSource` backed by an MCP server the daemon runs (stdio, `rmcp`).
 //! - [`socket_path`]: default socket location and safe binding.
 //! - [`systemd`]: sd_notify readiness/watchdog and socket activation.
 //! - [`client`]: a client for the agent API (CLI, tests, benchmark).
@@ -18,6 +19,7 @@ pub mod client;
 pub mod control_socket;
 pub mod daemon;
 pub mod execution;
+pub mod mcp_server;
 pub mod metrics;
 pub mod socket_path;
 pub mod systemd;

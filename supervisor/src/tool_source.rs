@@ -15,6 +15,10 @@ use std::sync::Arc;
 /// A boxed future, so `ToolSource` can be used as a trait object.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
 
+/// The answer to [`ToolSource::tools`].
+pub type ToolsFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<ToolDescriptor>, ToolError>> + Send + 'a>>;
+
 /// One tool as the catalogue knows it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ToolDescriptor {
@@ -38,10 +42,21 @@ pub struct CallContext {
 pub trait ToolSource: Send + Sync + 'static {
     /// The namespace programs use: `tools.<namespace>.<tool>()`.
     fn namespace(&self) -> &str;
-    /// The tools this source offers now.
-    fn tools(&self) -> Vec<ToolDescriptor>;
+    /// The tools this source offers now. May start the source (a lazily started server), so
+    /// it can fail, with an error that says why the source is unavailable.
+    fn tools(&self) -> ToolsFuture<'_>;
     /// Performs one call. `args` is the JSON object the program passed.
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a>;
+
+    /// Whether the daemon should start this source when it starts (instead of on first use).
+    fn starts_eagerly(&self) -> bool {
+        false
+    }
+
+    /// Releases what the source holds (child processes, connections) when the daemon stops.
+    fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
 }
 
 /// A failed tool call as the program sees it (a `ToolError` in JavaScript).
@@ -95,15 +110,20 @@ impl ToolRegistry {
         self.sources.insert(source.namespace().to_owned(), source);
     }
 
+    pub fn sources(&self) -> impl Iterator<Item = &Arc<dyn ToolSource>> {
+        self.sources.values()
+    }
+
     pub fn namespaces(&self) -> impl Iterator<Item = &str> {
         self.sources.keys().map(String::as_str)
     }
 
-    /// Resolves `namespace.tool` to its source, or a `ToolError` that suggests near names.
-    pub fn resolve<'a>(
-        &'a self,
-        full_name: &'a str,
-    ) -> Result<(&'a Arc<dyn ToolSource>, &'a str), ToolError> {
+    /// Resolves `namespace.tool` to its source and the tool's name there, or a `ToolError`
+    /// that suggests near names.
+    pub async fn resolve(
+        &self,
+        full_name: &str,
+    ) -> Result<(Arc<dyn ToolSource>, String), ToolError> {
         let Some((namespace, tool)) = full_name.split_once('.') else {
             return Err(ToolError::new(
                 "unknown_tool",
@@ -130,7 +150,7 @@ impl ToolRegistry {
             );
             return Err(err);
         };
-        let tools = source.tools();
+        let tools = source.tools().await?;
         if !tools.iter().any(|t| t.name == tool) {
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
             let near = closest(tool, names.iter().copied(), 3);
@@ -148,7 +168,7 @@ impl ToolRegistry {
             });
             return Err(err);
         }
-        Ok((source, tool))
+        Ok((source.clone(), tool.to_owned()))
     }
 }
 
@@ -200,15 +220,17 @@ mod tests {
         fn namespace(&self) -> &str {
             "github"
         }
-        fn tools(&self) -> Vec<ToolDescriptor> {
-            ["search_issues", "create_issue", "get_repo"]
-                .iter()
-                .map(|n| ToolDescriptor {
-                    name: (*n).into(),
-                    description: String::new(),
-                    input_schema: serde_json::json!({"type": "object"}),
-                })
-                .collect()
+        fn tools(&self) -> ToolsFuture<'_> {
+            Box::pin(async {
+                Ok(["search_issues", "create_issue", "get_repo"]
+                    .iter()
+                    .map(|n| ToolDescriptor {
+                        name: (*n).into(),
+                        description: String::new(),
+                        input_schema: serde_json::json!({"type": "object"}),
+                    })
+                    .collect())
+            })
         }
         fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
             Box::pin(async move { Ok(args) })
@@ -221,16 +243,23 @@ mod tests {
         r
     }
 
+    fn resolve(r: &ToolRegistry, name: &str) -> Result<(Arc<dyn ToolSource>, String), ToolError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(r.resolve(name))
+    }
+
     #[test]
     fn resolves_known_tools() {
         let r = registry();
-        let (_, tool) = r.resolve("github.get_repo").unwrap();
+        let (_, tool) = resolve(&r, "github.get_repo").unwrap();
         assert_eq!(tool, "get_repo");
     }
 
     #[test]
     fn unknown_tool_suggests_the_nearest_names() {
-        let err = registry().resolve("github.search_issue").err().unwrap();
+        let err = resolve(&registry(), "github.search_issue").err().unwrap();
         assert_eq!(err.code, "unknown_tool");
         assert_eq!(
             err.hint.as_deref(),
@@ -240,10 +269,10 @@ mod tests {
 
     #[test]
     fn unknown_namespace_suggests_servers() {
-        let err = registry().resolve("gthub.get_repo").err().unwrap();
+        let err = resolve(&registry(), "gthub.get_repo").err().unwrap();
         assert!(err.message.contains("`gthub`"), "{}", err.message);
         assert_eq!(err.hint.as_deref(), Some("did you mean tools.github?"));
-        let err = ToolRegistry::new().resolve("x.y").err().unwrap();
+        let err = resolve(&ToolRegistry::new(), "x.y").err().unwrap();
         assert_eq!(
             err.hint.as_deref(),
             Some("no tool servers are configured on this daemon")

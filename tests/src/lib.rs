@@ -7,8 +7,10 @@
 //! - [`test_daemon`]: [`TestDaemon`], a daemon on a temporary socket.
 //! - [`test_tools`]: the `test` tool namespace (echo, add, sleep, fail, …).
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
+//! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
 
 pub mod binaries;
+pub mod mcp_peers;
 pub mod processes;
 pub mod test_daemon;
 pub mod test_tools;

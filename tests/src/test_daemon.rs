@@ -6,7 +6,7 @@ use crate::test_tools::TestTools;
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
 use airlock_supervisor::client::{Client, ClientError};
-use airlock_supervisor::tool_source::ToolRegistry;
+use airlock_supervisor::tool_source::{ToolRegistry, ToolSource};
 use airlock_supervisor::{DaemonConfig, run};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,6 +21,8 @@ pub struct DaemonOptions {
     /// Last word on the policy before the daemon starts.
     pub adjust: Box<dyn FnOnce(&mut Policy) + Send>,
     pub tools: Option<Arc<TestTools>>,
+    /// More tool sources besides `test` (e.g. real MCP servers).
+    pub sources: Vec<Arc<dyn ToolSource>>,
 }
 
 impl std::fmt::Debug for DaemonOptions {
@@ -39,6 +41,7 @@ impl Default for DaemonOptions {
             worker_path: binaries::worker(),
             adjust: Box::new(|_| {}),
             tools: None,
+            sources: Vec::new(),
         }
     }
 }
@@ -51,6 +54,11 @@ impl DaemonOptions {
 
     pub fn worker(mut self, path: PathBuf) -> Self {
         self.worker_path = path;
+        self
+    }
+
+    pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
         self
     }
 
@@ -88,6 +96,9 @@ impl TestDaemon {
         let tools = options.tools.unwrap_or_default();
         let mut registry = ToolRegistry::new();
         registry.register(tools.clone());
+        for source in options.sources {
+            registry.register(source);
+        }
         let listener = airlock_supervisor::socket_path::bind(&socket, 0o660).expect("bind socket");
         let listener = tokio::net::UnixListener::from_std(listener).expect("listener");
         let config = DaemonConfig {

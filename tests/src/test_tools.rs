@@ -1,7 +1,7 @@
 //! The `test` tool namespace: in-process tools for end-to-end tests and the benchmark.
 
 use airlock_supervisor::tool_source::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource,
+    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -34,7 +34,17 @@ impl ToolSource for TestTools {
         "test"
     }
 
-    fn tools(&self) -> Vec<ToolDescriptor> {
+    fn tools(&self) -> ToolsFuture<'_> {
+        Box::pin(async { Ok(Self::descriptors()) })
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+        self.call_impl(tool, args)
+    }
+}
+
+impl TestTools {
+    fn descriptors() -> Vec<ToolDescriptor> {
         vec![
             tool("echo", "returns its arguments"),
             tool("add", "adds a and b"),
@@ -45,7 +55,7 @@ impl ToolSource for TestTools {
         ]
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+    fn call_impl<'a>(&'a self, tool: &'a str, args: Value) -> ToolFuture<'a> {
         self.calls.fetch_add(1, Ordering::Relaxed);
         Box::pin(async move {
             match tool {

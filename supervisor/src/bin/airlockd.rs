@@ -4,12 +4,14 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
+use airlock_supervisor::mcp_server::McpServer;
 use airlock_supervisor::tool_source::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use tracing::{info, warn};
 
 const EXAMPLE: &str = include_str!("../../../examples/hello.ts");
@@ -151,10 +153,14 @@ async fn serve(args: Args) -> Result<()> {
         tokio::spawn(run_example(path));
     }
 
+    let mut tools = ToolRegistry::new();
+    for server in &policy.servers {
+        tools.register(Arc::new(McpServer::new(server.clone())));
+    }
     let config = DaemonConfig {
         policy,
         worker_path,
-        tools: ToolRegistry::new(),
+        tools,
     };
     let result = run(config, listener, shutdown_signal()).await;
     if let Some(path) = owned_path {

@@ -1,0 +1,385 @@
+//! A tool source backed by one MCP server (`[[server]]` in the policy), reached over stdio
+//! with the official Rust SDK (`rmcp`).
+//!
+//! The daemon spawns the server itself (with only the environment the policy gives it), on
+//! first use unless the policy says `start = "eager"`, logs its stderr under its name, caches
+//! its tool list, and starts it again on the next call after it died. Every call has the
+//! server's timeout and waits for one of its concurrency permits.
+
+use crate::tool_source::{
+    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
+};
+use airlock_policy::{ServerTransport, StartMode, ToolServer};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::TokioChildProcess;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{Mutex, Semaphore};
+use tracing::{Instrument, info, info_span, warn};
+
+/// How long a server may take to start and answer `initialize` and `tools/list`.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One configured MCP server.
+#[derive(Debug)]
+pub struct McpServer {
+    config: ToolServer,
+    connection: Mutex<Option<Connection>>,
+    permits: Semaphore,
+}
+
+/// A running server and what we learnt from it.
+struct Connection {
+    service: RunningService<RoleClient, ()>,
+    /// Tools by the identifier programs use, with the server's own name for each.
+    tools: Vec<(ToolDescriptor, String)>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("tools", &self.tools.len())
+            .finish()
+    }
+}
+
+impl McpServer {
+    pub fn new(config: ToolServer) -> McpServer {
+        let permits = Semaphore::new(config.max_concurrent_calls);
+        McpServer {
+            config,
+            connection: Mutex::new(None),
+            permits,
+        }
+    }
+
+    pub fn config(&self) -> &ToolServer {
+        &self.config
+    }
+
+    /// The running server's peer and tool table, starting the server if needed.
+    async fn connected(
+        &self,
+    ) -> Result<(Peer<RoleClient>, Vec<(ToolDescriptor, String)>), ToolError> {
+        let mut guard = self.connection.lock().await;
+        if let Some(conn) = guard.as_ref() {
+            if !conn.service.is_transport_closed() {
+                return Ok((conn.service.peer().clone(), conn.tools.clone()));
+            }
+            warn!(server = %self.config.name, "MCP server is gone; starting it again");
+            *guard = None;
+        }
+        let conn = tokio::time::timeout(START_TIMEOUT, self.start())
+            .await
+            .map_err(|_| {
+                self.unavailable(format!(
+                    "it did not finish starting within {START_TIMEOUT:?}"
+                ))
+            })??;
+        let answer = (conn.service.peer().clone(), conn.tools.clone());
+        *guard = Some(conn);
+        Ok(answer)
+    }
+
+    async fn start(&self) -> Result<Connection, ToolError> {
+        let name = &self.config.name;
+        let ServerTransport::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        } = &self.config.transport;
+        let mut cmd = tokio::process::Command::new(command);
+        cmd.args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            // Never leave a server running without the daemon that talks to it.
+            .kill_on_drop(true);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        let (transport, stderr) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
+        if let Some(stderr) = stderr {
+            let span = info_span!("mcp_server", server = %name);
+            tokio::spawn(
+                async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        info!(target: "airlock::mcp_server::stderr", "{line}");
+                    }
+                }
+                .instrument(span),
+            );
+        }
+        let service = ()
+            .serve(transport)
+            .await
+            .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
+        let listed = service
+            .list_all_tools()
+            .await
+            .map_err(|e| self.unavailable(format!("tools/list failed: {e}")))?;
+        let tools = identifiers(listed.iter().map(|t| t.name.to_string()))
+            .into_iter()
+            .zip(listed)
+            .map(|(id, tool)| {
+                let descriptor = ToolDescriptor {
+                    name: id,
+                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                    input_schema: Value::Object((*tool.input_schema).clone()),
+                };
+                (descriptor, tool.name.to_string())
+            })
+            .collect::<Vec<_>>();
+        info!(server = %name, tools = tools.len(), "MCP server started");
+        Ok(Connection { service, tools })
+    }
+
+    fn unavailable(&self, why: String) -> ToolError {
+        ToolError::new(
+            "server_unavailable",
+            format!("tool server `{}` is unavailable: {why}", self.config.name),
+        )
+        .with_hint("this is a problem of the daemon's configuration or the server, not of the program; the operator should check the airlockd log")
+    }
+
+    /// Stops the server, if it runs.
+    pub async fn shutdown(&self) {
+        if let Some(conn) = self.connection.lock().await.take() {
+            let _ = conn.service.cancel().await;
+        }
+    }
+
+    async fn call_tool(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
+        let (peer, tools) = self.connected().await?;
+        let Some((_, original)) = tools.iter().find(|(d, _)| d.name == tool) else {
+            return Err(ToolError::new(
+                "unknown_tool",
+                format!("server `{}` has no tool named `{tool}`", self.config.name),
+            ));
+        };
+        let Value::Object(arguments) = args else {
+            return Err(ToolError::new(
+                "invalid_arguments",
+                "arguments must be an object",
+            ));
+        };
+        let params = CallToolRequestParams::new(original.clone()).with_arguments(arguments);
+        let timeout = Duration::from_millis(self.config.call_timeout_ms);
+        let result = tokio::time::timeout(timeout, peer.call_tool(params))
+            .await
+            .map_err(|_| {
+                ToolError::new(
+                    "timeout",
+                    format!(
+                        "{}.{tool} did not answer within {} ms",
+                        self.config.name, self.config.call_timeout_ms
+                    ),
+                )
+                .with_hint("the server's call_timeout_ms is set in the policy")
+            })?
+            .map_err(|e| {
+                ToolError::new(
+                    "upstream_error",
+                    format!("calling {}.{tool} failed: {e}", self.config.name),
+                )
+            })?;
+        to_value(&self.config.name, tool, result)
+    }
+}
+
+impl ToolSource for McpServer {
+    fn namespace(&self) -> &str {
+        &self.config.name
+    }
+
+    fn tools(&self) -> ToolsFuture<'_> {
+        Box::pin(async move {
+            let (_, tools) = self.connected().await?;
+            Ok(tools.into_iter().map(|(d, _)| d).collect())
+        })
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+        Box::pin(self.call_tool(tool, args))
+    }
+
+    fn starts_eagerly(&self) -> bool {
+        self.config.start == StartMode::Eager
+    }
+
+    fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(McpServer::shutdown(self))
+    }
+}
+
+/// Maps an MCP tool result to the value the program receives:
+/// - `isError: true` → a `ToolError` carrying the server's text;
+/// - `structuredContent` when present;
+/// - otherwise one text block → its JSON value if it is JSON, else the string;
+/// - otherwise (several blocks, images, resources) → an array of the content blocks as MCP
+///   defines them (`{type: "text", text}`, `{type: "image", data, mimeType}`, …).
+fn to_value(server: &str, tool: &str, result: CallToolResult) -> Result<Value, ToolError> {
+    let texts = || -> String {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if result.is_error == Some(true) {
+        let message = texts();
+        return Err(ToolError::new(
+            "upstream_error",
+            format!(
+                "{server}.{tool} failed: {}",
+                if message.is_empty() {
+                    "the server reported an error without a message"
+                } else {
+                    &message
+                }
+            ),
+        ));
+    }
+    if let Some(structured) = result.structured_content {
+        return Ok(structured);
+    }
+    match result.content.as_slice() {
+        [] => Ok(Value::Null),
+        [ContentBlock::Text(text)] => {
+            Ok(serde_json::from_str(&text.text)
+                .unwrap_or_else(|_| Value::String(text.text.clone())))
+        }
+        blocks => serde_json::to_value(blocks).map_err(|e| {
+            ToolError::new(
+                "upstream_error",
+                format!("cannot represent the result of {server}.{tool}: {e}"),
+            )
+        }),
+    }
+}
+
+/// Program-facing identifiers for a server's tool names, in the same order: characters that
+/// cannot appear in a JavaScript identifier become `_`, a leading digit gets a `_` prefix, and
+/// names that collide after that get `_2`, `_3`, … in the order of their original names (so
+/// the result does not depend on the order the server lists them in). A name that already is
+/// an identifier keeps it.
+pub fn identifiers(names: impl Iterator<Item = String>) -> Vec<String> {
+    let names: Vec<String> = names.collect();
+    let base: Vec<String> = names.iter().map(|n| sanitize(n)).collect();
+    // Originals that are valid identifiers own their name; others queue up in sorted order.
+    let mut taken: HashMap<String, ()> = names
+        .iter()
+        .filter(|n| sanitize(n) == **n)
+        .map(|n| (n.clone(), ()))
+        .collect();
+    let mut order: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, n) in names.iter().enumerate() {
+        order.insert(n.as_str(), i);
+    }
+    let mut out = base.clone();
+    for (original, &i) in &order {
+        if sanitize(original) == *original {
+            continue;
+        }
+        let mut candidate = base[i].clone();
+        let mut k = 2;
+        while taken.contains_key(&candidate) {
+            candidate = format!("{}_{k}", base[i]);
+            k += 1;
+        }
+        taken.insert(candidate.clone(), ());
+        out[i] = candidate;
+    }
+    out
+}
+
+fn sanitize(name: &str) -> String {
+    let mut out: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '$' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        out.insert(0, '_');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(names: &[&str]) -> Vec<String> {
+        identifiers(names.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn identifiers_are_sanitised_deterministically() {
+        assert_eq!(
+            ids(&["echo", "get-sum", "a.b", "9lives"]),
+            ["echo", "get_sum", "a_b", "_9lives"]
+        );
+        // A valid name keeps its identifier; colliding sanitised names are numbered in the
+        // order of their original names, whatever order the server lists them in.
+        // ("get-x" sorts before "get.x": '-' is 0x2d, '.' is 0x2e.)
+        assert_eq!(
+            ids(&["get_x", "get-x", "get.x"]),
+            ["get_x", "get_x_2", "get_x_3"]
+        );
+        assert_eq!(
+            ids(&["get.x", "get-x", "get_x"]),
+            ["get_x_3", "get_x_2", "get_x"]
+        );
+    }
+
+    #[test]
+    fn results_map_predictably() {
+        let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
+        assert_eq!(
+            to_value("s", "t", text("{\"a\":1}")).unwrap(),
+            serde_json::json!({"a": 1})
+        );
+        assert_eq!(
+            to_value("s", "t", text("plain words")).unwrap(),
+            serde_json::json!("plain words")
+        );
+        let mut structured = text("ignored");
+        structured.structured_content = Some(serde_json::json!({"n": 2}));
+        assert_eq!(
+            to_value("s", "t", structured).unwrap(),
+            serde_json::json!({"n": 2})
+        );
+        let err = to_value(
+            "s",
+            "t",
+            CallToolResult::error(vec![ContentBlock::text("boom")]),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, "upstream_error");
+        assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
+        let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        assert_eq!(
+            to_value("s", "t", two).unwrap(),
+            serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+        );
+    }
+}

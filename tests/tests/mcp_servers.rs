@@ -1,0 +1,176 @@
+//! Real MCP servers as tool sources: `@modelcontextprotocol/server-everything` from npm over
+//! stdio, started and supervised by the daemon, called from sandboxed programs.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::agent_api::Status;
+use airlock_supervisor::mcp_server::McpServer;
+use airlock_tests::mcp_peers::server_everything;
+use airlock_tests::{DaemonOptions, TestDaemon};
+use serde_json::json;
+use std::sync::Arc;
+
+async fn daemon_with_everything(test: &str) -> Option<TestDaemon> {
+    let config = server_everything("everything", test)?;
+    Some(
+        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
+            .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_call_tools_of_a_real_stdio_mcp_server() {
+    let Some(d) = daemon_with_everything("programs_call_tools_of_a_real_stdio_mcp_server").await
+    else {
+        return;
+    };
+    let r = d
+        .exec(
+            r#"
+const echoed = await tools.everything.echo({ message: "hello" });
+// `get-sum` is reachable under its sanitised name; the server receives `get-sum`.
+const sum = await tools.everything.get_sum({ a: 2, b: 40 });
+const weather = await tools.everything.get_structured_content({ location: "Chicago" });
+({ echoed, sum, weather })
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["echoed"], json!("Echo: hello"));
+    assert_eq!(r.result["sum"], json!("The sum of 2 and 40 is 42."));
+    // structuredContent wins over the text rendering of the same data.
+    assert!(
+        r.result["weather"]["temperature"].is_number(),
+        "{}",
+        r.result
+    );
+    assert_eq!(r.tool_calls.len(), 3);
+    assert!(
+        r.tool_calls.iter().all(|c| c.outcome == "ok"),
+        "{:?}",
+        r.tool_calls
+    );
+    assert_eq!(r.tool_calls[1].tool, "everything.get_sum");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_arrive_as_typed_content_and_bad_calls_as_tool_errors() {
+    let Some(d) =
+        daemon_with_everything("images_arrive_as_typed_content_and_bad_calls_as_tool_errors").await
+    else {
+        return;
+    };
+    let r = d
+        .exec(
+            r#"
+const image = await tools.everything.get_tiny_image({});
+let bad;
+try { await tools.everything.get_sum({ a: "two", b: 1 }) } catch (e) { bad = { name: e.name, code: e.code } }
+let unknown;
+try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, hint: e.hint } }
+({ kinds: image.map((c: any) => c.type), mime: image.find((c: any) => c.type === "image").mimeType, bad, unknown })
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.result["kinds"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("image")),
+        "{}",
+        r.result
+    );
+    assert_eq!(r.result["mime"], json!("image/png"));
+    assert_eq!(r.result["bad"]["name"], json!("ToolError"), "{}", r.result);
+    assert_eq!(r.result["unknown"]["code"], json!("unknown_tool"));
+    assert_eq!(
+        r.result["unknown"]["hint"],
+        json!("did you mean tools.everything.echo?")
+    );
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_to_one_server_run_concurrently() {
+    let Some(d) = daemon_with_everything("parallel_calls_to_one_server_run_concurrently").await
+    else {
+        return;
+    };
+    let r = d
+        .exec(
+            "const rs = await Promise.all(Array.from({ length: 20 }, (_, i) => tools.everything.echo({ message: String(i) }))); rs.join(',')",
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let expected: Vec<String> = (0..20).map(|i| format!("Echo: {i}")).collect();
+    assert_eq!(r.result, json!(expected.join(",")));
+    d.stop().await;
+}
+
+/// The real `airlockd` with a `[[server]]` in its policy file: the CLI's program calls it, and
+/// SIGTERM leaves no server process behind.
+#[test]
+fn airlockd_runs_servers_from_its_policy_file() {
+    use airlock_policy::ServerTransport;
+    use airlock_tests::binaries;
+    use airlock_tests::processes::wait_until;
+    use std::process::{Command, Stdio};
+
+    let Some(config) =
+        server_everything("everything", "airlockd_runs_servers_from_its_policy_file")
+    else {
+        return;
+    };
+    let ServerTransport::Stdio { command, args, .. } = &config.transport;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[daemon]\npool_size = 1\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\nstart = \"eager\"\n"
+        ),
+    )
+    .unwrap();
+    let mut daemon = binaries::airlockd_command(&socket)
+        .arg("--config")
+        .arg(&policy)
+        .spawn()
+        .unwrap();
+    assert!(wait_until(20, || socket.exists()), "no socket appeared");
+    let out = Command::new(binaries::airlock_cli())
+        .arg("--socket")
+        .arg(&socket)
+        .args([
+            "exec",
+            "-e",
+            "await tools.everything.echo({ message: 'via policy' })",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "\"Echo: via policy\"\n"
+    );
+    let servers = airlock_tests::processes::children_named(daemon.id(), "node");
+    assert_eq!(servers.len(), 1, "expected one running server: {servers:?}");
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert!(daemon.wait().unwrap().success());
+    // server-everything does not exit when its stdin closes: the daemon must end it.
+    assert!(
+        wait_until(5, || !airlock_tests::processes::alive(servers[0])),
+        "the MCP server {} outlived the daemon",
+        servers[0]
+    );
+}
