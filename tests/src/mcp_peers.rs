@@ -47,3 +47,47 @@ pub fn server_everything(name: &str, test: &str) -> Option<ToolServer> {
         max_concurrent_calls: 16,
     })
 }
+
+/// The Python interpreter that has `module` importable (PyPI MCP servers are run as
+/// `python -m <module>`, so the daemon's cleared environment needs no shims), or `None` with
+/// the skip reported.
+pub fn python_module_server(
+    name: &str,
+    module: &str,
+    args: &[&str],
+    test: &str,
+) -> Option<ToolServer> {
+    let python = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!("import sys, {module}; print(sys.executable)"),
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let Some(python) = python else {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "the Python module {module} is not installed (.ci/run installs it with pip)"
+        );
+        eprintln!(
+            "SKIPPED {test}: python3 with {module} is missing (pip install the PyPI package)"
+        );
+        return None;
+    };
+    let mut full_args = vec!["-m".to_owned(), module.to_owned()];
+    full_args.extend(args.iter().map(|a| (*a).to_owned()));
+    Some(ToolServer {
+        name: name.to_owned(),
+        transport: ServerTransport::Stdio {
+            command: python,
+            args: full_args,
+            cwd: None,
+            env: Vec::new(),
+        },
+        start: StartMode::Lazy,
+        call_timeout_ms: 30_000,
+        max_concurrent_calls: 16,
+    })
+}

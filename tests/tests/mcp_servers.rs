@@ -174,3 +174,35 @@ fn airlockd_runs_servers_from_its_policy_file() {
         servers[0]
     );
 }
+
+/// PyPI's `mcp-server-time` (the Python SDK 2.x, which speaks spec revision 2026-07-28 as
+/// well as the older ones): the same brokering works with the newer protocol era.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_sdk_server_from_pypi_works_too() {
+    let Some(config) = airlock_tests::mcp_peers::python_module_server(
+        "time",
+        "mcp_server_time",
+        &["--local-timezone", "UTC"],
+        "a_python_sdk_server_from_pypi_works_too",
+    ) else {
+        return;
+    };
+    let d =
+        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
+            .await;
+    let r = d
+        .exec(
+            r#"
+const now = await tools.time.get_current_time({ timezone: "Europe/Paris" });
+const converted = await tools.time.convert_time({ source_timezone: "UTC", time: "12:00", target_timezone: "Asia/Tokyo" });
+({ tz: now.timezone, target: converted.target.timezone, hour: converted.target.datetime.slice(11, 13) })
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(
+        r.result,
+        json!({"tz": "Europe/Paris", "target": "Asia/Tokyo", "hour": "21"})
+    );
+    d.stop().await;
+}
