@@ -4,6 +4,7 @@
 //!   future (what `airlockd` and the tests call).
 //! - [`control_socket`]: the HTTP/JSON agent API on the Unix socket, peer credentials.
 //! - [`agent_api`]: request, response and event JSON types shared with clients.
+//! - [`argument_schema`]: tool arguments checked against the tool's JSON Schema.
 //! - [`execution`]: one execution: worker checkout, tool brokering, deadline, response.
 //! - [`metrics`]: counters and the Prometheus exposition for `GET /metrics`.
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
@@ -15,6 +16,7 @@
 //! - [`client`]: a client for the agent API (CLI, tests, benchmark).
 
 pub mod agent_api;
+pub mod argument_schema;
 pub mod client;
 pub mod control_socket;
 pub mod daemon;

@@ -6,6 +6,7 @@
 //! its tool list, and starts it again on the next call after it died. Every call has the
 //! server's timeout and waits for one of its concurrency permits.
 
+use crate::argument_schema::ArgumentSchema;
 use crate::tool_source::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
 };
@@ -16,6 +17,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Mutex, Semaphore};
@@ -35,8 +37,18 @@ pub struct McpServer {
 /// A running server and what we learnt from it.
 struct Connection {
     service: RunningService<RoleClient, ()>,
-    /// Tools by the identifier programs use, with the server's own name for each.
-    tools: Vec<(ToolDescriptor, String)>,
+    tools: Vec<ServerTool>,
+}
+
+/// One tool of a running server.
+#[derive(Debug, Clone)]
+struct ServerTool {
+    /// As programs see it (sanitised identifier).
+    descriptor: ToolDescriptor,
+    /// The server's own name, which is what is sent.
+    original: String,
+    /// Its `inputSchema`, compiled once per server start.
+    schema: Arc<ArgumentSchema>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -62,9 +74,7 @@ impl McpServer {
     }
 
     /// The running server's peer and tool table, starting the server if needed.
-    async fn connected(
-        &self,
-    ) -> Result<(Peer<RoleClient>, Vec<(ToolDescriptor, String)>), ToolError> {
+    async fn connected(&self) -> Result<(Peer<RoleClient>, Vec<ServerTool>), ToolError> {
         let mut guard = self.connection.lock().await;
         if let Some(conn) = guard.as_ref() {
             if !conn.service.is_transport_closed() {
@@ -130,12 +140,16 @@ impl McpServer {
             .into_iter()
             .zip(listed)
             .map(|(id, tool)| {
-                let descriptor = ToolDescriptor {
-                    name: id,
-                    description: tool.description.as_deref().unwrap_or_default().to_owned(),
-                    input_schema: Value::Object((*tool.input_schema).clone()),
-                };
-                (descriptor, tool.name.to_string())
+                let input_schema = Value::Object((*tool.input_schema).clone());
+                ServerTool {
+                    schema: Arc::new(ArgumentSchema::compile(&input_schema)),
+                    descriptor: ToolDescriptor {
+                        name: id,
+                        description: tool.description.as_deref().unwrap_or_default().to_owned(),
+                        input_schema,
+                    },
+                    original: tool.name.to_string(),
+                }
             })
             .collect::<Vec<_>>();
         info!(server = %name, tools = tools.len(), "MCP server started");
@@ -164,19 +178,23 @@ impl McpServer {
             .await
             .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
         let (peer, tools) = self.connected().await?;
-        let Some((_, original)) = tools.iter().find(|(d, _)| d.name == tool) else {
+        let Some(found) = tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
                 "unknown_tool",
                 format!("server `{}` has no tool named `{tool}`", self.config.name),
             ));
         };
+        // Nothing reaches the server for a call that cannot be valid.
+        found
+            .schema
+            .check(&format!("{}.{tool}", self.config.name), &args)?;
         let Value::Object(arguments) = args else {
             return Err(ToolError::new(
                 "invalid_arguments",
                 "arguments must be an object",
             ));
         };
-        let params = CallToolRequestParams::new(original.clone()).with_arguments(arguments);
+        let params = CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
         let timeout = Duration::from_millis(self.config.call_timeout_ms);
         let result = tokio::time::timeout(timeout, peer.call_tool(params))
             .await
@@ -208,7 +226,7 @@ impl ToolSource for McpServer {
     fn tools(&self) -> ToolsFuture<'_> {
         Box::pin(async move {
             let (_, tools) = self.connected().await?;
-            Ok(tools.into_iter().map(|(d, _)| d).collect())
+            Ok(tools.into_iter().map(|t| t.descriptor).collect())
         })
     }
 

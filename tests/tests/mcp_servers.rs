@@ -67,7 +67,7 @@ async fn images_arrive_as_typed_content_and_bad_calls_as_tool_errors() {
             r#"
 const image = await tools.everything.get_tiny_image({});
 let bad;
-try { await tools.everything.get_sum({ a: "two", b: 1 }) } catch (e) { bad = { name: e.name, code: e.code } }
+try { await tools.everything.get_sum({ a: "two", b: 1 }) } catch (e) { bad = { name: e.name, code: e.code, message: e.message, hint: e.hint } }
 let unknown;
 try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, hint: e.hint } }
 ({ kinds: image.map((c: any) => c.type), mime: image.find((c: any) => c.type === "image").mimeType, bad, unknown })
@@ -84,7 +84,12 @@ try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, h
         r.result
     );
     assert_eq!(r.result["mime"], json!("image/png"));
+    // Checked against the tool's inputSchema before anything was sent.
     assert_eq!(r.result["bad"]["name"], json!("ToolError"), "{}", r.result);
+    assert_eq!(r.result["bad"]["code"], json!("invalid_arguments"), "{}", r.result);
+    let message = r.result["bad"]["message"].as_str().unwrap();
+    assert!(message.contains("`a`") && message.contains("\"two\""), "{message}");
+    assert!(r.result["bad"]["hint"].as_str().unwrap().contains("a: number"), "{}", r.result);
     assert_eq!(r.result["unknown"]["code"], json!("unknown_tool"));
     assert_eq!(
         r.result["unknown"]["hint"],

@@ -1,0 +1,240 @@
+//! Checking a tool call's arguments against the tool's `inputSchema` before anything is sent,
+//! with errors a program's author can act on: which argument, what was expected, what was
+//! given, and the closest known names for unknown properties.
+//!
+//! Schemas come from tool servers, which are not trusted to be well-formed: a schema that does
+//! not compile fails only the calls of its own tool, and remote `$ref`s are never fetched (the
+//! `jsonschema` crate is built without its HTTP and file resolvers).
+
+use crate::tool_source::{ToolError, closest};
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+/// How many problems one error message lists.
+const MAX_REPORTED: usize = 3;
+
+/// A compiled `inputSchema`.
+#[derive(Debug)]
+pub struct ArgumentSchema {
+    validator: Result<jsonschema::Validator, String>,
+    /// Top-level property names with their declared types, for hints.
+    properties: Vec<(String, String)>,
+    required: Vec<String>,
+}
+
+impl ArgumentSchema {
+    pub fn compile(schema: &Value) -> ArgumentSchema {
+        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string());
+        let properties = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|props| {
+                props
+                    .iter()
+                    .map(|(name, s)| (name.clone(), type_name(s)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let required = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        ArgumentSchema {
+            validator,
+            properties,
+            required,
+        }
+    }
+
+    /// `a: number, b?: string`, as a hint of what the tool takes.
+    pub fn signature(&self) -> String {
+        self.properties
+            .iter()
+            .map(|(name, ty)| {
+                let optional = if self.required.contains(name) {
+                    ""
+                } else {
+                    "?"
+                };
+                format!("{name}{optional}: {ty}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `Ok` when `args` satisfy the schema; otherwise an `invalid_arguments` error for `tool`.
+    pub fn check(&self, tool: &str, args: &Value) -> Result<(), ToolError> {
+        let validator = match &self.validator {
+            Ok(v) => v,
+            Err(e) => {
+                return Err(ToolError::new(
+                    "invalid_schema",
+                    format!("the tool server's input schema for `{tool}` is not valid JSON Schema ({e}), so calls to it cannot be checked and are refused"),
+                )
+                .with_hint("this is a problem of the tool server; the operator should report it"));
+            }
+        };
+        let problems: Vec<String> = validator
+            .iter_errors(args)
+            .take(MAX_REPORTED + 1)
+            .map(|e| self.describe(&e))
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let shown = problems
+            .iter()
+            .take(MAX_REPORTED)
+            .cloned()
+            .collect::<Vec<_>>();
+        let more = if problems.len() > MAX_REPORTED {
+            "; and more"
+        } else {
+            ""
+        };
+        Err(ToolError::new(
+            "invalid_arguments",
+            format!("invalid arguments for {tool}: {}{more}", shown.join("; ")),
+        )
+        .with_hint(format!("{tool} takes {{ {} }}", self.signature())))
+    }
+
+    fn describe(&self, error: &jsonschema::ValidationError<'_>) -> String {
+        let path = error.instance_path().to_string();
+        let at = if path.is_empty() {
+            "the arguments".to_owned()
+        } else {
+            format!("`{}`", path.trim_start_matches('/').replace('/', "."))
+        };
+        match error.kind() {
+            ValidationErrorKind::Required { property } => {
+                let name = property.as_str().unwrap_or_default();
+                let ty = self
+                    .properties
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, t)| format!(" ({t})"))
+                    .unwrap_or_default();
+                format!("missing required argument `{name}`{ty}")
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+                .iter()
+                .map(|name| {
+                    let near = closest(name, self.properties.iter().map(|(n, _)| n.as_str()), 1);
+                    match near.first() {
+                        Some(n) => format!("unknown argument `{name}` (did you mean `{n}`?)"),
+                        None => format!("unknown argument `{name}`"),
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            _ => {
+                let given = short(error.instance());
+                format!("{at}: {error} (got {given})")
+            }
+        }
+    }
+}
+
+/// A value shortened for an error message.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
+    }
+}
+
+fn type_name(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(" | ");
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn sum_schema() -> ArgumentSchema {
+        ArgumentSchema::compile(&json!({
+            "type": "object",
+            "properties": { "a": { "type": "number" }, "b": { "type": "number" }, "label": { "type": "string" } },
+            "required": ["a", "b"],
+            "additionalProperties": false
+        }))
+    }
+
+    #[test]
+    fn valid_arguments_pass() {
+        sum_schema()
+            .check("m.sum", &json!({"a": 1, "b": 2}))
+            .unwrap();
+    }
+
+    #[test]
+    fn errors_say_which_argument_what_was_expected_and_what_was_given() {
+        let e = sum_schema()
+            .check("m.sum", &json!({"a": "two", "b": 2}))
+            .unwrap_err();
+        assert_eq!(e.code, "invalid_arguments");
+        assert!(e.message.contains("`a`"), "{}", e.message);
+        assert!(e.message.contains("number"), "{}", e.message);
+        assert!(e.message.contains("\"two\""), "{}", e.message);
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("m.sum takes { a: number, b: number, label?: string }")
+        );
+    }
+
+    #[test]
+    fn missing_and_unknown_properties_are_named_with_suggestions() {
+        let e = sum_schema()
+            .check("m.sum", &json!({"a": 1, "lable": "x"}))
+            .unwrap_err();
+        assert!(
+            e.message.contains("missing required argument `b` (number)"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .contains("unknown argument `lable` (did you mean `label`?)"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_broken_schema_fails_only_its_own_calls() {
+        let s = ArgumentSchema::compile(&json!({"type": 12}));
+        let e = s.check("m.broken", &json!({})).unwrap_err();
+        assert_eq!(e.code, "invalid_schema");
+    }
+
+    #[test]
+    fn remote_refs_are_not_fetched() {
+        let s = ArgumentSchema::compile(&json!({"$ref": "https://example.invalid/schema.json"}));
+        assert!(s.check("m.remote", &json!({})).is_err());
+    }
+}
