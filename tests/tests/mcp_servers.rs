@@ -86,10 +86,25 @@ try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, h
     assert_eq!(r.result["mime"], json!("image/png"));
     // Checked against the tool's inputSchema before anything was sent.
     assert_eq!(r.result["bad"]["name"], json!("ToolError"), "{}", r.result);
-    assert_eq!(r.result["bad"]["code"], json!("invalid_arguments"), "{}", r.result);
+    assert_eq!(
+        r.result["bad"]["code"],
+        json!("invalid_arguments"),
+        "{}",
+        r.result
+    );
     let message = r.result["bad"]["message"].as_str().unwrap();
-    assert!(message.contains("`a`") && message.contains("\"two\""), "{message}");
-    assert!(r.result["bad"]["hint"].as_str().unwrap().contains("a: number"), "{}", r.result);
+    assert!(
+        message.contains("`a`") && message.contains("\"two\""),
+        "{message}"
+    );
+    assert!(
+        r.result["bad"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("a: number"),
+        "{}",
+        r.result
+    );
     assert_eq!(r.result["unknown"]["code"], json!("unknown_tool"));
     assert_eq!(
         r.result["unknown"]["hint"],
