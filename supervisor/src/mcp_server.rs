@@ -112,6 +112,25 @@ impl McpServer {
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
+        // SAFETY: runs in the child between fork and exec and makes one async-signal-safe
+        // call. The signal fires when the forking *thread* exits: servers are started from
+        // runtime worker threads, which live as long as the daemon.
+        unsafe {
+            cmd.pre_exec(|| {
+                // A server must not outlive a daemon that was killed without its shutdown.
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == -1
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let (transport, stderr) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::piped())
             .spawn()

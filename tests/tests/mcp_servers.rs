@@ -226,3 +226,55 @@ const converted = await tools.time.convert_time({ source_timezone: "UTC", time: 
     );
     d.stop().await;
 }
+
+/// A daemon killed with SIGKILL (no shutdown) still takes its servers with it, even a server
+/// that does not exit when its stdin closes (here: a shell that runs server-everything and then
+/// keeps sleeping, so only the parent-death signal can end it).
+#[test]
+fn servers_die_with_a_killed_daemon() {
+    use airlock_policy::ServerTransport;
+    use airlock_tests::binaries;
+    use airlock_tests::processes::{alive, children_named, wait_until};
+
+    let Some(config) = server_everything("everything", "servers_die_with_a_killed_daemon") else {
+        return;
+    };
+    let ServerTransport::Stdio { command, args, .. } = &config.transport;
+    let script = format!("{command} {} stdio; exec sleep 600", args[0]);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[daemon]\npool_size = 0\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n\n[[server]]\nname = \"everything\"\ncommand = \"/bin/sh\"\nargs = [\"-c\", {script:?}]\nstart = \"eager\"\n"
+        ),
+    )
+    .unwrap();
+    let mut daemon = binaries::airlockd_command(&socket)
+        .arg("--config")
+        .arg(&policy)
+        .spawn()
+        .unwrap();
+    let mut servers = Vec::new();
+    let started = wait_until(20, || {
+        servers = children_named(daemon.id(), "sh");
+        !servers.is_empty()
+    });
+    if !started {
+        let _ = daemon.kill();
+        panic!("the eager server never started");
+    }
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    let survived = !wait_until(5, || !alive(servers[0]));
+    if survived {
+        // SAFETY: kill(2) of the leftover process this test caused.
+        unsafe { libc::kill(servers[0], libc::SIGKILL) };
+    }
+    assert!(
+        !survived,
+        "the MCP server {} outlived the killed daemon",
+        servers[0]
+    );
+}
