@@ -66,6 +66,10 @@ pub struct ExecutionError {
     pub column: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<String>,
+    /// The lines of the submitted code around `line`, numbered, the failing one marked with
+    /// `>` and its column with `^`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }

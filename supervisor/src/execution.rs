@@ -158,6 +158,7 @@ impl Run {
             line: None,
             column: None,
             stack: None,
+            excerpt: None,
             hint: Some("this is a daemon problem, not a problem with the program; the operator should check the airlockd log and `GET /v1/health`".into()),
         });
     }
@@ -446,6 +447,7 @@ impl Run {
                     line,
                     column,
                     stack,
+                    excerpt: None,
                     hint: Some(timeout_hint()),
                 }),
             )
@@ -478,6 +480,12 @@ impl Run {
                 ),
             }
         };
+        let mut error = error;
+        if let Some(err) = error.as_mut() {
+            if let Some(line) = err.line {
+                err.excerpt = code_excerpt(&job.code, line, err.column);
+            }
+        }
         if self.output_truncated {
             self.stderr.push_str(&format!(
                 "[airlock: console output over the {}-byte limit was dropped]\n",
@@ -497,6 +505,36 @@ impl Run {
             principal: job.principal.name.clone(),
         }
     }
+}
+
+/// Up to two lines either side of `line` (1-based), numbered, the line itself marked with `>`
+/// and, when the column is known, a `^` under it.
+fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
+    let lines: Vec<&str> = code.lines().collect();
+    let target = usize::try_from(line).ok()?.checked_sub(1)?;
+    if target >= lines.len() {
+        return None;
+    }
+    let first = target.saturating_sub(2);
+    let last = (target + 2).min(lines.len() - 1);
+    let width = (last + 1).to_string().len();
+    let mut out = String::new();
+    for (i, text) in lines.iter().enumerate().take(last + 1).skip(first) {
+        // Very long lines (minified code, data) are cut so the excerpt stays readable.
+        let shown: String = text.chars().take(200).collect();
+        let marker = if i == target { '>' } else { ' ' };
+        out.push_str(&format!("{marker} {:>width$} | {shown}\n", i + 1));
+        if i == target {
+            if let Some(col) = column.filter(|c| (1..=200).contains(c)) {
+                out.push_str(&format!(
+                    "  {:>width$} | {}^\n",
+                    "",
+                    " ".repeat(col as usize - 1)
+                ));
+            }
+        }
+    }
+    Some(out)
 }
 
 fn timeout_hint() -> String {
@@ -584,6 +622,7 @@ fn exec_error(e: ExecError) -> ExecutionError {
         line: e.line,
         column: e.column,
         stack: e.stack,
+        excerpt: None,
     }
 }
 
@@ -595,6 +634,7 @@ fn protocol_error(detail: &str) -> ExecutionError {
         line: None,
         column: None,
         stack: None,
+        excerpt: None,
         hint: Some("run the program again; if this repeats, the operator should check that airlock-worker matches this airlockd".into()),
     }
 }
@@ -641,6 +681,26 @@ fn crash_error(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
         line: None,
         column: None,
         stack: None,
+        excerpt: None,
         hint,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_excerpt;
+
+    #[test]
+    fn excerpts_mark_the_line_and_column() {
+        let code =
+            "const a = 1;\nconst b = 2;\nnull.x;\nconst c = 3;\nconst d = 4;\nconst e = 5;\n";
+        let ex = code_excerpt(code, 3, Some(5)).unwrap();
+        assert_eq!(
+            ex,
+            "  1 | const a = 1;\n  2 | const b = 2;\n> 3 | null.x;\n    |     ^\n  4 | const c = 3;\n  5 | const d = 4;\n"
+        );
+        assert_eq!(code_excerpt("x", 1, None).unwrap(), "> 1 | x\n");
+        assert!(code_excerpt("x", 2, None).is_none());
+        assert!(code_excerpt("x", 0, None).is_none());
     }
 }

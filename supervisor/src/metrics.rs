@@ -214,6 +214,7 @@ mod tests {
                 line: None,
                 column: None,
                 stack: None,
+                excerpt: None,
                 hint: None,
             }),
             tool_calls: Vec::new(),

@@ -165,6 +165,10 @@ async fn runtime_errors_carry_the_position_in_the_submitted_code() {
     assert_eq!(err.kind, "runtime");
     assert_eq!(err.name.as_deref(), Some("TypeError"));
     assert_eq!(err.line, Some(4), "{err:?}");
+    // The code around the failing line, so the program can be fixed from the answer alone.
+    let excerpt = err.excerpt.unwrap();
+    assert!(excerpt.contains("> 4 | o.field.deeper;"), "{excerpt}");
+    assert!(excerpt.contains("  2 | "), "{excerpt}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

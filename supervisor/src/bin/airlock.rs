@@ -194,6 +194,9 @@ fn report(response: &ExecutionResponse) {
             } else if let Some(line) = err.line {
                 eprintln!("  at line {line}");
             }
+            if let Some(excerpt) = &err.excerpt {
+                eprint!("{excerpt}");
+            }
             if let Some(stack) = &err.stack {
                 for l in stack.lines().filter(|l| !l.trim().is_empty()) {
                     eprintln!("  {}", l.trim());
