@@ -481,10 +481,10 @@ impl Run {
             }
         };
         let mut error = error;
-        if let Some(err) = error.as_mut() {
-            if let Some(line) = err.line {
-                err.excerpt = code_excerpt(&job.code, line, err.column);
-            }
+        if let Some(err) = error.as_mut()
+            && let Some(line) = err.line
+        {
+            err.excerpt = code_excerpt(&job.code, line, err.column);
         }
         if self.output_truncated {
             self.stderr.push_str(&format!(
@@ -524,14 +524,14 @@ fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
         let shown: String = text.chars().take(200).collect();
         let marker = if i == target { '>' } else { ' ' };
         out.push_str(&format!("{marker} {:>width$} | {shown}\n", i + 1));
-        if i == target {
-            if let Some(col) = column.filter(|c| (1..=200).contains(c)) {
-                out.push_str(&format!(
-                    "  {:>width$} | {}^\n",
-                    "",
-                    " ".repeat(col as usize - 1)
-                ));
-            }
+        if i == target
+            && let Some(col) = column.filter(|c| (1..=200).contains(c))
+        {
+            out.push_str(&format!(
+                "  {:>width$} | {}^\n",
+                "",
+                " ".repeat(col as usize - 1)
+            ));
         }
     }
     Some(out)
