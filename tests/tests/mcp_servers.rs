@@ -11,6 +11,13 @@ use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;
 use std::sync::Arc;
 
+/// The in-process tests hold this for their whole run: their servers are children of this test
+/// process, and one test counting or killing "its" server must not see another test's.
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 async fn daemon_with_everything(test: &str) -> Option<TestDaemon> {
     let config = server_everything("everything", test)?;
     Some(
@@ -21,6 +28,7 @@ async fn daemon_with_everything(test: &str) -> Option<TestDaemon> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn programs_call_tools_of_a_real_stdio_mcp_server() {
+    let _serial = serial().await;
     let Some(d) = daemon_with_everything("programs_call_tools_of_a_real_stdio_mcp_server").await
     else {
         return;
@@ -57,6 +65,7 @@ const weather = await tools.everything.get_structured_content({ location: "Chica
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_arrive_as_typed_content_and_bad_calls_as_tool_errors() {
+    let _serial = serial().await;
     let Some(d) =
         daemon_with_everything("images_arrive_as_typed_content_and_bad_calls_as_tool_errors").await
     else {
@@ -115,6 +124,7 @@ try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_calls_to_one_server_run_concurrently() {
+    let _serial = serial().await;
     let Some(d) = daemon_with_everything("parallel_calls_to_one_server_run_concurrently").await
     else {
         return;
@@ -199,6 +209,7 @@ fn airlockd_runs_servers_from_its_policy_file() {
 /// well as the older ones): the same brokering works with the newer protocol era.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_sdk_server_from_pypi_works_too() {
+    let _serial = serial().await;
     let Some(config) = airlock_tests::mcp_peers::python_module_server(
         "time",
         "mcp_server_time",
@@ -277,4 +288,49 @@ fn servers_die_with_a_killed_daemon() {
         "the MCP server {} outlived the killed daemon",
         servers[0]
     );
+}
+
+/// A server that dies between calls is started again by the next call, and the program that
+/// was running when it died gets a clear error rather than a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_is_started_again_on_the_next_call() {
+    let _serial = serial().await;
+    use airlock_tests::processes::{alive, children_named, wait_until};
+
+    let Some(d) =
+        daemon_with_everything("a_crashed_server_is_started_again_on_the_next_call").await
+    else {
+        return;
+    };
+    let first = d
+        .exec("await tools.everything.echo({ message: 'one' })")
+        .await;
+    assert_eq!(first.result, json!("Echo: one"), "{first:?}");
+    let me = std::process::id();
+    let servers = children_named(me, "node");
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    // SAFETY: kill(2) of the server process this test's daemon started.
+    unsafe { libc::kill(servers[0], libc::SIGKILL) };
+    assert!(wait_until(5, || !alive(servers[0])));
+
+    let mut second = d
+        .exec("await tools.everything.echo({ message: 'two' })")
+        .await;
+    if second.status != Status::Ok {
+        // The first call after the crash may still see the dead connection (the transport
+        // notices the closed pipe asynchronously); it must fail cleanly, and the next one work.
+        let err = second.tool_calls[0].error.clone().unwrap();
+        assert!(
+            ["upstream_error", "server_unavailable"].contains(&err.code.as_str()),
+            "{err:?}"
+        );
+        second = d
+            .exec("await tools.everything.echo({ message: 'two' })")
+            .await;
+    }
+    assert_eq!(second.result, json!("Echo: two"), "{second:?}");
+    let restarted = children_named(me, "node");
+    assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted[0], servers[0]);
+    d.stop().await;
 }
