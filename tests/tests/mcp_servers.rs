@@ -334,3 +334,68 @@ async fn a_crashed_server_is_started_again_on_the_next_call() {
     assert_ne!(restarted[0], servers[0]);
     d.stop().await;
 }
+
+/// PyPI's `mcp-server-git` on a repository the test makes: the program reads its log and
+/// status. Its environment is only what the policy gives (here `PATH`, so GitPython finds git).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_git_server_from_pypi_reads_a_repository() {
+    let _serial = serial().await;
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ok, "git {args:?} failed");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(repo.path().join("a.txt"), "hello\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "first commit from the test"]);
+    std::fs::write(repo.path().join("b.txt"), "untracked\n").unwrap();
+
+    let repo_path = repo.path().display().to_string();
+    let Some(mut config) = airlock_tests::mcp_peers::python_module_server(
+        "git",
+        "mcp_server_git",
+        &["--repository", &repo_path],
+        "the_git_server_from_pypi_reads_a_repository",
+    ) else {
+        return;
+    };
+    let airlock_policy::ServerTransport::Stdio { env, .. } = &mut config.transport;
+    env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    let d =
+        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
+            .await;
+    let r = d
+        .exec(&format!(
+            r#"
+const repo = {repo_path:?};
+const log = await tools.git.git_log({{ repo_path: repo, max_count: 5 }});
+const status = await tools.git.git_status({{ repo_path: repo }});
+({{ log: JSON.stringify(log), status: String(status) }})
+"#
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.result["log"]
+            .as_str()
+            .unwrap()
+            .contains("first commit from the test"),
+        "{}",
+        r.result
+    );
+    assert!(
+        r.result["status"].as_str().unwrap().contains("b.txt"),
+        "{}",
+        r.result
+    );
+    d.stop().await;
+}
