@@ -32,6 +32,28 @@ pub struct McpServer {
     config: ToolServer,
     connection: Mutex<Option<Connection>>,
     permits: Semaphore,
+    /// Failed starts in a row, and when the next attempt is allowed.
+    backoff: std::sync::Mutex<Backoff>,
+}
+
+/// Start attempts after failures wait 0.5 s, 1 s, 2 s, … up to 30 s, so a server that cannot
+/// start does not turn every tool call into a process spawn.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: u32,
+    retry_at: Option<tokio::time::Instant>,
+    last_error: String,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(30);
+
+    fn delay(failures: u32) -> Duration {
+        Self::FIRST
+            .saturating_mul(1 << failures.saturating_sub(1).min(16))
+            .min(Self::MAX)
+    }
 }
 
 /// A running server and what we learnt from it.
@@ -66,6 +88,7 @@ impl McpServer {
             config,
             connection: Mutex::new(None),
             permits,
+            backoff: std::sync::Mutex::new(Backoff::default()),
         }
     }
 
@@ -83,13 +106,52 @@ impl McpServer {
             warn!(server = %self.config.name, "MCP server is gone; starting it again");
             *guard = None;
         }
-        let conn = tokio::time::timeout(START_TIMEOUT, self.start())
+        {
+            let backoff = self
+                .backoff
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(at) = backoff
+                .retry_at
+                .filter(|at| *at > tokio::time::Instant::now())
+            {
+                let wait = at - tokio::time::Instant::now();
+                return Err(self.unavailable(format!(
+                    "it failed to start {} time(s) in a row ({}); next attempt in {} ms",
+                    backoff.failures,
+                    backoff.last_error,
+                    wait.as_millis()
+                )));
+            }
+        }
+        let started = tokio::time::timeout(START_TIMEOUT, self.start())
             .await
             .map_err(|_| {
                 self.unavailable(format!(
                     "it did not finish starting within {START_TIMEOUT:?}"
                 ))
-            })??;
+            })
+            .and_then(|r| r);
+        let conn = {
+            let mut backoff = self
+                .backoff
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match started {
+                Ok(conn) => {
+                    *backoff = Backoff::default();
+                    conn
+                }
+                Err(e) => {
+                    backoff.failures += 1;
+                    backoff.retry_at =
+                        Some(tokio::time::Instant::now() + Backoff::delay(backoff.failures));
+                    backoff.last_error = e.message.clone();
+                    warn!(server = %self.config.name, failures = backoff.failures, error = %e.message, "MCP server failed to start");
+                    return Err(e);
+                }
+            }
+        };
         let answer = (conn.service.peer().clone(), conn.tools.clone());
         *guard = Some(conn);
         Ok(answer)
@@ -367,6 +429,48 @@ mod tests {
 
     fn ids(names: &[&str]) -> Vec<String> {
         identifiers(names.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_a_cap() {
+        assert_eq!(Backoff::delay(1), Duration::from_millis(500));
+        assert_eq!(Backoff::delay(2), Duration::from_secs(1));
+        assert_eq!(Backoff::delay(4), Duration::from_secs(4));
+        assert_eq!(Backoff::delay(10), Duration::from_secs(30));
+        assert_eq!(Backoff::delay(u32::MAX), Duration::from_secs(30));
+    }
+
+    /// A server that cannot start is not spawned again on every call.
+    #[tokio::test]
+    async fn a_server_that_cannot_start_backs_off() {
+        let server = McpServer::new(ToolServer {
+            name: "broken".into(),
+            transport: ServerTransport::Stdio {
+                command: "/bin/false".into(),
+                args: Vec::new(),
+                cwd: None,
+                env: Vec::new(),
+            },
+            start: StartMode::Lazy,
+            call_timeout_ms: 1000,
+            max_concurrent_calls: 1,
+        });
+        let first = server.tools().await.unwrap_err();
+        assert_eq!(first.code, "server_unavailable");
+        assert!(first.message.contains("`broken`"), "{}", first.message);
+        let second = server.tools().await.unwrap_err();
+        assert!(
+            second
+                .message
+                .contains("failed to start 1 time(s) in a row"),
+            "{}",
+            second.message
+        );
+        assert!(
+            second.message.contains("next attempt in"),
+            "{}",
+            second.message
+        );
     }
 
     #[test]
