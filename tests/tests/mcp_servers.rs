@@ -140,6 +140,31 @@ async fn parallel_calls_to_one_server_run_concurrently() {
     d.stop().await;
 }
 
+/// The real `airlockd` on a policy with one eager `[[server]]` named `everything` running
+/// `command args`; returns the daemon, its socket, and the directory that holds both.
+fn airlockd_with_server(
+    command: &str,
+    args: &[String],
+    pool_size: usize,
+) -> (std::process::Child, std::path::PathBuf, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[daemon]\npool_size = {pool_size}\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\nstart = \"eager\"\n"
+        ),
+    )
+    .unwrap();
+    let daemon = airlock_tests::binaries::airlockd_command(&socket)
+        .arg("--config")
+        .arg(&policy)
+        .spawn()
+        .unwrap();
+    (daemon, socket, dir)
+}
+
 /// The real `airlockd` with a `[[server]]` in its policy file: the CLI's program calls it, and
 /// SIGTERM leaves no server process behind.
 #[test]
@@ -155,21 +180,7 @@ fn airlockd_runs_servers_from_its_policy_file() {
         return;
     };
     let ServerTransport::Stdio { command, args, .. } = &config.transport;
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("a.sock");
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "[daemon]\npool_size = 1\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\nstart = \"eager\"\n"
-        ),
-    )
-    .unwrap();
-    let mut daemon = binaries::airlockd_command(&socket)
-        .arg("--config")
-        .arg(&policy)
-        .spawn()
-        .unwrap();
+    let (mut daemon, socket, _dir) = airlockd_with_server(command, args, 1);
     assert!(wait_until(20, || socket.exists()), "no socket appeared");
     let out = Command::new(binaries::airlock_cli())
         .arg("--socket")
@@ -244,7 +255,6 @@ const converted = await tools.time.convert_time({ source_timezone: "UTC", time: 
 #[test]
 fn servers_die_with_a_killed_daemon() {
     use airlock_policy::ServerTransport;
-    use airlock_tests::binaries;
     use airlock_tests::processes::{alive, children_named, wait_until};
 
     let Some(config) = server_everything("everything", "servers_die_with_a_killed_daemon") else {
@@ -252,21 +262,8 @@ fn servers_die_with_a_killed_daemon() {
     };
     let ServerTransport::Stdio { command, args, .. } = &config.transport;
     let script = format!("{command} {} stdio; exec sleep 600", args[0]);
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("a.sock");
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "[daemon]\npool_size = 0\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n\n[[server]]\nname = \"everything\"\ncommand = \"/bin/sh\"\nargs = [\"-c\", {script:?}]\nstart = \"eager\"\n"
-        ),
-    )
-    .unwrap();
-    let mut daemon = binaries::airlockd_command(&socket)
-        .arg("--config")
-        .arg(&policy)
-        .spawn()
-        .unwrap();
+    let (mut daemon, _socket, _dir) =
+        airlockd_with_server("/bin/sh", &["-c".to_owned(), script], 0);
     let mut servers = Vec::new();
     let started = wait_until(20, || {
         servers = children_named(daemon.id(), "sh");
