@@ -59,7 +59,15 @@ impl Backoff {
 /// A running server and what we learnt from it.
 struct Connection {
     service: RunningService<RoleClient, ()>,
-    tools: Vec<ServerTool>,
+    catalogue: Catalogue,
+}
+
+/// A running server's tools; cloning it is cheap, so calls need not hold the connection lock.
+#[derive(Debug, Clone)]
+struct Catalogue {
+    tools: Arc<[ServerTool]>,
+    /// The same tools as programs see them, for `ToolSource::tools`.
+    descriptors: Arc<[ToolDescriptor]>,
 }
 
 /// One tool of a running server.
@@ -76,7 +84,7 @@ struct ServerTool {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
-            .field("tools", &self.tools.len())
+            .field("tools", &self.catalogue.tools.len())
             .finish()
     }
 }
@@ -97,11 +105,11 @@ impl McpServer {
     }
 
     /// The running server's peer and tool table, starting the server if needed.
-    async fn connected(&self) -> Result<(Peer<RoleClient>, Vec<ServerTool>), ToolError> {
+    async fn connected(&self) -> Result<(Peer<RoleClient>, Catalogue), ToolError> {
         let mut guard = self.connection.lock().await;
         if let Some(conn) = guard.as_ref() {
             if !conn.service.is_transport_closed() {
-                return Ok((conn.service.peer().clone(), conn.tools.clone()));
+                return Ok((conn.service.peer().clone(), conn.catalogue.clone()));
             }
             warn!(server = %self.config.name, "MCP server is gone; starting it again");
             *guard = None;
@@ -152,7 +160,7 @@ impl McpServer {
                 }
             }
         };
-        let answer = (conn.service.peer().clone(), conn.tools.clone());
+        let answer = (conn.service.peer().clone(), conn.catalogue.clone());
         *guard = Some(conn);
         Ok(answer)
     }
@@ -234,7 +242,14 @@ impl McpServer {
             })
             .collect::<Vec<_>>();
         info!(server = %name, tools = tools.len(), "MCP server started");
-        Ok(Connection { service, tools })
+        let descriptors = tools.iter().map(|t| t.descriptor.clone()).collect();
+        Ok(Connection {
+            service,
+            catalogue: Catalogue {
+                tools: tools.into(),
+                descriptors,
+            },
+        })
     }
 
     fn unavailable(&self, why: String) -> ToolError {
@@ -258,8 +273,8 @@ impl McpServer {
             .acquire()
             .await
             .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
-        let (peer, tools) = self.connected().await?;
-        let Some(found) = tools.iter().find(|t| t.descriptor.name == tool) else {
+        let (peer, catalogue) = self.connected().await?;
+        let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
                 "unknown_tool",
                 format!("server `{}` has no tool named `{tool}`", self.config.name),
@@ -306,8 +321,8 @@ impl ToolSource for McpServer {
 
     fn tools(&self) -> ToolsFuture<'_> {
         Box::pin(async move {
-            let (_, tools) = self.connected().await?;
-            Ok(tools.into_iter().map(|t| t.descriptor).collect())
+            let (_, catalogue) = self.connected().await?;
+            Ok(catalogue.descriptors)
         })
     }
 

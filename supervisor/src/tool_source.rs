@@ -16,8 +16,9 @@ use std::sync::Arc;
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
 
 /// The answer to [`ToolSource::tools`].
+/// Shared, so that looking a tool up on every call costs no copy of the catalogue.
 pub type ToolsFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<ToolDescriptor>, ToolError>> + Send + 'a>>;
+    Pin<Box<dyn Future<Output = Result<Arc<[ToolDescriptor]>, ToolError>> + Send + 'a>>;
 
 /// One tool as the catalogue knows it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -229,7 +230,8 @@ mod tests {
                         description: String::new(),
                         input_schema: serde_json::json!({"type": "object"}),
                     })
-                    .collect())
+                    .collect::<Vec<_>>()
+                    .into())
             })
         }
         fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {

@@ -35,7 +35,7 @@ impl ToolSource for TestTools {
     }
 
     fn tools(&self) -> ToolsFuture<'_> {
-        Box::pin(async { Ok(Self::descriptors()) })
+        Box::pin(async { Ok(Self::descriptors().into()) })
     }
 
     fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
