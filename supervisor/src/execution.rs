@@ -510,16 +510,17 @@ impl Run {
 /// Up to two lines either side of `line` (1-based), numbered, the line itself marked with `>`
 /// and, when the column is known, a `^` under it.
 fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
-    let lines: Vec<&str> = code.lines().collect();
     let target = usize::try_from(line).ok()?.checked_sub(1)?;
-    if target >= lines.len() {
+    let first = target.saturating_sub(2);
+    // Only the window is collected: programs may be megabytes long.
+    let window: Vec<&str> = code.lines().skip(first).take(target + 3 - first).collect();
+    if window.len() <= target - first {
         return None;
     }
-    let first = target.saturating_sub(2);
-    let last = (target + 2).min(lines.len() - 1);
+    let last = first + window.len() - 1;
     let width = (last + 1).to_string().len();
     let mut out = String::new();
-    for (i, text) in lines.iter().enumerate().take(last + 1).skip(first) {
+    for (i, text) in (first..).zip(window) {
         // Very long lines (minified code, data) are cut so the excerpt stays readable.
         let shown: String = text.chars().take(200).collect();
         let marker = if i == target { '>' } else { ' ' };
