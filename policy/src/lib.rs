@@ -34,4 +34,4 @@ pub use limit_settings::LimitSettings;
 pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError};
 pub use principal::Principal;
 pub use source_location::Location;
-pub use tool_server::{ServerTransport, StartMode, ToolServer};
+pub use tool_server::{ServerTransport, SettingValue, StartMode, ToolServer};

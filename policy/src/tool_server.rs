@@ -1,12 +1,15 @@
 //! Tool servers (`[[server]]`): the MCP servers whose tools programs call as
-//! `tools.<name>.<tool>()`. Only stdio servers exist so far; the daemon starts and supervises
-//! them.
+//! `tools.<name>.<tool>()`. A server is either a child process speaking MCP over stdio
+//! (`command`), which the daemon starts and supervises, or a Streamable HTTP endpoint (`url`).
+//! Environment variables and HTTP headers may name a secret (`{ secret = "github-token" }`)
+//! instead of giving a value; the daemon resolves it from its credential store when it
+//! connects, so the value never appears in the policy.
 
 use std::path::PathBuf;
 
 use toml::de::DeValue;
 
-use crate::document::TableReader;
+use crate::document::{Field, TableReader};
 use crate::policy_file::PolicyError;
 
 /// One `[[server]]` table.
@@ -32,8 +35,56 @@ pub enum ServerTransport {
         args: Vec<String>,
         cwd: Option<PathBuf>,
         /// The server's whole environment (nothing is inherited from the daemon).
-        env: Vec<(String, String)>,
+        env: Vec<(String, SettingValue)>,
     },
+    /// A Streamable HTTP endpoint (MCP 2025-03-26 and later).
+    Http {
+        /// `http://` or `https://` URL of the MCP endpoint, for example `https://host/mcp`.
+        url: String,
+        /// Sent with every request, in file order.
+        headers: Vec<(String, SettingValue)>,
+    },
+}
+
+/// The value of an environment variable or header: written in the policy, or the name of a
+/// secret in the daemon's credential store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SettingValue {
+    Literal(String),
+    Secret(String),
+}
+
+impl SettingValue {
+    /// The secret this value needs, if any.
+    pub fn secret(&self) -> Option<&str> {
+        match self {
+            SettingValue::Secret(name) => Some(name),
+            SettingValue::Literal(_) => None,
+        }
+    }
+}
+
+impl ServerTransport {
+    /// Every secret the server needs to start, in policy order (may repeat).
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        let values = match self {
+            ServerTransport::Stdio { env, .. } => env,
+            ServerTransport::Http { headers, .. } => headers,
+        };
+        values.iter().filter_map(|(_, v)| v.secret())
+    }
+}
+
+/// Whether `name` can name a secret: 1 to 128 of ASCII letters, digits, `.`, `_` and `-`, so
+/// it is also a valid systemd credential name and a file name.
+pub fn is_secret_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +99,8 @@ impl ToolServer {
     pub(crate) const KEYS: &'static [&'static str] = &[
         "name",
         "command",
+        "url",
+        "headers",
         "args",
         "cwd",
         "env",
@@ -69,42 +122,37 @@ impl ToolServer {
                 "invalid server name \"{name}\": programs call `tools.{name}.<tool>()`, so use a JavaScript identifier (letters, digits, `_` and `$`, not starting with a digit)"
             )));
         }
-        let command = table
-            .require("command")?
-            .string("a string (the server's executable)")?;
-        if command.is_empty() {
-            return Err(table.require("command")?.invalid("the command is empty"));
-        }
-        let mut args = Vec::new();
-        if let Some(field) = table.get("args") {
-            for arg in field.array("an array of strings")? {
-                args.push(arg.string("a string")?.to_owned());
+        let transport = match (table.get("command"), table.get("url")) {
+            (Some(_), Some(url)) => {
+                return Err(url.invalid(
+                    "a server has either `command` (stdio) or `url` (Streamable HTTP), not both",
+                ));
             }
-        }
-        let cwd = match table.get("cwd") {
-            Some(field) => {
-                let dir = field.string("a string (a directory)")?;
-                if !dir.starts_with('/') {
-                    return Err(field.invalid(format!("\"{dir}\" is not an absolute path")));
+            (None, None) => {
+                return Err(table
+                    .require("command")
+                    .err()
+                    .unwrap_or_else(|| name_field.invalid("a server needs `command` or `url`")));
+            }
+            (Some(command), None) => {
+                if let Some(headers) = table.get("headers") {
+                    return Err(headers.invalid(
+                        "`headers` applies to `url` servers; a stdio server takes `env`",
+                    ));
                 }
-                Some(PathBuf::from(dir))
+                Self::read_stdio(table, command)?
             }
-            None => None,
-        };
-        let mut env = Vec::new();
-        if let Some(field) = table.get("env") {
-            for (key, value) in field.entries("a table of environment variables")? {
-                match value.value() {
-                    DeValue::String(text) => env.push((key, text.to_string())),
-                    DeValue::Table(_) => {
-                        return Err(value.invalid(
-                            "secret references are not supported yet (they arrive with the credential store); give a string",
-                        ));
+            (None, Some(url)) => {
+                for key in ["args", "cwd", "env"] {
+                    if let Some(field) = table.get(key) {
+                        return Err(field.invalid(format!(
+                            "`{key}` applies to `command` servers; a `url` server takes `headers`"
+                        )));
                     }
-                    _ => return Err(value.wrong_type("a string")),
                 }
+                Self::read_http(table, url)?
             }
-        }
+        };
         let start = match table.get("start") {
             None => StartMode::Lazy,
             Some(field) => match field.string("\"lazy\" or \"eager\"")? {
@@ -127,17 +175,131 @@ impl ToolServer {
         };
         Ok(ToolServer {
             name: name.to_owned(),
-            transport: ServerTransport::Stdio {
-                command: command.to_owned(),
-                args,
-                cwd,
-                env,
-            },
+            transport,
             start,
             call_timeout_ms,
             max_concurrent_calls,
         })
     }
+    fn read_stdio(
+        table: &TableReader<'_>,
+        command_field: Field<'_>,
+    ) -> Result<ServerTransport, PolicyError> {
+        let command = command_field.string("a string (the server's executable)")?;
+        if command.is_empty() {
+            return Err(command_field.invalid("the command is empty"));
+        }
+        let mut args = Vec::new();
+        if let Some(field) = table.get("args") {
+            for arg in field.array("an array of strings")? {
+                args.push(arg.string("a string")?.to_owned());
+            }
+        }
+        let cwd = match table.get("cwd") {
+            Some(field) => {
+                let dir = field.string("a string (a directory)")?;
+                if !dir.starts_with('/') {
+                    return Err(field.invalid(format!("\"{dir}\" is not an absolute path")));
+                }
+                Some(PathBuf::from(dir))
+            }
+            None => None,
+        };
+        let env = match table.get("env") {
+            Some(field) => read_settings(field, "a table of environment variables", |key| {
+                !key.is_empty() && !key.contains('=') && !key.contains('\0')
+            })?,
+            None => Vec::new(),
+        };
+        Ok(ServerTransport::Stdio {
+            command: command.to_owned(),
+            args,
+            cwd,
+            env,
+        })
+    }
+
+    fn read_http(
+        table: &TableReader<'_>,
+        url_field: Field<'_>,
+    ) -> Result<ServerTransport, PolicyError> {
+        let url = url_field.string("a string (an http:// or https:// URL)")?;
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(url_field.invalid(format!(
+                "\"{url}\" is not a URL (expected http://host[:port]/path or https://…)"
+            )));
+        };
+        if !matches!(scheme, "http" | "https") {
+            return Err(url_field.invalid(format!(
+                "unsupported scheme \"{scheme}\" (Streamable HTTP servers use http or https)"
+            )));
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.is_empty() {
+            return Err(url_field.invalid(format!("\"{url}\" has no host")));
+        }
+        if authority.contains('@') {
+            return Err(url_field.invalid(
+                "credentials in the URL would be logged and shown; put them in `headers` with a secret reference",
+            ));
+        }
+        let headers = match table.get("headers") {
+            Some(field) => read_settings(field, "a table of HTTP headers", is_header_name)?,
+            None => Vec::new(),
+        };
+        Ok(ServerTransport::Http {
+            url: url.to_owned(),
+            headers,
+        })
+    }
+}
+
+/// Reads a table of names to values, each a string or `{ secret = "name" }`, in file order.
+fn read_settings(
+    field: Field<'_>,
+    expected: &'static str,
+    valid_name: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, SettingValue)>, PolicyError> {
+    let mut out = Vec::new();
+    for (key, value) in field.entries(expected)? {
+        if !valid_name(&key) {
+            return Err(value.invalid(format!("\"{key}\" is not a valid name here")));
+        }
+        let setting = match value.value() {
+            DeValue::String(text) => SettingValue::Literal(text.to_string()),
+            DeValue::Table(_) => {
+                let entries = value.entries("{ secret = \"name\" }")?;
+                let [(k, secret)] = entries.as_slice() else {
+                    return Err(value.invalid(
+                        "a secret reference is written { secret = \"name\" } and has no other keys",
+                    ));
+                };
+                if k != "secret" {
+                    return Err(secret.invalid(format!(
+                        "unknown key \"{k}\" (a secret reference is written {{ secret = \"name\" }})"
+                    )));
+                }
+                let name = secret.string("a string (the secret's name)")?;
+                if !is_secret_name(name) {
+                    return Err(secret.invalid(format!(
+                        "invalid secret name \"{name}\" (use 1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
+                    )));
+                }
+                SettingValue::Secret(name.to_owned())
+            }
+            _ => return Err(value.wrong_type("a string or { secret = \"name\" }")),
+        };
+        out.push((key, setting));
+    }
+    Ok(out)
+}
+
+/// An HTTP header name (RFC 9110 token characters).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// A JavaScript identifier as `tools.<name>` needs it (ASCII only, to keep names unambiguous).
@@ -151,7 +313,7 @@ fn is_identifier(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::Policy;
-    use crate::tool_server::{ServerTransport, StartMode};
+    use crate::tool_server::{ServerTransport, SettingValue, StartMode};
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())
@@ -183,12 +345,125 @@ max_concurrent_calls = 4
             args,
             cwd,
             env,
-        } = &s.transport;
+        } = &s.transport
+        else {
+            panic!("not stdio: {:?}", s.transport);
+        };
         assert_eq!(command, "node");
         assert_eq!(args, &["dist/index.js", "stdio"]);
         assert_eq!(cwd.as_deref(), Some(std::path::Path::new("/srv/mcp")));
         // File order, not sorted.
-        assert_eq!(env, &[("B".into(), "2".into()), ("A".into(), "1".into())]);
+        assert_eq!(
+            env,
+            &[
+                ("B".into(), SettingValue::Literal("2".into())),
+                ("A".into(), SettingValue::Literal("1".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_secret_references_and_an_http_server() {
+        let p = parse(
+            r#"
+[[server]]
+name = "github"
+command = "github-mcp"
+env = { PATH = "/usr/bin", GITHUB_TOKEN = { secret = "github-token" } }
+
+[[server]]
+name = "remote"
+url = "https://mcp.example.com/mcp"
+headers = { Authorization = { secret = "remote.auth" }, "X-Team" = "blue" }
+"#,
+        )
+        .unwrap();
+        let ServerTransport::Stdio { env, .. } = &p.servers[0].transport else {
+            panic!("not stdio");
+        };
+        assert_eq!(env[1].1, SettingValue::Secret("github-token".into()));
+        assert_eq!(
+            p.servers[0].transport.secrets().collect::<Vec<_>>(),
+            ["github-token"]
+        );
+        let ServerTransport::Http { url, headers } = &p.servers[1].transport else {
+            panic!("not http");
+        };
+        assert_eq!(url, "https://mcp.example.com/mcp");
+        assert_eq!(
+            headers,
+            &[
+                (
+                    "Authorization".into(),
+                    SettingValue::Secret("remote.auth".into())
+                ),
+                ("X-Team".into(), SettingValue::Literal("blue".into()))
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_http_servers_and_secret_references_are_located() {
+        let cases = [
+            (
+                "url = \"ftp://x/mcp\"",
+                "server[0].url",
+                "unsupported scheme",
+            ),
+            (
+                "url = \"https://u:p@x/mcp\"",
+                "server[0].url",
+                "credentials in the URL",
+            ),
+            ("url = \"https:///mcp\"", "server[0].url", "has no host"),
+            (
+                "command = \"x\"\nurl = \"http://x/\"",
+                "server[0].url",
+                "not both",
+            ),
+            (
+                "url = \"http://x/\"\nenv = { A = \"b\" }",
+                "server[0].env",
+                "`headers`",
+            ),
+            (
+                "command = \"x\"\nheaders = { A = \"b\" }",
+                "server[0].headers",
+                "takes `env`",
+            ),
+            (
+                "url = \"http://x/\"\nheaders = { \"A B\" = \"b\" }",
+                "server[0].headers.A B",
+                "not a valid name",
+            ),
+            (
+                "command = \"x\"\nenv = { T = { secret = \"a/b\" } }",
+                "server[0].env.T.secret",
+                "invalid secret name",
+            ),
+            (
+                "command = \"x\"\nenv = { T = { secrte = \"a\" } }",
+                "server[0].env.T.secrte",
+                "unknown key",
+            ),
+            (
+                "command = \"x\"\nenv = { T = { secret = \"a\", b = 1 } }",
+                "server[0].env.T",
+                "no other keys",
+            ),
+            (
+                "command = \"x\"\nenv = { T = 1 }",
+                "server[0].env.T",
+                "{ secret",
+            ),
+        ];
+        for (body, key, reason) in cases {
+            let e = parse(&format!("[[server]]\nname = \"a\"\n{body}\n")).unwrap_err();
+            assert!(e.contains(key), "{body}: {e}");
+            assert!(e.contains(reason), "{body}: {e}");
+        }
+        let e = parse("[[server]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.contains("server[0].command"), "{e}");
     }
 
     #[test]
@@ -207,12 +482,6 @@ max_concurrent_calls = 4
 
         let e = parse("[[server]]\nname = \"a\"\n").unwrap_err();
         assert!(e.contains("server[0].command"), "{e}");
-
-        let e =
-            parse("[[server]]\nname = \"a\"\ncommand = \"x\"\nenv = { T = { secret = \"t\" } }\n")
-                .unwrap_err();
-        assert!(e.contains("server[0].env.T"), "{e}");
-        assert!(e.contains("secret references"), "{e}");
 
         let e = parse("[[server]]\nname = \"a\"\ncommand = \"x\"\nstart = \"now\"\n").unwrap_err();
         assert!(e.contains("server[0].start"), "{e}");

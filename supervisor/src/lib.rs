@@ -10,7 +10,8 @@
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
-//! - [`mcp_server`]: a `ToolSource` backed by an MCP server the daemon runs (stdio, `rmcp`).
+//! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
+//! - [`secret_store`]: the credential store that only the supervisor reads.
 //! - [`socket_path`]: default socket location and safe binding.
 //! - [`systemd`]: sd_notify readiness/watchdog and socket activation.
 //! - [`client`]: a client for the agent API (CLI, tests, benchmark).
@@ -23,6 +24,7 @@ pub mod daemon;
 pub mod execution;
 pub mod mcp_server;
 pub mod metrics;
+pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;
 pub mod tool_source;

@@ -7,10 +7,11 @@
 //! server's timeout and waits for one of its concurrency permits.
 
 use crate::argument_schema::ArgumentSchema;
+use crate::secret_store::SecretStore;
 use crate::tool_source::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
 };
-use airlock_policy::{ServerTransport, StartMode, ToolServer};
+use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
 use rmcp::transport::TokioChildProcess;
@@ -30,6 +31,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct McpServer {
     config: ToolServer,
+    /// Where `{ secret = "…" }` values in `env` and `headers` come from, read at each start.
+    secrets: Arc<SecretStore>,
     connection: Mutex<Option<Connection>>,
     permits: Semaphore,
     /// Failed starts in a row, and when the next attempt is allowed.
@@ -90,10 +93,11 @@ impl std::fmt::Debug for Connection {
 }
 
 impl McpServer {
-    pub fn new(config: ToolServer) -> McpServer {
+    pub fn new(config: ToolServer, secrets: Arc<SecretStore>) -> McpServer {
         let permits = Semaphore::new(config.max_concurrent_calls);
         McpServer {
             config,
+            secrets,
             connection: Mutex::new(None),
             permits,
             backoff: std::sync::Mutex::new(Backoff::default()),
@@ -172,7 +176,11 @@ impl McpServer {
             args,
             cwd,
             env,
-        } = &self.config.transport;
+        } = &self.config.transport
+        else {
+            return Err(self.unavailable("Streamable HTTP servers are being wired in".into()));
+        };
+        let env = self.resolve("env", env)?;
         let mut cmd = tokio::process::Command::new(command);
         cmd.args(args)
             .env_clear()
@@ -250,6 +258,30 @@ impl McpServer {
                 descriptors,
             },
         })
+    }
+
+    /// The values of `env` or `headers`, secrets read from the store now (so a secret set or
+    /// rotated while the daemon runs is used at the next start). A missing secret fails this
+    /// server only, and the error names the secret and the key, never a value.
+    fn resolve(
+        &self,
+        table: &str,
+        settings: &[(String, SettingValue)],
+    ) -> Result<Vec<(String, String)>, ToolError> {
+        settings
+            .iter()
+            .map(|(key, value)| match value {
+                SettingValue::Literal(text) => Ok((key.clone(), text.clone())),
+                SettingValue::Secret(name) => match self.secrets.get(name) {
+                    Ok(secret) => Ok((key.clone(), secret.expose().to_owned())),
+                    Err(e) => Err(self
+                        .unavailable(format!("{table}.{key} needs a secret: {e}"))
+                        .with_hint(format!(
+                            "the operator provides it with `airlock secret set {name}` (value on stdin) or as the systemd credential `{name}`"
+                        ))),
+                },
+            })
+            .collect()
     }
 
     fn unavailable(&self, why: String) -> ToolError {
@@ -458,18 +490,21 @@ mod tests {
     /// A server that cannot start is not spawned again on every call.
     #[tokio::test]
     async fn a_server_that_cannot_start_backs_off() {
-        let server = McpServer::new(ToolServer {
-            name: "broken".into(),
-            transport: ServerTransport::Stdio {
-                command: "/bin/false".into(),
-                args: Vec::new(),
-                cwd: None,
-                env: Vec::new(),
+        let server = McpServer::new(
+            ToolServer {
+                name: "broken".into(),
+                transport: ServerTransport::Stdio {
+                    command: "/bin/false".into(),
+                    args: Vec::new(),
+                    cwd: None,
+                    env: Vec::new(),
+                },
+                start: StartMode::Lazy,
+                call_timeout_ms: 1000,
+                max_concurrent_calls: 1,
             },
-            start: StartMode::Lazy,
-            call_timeout_ms: 1000,
-            max_concurrent_calls: 1,
-        });
+            Arc::new(SecretStore::empty()),
+        );
         let first = server.tools().await.unwrap_err();
         assert_eq!(first.code, "server_unavailable");
         assert!(first.message.contains("`broken`"), "{}", first.message);

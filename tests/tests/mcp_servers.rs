@@ -6,6 +6,7 @@
 
 use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::mcp_server::McpServer;
+use airlock_supervisor::secret_store::SecretStore;
 use airlock_tests::mcp_peers::server_everything;
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;
@@ -21,8 +22,11 @@ async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
 async fn daemon_with_everything(test: &str) -> Option<TestDaemon> {
     let config = server_everything("everything", test)?;
     Some(
-        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
-            .await,
+        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+            config,
+            Arc::new(SecretStore::empty()),
+        ))))
+        .await,
     )
 }
 
@@ -229,9 +233,11 @@ async fn a_python_sdk_server_from_pypi_works_too() {
     ) else {
         return;
     };
-    let d =
-        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
-            .await;
+    let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+        config,
+        Arc::new(SecretStore::empty()),
+    ))))
+    .await;
     let r = d
         .exec(
             r#"
@@ -367,9 +373,11 @@ async fn the_git_server_from_pypi_reads_a_repository() {
     };
     let airlock_policy::ServerTransport::Stdio { env, .. } = &mut config.transport;
     env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
-    let d =
-        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(config))))
-            .await;
+    let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+        config,
+        Arc::new(SecretStore::empty()),
+    ))))
+    .await;
     let r = d
         .exec(&format!(
             r#"

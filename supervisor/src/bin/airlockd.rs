@@ -153,9 +153,11 @@ async fn serve(args: Args) -> Result<()> {
         tokio::spawn(run_example(path));
     }
 
+    // Skeleton: the credential store's backends are wired here once they exist.
+    let secrets = Arc::new(airlock_supervisor::secret_store::SecretStore::empty());
     let mut tools = ToolRegistry::new();
     for server in &policy.servers {
-        tools.register(Arc::new(McpServer::new(server.clone())));
+        tools.register(Arc::new(McpServer::new(server.clone(), secrets.clone())));
     }
     let config = DaemonConfig {
         policy,
