@@ -183,7 +183,9 @@ fn airlockd_runs_servers_from_its_policy_file() {
     else {
         return;
     };
-    let ServerTransport::Stdio { command, args, .. } = &config.transport;
+    let ServerTransport::Stdio { command, args, .. } = &config.transport else {
+        unreachable!("server_everything is a stdio server")
+    };
     let (mut daemon, socket, _dir) = airlockd_with_server(command, args, 1);
     assert!(wait_until(20, || socket.exists()), "no socket appeared");
     let out = Command::new(binaries::airlock_cli())
@@ -266,7 +268,9 @@ fn servers_die_with_a_killed_daemon() {
     let Some(config) = server_everything("everything", "servers_die_with_a_killed_daemon") else {
         return;
     };
-    let ServerTransport::Stdio { command, args, .. } = &config.transport;
+    let ServerTransport::Stdio { command, args, .. } = &config.transport else {
+        unreachable!("server_everything is a stdio server")
+    };
     let script = format!("{command} {} stdio; exec sleep 600", args[0]);
     let (mut daemon, _socket, _dir) =
         airlockd_with_server("/bin/sh", &["-c".to_owned(), script], 0);
@@ -371,8 +375,13 @@ async fn the_git_server_from_pypi_reads_a_repository() {
     ) else {
         return;
     };
-    let airlock_policy::ServerTransport::Stdio { env, .. } = &mut config.transport;
-    env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    let airlock_policy::ServerTransport::Stdio { env, .. } = &mut config.transport else {
+        unreachable!("python_module_server is a stdio server")
+    };
+    env.push((
+        "PATH".into(),
+        airlock_policy::SettingValue::Literal("/usr/local/bin:/usr/bin:/bin".into()),
+    ));
     let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
         config,
         Arc::new(SecretStore::empty()),
