@@ -136,6 +136,16 @@ pub enum ExecutionEvent {
         id: u32,
         tool: String,
     },
+    /// A progress notification of a tool call in flight (MCP `notifications/progress`).
+    ToolProgress {
+        id: u32,
+        tool: String,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
     ToolCallFinished {
         id: u32,
         tool: String,

@@ -6,7 +6,7 @@ use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
     Status, ToolCallRecord,
 };
-use crate::tool_source::{CallContext, ToolError, ToolRegistry};
+use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
 use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
 use crate::worker_process::{WorkerExit, signal_name};
 use airlock_policy::Principal;
@@ -374,6 +374,7 @@ impl Run {
             execution_id: job.id.clone(),
             principal: job.principal.name.clone(),
             call_id: id,
+            progress: ToolProgress::new(self.events.clone(), id, tool.clone()),
         };
         calls.spawn(
             async move {

@@ -11,6 +11,7 @@
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
 //! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
+//! - [`outbound_http`]: the HTTP client for outside services (rustls with ring, no redirects).
 //! - [`secret_store`]: the credential store that only the supervisor reads.
 //! - [`socket_path`]: default socket location and safe binding.
 //! - [`systemd`]: sd_notify readiness/watchdog and socket activation.
@@ -24,6 +25,7 @@ pub mod daemon;
 pub mod execution;
 pub mod mcp_server;
 pub mod metrics;
+pub mod outbound_http;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;

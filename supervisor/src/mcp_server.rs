@@ -1,31 +1,54 @@
-//! A tool source backed by one MCP server (`[[server]]` in the policy), reached over stdio
-//! with the official Rust SDK (`rmcp`).
+//! A tool source backed by one MCP server (`[[server]]` in the policy), reached with the
+//! official Rust SDK (`rmcp`) over stdio (a child process the daemon runs) or Streamable HTTP.
 //!
-//! The daemon spawns the server itself (with only the environment the policy gives it), on
+//! The daemon spawns a stdio server itself (with only the environment the policy gives it), on
 //! first use unless the policy says `start = "eager"`, logs its stderr under its name, caches
-//! its tool list, and starts it again on the next call after it died. Every call has the
-//! server's timeout and waits for one of its concurrency permits.
+//! its tool list (refreshed when the server says `notifications/tools/list_changed`), and
+//! connects again on the next call after the server died or the connection broke. Every call
+//! has the server's timeout and waits for one of its concurrency permits; progress
+//! notifications of a call are forwarded to the agent.
+//!
+//! Protocol revisions: rmcp negotiates. Servers of the 2025 revisions get `initialize`; servers
+//! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
+//! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
 use crate::argument_schema::ArgumentSchema;
+use crate::outbound_http;
 use crate::secret_store::SecretStore;
 use crate::tool_source::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
+    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
-use rmcp::service::{Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::ClientHandler;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ContentBlock,
+    Implementation, PingRequest, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
+    RoleClient, RunningService, ServiceError,
+};
 use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
+};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::{Mutex, Semaphore};
-use tracing::{Instrument, info, info_span, warn};
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use tracing::{Instrument, debug, info, info_span, warn};
 
-/// How long a server may take to start and answer `initialize` and `tools/list`.
+/// How long a server may take to start and answer the handshake and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a server may take to answer the `ping` that follows a timed-out call.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One configured MCP server.
 #[derive(Debug)]
@@ -37,6 +60,8 @@ pub struct McpServer {
     permits: Semaphore,
     /// Failed starts in a row, and when the next attempt is allowed.
     backoff: std::sync::Mutex<Backoff>,
+    /// Connections made so far.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 /// Start attempts after failures wait 0.5 s, 1 s, 2 s, … up to 30 s, so a server that cannot
@@ -61,8 +86,45 @@ impl Backoff {
 
 /// A running server and what we learnt from it.
 struct Connection {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, ServerEvents>,
+    events: ServerEvents,
     catalogue: Catalogue,
+    /// The revision the handshake settled on.
+    protocol: ProtocolVersion,
+    /// Reads a 2026-07-28 server's `subscriptions/listen` stream; stopped with the connection.
+    /// Held for its `Drop`.
+    _listener: Option<AbortOnDrop>,
+    /// Tells this connection from the one that replaces it.
+    generation: u64,
+}
+
+/// What a call needs of the connection, taken out so the lock is not held during calls.
+struct Live {
+    generation: u64,
+    peer: Peer<RoleClient>,
+    catalogue: Catalogue,
+    progress: Arc<ProgressRoutes>,
+}
+
+impl Connection {
+    fn live(&self) -> Live {
+        Live {
+            generation: self.generation,
+            peer: self.service.peer().clone(),
+            catalogue: self.catalogue.clone(),
+            progress: self.events.progress.clone(),
+        }
+    }
+}
+
+/// A task that must not outlive its owner.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A running server's tools; cloning it is cheap, so calls need not hold the connection lock.
@@ -80,7 +142,7 @@ struct ServerTool {
     descriptor: ToolDescriptor,
     /// The server's own name, which is what is sent.
     original: String,
-    /// Its `inputSchema`, compiled once per server start.
+    /// Its `inputSchema`, compiled once per listing.
     schema: Arc<ArgumentSchema>,
 }
 
@@ -88,7 +150,159 @@ impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connection")
             .field("tools", &self.catalogue.tools.len())
+            .field("protocol", &self.protocol)
             .finish()
+    }
+}
+
+/// What a server sends on its own initiative, received by rmcp's service loop.
+#[derive(Debug, Clone)]
+struct ServerEvents {
+    /// Progress notifications, routed to the call that owns the token.
+    progress: Arc<ProgressRoutes>,
+    /// Set by `notifications/tools/list_changed`; the next use lists the tools again.
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ServerEvents {
+    fn new() -> Self {
+        ServerEvents {
+            progress: Arc::new(ProgressRoutes::default()),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn tool_list_changed(&self) {
+        debug!("the server's tool list changed; it is listed again on next use");
+        self.tools_changed.store(true, Ordering::Release);
+    }
+}
+
+impl ClientHandler for ServerEvents {
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.progress.deliver(params);
+        std::future::ready(())
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        self.tool_list_changed();
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// Progress notifications by token. rmcp gives a request its token only as it sends it, so a
+/// notification can in principle arrive before its call has subscribed; those wait in a small
+/// buffer instead of being lost. Delivery never blocks rmcp's service loop (which also
+/// carries every other call's answers): a call whose queue is full loses that update.
+#[derive(Debug, Default)]
+struct ProgressRoutes {
+    inner: std::sync::Mutex<ProgressInner>,
+}
+
+#[derive(Debug, Default)]
+struct ProgressInner {
+    routes: HashMap<ProgressToken, mpsc::Sender<ProgressNotificationParam>>,
+    early: VecDeque<ProgressNotificationParam>,
+}
+
+impl ProgressRoutes {
+    const EARLY: usize = 64;
+    const PER_CALL: usize = 256;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ProgressInner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn deliver(&self, params: ProgressNotificationParam) {
+        let mut inner = self.lock();
+        match inner.routes.get(&params.progress_token) {
+            Some(route) => {
+                if route.try_send(params).is_err() {
+                    debug!("a call's progress queue is full; an update was dropped");
+                }
+            }
+            None => {
+                if inner.early.len() == Self::EARLY {
+                    inner.early.pop_front();
+                }
+                inner.early.push_back(params);
+            }
+        }
+    }
+
+    fn subscribe(
+        self: &Arc<Self>,
+        token: ProgressToken,
+    ) -> (mpsc::Receiver<ProgressNotificationParam>, ProgressRoute) {
+        let (tx, rx) = mpsc::channel(Self::PER_CALL);
+        let mut inner = self.lock();
+        let early = std::mem::take(&mut inner.early);
+        for params in early {
+            if params.progress_token == token {
+                let _ = tx.try_send(params);
+            } else {
+                inner.early.push_back(params);
+            }
+        }
+        inner.routes.insert(token.clone(), tx);
+        let route = ProgressRoute {
+            routes: Arc::clone(self),
+            token,
+        };
+        (rx, route)
+    }
+}
+
+/// Unsubscribes its token when the call ends, however it ends.
+struct ProgressRoute {
+    routes: Arc<ProgressRoutes>,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        self.routes.lock().routes.remove(&self.token);
+    }
+}
+
+/// Tells the server a call was abandoned (the program finished or was cancelled before the
+/// answer came), so it can stop working on it. Disarmed once the answer arrived.
+struct AbandonedCall {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for AbandonedCall {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let id = self.id.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let notice = CancelledNotification::new(CancelledNotificationParam::new(
+                    Some(id),
+                    Some("the program no longer waits for this call".into()),
+                ));
+                let _ = peer.send_notification(notice.into()).await;
+            });
+        }
     }
 }
 
@@ -101,6 +315,7 @@ impl McpServer {
             connection: Mutex::new(None),
             permits,
             backoff: std::sync::Mutex::new(Backoff::default()),
+            generations: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -108,14 +323,34 @@ impl McpServer {
         &self.config
     }
 
-    /// The running server's peer and tool table, starting the server if needed.
-    async fn connected(&self) -> Result<(Peer<RoleClient>, Catalogue), ToolError> {
+    /// The protocol revision negotiated with the running server (`None` if it is not running).
+    pub async fn protocol_version(&self) -> Option<String> {
+        let guard = self.connection.lock().await;
+        guard.as_ref().map(|c| c.protocol.to_string())
+    }
+
+    /// The running server's peer and tool table, starting the server if needed and listing
+    /// its tools again if it said they changed.
+    async fn connected(&self) -> Result<Live, ToolError> {
         let mut guard = self.connection.lock().await;
-        if let Some(conn) = guard.as_ref() {
+        if let Some(conn) = guard.as_mut() {
             if !conn.service.is_transport_closed() {
-                return Ok((conn.service.peer().clone(), conn.catalogue.clone()));
+                if conn.events.tools_changed.swap(false, Ordering::AcqRel) {
+                    match self.list_tools(&conn.service).await {
+                        Ok(catalogue) => {
+                            info!(server = %self.config.name, tools = catalogue.tools.len(), "MCP server's tool list changed");
+                            conn.catalogue = catalogue;
+                        }
+                        Err(e) => {
+                            // Keep serving the old list; the next use tries again.
+                            conn.events.tools_changed.store(true, Ordering::Release);
+                            warn!(server = %self.config.name, error = %e.message, "listing the changed tools failed");
+                        }
+                    }
+                }
+                return Ok(conn.live());
             }
-            warn!(server = %self.config.name, "MCP server is gone; starting it again");
+            warn!(server = %self.config.name, "MCP server is gone; connecting again");
             *guard = None;
         }
         {
@@ -164,22 +399,75 @@ impl McpServer {
                 }
             }
         };
-        let answer = (conn.service.peer().clone(), conn.catalogue.clone());
+        let live = conn.live();
         *guard = Some(conn);
-        Ok(answer)
+        Ok(live)
     }
 
     async fn start(&self) -> Result<Connection, ToolError> {
         let name = &self.config.name;
-        let ServerTransport::Stdio {
-            command,
-            args,
-            cwd,
-            env,
-        } = &self.config.transport
-        else {
-            return Err(self.unavailable("Streamable HTTP servers are being wired in".into()));
+        let events = ServerEvents::new();
+        let service = match &self.config.transport {
+            ServerTransport::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+            } => {
+                let transport = self.spawn_stdio(command, args, cwd.as_deref(), env)?;
+                events
+                    .clone()
+                    .serve_with_lifecycle(transport, lifecycle())
+                    .await
+            }
+            ServerTransport::Http { url, headers } => {
+                let transport = self.http_transport(url, headers)?;
+                events
+                    .clone()
+                    .serve_with_lifecycle(transport, lifecycle())
+                    .await
+            }
+        }
+        .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
+        let (protocol, lists_changes) = match service.peer().peer_info() {
+            Some(info) => (
+                info.protocol_version.clone(),
+                info.capabilities
+                    .tools
+                    .as_ref()
+                    .is_some_and(|t| t.list_changed == Some(true)),
+            ),
+            None => (ProtocolVersion::default(), false),
         };
+        // From 2026-07-28 on, list changes come only on a stream the client asks for; older
+        // servers send them unasked, to `on_tool_list_changed`.
+        let listener = if lists_changes && !protocol.has_initialize() {
+            Some(AbortOnDrop(
+                self.listen_for_changes(service.peer().clone(), events.clone()),
+            ))
+        } else {
+            None
+        };
+        let catalogue = self.list_tools(&service).await?;
+        info!(server = %name, tools = catalogue.tools.len(), protocol = %protocol, "MCP server connected");
+        Ok(Connection {
+            service,
+            events,
+            catalogue,
+            protocol,
+            _listener: listener,
+            generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+        })
+    }
+
+    /// Spawns a stdio server with only the environment the policy gives it.
+    fn spawn_stdio(
+        &self,
+        command: &str,
+        args: &[String],
+        cwd: Option<&std::path::Path>,
+        env: &[(String, SettingValue)],
+    ) -> Result<TokioChildProcess, ToolError> {
         let env = self.resolve("env", env)?;
         let mut cmd = tokio::process::Command::new(command);
         cmd.args(args)
@@ -214,7 +502,7 @@ impl McpServer {
             .spawn()
             .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
         if let Some(stderr) = stderr {
-            let span = info_span!("mcp_server", server = %name);
+            let span = info_span!("mcp_server", server = %self.config.name);
             tokio::spawn(
                 async move {
                     let mut lines = BufReader::new(stderr).lines();
@@ -225,10 +513,71 @@ impl McpServer {
                 .instrument(span),
             );
         }
-        let service = ()
-            .serve(transport)
-            .await
-            .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
+        Ok(transport)
+    }
+
+    /// A Streamable HTTP connection with the policy's headers (secrets resolved now).
+    fn http_transport(
+        &self,
+        url: &str,
+        headers: &[(String, SettingValue)],
+    ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
+        let mut custom = HashMap::new();
+        for (key, value) in self.resolve("headers", headers)? {
+            let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
+                .map_err(|e| self.unavailable(format!("header `{key}` is not valid: {e}")))?;
+            let mut value = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+                // Never quote the value: it may be a secret.
+                self.unavailable(format!(
+                    "the value of header `{key}` has characters HTTP headers cannot carry"
+                ))
+            })?;
+            value.set_sensitive(true);
+            custom.insert(name, value);
+        }
+        let client = outbound_http::client()
+            .map_err(|e| self.unavailable(format!("cannot set up HTTP: {e}")))?;
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+            .custom_headers(custom)
+            .max_concurrent_requests(self.config.max_concurrent_calls);
+        Ok(StreamableHttpClientTransport::with_client(client, config))
+    }
+
+    /// Opens the `subscriptions/listen` stream of a 2026-07-28 server for tool-list changes.
+    fn listen_for_changes(
+        &self,
+        peer: Peer<RoleClient>,
+        events: ServerEvents,
+    ) -> tokio::task::JoinHandle<()> {
+        let span = info_span!("mcp_server", server = %self.config.name);
+        tokio::spawn(
+            async move {
+                let filter = SubscriptionFilterBuilder::default()
+                    .tools_list_changed()
+                    .build();
+                let mut subscription = match peer.listen(filter).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        warn!(error = %e, "the server advertises tool-list changes but refused to stream them; its list is cached until it restarts");
+                        return;
+                    }
+                };
+                while let Ok(Some(notification)) = subscription.next().await {
+                    if let ServerNotification::ToolListChangedNotification(_) = notification {
+                        events.tool_list_changed();
+                    }
+                }
+                debug!("the tool-list subscription ended");
+            }
+            .instrument(span),
+        )
+    }
+
+    /// `tools/list`, every page, with each tool's schema compiled.
+    async fn list_tools(
+        &self,
+        service: &RunningService<RoleClient, ServerEvents>,
+    ) -> Result<Catalogue, ToolError> {
         let listed = service
             .list_all_tools()
             .await
@@ -249,14 +598,10 @@ impl McpServer {
                 }
             })
             .collect::<Vec<_>>();
-        info!(server = %name, tools = tools.len(), "MCP server started");
         let descriptors = tools.iter().map(|t| t.descriptor.clone()).collect();
-        Ok(Connection {
-            service,
-            catalogue: Catalogue {
-                tools: tools.into(),
-                descriptors,
-            },
+        Ok(Catalogue {
+            tools: tools.into(),
+            descriptors,
         })
     }
 
@@ -299,13 +644,23 @@ impl McpServer {
         }
     }
 
-    async fn call_tool(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<Value, ToolError> {
         let _permit = self
             .permits
             .acquire()
             .await
             .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
-        let (peer, catalogue) = self.connected().await?;
+        let Live {
+            generation,
+            peer,
+            catalogue,
+            progress: routes,
+        } = self.connected().await?;
         let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
                 "unknown_tool",
@@ -324,26 +679,141 @@ impl McpServer {
         };
         let params = CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
         let timeout = Duration::from_millis(self.config.call_timeout_ms);
-        let result = tokio::time::timeout(timeout, peer.call_tool(params))
+        // rmcp sends `notifications/cancelled` itself when this timeout passes.
+        let handle = peer
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::with_timeout(timeout),
+            )
             .await
-            .map_err(|_| {
-                ToolError::new(
+            .map_err(|e| self.call_failed(tool, &e))?;
+        let mut abandoned = AbandonedCall {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+        };
+        let (mut progress, _route) = routes.subscribe(handle.progress_token.clone());
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut response => break answer,
+                Some(update) = progress.recv() => forward(&ctx.progress, update).await,
+            }
+        };
+        abandoned.peer = None;
+        // Updates that arrived just before the answer still reach the agent, in order.
+        while let Ok(update) = progress.try_recv() {
+            forward(&ctx.progress, update).await;
+        }
+        let result = match answer {
+            Ok(ServerResult::CallToolResult(result)) => result,
+            Ok(ServerResult::InputRequiredResult(_)) => {
+                return Err(ToolError::new(
+                    "upstream_error",
+                    format!(
+                        "{}.{tool} asked for input from a user, which a sandboxed program cannot give",
+                        self.config.name
+                    ),
+                ));
+            }
+            Ok(ServerResult::CreateTaskResult(_)) => {
+                return Err(ToolError::new(
+                    "upstream_error",
+                    format!(
+                        "{}.{tool} answered with a long-running task, which Airlock does not follow yet",
+                        self.config.name
+                    ),
+                ));
+            }
+            Ok(_) => {
+                return Err(self.call_failed(tool, &ServiceError::UnexpectedResponse));
+            }
+            Err(ServiceError::Timeout { .. }) => {
+                self.discard_if_unresponsive(&peer, generation).await;
+                return Err(ToolError::new(
                     "timeout",
                     format!(
                         "{}.{tool} did not answer within {} ms",
                         self.config.name, self.config.call_timeout_ms
                     ),
                 )
-                .with_hint("the server's call_timeout_ms is set in the policy")
-            })?
-            .map_err(|e| {
-                ToolError::new(
-                    "upstream_error",
-                    format!("calling {}.{tool} failed: {e}", self.config.name),
-                )
-            })?;
+                .with_hint("the server's call_timeout_ms is set in the policy"));
+            }
+            Err(e) => {
+                if matches!(
+                    e,
+                    ServiceError::TransportSend(_) | ServiceError::TransportClosed
+                ) {
+                    self.discard(generation).await;
+                }
+                return Err(self.call_failed(tool, &e));
+            }
+        };
         to_value(&self.config.name, tool, result)
     }
+
+    /// Drops a connection that failed under a call (an HTTP server that went away does not
+    /// always close rmcp's transport), so the next call connects afresh. A newer connection
+    /// made meanwhile by another call is kept.
+    async fn discard(&self, generation: u64) {
+        let mut guard = self.connection.lock().await;
+        if guard.as_ref().is_some_and(|c| c.generation == generation) {
+            warn!(server = %self.config.name, "the connection to the MCP server failed; connecting again on the next call");
+            if let Some(conn) = guard.take() {
+                let _ = conn.service.cancel().await;
+            }
+        }
+    }
+
+    /// After a call timed out: is the connection itself still answering? Some failures never
+    /// reach the caller as errors (server-everything answers an unknown HTTP session with a
+    /// 400 whose JSON-RPC error has no id, which rmcp cannot match to the request), so a
+    /// `ping` decides whether the next call needs a new connection.
+    async fn discard_if_unresponsive(&self, peer: &Peer<RoleClient>, generation: u64) {
+        let ping = ClientRequest::PingRequest(PingRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let answered = match peer
+            .send_request_with_option(ping, PeerRequestOptions::with_timeout(PING_TIMEOUT))
+            .await
+        {
+            Ok(handle) => handle.await_response().await.is_ok(),
+            Err(_) => false,
+        };
+        if !answered {
+            self.discard(generation).await;
+        }
+    }
+
+    fn call_failed(&self, tool: &str, e: &ServiceError) -> ToolError {
+        let detail = match e {
+            ServiceError::TransportClosed => {
+                "the connection to the server closed before it answered (the server may have crashed; it is started again on the next call)".to_owned()
+            }
+            ServiceError::McpError(error) => format!("the server answered with an error: {}", error.message),
+            other => other.to_string(),
+        };
+        ToolError::new(
+            "upstream_error",
+            format!("calling {}.{tool} failed: {detail}", self.config.name),
+        )
+    }
+}
+
+/// Try `server/discover` (2026-07-28) first; a server that answers it with an error, or not
+/// within rmcp's 10 s probe timeout, gets the `initialize` handshake of the 2025 revisions.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    }
+}
+
+async fn forward(progress: &ToolProgress, update: ProgressNotificationParam) {
+    progress
+        .report(update.progress, update.total, update.message)
+        .await;
 }
 
 impl ToolSource for McpServer {
@@ -352,14 +822,11 @@ impl ToolSource for McpServer {
     }
 
     fn tools(&self) -> ToolsFuture<'_> {
-        Box::pin(async move {
-            let (_, catalogue) = self.connected().await?;
-            Ok(catalogue.descriptors)
-        })
+        Box::pin(async move { Ok(self.connected().await?.catalogue.descriptors) })
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
-        Box::pin(self.call_tool(tool, args))
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
+        Box::pin(self.call_tool(tool, args, ctx))
     }
 
     fn starts_eagerly(&self) -> bool {

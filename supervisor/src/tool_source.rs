@@ -5,6 +5,7 @@
 //! anything is sent anywhere. Real sources (MCP, OpenAPI, GraphQL) implement the trait in
 //! later modules; tests inject in-process sources through [`ToolRegistry::register`].
 
+use crate::agent_api::ExecutionEvent;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -37,6 +38,52 @@ pub struct CallContext {
     pub principal: String,
     /// Position of this call within its execution (1-based, call order).
     pub call_id: u32,
+    /// Where the source reports the call's progress (MCP progress notifications).
+    pub progress: ToolProgress,
+}
+
+/// Progress of one tool call, streamed to the agent as `tool_progress` events when it asked
+/// for a stream, and dropped otherwise.
+#[derive(Debug, Clone, Default)]
+pub struct ToolProgress {
+    events: Option<tokio::sync::mpsc::Sender<ExecutionEvent>>,
+    call_id: u32,
+    tool: String,
+}
+
+impl ToolProgress {
+    pub fn new(
+        events: Option<tokio::sync::mpsc::Sender<ExecutionEvent>>,
+        call_id: u32,
+        tool: String,
+    ) -> Self {
+        ToolProgress {
+            events,
+            call_id,
+            tool,
+        }
+    }
+
+    /// Whether anybody listens (so a source need not ask its server for progress at all).
+    pub fn wanted(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Reports one step. Waits while the agent's stream is full rather than drop the event:
+    /// the stream is bounded, and a slow reader slows only its own execution.
+    pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(events) = &self.events {
+            let _ = events
+                .send(ExecutionEvent::ToolProgress {
+                    id: self.call_id,
+                    tool: self.tool.clone(),
+                    progress,
+                    total,
+                    message,
+                })
+                .await;
+        }
+    }
 }
 
 /// A provider of tools under one namespace.

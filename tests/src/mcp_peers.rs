@@ -91,3 +91,86 @@ pub fn python_module_server(
         max_concurrent_calls: 16,
     })
 }
+
+/// server-everything serving Streamable HTTP on a local port (`/mcp`), killed on drop.
+#[derive(Debug)]
+pub struct HttpServerEverything {
+    child: std::process::Child,
+    pub url: String,
+}
+
+impl HttpServerEverything {
+    /// Starts it and waits until it accepts connections, or `None` (skip reported) when node
+    /// or the package is missing.
+    pub fn start(test: &str) -> Option<HttpServerEverything> {
+        // The kernel picks a free port; the server binds it again a moment later.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("no free local port");
+        Self::start_on(port, test)
+    }
+
+    /// The same on a given port (to bring a server back where a daemon expects it).
+    pub fn start_on(port: u16, test: &str) -> Option<HttpServerEverything> {
+        let (Some(node), Some(entry)) = (node(), server_everything_entry()) else {
+            assert!(
+                std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+                "server-everything is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+            );
+            eprintln!("SKIPPED {test}: node or @modelcontextprotocol/server-everything is missing");
+            return None;
+        };
+        let child = std::process::Command::new(node)
+            .arg(entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("cannot start node");
+        let server = HttpServerEverything {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server-everything did not listen on port {port} within 20 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Some(server)
+    }
+
+    /// A `[[server]]` for it.
+    pub fn config(&self, name: &str) -> ToolServer {
+        ToolServer {
+            name: name.to_owned(),
+            transport: ServerTransport::Http {
+                url: self.url.clone(),
+                headers: Vec::new(),
+            },
+            start: StartMode::Lazy,
+            call_timeout_ms: 30_000,
+            max_concurrent_calls: 16,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .expect("the url has a port")
+    }
+}
+
+impl Drop for HttpServerEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
