@@ -14,7 +14,7 @@
 
 use crate::argument_schema::ArgumentSchema;
 use crate::outbound_http;
-use crate::secret_store::SecretStore;
+use crate::secret_store::{SecretStore, SecretValue, redact};
 use crate::tool_source::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
@@ -104,6 +104,7 @@ struct Connection {
 /// What a call needs of the connection, taken out so the lock is not held during calls.
 struct Live {
     generation: u64,
+    secrets: SecretsInUse,
     peer: Peer<RoleClient>,
     catalogue: Catalogue,
     progress: Arc<ProgressRoutes>,
@@ -113,6 +114,7 @@ impl Connection {
     fn live(&self) -> Live {
         Live {
             generation: self.generation,
+            secrets: self.events.secrets.clone(),
             peer: self.service.peer().clone(),
             catalogue: self.catalogue.clone(),
             progress: self.events.progress.clone(),
@@ -165,6 +167,8 @@ struct ServerEvents {
     progress: Arc<ProgressRoutes>,
     /// Set by `notifications/tools/list_changed`; the next use lists the tools again.
     tools_changed: Arc<AtomicBool>,
+    /// The secret values this connection was given, redacted from what the server says.
+    secrets: SecretsInUse,
 }
 
 impl ServerEvents {
@@ -172,6 +176,7 @@ impl ServerEvents {
         ServerEvents {
             progress: Arc::new(ProgressRoutes::default()),
             tools_changed: Arc::new(AtomicBool::new(false)),
+            secrets: SecretsInUse::default(),
         }
     }
 
@@ -207,6 +212,72 @@ impl ClientHandler for ServerEvents {
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+/// The secret values a connection was started with. Whatever comes back from the server (its
+/// stderr, results, error messages, progress messages) has them replaced by `[redacted]`
+/// before it is logged or goes towards the program: a server that echoes its own token must
+/// not hand it to the sandbox. (Shape-based scanning of everything else is the secret
+/// scanner's job.)
+#[derive(Debug, Clone, Default)]
+struct SecretsInUse(Arc<std::sync::RwLock<Arc<[SecretValue]>>>);
+
+impl SecretsInUse {
+    fn set(&self, values: Vec<SecretValue>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = values.into();
+    }
+
+    fn values(&self) -> Arc<[SecretValue]> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let values = self.values();
+        if values.is_empty() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        redact(text, &values)
+    }
+
+    /// Redacts every string (and key) in a JSON value, in place.
+    fn redact_value(&self, value: &mut Value) {
+        let values = self.values();
+        if values.is_empty() {
+            return;
+        }
+        redact_json(value, &values);
+    }
+}
+
+fn redact_json(value: &mut Value, secrets: &[SecretValue]) {
+    match value {
+        Value::String(text) => {
+            if let std::borrow::Cow::Owned(clean) = redact(text, secrets) {
+                *text = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
+        Value::Object(map) => {
+            let dirty: Vec<String> = map
+                .keys()
+                .filter(|k| matches!(redact(k, secrets), std::borrow::Cow::Owned(_)))
+                .cloned()
+                .collect();
+            for key in dirty {
+                if let Some(v) = map.remove(&key) {
+                    map.insert(redact(&key, secrets).into_owned(), v);
+                }
+            }
+            map.values_mut().for_each(|v| redact_json(v, secrets));
+        }
+        _ => {}
     }
 }
 
@@ -475,14 +546,15 @@ impl McpServer {
                 cwd,
                 env,
             } => {
-                let transport = self.spawn_stdio(command, args, cwd.as_deref(), env)?;
+                let transport =
+                    self.spawn_stdio(command, args, cwd.as_deref(), env, &events.secrets)?;
                 events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await
             }
             ServerTransport::Http { url, headers } => {
-                let transport = self.http_transport(url, headers)?;
+                let transport = self.http_transport(url, headers, &events.secrets)?;
                 events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
@@ -498,8 +570,11 @@ impl McpServer {
         args: &[String],
         cwd: Option<&std::path::Path>,
         env: &[(String, SettingValue)],
+        secrets: &SecretsInUse,
     ) -> Result<TokioChildProcess, ToolError> {
-        let env = self.resolve("env", env)?;
+        let mut used = Vec::new();
+        let env = self.resolve("env", env, &mut used)?;
+        secrets.set(used);
         let mut cmd = tokio::process::Command::new(command);
         cmd.args(args)
             .env_clear()
@@ -534,10 +609,13 @@ impl McpServer {
             .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
         if let Some(stderr) = stderr {
             let span = info_span!("mcp_server", server = %self.config.name);
+            let secrets = secrets.clone();
             tokio::spawn(
                 async move {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
+                        // A server may print the token it was given; the log must not.
+                        let line = secrets.redact(&line);
                         info!(target: "airlock::mcp_server::stderr", "{line}");
                     }
                 }
@@ -552,9 +630,13 @@ impl McpServer {
         &self,
         url: &str,
         headers: &[(String, SettingValue)],
+        secrets: &SecretsInUse,
     ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
         let mut custom = HashMap::new();
-        for (key, value) in self.resolve("headers", headers)? {
+        let mut used = Vec::new();
+        let resolved = self.resolve("headers", headers, &mut used)?;
+        secrets.set(used);
+        for (key, value) in resolved {
             let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|e| self.unavailable(format!("header `{key}` is not valid: {e}")))?;
             let mut value = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
@@ -639,17 +721,23 @@ impl McpServer {
     /// The values of `env` or `headers`, secrets read from the store now (so a secret set or
     /// rotated while the daemon runs is used at the next start). A missing secret fails this
     /// server only, and the error names the secret and the key, never a value.
+    /// Every secret value used is added to `used`, so what the server says can be redacted.
     fn resolve(
         &self,
         table: &str,
         settings: &[(String, SettingValue)],
+        used: &mut Vec<SecretValue>,
     ) -> Result<Vec<(String, String)>, ToolError> {
         settings
             .iter()
             .map(|(key, value)| match value {
                 SettingValue::Literal(text) => Ok((key.clone(), text.clone())),
                 SettingValue::Secret(name) => match self.secrets.get(name) {
-                    Ok(secret) => Ok((key.clone(), secret.expose().to_owned())),
+                    Ok(secret) => {
+                        let value = secret.expose().to_owned();
+                        used.push(secret);
+                        Ok((key.clone(), value))
+                    }
                     Err(e) => Err(self
                         .unavailable(format!("{table}.{key} needs a secret: {e}"))
                         .with_hint(format!(
@@ -675,11 +763,37 @@ impl McpServer {
         }
     }
 
+    /// One call, with the connection's secret values redacted from whatever the server
+    /// answered (result, error message) before it goes towards the program.
     async fn call_tool(
         &self,
         tool: &str,
         args: Value,
         ctx: &CallContext,
+    ) -> Result<Value, ToolError> {
+        let mut secrets = None;
+        let result = self.call_tool_inner(tool, args, ctx, &mut secrets).await;
+        let Some(secrets) = secrets else {
+            return result;
+        };
+        match result {
+            Ok(mut value) => {
+                secrets.redact_value(&mut value);
+                Ok(value)
+            }
+            Err(mut e) => {
+                e.message = secrets.redact(&e.message).into_owned();
+                Err(e)
+            }
+        }
+    }
+
+    async fn call_tool_inner(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+        secrets_used: &mut Option<SecretsInUse>,
     ) -> Result<Value, ToolError> {
         let _permit = self
             .permits
@@ -688,10 +802,12 @@ impl McpServer {
             .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
         let Live {
             generation,
+            secrets,
             peer,
             catalogue,
             progress: routes,
         } = self.connected().await?;
+        *secrets_used = Some(secrets.clone());
         let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
                 "unknown_tool",
@@ -728,13 +844,13 @@ impl McpServer {
         let answer = loop {
             tokio::select! {
                 answer = &mut response => break answer,
-                Some(update) = progress.recv() => forward(&ctx.progress, update).await,
+                Some(update) = progress.recv() => forward(&ctx.progress, update, &secrets).await,
             }
         };
         abandoned.peer = None;
         // Updates that arrived just before the answer still reach the agent, in order.
         while let Ok(update) = progress.try_recv() {
-            forward(&ctx.progress, update).await;
+            forward(&ctx.progress, update, &secrets).await;
         }
         let result = match answer {
             Ok(ServerResult::CallToolResult(result)) => result,
@@ -859,9 +975,14 @@ fn answered_discover_badly(e: &ClientInitializeError) -> bool {
     )
 }
 
-async fn forward(progress: &ToolProgress, update: ProgressNotificationParam) {
+async fn forward(
+    progress: &ToolProgress,
+    update: ProgressNotificationParam,
+    secrets: &SecretsInUse,
+) {
+    let message = update.message.map(|m| secrets.redact(&m).into_owned());
     progress
-        .report(update.progress, update.total, update.message)
+        .report(update.progress, update.total, message)
         .await;
 }
 

@@ -28,7 +28,9 @@ fn suite(test: &str) -> Option<(PathBuf, PathBuf)> {
         std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
         "the conformance suite is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
     );
-    eprintln!("SKIPPED {test}: the conformance suite or Node 22 is missing (npm ci --prefix tests/mcp-peers)");
+    eprintln!(
+        "SKIPPED {test}: the conformance suite or Node 22 is missing (npm ci --prefix tests/mcp-peers)"
+    );
     None
 }
 
@@ -52,7 +54,10 @@ fn run_scenario(scenario: &str) -> Option<(String, Vec<Value>)> {
         String::from_utf8_lossy(&out.stderr)
     );
     let checks = checks_in(&dir.path().join("results"));
-    assert!(!checks.is_empty(), "no checks recorded for {scenario}:\n{text}");
+    assert!(
+        !checks.is_empty(),
+        "no checks recorded for {scenario}:\n{text}"
+    );
     Some((text, checks))
 }
 
@@ -87,7 +92,9 @@ fn assert_passes(scenario: &str, expected_checks: &[&str]) {
     assert!(failures(&checks).is_empty(), "{scenario}:\n{text}");
     for id in expected_checks {
         assert!(
-            checks.iter().any(|c| c["id"] == *id && c["status"] == "SUCCESS"),
+            checks
+                .iter()
+                .any(|c| c["id"] == *id && c["status"] == "SUCCESS"),
             "{scenario}: no successful check {id}:\n{text}"
         );
     }

@@ -2,17 +2,24 @@
 //!
 //! Exit codes: 0 the program succeeded, 1 the program failed, 2 it timed out, 3 the request
 //! could not be made (daemon unreachable, refused, bad arguments).
+//!
+//! `airlock secret …` does not talk to the daemon: it manages the kernel keyring of the user it
+//! runs as, which is where the daemon (running as that same user) looks. Exit codes: 0 done,
+//! 3 failed.
 
 use airlock_supervisor::agent_api::{
     ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
 };
 use airlock_supervisor::client::Client;
+use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
 use airlock_supervisor::socket_path;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use zeroize::Zeroizing;
 
 #[derive(Debug, Parser)]
 #[command(version, about = "Run programs in airlockd's sandbox")]
@@ -52,6 +59,34 @@ enum Command {
     },
     /// Show the daemon's health.
     Health,
+    /// Manage the secrets tool servers get (`{ secret = "name" }` in the policy). They live in
+    /// the kernel keyring of the user this runs as, so run it as the daemon's user:
+    /// `sudo -u airlock airlock secret set github-token`.
+    Secret {
+        #[command(subcommand)]
+        action: SecretCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SecretCommand {
+    /// Store a secret. The value is read from stdin (on a terminal: a prompt, input hidden),
+    /// never from the command line, where `ps` and shell history would show it. One trailing
+    /// newline is dropped, so `printf '%s' "$TOKEN" | …` and `echo "$TOKEN" | …` store the same.
+    Set {
+        /// The secret's name as the policy writes it: 1 to 128 of `A-Z a-z 0-9 . _ -`.
+        name: String,
+        /// Anything after the name: refused, without repeating it (it may be the value).
+        #[arg(hide = true, num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<OsString>,
+    },
+    /// List the names of the secrets this user's daemon would find, and where (never values).
+    List,
+    /// Remove a secret from the kernel keyring.
+    Delete {
+        /// The secret's name.
+        name: String,
+    },
 }
 
 const EXIT_PROGRAM_FAILED: u8 = 1;
@@ -79,14 +114,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// The daemon's socket: the one given, else the default. (Resolved only by the commands that
+/// talk to the daemon: `airlock secret` needs none.)
+fn daemon_socket(given: Option<PathBuf>) -> Result<PathBuf> {
+    match given {
+        Some(s) => Ok(s),
+        None => Ok(socket_path::client_socket_path()?),
+    }
+}
+
 async fn dispatch(args: Args) -> Result<ExitCode> {
-    let socket = match args.socket {
-        Some(s) => s,
-        None => socket_path::client_socket_path()?,
-    };
     match args.command {
+        Command::Secret { action } => secret(action),
         Command::Health => {
-            let mut client = Client::connect(&socket).await?;
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let (status, body) = client.get("/v1/health").await?;
             let pretty = serde_json::from_str::<serde_json::Value>(&body)
                 .and_then(|v| serde_json::to_string_pretty(&v))
@@ -136,7 +177,7 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 language,
                 timeout_ms,
             };
-            let mut client = Client::connect(&socket).await?;
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let response = if json {
                 let response = client.execute(&request).await?;
                 println!("{}", serde_json::to_string_pretty(&response)?);
@@ -217,5 +258,213 @@ fn report(response: &ExecutionResponse) {
                 );
             }
         }
+    }
+}
+
+/// `airlock secret …`: the kernel keyring of this user, directly (no daemon involved).
+fn secret(action: SecretCommand) -> Result<ExitCode> {
+    let keyring = KernelKeyring::new();
+    let whose = user_label(keyring.uid());
+    match action {
+        SecretCommand::Set { name, rest } => {
+            if !rest.is_empty() {
+                anyhow::bail!(
+                    "unexpected argument after the name: the value is read from stdin, never from the command line (`ps` and shell history would show it); try: airlock secret set {name} < file"
+                );
+            }
+            if !airlock_policy::tool_server::is_secret_name(&name) {
+                anyhow::bail!(
+                    "`{name}` is not a valid secret name (1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
+                );
+            }
+            let value = read_value(&name)?;
+            keyring
+                .set(&name, &value)
+                .with_context(|| format!("cannot store secret `{name}`"))?;
+            eprintln!(
+                "airlock: stored secret `{name}` in the kernel keyring of {whose}; an airlockd running as this user uses it the next time it starts a server that needs it"
+            );
+            if keyring.uid() == 0 {
+                eprintln!(
+                    "airlock: note: the packaged airlockd runs as `airlock`; for it use `sudo -u airlock airlock secret set {name}`"
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        SecretCommand::List => {
+            let listing = SecretStore::from_environment(false).names();
+            let mut out = std::io::stdout().lock();
+            for secret in &listing.found {
+                writeln!(out, "{}\t{}", secret.name, secret.backend)?;
+            }
+            for problem in &listing.problems {
+                eprintln!("airlock: warning: {problem}");
+            }
+            if listing.found.is_empty() {
+                eprintln!("airlock: no secrets for {whose}");
+            }
+            Ok(if listing.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_REQUEST_FAILED)
+            })
+        }
+        SecretCommand::Delete { name } => {
+            if keyring
+                .delete(&name)
+                .with_context(|| format!("cannot delete secret `{name}`"))?
+            {
+                eprintln!("airlock: deleted secret `{name}` from the kernel keyring of {whose}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                anyhow::bail!("there is no secret `{name}` in the kernel keyring of {whose}")
+            }
+        }
+    }
+}
+
+/// "uid 999 (airlock)".
+fn user_label(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(user)) => format!("uid {uid} ({})", user.name),
+        _ => format!("uid {uid}"),
+    }
+}
+
+/// The secret's value from stdin: a hidden prompt on a terminal, else all of stdin. Exactly one
+/// trailing newline is dropped (as for systemd credential files); an empty value is refused.
+fn read_value(name: &str) -> Result<Zeroizing<String>> {
+    let limit = kernel_keyring::MAX_VALUE_BYTES;
+    let mut bytes = if std::io::stdin().is_terminal() {
+        eprint!("value of secret `{name}` (input hidden, end with Enter): ");
+        // ECHONL still echoes the Enter, so the next message starts on its own line.
+        hidden_terminal::read_line(limit + 1)?
+    } else {
+        read_stdin(limit + 1)?
+    };
+    if bytes.len() > limit {
+        anyhow::bail!(
+            "the value is longer than {limit} bytes, the most a kernel keyring key holds"
+        );
+    }
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+    }
+    if bytes.is_empty() {
+        anyhow::bail!(
+            "the value is empty: give it on stdin, e.g. `airlock secret set {name} < token-file`"
+        );
+    }
+    if std::str::from_utf8(&bytes).is_err() {
+        anyhow::bail!(
+            "the value is not valid UTF-8 (secrets end up in environment variables and HTTP headers)"
+        );
+    }
+    if bytes.contains(&0) {
+        anyhow::bail!(
+            "the value contains a NUL byte, which no environment variable or header can carry"
+        );
+    }
+    // Checked above; the bytes move into the `String` without a copy.
+    Ok(Zeroizing::new(
+        String::from_utf8(std::mem::take(&mut *bytes)).unwrap_or_default(),
+    ))
+}
+
+/// Up to `limit` bytes of stdin, read straight from fd 0 into one zeroed-on-drop buffer
+/// (`std::io::Stdin` would keep a copy in its own buffer).
+fn read_stdin(limit: usize) -> Result<Zeroizing<Vec<u8>>> {
+    let mut buffer = Zeroizing::new(vec![0u8; limit]);
+    let mut len = 0;
+    while len < limit {
+        match nix::unistd::read(std::io::stdin(), &mut buffer[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e).context("cannot read the value from stdin"),
+        }
+    }
+    buffer.truncate(len);
+    Ok(buffer)
+}
+
+/// Reading a line from the terminal without echoing it.
+mod hidden_terminal {
+    use anyhow::{Context, Result};
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    use nix::sys::termios::{LocalFlags, SetArg, Termios, tcgetattr, tcsetattr};
+    use std::sync::OnceLock;
+    use zeroize::{Zeroize, Zeroizing};
+
+    /// The terminal settings to put back if a signal ends the process mid-prompt.
+    static SAVED: OnceLock<libc::termios> = OnceLock::new();
+
+    /// Puts echo back when the prompt ends, however it ends (an error, a panic).
+    struct Restore(Termios);
+
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // TCSAFLUSH: whatever was typed beyond the limit goes, rather than to the shell.
+            let _ = tcsetattr(std::io::stdin(), SetArg::TCSAFLUSH, &self.0);
+        }
+    }
+
+    extern "C" fn restore_and_die(signal: libc::c_int) {
+        if let Some(saved) = SAVED.get() {
+            // SAFETY: tcsetattr, signal and raise are async-signal-safe; `saved` points to a
+            // `termios` that is written once before this handler is installed and never again.
+            unsafe {
+                libc::tcsetattr(libc::STDIN_FILENO, libc::TCSAFLUSH, saved);
+            }
+        }
+        // SAFETY: as above; the default action then ends the process with this signal, as if
+        // the handler had not been there.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+
+    /// One line (without its newline) of at most `limit` bytes, typed without echo. Ctrl-C
+    /// and friends end the process as usual, with the terminal's echo back on.
+    pub fn read_line(limit: usize) -> Result<Zeroizing<Vec<u8>>> {
+        let stdin = std::io::stdin();
+        let original = tcgetattr(&stdin).context("cannot read the terminal's settings")?;
+        let _ = SAVED.set(original.clone().into());
+        for signal in [
+            Signal::SIGINT,
+            Signal::SIGTERM,
+            Signal::SIGHUP,
+            Signal::SIGQUIT,
+        ] {
+            let action = SigAction::new(
+                SigHandler::Handler(restore_and_die),
+                SaFlags::empty(),
+                SigSet::empty(),
+            );
+            // SAFETY: the handler only makes async-signal-safe calls (see `restore_and_die`).
+            unsafe { sigaction(signal, &action) }.context("cannot install a signal handler")?;
+        }
+        let mut hidden = original.clone();
+        hidden.local_flags.remove(LocalFlags::ECHO);
+        // The Enter still moves the cursor to the next line.
+        hidden.local_flags.insert(LocalFlags::ECHONL);
+        let _restore = Restore(original);
+        tcsetattr(&stdin, SetArg::TCSAFLUSH, &hidden).context("cannot turn off echo")?;
+        // Byte by byte from fd 0 (the terminal delivers whole lines anyway), into one buffer.
+        let mut line = Zeroizing::new(Vec::with_capacity(limit));
+        let mut byte = [0u8; 1];
+        while line.len() < limit {
+            match nix::unistd::read(&stdin, &mut byte) {
+                Ok(0) => break,
+                Ok(_) if byte[0] == b'\n' => break,
+                Ok(_) => line.push(byte[0]),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e).context("cannot read from the terminal"),
+            }
+        }
+        // The last byte read may be part of the value.
+        byte.zeroize();
+        Ok(line)
     }
 }

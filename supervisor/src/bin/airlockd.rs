@@ -5,10 +5,12 @@ use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
 use airlock_supervisor::mcp_server::McpServer;
+use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -41,6 +43,13 @@ struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// DEVELOPMENT ONLY: also read secrets from AIRLOCK_SECRET_<NAME> environment variables
+    /// (the name upper-cased, `.` and `-` as `_`), after systemd credentials and the kernel
+    /// keyring. A process's environment is visible in /proc to its user and easily leaks into
+    /// logs and child processes; production secrets belong in systemd credentials or
+    /// `airlock secret set`.
+    #[arg(long)]
+    dev_secrets_from_env: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -63,6 +72,20 @@ fn main() -> ExitCode {
                     p.limits.timeout_ms,
                     p.limits.memory_bytes >> 20
                 );
+                // Missing secrets fail only their servers, so they warn instead of failing the
+                // check (which systemd runs before every start).
+                if args.dev_secrets_from_env {
+                    eprintln!(
+                        "{}: warning: --dev-secrets-from-env is for development only",
+                        file.display()
+                    );
+                }
+                let secrets = SecretStore::from_environment(args.dev_secrets_from_env);
+                for server in &p.servers {
+                    for problem in secrets.check_server(server) {
+                        eprintln!("{}: warning: {problem}", file.display());
+                    }
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -93,14 +116,26 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // rmcp logs whole JSON-RPC messages at TRACE: tool results, and any secret a server
+    // echoes in them, would reach the log. Its DEBUG events stay available.
+    let no_message_dumps = tracing_subscriber::filter::filter_fn(|meta| {
+        !(*meta.level() == tracing::Level::TRACE && meta.target().starts_with("rmcp"))
+    });
+    let layer = tracing_subscriber::fmt::layer()
+        // journald and log files get plain text; colours only on a terminal.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(filter);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => registry.with(layer.with_filter(no_message_dumps)).init(),
+        LogFormat::Json => registry
+            .with(layer.json().with_filter(no_message_dumps))
+            .init(),
     }
 }
 
@@ -153,8 +188,7 @@ async fn serve(args: Args) -> Result<()> {
         tokio::spawn(run_example(path));
     }
 
-    // Skeleton: the credential store's backends are wired here once they exist.
-    let secrets = Arc::new(airlock_supervisor::secret_store::SecretStore::empty());
+    let secrets = Arc::new(credential_store(&policy, args.dev_secrets_from_env));
     let mut tools = ToolRegistry::new();
     for server in &policy.servers {
         tools.register(Arc::new(McpServer::new(server.clone(), secrets.clone())));
@@ -169,6 +203,31 @@ async fn serve(args: Args) -> Result<()> {
         let _ = std::fs::remove_file(path);
     }
     result.map_err(Into::into)
+}
+
+/// The credential store from the environment ($CREDENTIALS_DIRECTORY) and the flags, with a
+/// warning for every secret a server needs that it does not have: that server fails when it is
+/// called (naming the secret), every other one works.
+fn credential_store(policy: &Policy, dev_secrets_from_env: bool) -> SecretStore {
+    if dev_secrets_from_env {
+        warn!(
+            "--dev-secrets-from-env is for development only: secrets are also read from AIRLOCK_SECRET_* environment variables, which this daemon's user can read in /proc and whatever started it may log; use systemd credentials or `airlock secret set` in production"
+        );
+    }
+    let secrets = SecretStore::from_environment(dev_secrets_from_env);
+    info!(sources = %secrets.describe(), "credential store");
+    for server in &policy.servers {
+        for problem in secrets.check_server(server) {
+            warn!(
+                server = %problem.server,
+                setting = %problem.setting,
+                secret = %problem.secret,
+                error = %problem.error,
+                "a secret this server needs is missing or unusable; the server will fail until it is provided"
+            );
+        }
+    }
+    secrets
 }
 
 /// Resolves on SIGTERM or SIGINT. SIGHUP is caught so `systemctl reload` cannot kill the
