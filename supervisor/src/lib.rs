@@ -10,6 +10,7 @@
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
+//! - [`typescript_sdk`]: the tool catalogue as TypeScript (types from JSON Schema).
 //! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
 //! - [`outbound_http`]: the HTTP client for outside services (rustls with ring, no redirects).
 //! - [`secret_store`]: the credential store that only the supervisor reads.
@@ -30,6 +31,7 @@ pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;
 pub mod tool_source;
+pub mod typescript_sdk;
 pub mod worker_pool;
 pub mod worker_process;
 
