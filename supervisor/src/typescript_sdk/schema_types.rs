@@ -310,10 +310,7 @@ impl<'a> TypeScriptTypes<'a> {
                     },
                 );
                 self.in_progress.pop();
-                let decl = format!(
-                    "{}export type {name} = {body};\n",
-                    doc(target, "")
-                );
+                let decl = format!("{}export type {name} = {body};\n", doc(target, ""));
                 self.declarations.insert(name.clone(), decl);
                 name
             }
@@ -617,7 +614,10 @@ mod tests {
         let t = types.type_of(&schema);
         assert_eq!(t, "{\n  root?: ToolNode;\n}");
         let decls = types.declarations();
-        assert!(decls.contains("export type ToolNode = {\n  children?: ToolNode[];\n};"), "{decls}");
+        assert!(
+            decls.contains("export type ToolNode = {\n  children?: ToolNode[];\n};"),
+            "{decls}"
+        );
         // An alias-only cycle has no TypeScript type.
         let cyc = json!({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}}});
         let mut types = TypeScriptTypes::new(&cyc, "c");

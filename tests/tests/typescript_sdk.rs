@@ -1,0 +1,249 @@
+//! The generated TypeScript SDK is valid TypeScript: `tsc` (the `typescript` package from npm,
+//! installed by `.ci/run`) checks it strictly, for hostile schemas and for a real server's
+//! catalogue, and a program written against it is type-checked for real.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::mcp_server::McpServer;
+use airlock_supervisor::secret_store::SecretStore;
+use airlock_supervisor::tool_source::ToolSource;
+use airlock_supervisor::typescript_sdk::{SdkFiles, SdkTool};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+fn tsc(test: &str) -> Option<PathBuf> {
+    let tsc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-peers/node_modules/.bin/tsc");
+    if tsc.exists() {
+        return Some(tsc);
+    }
+    assert!(
+        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+        "tsc is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+    );
+    eprintln!("SKIPPED {test}: tsc is missing (npm ci --prefix tests/mcp-peers)");
+    None
+}
+
+/// Writes the SDK (and extra files) to a new directory and runs `tsc -p` there.
+fn check(tsc: &Path, sdk: &SdkFiles, extra: &[(&str, &str)]) -> (bool, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in &sdk.files {
+        let full = dir.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(full, text).unwrap();
+    }
+    for (path, text) in extra {
+        std::fs::write(dir.path().join(path), text).unwrap();
+    }
+    let out = Command::new(tsc)
+        .arg("-p")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text, dir)
+}
+
+fn tool(namespace: &str, name: &str, input: Value) -> SdkTool {
+    SdkTool {
+        namespace: namespace.into(),
+        name: name.into(),
+        description: format!("The {name} tool."),
+        input_schema: input,
+        output_schema: None,
+    }
+}
+
+#[test]
+fn hostile_schemas_still_give_valid_typescript() {
+    let Some(tsc) = tsc("hostile_schemas_still_give_valid_typescript") else {
+        return;
+    };
+    let mut deep = json!({"type": "string"});
+    for _ in 0..300 {
+        deep = json!({"type": "object", "properties": {"next": deep}});
+    }
+    let many: serde_json::Map<String, Value> = (0..10_000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "integer", "description": format!("field {i}")}),
+            )
+        })
+        .collect();
+    let tools = vec![
+        tool("hostile", "deep", deep),
+        tool(
+            "hostile",
+            "wide",
+            json!({"type": "object", "properties": many}),
+        ),
+        tool(
+            "hostile",
+            "recursive",
+            json!({
+                "$ref": "#/$defs/a",
+                "$defs": {
+                    "a": {"type": "object", "properties": {"b": {"$ref": "#/$defs/b"}, "self": {"$ref": "#/$defs/a"}}},
+                    "b": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "array", "items": {"$ref": "#/$defs/b"}}]},
+                    "loop1": {"$ref": "#/$defs/loop2"},
+                    "loop2": {"oneOf": [{"$ref": "#/$defs/loop1"}, {"type": "null"}]},
+                    "uses_loop": {"$ref": "#/$defs/loop1"}
+                }
+            }),
+        ),
+        tool(
+            "hostile",
+            "loops",
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/l1"}}, "$defs": {"l1": {"$ref": "#/$defs/l2"}, "l2": {"$ref": "#/$defs/l1"}}}),
+        ),
+        tool(
+            "hostile",
+            "names",
+            json!({
+                "type": "object",
+                "description": "closes */ the comment /* and @param tricks",
+                "properties": {
+                    "delete": {"type": "string", "description": "a keyword */ injected"},
+                    "class": {"type": "string"},
+                    "constructor": {"type": "number"},
+                    "__proto__": {"type": "boolean"},
+                    "a*/b": {"type": "string"},
+                    "quote\"back\\slash": {"type": "string"},
+                    "new\nline": {"type": "string"},
+                    "ünïcode ✓": {"type": "string"},
+                    "": {"type": "string"},
+                    "123": {"type": "string"}
+                },
+                "required": ["delete", "a*/b"]
+            }),
+        ),
+        tool(
+            "hostile",
+            "odd_values",
+            json!({
+                "type": "object",
+                "properties": {
+                    "e": {"enum": ["*/", "a\"b", 1.5, -2, true, null, {"x": 1}, [1]]},
+                    "c": {"const": "x\u{2028}y"},
+                    "t": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "number"}},
+                    "old_tuple": {"type": "array", "items": [{"type": "string"}, {"type": "boolean"}], "additionalItems": false},
+                    "mixed": {"type": ["string", "integer", "null", "array", "object"], "items": {"type": "string"}},
+                    "nullable_oas": {"type": "string", "nullable": true},
+                    "bare_ref": {"$ref": "http://example.com/elsewhere.json"},
+                    "bad_ref": {"$ref": "#/nowhere/at/all"},
+                    "extra": {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": {"type": "number"}},
+                    "map": {"type": "object", "additionalProperties": {"type": "boolean"}},
+                    "closed": {"type": "object", "additionalProperties": false},
+                    "never": false,
+                    "anything": true,
+                    "all": {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}}, {"required": ["a"]}]},
+                    "not_a_schema": 42
+                }
+            }),
+        ),
+        tool("hostile", "not_an_object", json!("nonsense")),
+        tool("hostile", "delete", json!({"type": "object"})),
+        tool("hostile", "getX", json!({})),
+        tool("hostile", "get_x", json!({})),
+        tool(
+            "plain",
+            "echo",
+            json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+        ),
+    ];
+    let started = std::time::Instant::now();
+    let sdk = SdkFiles::generate(&tools);
+    eprintln!(
+        "generated {} files in {:?}",
+        sdk.files.len(),
+        started.elapsed()
+    );
+    assert_eq!(
+        SdkFiles::generate(&tools),
+        sdk,
+        "generation is deterministic"
+    );
+    let (ok, out, _dir) = check(&tsc, &sdk, &[]);
+    assert!(ok, "tsc rejected the generated SDK:\n{out}");
+}
+
+#[test]
+fn programs_are_checked_against_the_types() {
+    let Some(tsc) = tsc("programs_are_checked_against_the_types") else {
+        return;
+    };
+    let tools = vec![
+        SdkTool {
+            namespace: "math".into(),
+            name: "add".into(),
+            description: "Adds.".into(),
+            input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
+            output_schema: Some(
+                json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}),
+            ),
+        },
+        tool("math", "delete", json!({"type": "object"})),
+    ];
+    let sdk = SdkFiles::generate(&tools);
+    let good = "const r = await tools.math.add({ a: 1, b: 2 });\nconst n: number = r.sum;\nawait tools.math.delete({});\ntry { await tools.math.add({ a: 1, b: 2 }) } catch (e) { if (e instanceof ToolError) console.log(e.code, e.hint) }\nprogress({ done: n });\n";
+    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", good)]);
+    assert!(ok, "a correct program was rejected:\n{out}");
+    for (bad, expected) in [
+        ("await tools.math.add({ a: \"1\", b: 2 });\n", "TS2322"),
+        ("await tools.math.add({ a: 1 });\n", "TS2741"),
+        ("await tools.math.sub({ a: 1, b: 2 });\n", "TS2339"),
+        (
+            "const s: string = (await tools.math.add({ a: 1, b: 2 })).sum;\n",
+            "TS2322",
+        ),
+        ("await fetch(\"https://example.com\");\n", "TS2304"),
+    ] {
+        let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", bad)]);
+        assert!(!ok, "tsc accepted a wrong program: {bad}");
+        assert!(out.contains(expected), "{bad}: expected {expected}:\n{out}");
+    }
+}
+
+/// A real server's whole catalogue (server-everything from npm) through the real MCP client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_servers_catalogue_type_checks() {
+    let Some(tsc) = tsc("a_real_servers_catalogue_type_checks") else {
+        return;
+    };
+    let Some(config) = airlock_tests::mcp_peers::server_everything(
+        "everything",
+        "a_real_servers_catalogue_type_checks",
+    ) else {
+        return;
+    };
+    let server = McpServer::new(config, Arc::new(SecretStore::empty()));
+    let tools: Vec<SdkTool> = server
+        .tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| SdkTool {
+            namespace: "everything".into(),
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            output_schema: None,
+        })
+        .collect();
+    server.shutdown().await;
+    assert!(tools.len() >= 10, "{tools:?}");
+    let sdk = SdkFiles::generate(&tools);
+    let program = "const s = await tools.everything.get_sum({ a: 1, b: 2 });\nconst e = await tools.everything.echo({ message: \"hi\" });\n";
+    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", program)]);
+    assert!(ok, "tsc rejected server-everything's SDK:\n{out}");
+    let file = &sdk.files["servers/everything/get_sum.ts"];
+    assert!(file.contains("a: number;"), "{file}");
+}
