@@ -126,6 +126,36 @@ pub async fn serve_connection(
     }
 }
 
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path> and GET /v1/tools/search?q=";
+
+/// One parameter of a query string, percent-decoded (`+` is a space).
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| percent_decoded(&v.replace('+', " ")))
+}
+
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = text.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 async fn route(
     state: Arc<DaemonState>,
     peer: Arc<Peer>,
@@ -156,17 +186,87 @@ async fn route(
             resp
         }
         (&Method::POST, "/v1/executions") => execute(state, peer, principal, req).await,
-        (_, "/v1/health" | "/v1/executions" | "/metrics") => error_response(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            format!("{} is not supported on {path}", req.method()),
-            Some("use GET /v1/health, GET /metrics or POST /v1/executions".into()),
-        ),
+        (&Method::GET, "/v1/sdk") => {
+            let view = state.catalogue_view(&principal).await;
+            let files: Vec<serde_json::Value> = view
+                .sdk
+                .files
+                .tree()
+                .into_iter()
+                .map(|(path, bytes)| serde_json::json!({ "path": path, "bytes": bytes }))
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "files": files,
+                    "tools": view.sdk.search.len(),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
+            let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
+            let view = state.catalogue_view(&principal).await;
+            match view.sdk.files.files.get(&file) {
+                Some(text) => {
+                    let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
+                    let kind = if file.ends_with(".md") {
+                        "text/markdown; charset=utf-8"
+                    } else if file.ends_with(".json") {
+                        "application/json"
+                    } else {
+                        "text/plain; charset=utf-8"
+                    };
+                    resp.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+                    resp
+                }
+                None => error_response(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("the SDK has no file `{file}`"),
+                    Some("GET /v1/sdk lists the files; start with README.md".into()),
+                ),
+            }
+        }
+        (&Method::GET, "/v1/tools/search") => {
+            let query = query_param(req.uri().query(), "q").unwrap_or_default();
+            let limit = query_param(req.uri().query(), "limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .unwrap_or(10)
+                .clamp(1, 100);
+            if query.trim().is_empty() {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    "the search needs words: GET /v1/tools/search?q=<words>".into(),
+                    Some("for example ?q=create+issue&limit=5".into()),
+                );
+            }
+            let view = state.catalogue_view(&principal).await;
+            let results = view.sdk.search.search(&query, limit);
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "query": query,
+                    "results": results,
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (_, "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search") => {
+            error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                format!("{} is not supported on {path}", req.method()),
+                Some(ROUTES.into()),
+            )
+        }
         _ => error_response(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("no route for {} {path}", req.method()),
-            Some("the API has GET /v1/health, GET /metrics and POST /v1/executions".into()),
+            Some(ROUTES.into()),
         ),
     }
 }

@@ -5,6 +5,7 @@
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
+use crate::tool_catalogue::{CatalogueView, ToolCatalogue};
 use crate::tool_source::ToolRegistry;
 use crate::worker_pool::{PoolStatus, WorkerPool};
 use crate::worker_process::{Spawner, WorkerCeiling};
@@ -51,6 +52,8 @@ pub struct DaemonState {
     executions_total: AtomicU64,
     started: Instant,
     pub metrics: Metrics,
+    /// The tools as SDK files and a search index, per principal (`GET /v1/sdk`, search).
+    pub catalogue: ToolCatalogue,
 }
 
 impl DaemonState {
@@ -102,6 +105,11 @@ impl DaemonState {
             pool_starting: pool.starting,
             uptime_s: self.started.elapsed().as_secs(),
         })
+    }
+
+    /// The SDK and search index for `principal` (may start lazily started servers).
+    pub async fn catalogue_view(&self, principal: &Principal) -> CatalogueView {
+        self.catalogue.view(&self.env.tools, principal).await
     }
 
     pub fn health(&self) -> Health {
@@ -189,6 +197,7 @@ pub async fn run(
         max_slots,
         next_id: AtomicU64::new(1),
         executions_total: AtomicU64::new(0),
+        catalogue: ToolCatalogue::default(),
         started: Instant::now(),
         metrics: Metrics::default(),
     });

@@ -10,6 +10,7 @@
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
+//! - [`tool_catalogue`]: a caller's tools as an SDK and search index, cached per principal.
 //! - [`typescript_sdk`]: the tool catalogue as TypeScript (types from JSON Schema).
 //! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
 //! - [`outbound_http`]: the HTTP client for outside services (rustls with ring, no redirects).
@@ -30,6 +31,7 @@ pub mod outbound_http;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;
+pub mod tool_catalogue;
 pub mod tool_source;
 pub mod typescript_sdk;
 pub mod worker_pool;

@@ -13,7 +13,7 @@ use airlock_supervisor::agent_api::{
 use airlock_supervisor::client::Client;
 use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
 use airlock_supervisor::socket_path;
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
@@ -59,6 +59,11 @@ enum Command {
     },
     /// Show the daemon's health.
     Health,
+    /// Browse the TypeScript SDK of the tools this caller may use.
+    Sdk {
+        #[command(subcommand)]
+        action: SdkCommand,
+    },
     /// Manage the secrets tool servers get (`{ secret = "name" }` in the policy). They live in
     /// the kernel keyring of the user this runs as, so run it as the daemon's user:
     /// `sudo -u airlock airlock secret set github-token`.
@@ -66,6 +71,25 @@ enum Command {
         #[command(subcommand)]
         action: SecretCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum SdkCommand {
+    /// List the SDK's files (path and size).
+    Tree,
+    /// Print one file, e.g. `README.md` or `servers/github/index.ts`.
+    Cat { path: String },
+    /// Find tools by words; prints one-line signatures, best first.
+    Search {
+        /// The words to look for.
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+        /// How many results (1 to 100).
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+    },
+    /// Write every file under DIR, for agents that browse a file system.
+    Write { dir: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,6 +150,10 @@ fn daemon_socket(given: Option<PathBuf>) -> Result<PathBuf> {
 async fn dispatch(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Secret { action } => secret(action),
+        Command::Sdk { action } => {
+            let client = Client::connect(&daemon_socket(args.socket)?).await?;
+            sdk(client, action).await
+        }
         Command::Health => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let (status, body) = client.get("/v1/health").await?;
@@ -262,6 +290,99 @@ fn report(response: &ExecutionResponse) {
 }
 
 /// `airlock secret …`: the kernel keyring of this user, directly (no daemon involved).
+/// `airlock sdk …`: reads the SDK from the daemon's discovery API.
+async fn sdk(mut client: Client, action: SdkCommand) -> Result<ExitCode> {
+    let mut get_ok = async |path: &str| -> Result<String> {
+        let (status, body) = client.get(path).await?;
+        if !status.is_success() {
+            let message = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or(body);
+            bail!("{message}");
+        }
+        Ok(body)
+    };
+    match action {
+        SdkCommand::Tree => {
+            let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;
+            for file in listing["files"].as_array().into_iter().flatten() {
+                println!("{:>9}  {}", file["bytes"], file["path"].as_str().unwrap_or_default());
+            }
+            report_unavailable(&listing);
+        }
+        SdkCommand::Cat { path } => {
+            print!("{}", get_ok(&format!("/v1/sdk/{}", encode_path(&path))).await?);
+        }
+        SdkCommand::Search { words, limit } => {
+            let query = encode_query(&words.join(" "));
+            let found: serde_json::Value =
+                serde_json::from_str(&get_ok(&format!("/v1/tools/search?q={query}&limit={limit}")).await?)?;
+            let results = found["results"].as_array().cloned().unwrap_or_default();
+            if results.is_empty() {
+                eprintln!("airlock: no tool matches; `airlock sdk cat README.md` lists the namespaces");
+            }
+            for hit in results {
+                println!("{}", hit["signature"].as_str().unwrap_or_default());
+                if let Some(summary) = hit["summary"].as_str().filter(|s| !s.is_empty()) {
+                    println!("    {summary}");
+                }
+            }
+            report_unavailable(&found);
+        }
+        SdkCommand::Write { dir } => {
+            let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;
+            let mut written = 0;
+            for file in listing["files"].as_array().into_iter().flatten() {
+                let Some(path) = file["path"].as_str() else { continue };
+                // The daemon's paths are relative and plain; refuse anything else rather than
+                // write outside DIR.
+                if path.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+                    bail!("refusing the SDK path {path:?}");
+                }
+                let text = get_ok(&format!("/v1/sdk/{}", encode_path(path))).await?;
+                let target = dir.join(path);
+                if let Some(parent) = target.parent() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("cannot create {}", parent.display()))?;
+                }
+                std::fs::write(&target, text)
+                    .with_context(|| format!("cannot write {}", target.display()))?;
+                written += 1;
+            }
+            eprintln!("airlock: wrote {written} file(s) under {}", dir.display());
+            report_unavailable(&listing);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn report_unavailable(answer: &serde_json::Value) {
+    for source in answer["unavailable"].as_array().into_iter().flatten() {
+        eprintln!(
+            "airlock: tools of `{}` are missing: {}",
+            source["namespace"].as_str().unwrap_or_default(),
+            source["error"].as_str().unwrap_or_default()
+        );
+    }
+}
+
+/// Percent-encodes what a URL path segment cannot hold (keeps `/`).
+fn encode_path(path: &str) -> String {
+    path.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+fn encode_query(text: &str) -> String {
+    encode_path(text).replace('/', "%2F")
+}
+
 fn secret(action: SecretCommand) -> Result<ExitCode> {
     let keyring = KernelKeyring::new();
     let whose = user_label(keyring.uid());

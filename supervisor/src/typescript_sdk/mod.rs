@@ -3,8 +3,27 @@
 //!
 //! - [`schema_types`]: JSON Schema → TypeScript types (deterministic, always valid).
 //! - [`sdk_files`]: the file tree (`README.md`, `tools.d.ts`, `servers/<ns>/…`).
+//! - [`tool_search`]: BM25 search over the tools, answering with one-line signatures.
 
 pub mod schema_types;
 pub mod sdk_files;
+pub mod tool_search;
 
 pub use sdk_files::{SdkFiles, SdkTool};
+pub use tool_search::{SearchHit, ToolSearch};
+
+/// One catalogue's SDK: its files and its search index, built together.
+#[derive(Debug)]
+pub struct Sdk {
+    pub files: SdkFiles,
+    pub search: ToolSearch,
+}
+
+impl Sdk {
+    pub fn new(tools: &[SdkTool]) -> Sdk {
+        Sdk {
+            files: SdkFiles::generate(tools),
+            search: ToolSearch::new(tools),
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Tool search: BM25 over tool names, descriptions and parameter names, answering with
+//! one-line signatures, so a model finds the two tools it needs among a thousand without
+//! reading them all.
+//!
+//! Fields are weighted by repeating their terms in the document (name ×3, parameter names
+//! ×2, namespace and description ×1), the usual cheap stand-in for BM25F. Terms are
+//! lower-cased alphanumeric runs, split at camelCase humps, with a plural `s` dropped (`ies` → `y`), so
+//! `listRepos`, `list_repos` and "repositories list" meet in the middle.
+
+use super::sdk_files::{SdkTool, first_sentence};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// An index over a catalogue's tools.
+#[derive(Debug, Default)]
+pub struct ToolSearch {
+    entries: Vec<Entry>,
+    /// term → (entry, term frequency)
+    postings: HashMap<String, Vec<(usize, u32)>>,
+    average_length: f64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    hit: SearchHit,
+    length: f64,
+}
+
+/// One result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SearchHit {
+    /// `namespace.tool`.
+    pub tool: String,
+    /// `tools.ns.tool({ a: number, b?: string }): Promise<…>`.
+    pub signature: String,
+    /// The description's first sentence.
+    pub summary: String,
+    /// The SDK file with its types.
+    pub file: String,
+    pub score: f64,
+}
+
+impl ToolSearch {
+    pub fn new(tools: &[SdkTool]) -> ToolSearch {
+        let mut index = ToolSearch::default();
+        let mut total = 0usize;
+        for tool in tools {
+            let mut terms: Vec<String> = Vec::new();
+            for _ in 0..3 {
+                terms.extend(tokens(&tool.name));
+            }
+            terms.extend(tokens(&tool.namespace));
+            if let Some(properties) = tool
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+            {
+                for name in properties.keys() {
+                    let t = tokens(name);
+                    terms.extend(t.iter().cloned());
+                    terms.extend(t);
+                }
+            }
+            terms.extend(tokens(&tool.description));
+            let id = index.entries.len();
+            let mut counts: HashMap<String, u32> = HashMap::new();
+            for term in &terms {
+                *counts.entry(term.clone()).or_default() += 1;
+            }
+            for (term, count) in counts {
+                index.postings.entry(term).or_default().push((id, count));
+            }
+            total += terms.len();
+            index.entries.push(Entry {
+                hit: SearchHit {
+                    tool: format!("{}.{}", tool.namespace, tool.name),
+                    signature: signature(tool),
+                    summary: first_sentence(&tool.description),
+                    file: format!("servers/{}/{}.ts", tool.namespace, tool.name),
+                    score: 0.0,
+                },
+                length: terms.len() as f64,
+            });
+        }
+        index.average_length = if index.entries.is_empty() {
+            1.0
+        } else {
+            (total as f64 / index.entries.len() as f64).max(1.0)
+        };
+        index
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The best `limit` tools for `query`, best first (ties by name, so results are stable).
+    pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit> {
+        let n = self.entries.len() as f64;
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        let mut terms = tokens(query);
+        terms.sort();
+        terms.dedup();
+        for term in &terms {
+            let Some(postings) = self.postings.get(term) else {
+                continue;
+            };
+            let df = postings.len() as f64;
+            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+            for &(id, tf) in postings {
+                let tf = f64::from(tf);
+                let norm = 1.0 - B + B * self.entries[id].length / self.average_length;
+                *scores.entry(id).or_default() += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+            }
+        }
+        // Someone who typed the tool's exact name wants that tool first.
+        let wanted = query.trim();
+        for (id, entry) in self.entries.iter().enumerate() {
+            if entry.hit.tool == wanted || entry.hit.tool.ends_with(&format!(".{wanted}")) {
+                *scores.entry(id).or_default() += 100.0;
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> = scores.into_iter().collect();
+        ranked.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.entries[a.0].hit.tool.cmp(&self.entries[b.0].hit.tool))
+        });
+        ranked
+            .into_iter()
+            .take(limit)
+            .map(|(id, score)| SearchHit {
+                score: (score * 1000.0).round() / 1000.0,
+                ..self.entries[id].hit.clone()
+            })
+            .collect()
+    }
+}
+
+/// `tools.ns.tool({ a: number, b?: string })`: the top-level parameters and their types.
+pub fn signature(tool: &SdkTool) -> String {
+    let schema = &tool.input_schema;
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let params: Vec<String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    let optional = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    format!("{name}{optional}: {}", short_type(s))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let input = if params.is_empty() {
+        "{}".to_owned()
+    } else if params.len() > 12 {
+        format!(
+            "{{ {}, … {} more }}",
+            params[..12].join(", "),
+            params.len() - 12
+        )
+    } else {
+        format!("{{ {} }}", params.join(", "))
+    };
+    format!("tools.{}.{}({input})", tool.namespace, tool.name)
+}
+
+fn short_type(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let shown: Vec<String> = values.iter().take(5).map(Value::to_string).collect();
+        return if values.len() > 5 {
+            format!("{} | …", shown.join(" | "))
+        } else {
+            shown.join(" | ")
+        };
+    }
+    match schema.get("type") {
+        Some(Value::String(t)) if t == "integer" => "number".into(),
+        Some(Value::String(t)) if t == "array" => {
+            let item = schema.get("items").map_or("unknown".into(), short_type);
+            format!("{item}[]")
+        }
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|t| if t == "integer" { "number" } else { t })
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ if schema.get("$ref").is_some() => "object".into(),
+        _ => "unknown".into(),
+    }
+}
+
+/// Lower-cased terms: alphanumeric runs, split at camelCase humps, plural `s` dropped.
+fn tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    let flush = |word: &mut String, out: &mut Vec<String>| {
+        if !word.is_empty() {
+            let mut w = std::mem::take(word).to_lowercase();
+            if w.len() > 4 && w.ends_with("ies") {
+                w.truncate(w.len() - 3);
+                w.push('y');
+            } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") {
+                w.pop();
+            }
+            out.push(w);
+        }
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous_lower {
+                flush(&mut word, &mut out);
+            }
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            previous_lower = false;
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(ns: &str, name: &str, description: &str, params: &[&str]) -> SdkTool {
+        let properties: serde_json::Map<String, Value> = params
+            .iter()
+            .map(|p| ((*p).to_owned(), json!({"type": "string"})))
+            .collect();
+        SdkTool {
+            namespace: ns.into(),
+            name: name.into(),
+            description: description.into(),
+            input_schema: json!({"type": "object", "properties": properties, "required": params.first().map(|p| vec![*p]).unwrap_or_default()}),
+            output_schema: None,
+        }
+    }
+
+    fn catalogue() -> Vec<SdkTool> {
+        vec![
+            tool(
+                "github",
+                "repos_get",
+                "Get a repository.",
+                &["owner", "repo"],
+            ),
+            tool(
+                "github",
+                "issues_create",
+                "Create an issue in a repository.",
+                &["owner", "repo", "title"],
+            ),
+            tool(
+                "github",
+                "issues_list",
+                "List issues assigned to you.",
+                &["state"],
+            ),
+            tool(
+                "time",
+                "get_current_time",
+                "Current time in a timezone.",
+                &["timezone"],
+            ),
+            tool("everything", "echo", "Echoes back the input.", &["message"]),
+        ]
+    }
+
+    #[test]
+    fn ranks_by_name_description_and_parameters() {
+        let index = ToolSearch::new(&catalogue());
+        let hits = index.search("create issue", 3);
+        assert_eq!(hits[0].tool, "github.issues_create");
+        assert_eq!(
+            hits[0].signature,
+            "tools.github.issues_create({ owner: string, repo?: string, title?: string })"
+        );
+        assert_eq!(hits[0].file, "servers/github/issues_create.ts");
+        assert_eq!(index.search("timezone", 1)[0].tool, "time.get_current_time");
+        assert_eq!(index.search("repositories", 5)[0].tool, "github.repos_get");
+        assert_eq!(index.search("echo", 1)[0].tool, "everything.echo");
+        assert!(index.search("nothing matches this", 5).is_empty());
+    }
+
+    #[test]
+    fn camel_and_snake_case_meet() {
+        assert_eq!(tokens("listReposForUser"), ["list", "repo", "for", "user"]);
+        assert_eq!(
+            tokens("list_repos-for.user"),
+            ["list", "repo", "for", "user"]
+        );
+        // Acronyms stay whole; "ss" is not a plural.
+        assert_eq!(tokens("HTTPStatus access"), ["httpstatu", "access"]);
+    }
+}

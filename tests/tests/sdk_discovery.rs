@@ -1,0 +1,136 @@
+//! The discovery API: `GET /v1/sdk`, `GET /v1/sdk/<path>`, `GET /v1/tools/search`, and the
+//! `airlock sdk` commands on top of them, against the real daemon.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_tests::binaries;
+use airlock_tests::{DaemonOptions, TestDaemon};
+use serde_json::Value;
+
+async fn get(d: &TestDaemon, path: &str) -> (u16, String) {
+    let (status, body) = d.client().await.get(path).await.unwrap();
+    (status.as_u16(), body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_lists_reads_and_searches_the_callers_tools() {
+    let d = TestDaemon::start().await;
+    let (status, body) = get(&d, "/v1/sdk").await;
+    assert_eq!(status, 200, "{body}");
+    let listing: Value = serde_json::from_str(&body).unwrap();
+    let paths: Vec<&str> = listing["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for expected in [
+        "README.md",
+        "tools.d.ts",
+        "tsconfig.json",
+        "servers/test/index.ts",
+        "servers/test/add.ts",
+    ] {
+        assert!(paths.contains(&expected), "{paths:?}");
+    }
+    assert_eq!(listing["tools"], 6);
+
+    let (status, readme) = get(&d, "/v1/sdk/README.md").await;
+    assert_eq!(status, 200);
+    assert!(readme.contains("`tools.test`: 6 tool(s)"), "{readme}");
+    let (status, add) = get(&d, "/v1/sdk/servers/test/add.ts").await;
+    assert_eq!(status, 200);
+    assert!(add.contains("export type Add = (input: AddInput)"), "{add}");
+    let (status, missing) = get(&d, "/v1/sdk/servers/test/nope.ts").await;
+    assert_eq!(status, 404);
+    assert!(missing.contains("README.md"), "{missing}");
+
+    let (status, body) = get(&d, "/v1/tools/search?q=adds+numbers&limit=2").await;
+    assert_eq!(status, 200, "{body}");
+    let found: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(found["results"][0]["tool"], "test.add", "{found}");
+    assert!(
+        found["results"][0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("tools.test.add(")
+    );
+    assert!(found["results"].as_array().unwrap().len() <= 2);
+    let (status, _) = get(&d, "/v1/tools/search?q=").await;
+    assert_eq!(status, 400);
+}
+
+/// A principal sees only what it may call, in the files and in search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_shows_only_granted_tools() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.principals[0].allow = vec!["test.echo".into()];
+    }))
+    .await;
+    let (_, body) = get(&d, "/v1/sdk").await;
+    let listing: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listing["tools"], 1, "{listing}");
+    assert_eq!(get(&d, "/v1/sdk/servers/test/add.ts").await.0, 404);
+    let (_, body) = get(&d, "/v1/tools/search?q=adds").await;
+    let found: Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["tool"] == "test.echo"),
+        "{found}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_browses_and_writes_the_sdk() {
+    let d = TestDaemon::start().await;
+    let socket = d.socket_path().to_owned();
+    let cli = move |args: &[&str]| {
+        let out = std::process::Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, tree, err) = tokio::task::spawn_blocking({
+        let cli = cli.clone();
+        move || cli(&["sdk", "tree"])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(tree.contains("servers/test/echo.ts"), "{tree}");
+    let (ok, found, _) = tokio::task::spawn_blocking({
+        let cli = cli.clone();
+        move || cli(&["sdk", "search", "waits", "milliseconds"])
+    })
+    .await
+    .unwrap();
+    assert!(ok);
+    assert!(found.starts_with("tools.test.sleep("), "{found}");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("sdk");
+    let (ok, _, err) = tokio::task::spawn_blocking({
+        let cli = cli.clone();
+        let target = target.display().to_string();
+        move || cli(&["sdk", "write", &target])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{err}");
+    assert!(target.join("servers/test/index.ts").is_file());
+    let (ok, cat, _) = tokio::task::spawn_blocking(move || cli(&["sdk", "cat", "README.md"]))
+        .await
+        .unwrap();
+    assert!(ok);
+    assert_eq!(cat, std::fs::read_to_string(target.join("README.md")).unwrap());
+}
