@@ -8,6 +8,8 @@
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
 //! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
+//! - [`openapi_source`]: `[[openapi]]` tables, OpenAPI documents whose operations become tools;
+//! - [`graphql_source`]: `[[graphql]]` tables, GraphQL endpoints whose fields become tools;
 //! - [`byte_size`]: size strings such as `"256MiB"`;
 //! - [`file_mode`]: octal permission strings such as `"0660"`;
 //! - [`account`]: user and group names resolved through the system's user database;
@@ -22,7 +24,9 @@ pub mod byte_size;
 pub mod daemon_settings;
 mod document;
 pub mod file_mode;
+pub mod graphql_source;
 pub mod limit_settings;
+pub mod openapi_source;
 pub mod policy_file;
 pub mod principal;
 pub mod source_location;
@@ -30,7 +34,9 @@ pub mod tool_pattern;
 pub mod tool_server;
 
 pub use daemon_settings::DaemonSettings;
+pub use graphql_source::{GraphQlSource, SchemaFormat};
 pub use limit_settings::LimitSettings;
+pub use openapi_source::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
 pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError};
 pub use principal::Principal;
 pub use source_location::Location;

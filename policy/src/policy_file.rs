@@ -13,7 +13,9 @@ use crate::byte_size::ByteSizeError;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
 use crate::file_mode::FileModeError;
+use crate::graphql_source::GraphQlSource;
 use crate::limit_settings::LimitSettings;
+use crate::openapi_source::OpenApiSource;
 use crate::principal::Principal;
 use crate::source_location::Location;
 use crate::tool_pattern::ToolPatternError;
@@ -27,7 +29,14 @@ pub const EMBEDDED_DEFAULT_TOML: &str = include_str!("../default.toml");
 pub const EMBEDDED_ORIGIN: &str = "<embedded default>";
 
 /// Keys accepted at the top level of a policy file.
-const TOP_LEVEL_KEYS: &[&str] = &["daemon", "limits", "principal", "server"];
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "daemon",
+    "limits",
+    "principal",
+    "server",
+    "openapi",
+    "graphql",
+];
 
 /// A validated policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +49,10 @@ pub struct Policy {
     pub principals: Vec<Principal>,
     /// `[[server]]` tables: the tool servers, in file order.
     pub servers: Vec<ToolServer>,
+    /// `[[openapi]]` tables: the OpenAPI tool sources, in file order.
+    pub openapi: Vec<OpenApiSource>,
+    /// `[[graphql]]` tables: the GraphQL sources, in file order.
+    pub graphql: Vec<GraphQlSource>,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
 }
@@ -347,11 +360,55 @@ impl Policy {
             }
         }
 
+        // One namespace per source: OpenAPI names must not repeat each other or a server's.
+        let mut openapi: Vec<OpenApiSource> = Vec::new();
+        if let Some(field) = root.get("openapi") {
+            for entry in field.array("an array of tables ([[openapi]])")? {
+                let table = entry.table("a table ([[openapi]])", OpenApiSource::KEYS)?;
+                let source = OpenApiSource::read(&table)?;
+                let name_at = table.require("name")?.location();
+                if let Some(&first_line) = server_lines.get(&source.name) {
+                    return Err(PolicyError::DuplicateName {
+                        at: name_at,
+                        key: format!("{}.name", table.path()),
+                        what: "tool source",
+                        name: source.name,
+                        first_line,
+                    });
+                }
+                server_lines.insert(source.name.clone(), name_at.line);
+                openapi.push(source);
+            }
+        }
+
+        // GraphQL sources share the same namespace: their names are checked like OpenAPI's.
+        let mut graphql: Vec<GraphQlSource> = Vec::new();
+        if let Some(field) = root.get("graphql") {
+            for entry in field.array("an array of tables ([[graphql]])")? {
+                let table = entry.table("a table ([[graphql]])", GraphQlSource::KEYS)?;
+                let source = GraphQlSource::read(&table)?;
+                let name_at = table.require("name")?.location();
+                if let Some(&first_line) = server_lines.get(&source.name) {
+                    return Err(PolicyError::DuplicateName {
+                        at: name_at,
+                        key: format!("{}.name", table.path()),
+                        what: "tool source",
+                        name: source.name,
+                        first_line,
+                    });
+                }
+                server_lines.insert(source.name.clone(), name_at.line);
+                graphql.push(source);
+            }
+        }
+
         Ok(Policy {
             daemon,
             limits,
             principals,
             servers,
+            openapi,
+            graphql,
             origin: origin.to_owned(),
         })
     }

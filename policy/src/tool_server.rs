@@ -265,37 +265,41 @@ fn read_settings(
         if !valid_name(&key) {
             return Err(value.invalid(format!("\"{key}\" is not a valid name here")));
         }
-        let setting = match value.value() {
-            DeValue::String(text) => SettingValue::Literal(text.to_string()),
-            DeValue::Table(_) => {
-                let entries = value.entries("{ secret = \"name\" }")?;
-                let [(k, secret)] = entries.as_slice() else {
-                    return Err(value.invalid(
-                        "a secret reference is written { secret = \"name\" } and has no other keys",
-                    ));
-                };
-                if k != "secret" {
-                    return Err(secret.invalid(format!(
-                        "unknown key \"{k}\" (a secret reference is written {{ secret = \"name\" }})"
-                    )));
-                }
-                let name = secret.string("a string (the secret's name)")?;
-                if !is_secret_name(name) {
-                    return Err(secret.invalid(format!(
-                        "invalid secret name \"{name}\" (use 1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
-                    )));
-                }
-                SettingValue::Secret(name.to_owned())
-            }
-            _ => return Err(value.wrong_type("a string or { secret = \"name\" }")),
-        };
-        out.push((key, setting));
+        out.push((key, setting_value(&value)?));
     }
     Ok(out)
 }
 
+/// One value written as a string or `{ secret = "name" }` (also used by `[[openapi]]` auth).
+pub(crate) fn setting_value(value: &Field<'_>) -> Result<SettingValue, PolicyError> {
+    Ok(match value.value() {
+        DeValue::String(text) => SettingValue::Literal(text.to_string()),
+        DeValue::Table(_) => {
+            let entries = value.entries("{ secret = \"name\" }")?;
+            let [(k, secret)] = entries.as_slice() else {
+                return Err(value.invalid(
+                    "a secret reference is written { secret = \"name\" } and has no other keys",
+                ));
+            };
+            if k != "secret" {
+                return Err(secret.invalid(format!(
+                    "unknown key \"{k}\" (a secret reference is written {{ secret = \"name\" }})"
+                )));
+            }
+            let name = secret.string("a string (the secret's name)")?;
+            if !is_secret_name(name) {
+                return Err(secret.invalid(format!(
+                    "invalid secret name \"{name}\" (use 1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
+                )));
+            }
+            SettingValue::Secret(name.to_owned())
+        }
+        _ => return Err(value.wrong_type("a string or { secret = \"name\" }")),
+    })
+}
+
 /// An HTTP header name (RFC 9110 token characters).
-fn is_header_name(name: &str) -> bool {
+pub(crate) fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
@@ -303,7 +307,7 @@ fn is_header_name(name: &str) -> bool {
 }
 
 /// A JavaScript identifier as `tools.<name>` needs it (ASCII only, to keep names unambiguous).
-fn is_identifier(name: &str) -> bool {
+pub(crate) fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')

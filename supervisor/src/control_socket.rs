@@ -5,10 +5,13 @@
 //! all. A connection no principal admits gets one clear `403` and is closed.
 
 use crate::agent_api::{
-    ApiError, ErrorBody, ExecutionEvent, ExecutionRequest, PeerInfo, RequestLanguage,
+    ApiError, ErrorBody, ExecutionError, ExecutionEvent, ExecutionRequest, PeerInfo,
+    RequestLanguage,
 };
 use crate::daemon::DaemonState;
-use crate::execution::{ExecutionJob, run_execution};
+use crate::execution::{ExecutionJob, rejected_execution, run_execution};
+use crate::program_contract::{self, Leniency};
+use crate::tool_source::ToolDescriptor;
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
 use bytes::Bytes;
@@ -124,6 +127,56 @@ pub async fn serve_connection(
             _ = shutdown.changed() => conn.as_mut().graceful_shutdown(),
         }
     }
+}
+
+/// The contract check (`program_contract`) for a program that mentions `tools` at all.
+async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<ExecutionError> {
+    if !job.code.contains("tools") {
+        return None;
+    }
+    let typescript = job.language == Language::TypeScript;
+    let named = program_contract::referenced_namespaces(&job.code, typescript)?;
+    if named.is_empty() {
+        return None;
+    }
+    let mut lists = Vec::new();
+    let mut lenient = Vec::new();
+    for source in state.execution_env().tools.sources() {
+        if !named.iter().any(|n| n == source.namespace()) {
+            continue;
+        }
+        match source.tools().await {
+            Ok(tools) => {
+                if source.tools_may_change() {
+                    lenient.push((source.namespace().to_owned(), Leniency::Changing));
+                }
+                lists.push((source.namespace().to_owned(), tools));
+            }
+            // Its calls will fail at run time with the reason; the check cannot judge them.
+            Err(_) => lenient.push((source.namespace().to_owned(), Leniency::Unlisted)),
+        }
+    }
+    // Namespaces that exist are in `lists`; the others are unknown, and the check says so
+    // with the namespaces there are.
+    let all: Vec<String> = state
+        .execution_env()
+        .tools
+        .namespaces()
+        .map(str::to_owned)
+        .collect();
+    let empty: Vec<ToolDescriptor> = Vec::new();
+    let catalogue = program_contract::catalogue(
+        lists
+            .iter()
+            .map(|(ns, tools)| (ns.as_str(), &tools[..]))
+            .chain(
+                all.iter()
+                    .filter(|ns| !lists.iter().any(|(l, _)| l == *ns))
+                    .filter(|ns| !lenient.iter().any(|(l, _)| l == *ns))
+                    .map(|ns| (ns.as_str(), &empty[..])),
+            ),
+    );
+    program_contract::check(&job.code, typescript, &catalogue, &lenient)
 }
 
 const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path> and GET /v1/tools/search?q=";
@@ -374,6 +427,30 @@ async fn execute(
         queue_wait: queued.elapsed(),
     };
     let env = state.execution_env();
+    let rejection = contract_violation(&state, &job).await;
+    if let Some(error) = rejection {
+        let events = if streaming {
+            let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
+            tokio::spawn(async move {
+                let _slot = slot;
+                let response = rejected_execution(job, error, Some(tx.clone())).await;
+                state.metrics.record(&response);
+                let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
+            });
+            let mut resp = Response::new(EventBody { rx }.boxed());
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            return resp;
+        } else {
+            None
+        };
+        let response = rejected_execution(job, error, events).await;
+        drop(slot);
+        state.metrics.record(&response);
+        return json_response(StatusCode::OK, &response);
+    }
     if streaming {
         let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
         tokio::spawn(async move {

@@ -47,6 +47,21 @@ pub struct ExecutionJob {
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
 /// returned response is also the final event's payload.
+/// The response for a program refused before it ran (the contract check): no worker was
+/// started and no tool called.
+pub async fn rejected_execution(
+    job: ExecutionJob,
+    error: ExecutionError,
+    events: Option<mpsc::Sender<ExecutionEvent>>,
+) -> ExecutionResponse {
+    let total = Instant::now();
+    let mut run = Run::new(&job, events);
+    run.emit(ExecutionEvent::Started { id: job.id.clone() })
+        .await;
+    run.failure = Some(error);
+    run.finish(&job, total)
+}
+
 pub async fn run_execution(
     env: &ExecutionEnv,
     job: ExecutionJob,

@@ -13,6 +13,9 @@
 //! - [`tool_catalogue`]: a caller's tools as an SDK and search index, cached per principal.
 //! - [`typescript_sdk`]: the tool catalogue as TypeScript (types from JSON Schema).
 //! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
+//! - [`openapi_source`]: a `ToolSource` from an OpenAPI 3.0/3.1 document; the supervisor makes the HTTP calls.
+//! - [`graphql_source`]: a `ToolSource` from a GraphQL schema (SDL or introspection); fields become tools.
+//! - [`program_contract`]: a program's literal tool calls held against the catalogue before it runs.
 //! - [`outbound_http`]: the HTTP client for outside services (rustls with ring, no redirects).
 //! - [`secret_store`]: the credential store that only the supervisor reads.
 //! - [`socket_path`]: default socket location and safe binding.
@@ -25,9 +28,12 @@ pub mod client;
 pub mod control_socket;
 pub mod daemon;
 pub mod execution;
+pub mod graphql_source;
 pub mod mcp_server;
 pub mod metrics;
+pub mod openapi_source;
 pub mod outbound_http;
+pub mod program_contract;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;

@@ -65,6 +65,8 @@ pub struct McpServer {
     /// The server answered `server/discover` with something that is neither a discover
     /// result nor an error; it gets `initialize` directly.
     legacy_only: AtomicBool,
+    /// The running server advertises `tools.listChanged`.
+    lists_changes: AtomicBool,
 }
 
 /// Start attempts after failures wait 0.5 s, 1 s, 2 s, … up to 30 s, so a server that cannot
@@ -394,6 +396,7 @@ impl McpServer {
             backoff: std::sync::Mutex::new(Backoff::default()),
             generations: std::sync::atomic::AtomicU64::new(0),
             legacy_only: AtomicBool::new(false),
+            lists_changes: AtomicBool::new(false),
         }
     }
 
@@ -512,6 +515,7 @@ impl McpServer {
         };
         // From 2026-07-28 on, list changes come only on a stream the client asks for; older
         // servers send them unasked, to `on_tool_list_changed`.
+        self.lists_changes.store(lists_changes, Ordering::Relaxed);
         let listener = if lists_changes && !protocol.has_initialize() {
             Some(AbortOnDrop(
                 self.listen_for_changes(service.peer().clone(), events.clone()),
@@ -1001,6 +1005,10 @@ impl ToolSource for McpServer {
 
     fn starts_eagerly(&self) -> bool {
         self.config.start == StartMode::Eager
+    }
+
+    fn tools_may_change(&self) -> bool {
+        self.lists_changes.load(Ordering::Relaxed)
     }
 
     fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {

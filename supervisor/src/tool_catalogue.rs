@@ -28,10 +28,13 @@ pub struct UnavailableSource {
     pub error: String,
 }
 
+/// The tool lists (by pointer) an SDK was built from, and the SDK.
+type CachedSdk = (Vec<usize>, Arc<Sdk>);
+
 #[derive(Debug, Default)]
 pub struct ToolCatalogue {
-    /// Principal name → (the tool lists it was built from, the SDK).
-    cache: Mutex<HashMap<String, (Vec<usize>, Arc<Sdk>)>>,
+    /// Principal name → what its SDK was built from, and the SDK.
+    cache: Mutex<HashMap<String, CachedSdk>>,
 }
 
 impl ToolCatalogue {

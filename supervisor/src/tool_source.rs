@@ -96,6 +96,12 @@ pub trait ToolSource: Send + Sync + 'static {
     /// Performs one call. `args` is the JSON object the program passed.
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a>;
 
+    /// Whether the source's tool list can change while it runs (an MCP server that announces
+    /// `tools/list_changed`), so a tool missing now may exist later.
+    fn tools_may_change(&self) -> bool {
+        false
+    }
+
     /// Whether the daemon should start this source when it starts (instead of on first use).
     fn starts_eagerly(&self) -> bool {
         false

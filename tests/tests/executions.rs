@@ -146,7 +146,11 @@ try {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_tools_fail_with_suggestions() {
     let d = TestDaemon::start().await;
-    let r = d.exec("await tools.test.ech({})").await;
+    // Written literally, the contract check refuses it before it runs (sdk_discovery.rs);
+    // reached dynamically, it fails at call time.
+    let r = d
+        .exec("const name = 'ech';\nawait (tools.test as any)[name]({})")
+        .await;
     assert_eq!(r.status, Status::Error);
     let err = r.error.unwrap();
     assert_eq!(err.name.as_deref(), Some("ToolError"), "{err:?}");

@@ -79,10 +79,14 @@ async fn images_arrive_as_typed_content_and_bad_calls_as_tool_errors() {
         .exec(
             r#"
 const image = await tools.everything.get_tiny_image({});
+// Arguments and names that are not literals in the call, so the contract check cannot
+// judge them before the run (sdk_discovery.rs covers that); here the call-time checks act.
+const two: unknown = "two";
+const misspelt = "eccho";
 let bad;
-try { await tools.everything.get_sum({ a: "two", b: 1 }) } catch (e) { bad = { name: e.name, code: e.code, message: e.message, hint: e.hint } }
+try { await tools.everything.get_sum({ a: two as number, b: 1 }) } catch (e) { bad = { name: e.name, code: e.code, message: e.message, hint: e.hint } }
 let unknown;
-try { await tools.everything.eccho({}) } catch (e) { unknown = { code: e.code, hint: e.hint } }
+try { await (tools.everything as any)[misspelt]({}) } catch (e) { unknown = { code: e.code, hint: e.hint } }
 ({ kinds: image.map((c: any) => c.type), mime: image.find((c: any) => c.type === "image").mimeType, bad, unknown })
 "#,
         )

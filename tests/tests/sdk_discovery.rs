@@ -132,5 +132,37 @@ async fn the_cli_browses_and_writes_the_sdk() {
         .await
         .unwrap();
     assert!(ok);
-    assert_eq!(cat, std::fs::read_to_string(target.join("README.md")).unwrap());
+    assert_eq!(
+        cat,
+        std::fs::read_to_string(target.join("README.md")).unwrap()
+    );
+}
+
+/// The contract check: a program with a wrong literal tool call is refused before it runs,
+/// with the expected signature; nothing of it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_literal_tool_calls_are_refused_before_running() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec("console.log('ran');\nawait tools.test.echo({ x: 1 });\nawait tools.test.ad({ a: 1, b: 2 });")
+        .await;
+    assert_eq!(
+        r.status,
+        airlock_supervisor::agent_api::Status::Error,
+        "{r:?}"
+    );
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(e.kind, "contract", "{e:?}");
+    assert_eq!(e.message, "`tools.test` has no tool `ad`");
+    assert_eq!(e.hint.as_deref(), Some("did you mean tools.test.add()?"));
+    assert_eq!(e.line, Some(3));
+    assert!(e.excerpt.as_ref().unwrap().contains("> 3 |"), "{e:?}");
+    // Nothing ran: no output, no tool call.
+    assert_eq!(r.stdout, "");
+    assert!(r.tool_calls.is_empty());
+    // Dynamic code is not judged and runs (and fails at call time as usual).
+    let r = d
+        .exec("const name = 'ad'; try { await (tools.test as any)[name]({}) } catch (e) { e.code }")
+        .await;
+    assert_eq!(r.result, serde_json::json!("unknown_tool"), "{r:?}");
 }

@@ -307,20 +307,30 @@ async fn sdk(mut client: Client, action: SdkCommand) -> Result<ExitCode> {
         SdkCommand::Tree => {
             let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;
             for file in listing["files"].as_array().into_iter().flatten() {
-                println!("{:>9}  {}", file["bytes"], file["path"].as_str().unwrap_or_default());
+                println!(
+                    "{:>9}  {}",
+                    file["bytes"],
+                    file["path"].as_str().unwrap_or_default()
+                );
             }
             report_unavailable(&listing);
         }
         SdkCommand::Cat { path } => {
-            print!("{}", get_ok(&format!("/v1/sdk/{}", encode_path(&path))).await?);
+            print!(
+                "{}",
+                get_ok(&format!("/v1/sdk/{}", encode_path(&path))).await?
+            );
         }
         SdkCommand::Search { words, limit } => {
             let query = encode_query(&words.join(" "));
-            let found: serde_json::Value =
-                serde_json::from_str(&get_ok(&format!("/v1/tools/search?q={query}&limit={limit}")).await?)?;
+            let found: serde_json::Value = serde_json::from_str(
+                &get_ok(&format!("/v1/tools/search?q={query}&limit={limit}")).await?,
+            )?;
             let results = found["results"].as_array().cloned().unwrap_or_default();
             if results.is_empty() {
-                eprintln!("airlock: no tool matches; `airlock sdk cat README.md` lists the namespaces");
+                eprintln!(
+                    "airlock: no tool matches; `airlock sdk cat README.md` lists the namespaces"
+                );
             }
             for hit in results {
                 println!("{}", hit["signature"].as_str().unwrap_or_default());
@@ -334,10 +344,15 @@ async fn sdk(mut client: Client, action: SdkCommand) -> Result<ExitCode> {
             let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;
             let mut written = 0;
             for file in listing["files"].as_array().into_iter().flatten() {
-                let Some(path) = file["path"].as_str() else { continue };
+                let Some(path) = file["path"].as_str() else {
+                    continue;
+                };
                 // The daemon's paths are relative and plain; refuse anything else rather than
                 // write outside DIR.
-                if path.split('/').any(|part| part.is_empty() || part == "." || part == "..") {
+                if path
+                    .split('/')
+                    .any(|part| part.is_empty() || part == "." || part == "..")
+                {
                     bail!("refusing the SDK path {path:?}");
                 }
                 let text = get_ok(&format!("/v1/sdk/{}", encode_path(path))).await?;

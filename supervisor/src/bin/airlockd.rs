@@ -4,7 +4,9 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
+use airlock_supervisor::graphql_source::GraphQlApi;
 use airlock_supervisor::mcp_server::McpServer;
+use airlock_supervisor::openapi_source::OpenApiSource;
 use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
@@ -86,7 +88,62 @@ fn main() -> ExitCode {
                         eprintln!("{}: warning: {problem}", file.display());
                     }
                 }
-                ExitCode::SUCCESS
+                // The daemon would start without a broken OpenAPI source, but the check says
+                // so with a failure: the operator asked whether the configuration is whole.
+                let mut openapi_ok = true;
+                for config in &p.openapi {
+                    for name in config.secrets() {
+                        if let Err(e) = secrets.get(name) {
+                            eprintln!(
+                                "{}: warning: openapi source `{}` needs a secret: {e}",
+                                file.display(),
+                                config.name
+                            );
+                        }
+                    }
+                    match OpenApiSource::load(config.clone(), Arc::new(SecretStore::empty())) {
+                        Ok(source) => println!(
+                            "{}: openapi source `{}`: {} tools from {}",
+                            file.display(),
+                            config.name,
+                            source.descriptors().len(),
+                            config.spec.display()
+                        ),
+                        Err(e) => {
+                            eprintln!("{}: openapi source `{}`: {e}", file.display(), config.name);
+                            openapi_ok = false;
+                        }
+                    }
+                }
+                let mut graphql_ok = true;
+                for config in &p.graphql {
+                    match GraphQlApi::load(
+                        config.clone(),
+                        Arc::new(SecretStore::from_environment(args.dev_secrets_from_env)),
+                    ) {
+                        Ok(source) => {
+                            println!(
+                                "{}: graphql source `{}`: {} tools from {}",
+                                file.display(),
+                                config.name,
+                                source.descriptors().len(),
+                                config.schema.display()
+                            );
+                            for problem in source.missing_secrets() {
+                                eprintln!("{}: warning: {problem}", file.display());
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("{}: {e}", file.display());
+                            graphql_ok = false;
+                        }
+                    }
+                }
+                if openapi_ok && graphql_ok {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
             }
             Err(e) => {
                 eprintln!("{e}");
@@ -193,6 +250,33 @@ async fn serve(args: Args) -> Result<()> {
     for server in &policy.servers {
         tools.register(Arc::new(McpServer::new(server.clone(), secrets.clone())));
     }
+    // A document that cannot be loaded costs only its own source; the daemon serves the rest.
+    for config in &policy.openapi {
+        match OpenApiSource::load(config.clone(), secrets.clone()) {
+            Ok(source) => {
+                info!(source = %config.name, tools = source.descriptors().len(), base_url = %source.base_url(), "openapi source loaded");
+                tools.register(Arc::new(source));
+            }
+            Err(e) => {
+                tracing::error!(source = %config.name, "openapi source not loaded, its tools are unavailable: {e}")
+            }
+        }
+    }
+    // Like an OpenAPI document, a schema that cannot be loaded costs only its own source.
+    for config in &policy.graphql {
+        match GraphQlApi::load(config.clone(), secrets.clone()) {
+            Ok(source) => {
+                info!(source = %config.name, tools = source.descriptors().len(), endpoint = %config.endpoint, "graphql source loaded");
+                for problem in source.missing_secrets() {
+                    warn!("{problem}");
+                }
+                tools.register(Arc::new(source));
+            }
+            Err(e) => {
+                tracing::error!(source = %config.name, "graphql source not loaded, its tools are unavailable: {e}")
+            }
+        }
+    }
     let config = DaemonConfig {
         policy,
         worker_path,
@@ -225,6 +309,13 @@ fn credential_store(policy: &Policy, dev_secrets_from_env: bool) -> SecretStore 
                 error = %problem.error,
                 "a secret this server needs is missing or unusable; the server will fail until it is provided"
             );
+        }
+    }
+    for source in &policy.openapi {
+        for name in source.secrets() {
+            if let Err(e) = secrets.get(name) {
+                warn!(source = %source.name, secret = %name, error = %e, "a secret this openapi source needs is missing or unusable; its calls will fail until it is provided");
+            }
         }
     }
     secrets

@@ -146,7 +146,11 @@ impl ToolSearch {
 
 /// `tools.ns.tool({ a: number, b?: string })`: the top-level parameters and their types.
 pub fn signature(tool: &SdkTool) -> String {
-    let schema = &tool.input_schema;
+    call_signature(&tool.namespace, &tool.name, &tool.input_schema)
+}
+
+/// [`signature`] from its parts.
+pub fn call_signature(namespace: &str, name: &str, schema: &Value) -> String {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -180,7 +184,7 @@ pub fn signature(tool: &SdkTool) -> String {
     } else {
         format!("{{ {} }}", params.join(", "))
     };
-    format!("tools.{}.{}({input})", tool.namespace, tool.name)
+    format!("tools.{namespace}.{name}({input})")
 }
 
 fn short_type(schema: &Value) -> String {
