@@ -8,8 +8,10 @@
 //! - [`test_tools`]: the `test` tool namespace (echo, add, sleep, fail, …).
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
+//! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
 
 pub mod binaries;
+pub mod fault_server;
 pub mod mcp_peers;
 pub mod processes;
 pub mod test_daemon;
