@@ -30,7 +30,7 @@ use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
     PeerRequestOptions, RoleClient, RunningService, ServiceError,
 };
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
@@ -46,6 +46,16 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long a server may take to start and answer the handshake and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The largest message read from a stdio server: a bit over the worker's 32 MiB frame, so
+/// every result that could reach a program arrives (rmcp's default, 16 MiB, would drop
+/// results between 16 and 32 MiB). Longer lines are dropped unread, which bounds the daemon's
+/// memory; [`LineMeter`] notices them, so the call that waited for one fails as
+/// `result_too_large` rather than as a plain timeout.
+const MAX_STDIO_MESSAGE: usize = 33 << 20;
+
+/// How long a stdio server may take to exit after its stdin closed before it is killed.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// How long a server may take to answer the `ping` that follows a timed-out call.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
@@ -89,6 +99,52 @@ impl Backoff {
     }
 }
 
+/// What a stdio server is reached through.
+type StdioTransport = AsyncRwTransport<RoleClient, LineMeter, tokio::process::ChildStdin>;
+
+/// A stdio server's stdout, counting the lines longer than [`MAX_STDIO_MESSAGE`] (which rmcp
+/// drops without a word).
+#[derive(Debug)]
+struct LineMeter {
+    inner: tokio::process::ChildStdout,
+    line: usize,
+    oversized: Arc<std::sync::atomic::AtomicU64>,
+    /// Wakes the calls waiting on this server when a message is dropped.
+    dropped: Arc<tokio::sync::Notify>,
+}
+
+impl tokio::io::AsyncRead for LineMeter {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if polled.is_ready() {
+            let this = &mut *self;
+            for &byte in &buf.filled()[before..] {
+                if byte == b'\n' {
+                    this.line = 0;
+                } else {
+                    this.line += 1;
+                    if this.line == MAX_STDIO_MESSAGE + 1 {
+                        this.oversized.fetch_add(1, Ordering::Relaxed);
+                        this.dropped.notify_waiters();
+                    }
+                }
+            }
+        }
+        polled
+    }
+}
+
+/// The handshake's outcome and, for a stdio server, its process.
+type Handshake = (
+    Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>,
+    Option<tokio::process::Child>,
+);
+
 /// A running server and what we learnt from it.
 struct Connection {
     service: RunningService<RoleClient, ServerEvents>,
@@ -101,11 +157,36 @@ struct Connection {
     _listener: Option<AbortOnDrop>,
     /// Tells this connection from the one that replaces it.
     generation: u64,
+    /// Messages from a stdio server dropped for their size, so far.
+    oversized: Arc<std::sync::atomic::AtomicU64>,
+    /// A stdio server's process (killed on drop).
+    child: Option<tokio::process::Child>,
+}
+
+impl Connection {
+    /// Ends the session and, for a stdio server, its process: stdin closes with the session,
+    /// a well-behaved server exits; one that does not within [`EXIT_GRACE`] is killed.
+    async fn close(self) {
+        let Connection {
+            service, mut child, ..
+        } = self;
+        let _ = service.cancel().await;
+        if let Some(child) = child.as_mut()
+            && tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
 }
 
 /// What a call needs of the connection, taken out so the lock is not held during calls.
 struct Live {
     generation: u64,
+    oversized: Arc<std::sync::atomic::AtomicU64>,
+    dropped: Arc<tokio::sync::Notify>,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
     secrets: SecretsInUse,
     peer: Peer<RoleClient>,
     catalogue: Catalogue,
@@ -116,6 +197,9 @@ impl Connection {
     fn live(&self) -> Live {
         Live {
             generation: self.generation,
+            oversized: self.oversized.clone(),
+            dropped: self.events.dropped.clone(),
+            in_flight: self.events.in_flight.clone(),
             secrets: self.events.secrets.clone(),
             peer: self.service.peer().clone(),
             catalogue: self.catalogue.clone(),
@@ -171,6 +255,12 @@ struct ServerEvents {
     tools_changed: Arc<AtomicBool>,
     /// The secret values this connection was given, redacted from what the server says.
     secrets: SecretsInUse,
+    /// Messages dropped for their size (stdio).
+    oversized: Arc<std::sync::atomic::AtomicU64>,
+    /// Signalled when one is dropped.
+    dropped: Arc<tokio::sync::Notify>,
+    /// Calls waiting for an answer on this connection.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ServerEvents {
@@ -179,6 +269,9 @@ impl ServerEvents {
             progress: Arc::new(ProgressRoutes::default()),
             tools_changed: Arc::new(AtomicBool::new(false)),
             secrets: SecretsInUse::default(),
+            oversized: Arc::default(),
+            dropped: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -360,6 +453,22 @@ impl Drop for ProgressRoute {
     }
 }
 
+/// Counts a call as waiting on its connection for as long as it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn enter(count: &Arc<std::sync::atomic::AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::Relaxed);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Tells the server a call was abandoned (the program finished or was cancelled before the
 /// answer came), so it can stop working on it. Disarmed once the answer arrived.
 struct AbandonedCall {
@@ -489,19 +598,22 @@ impl McpServer {
         let name = &self.config.name;
         let events = ServerEvents::new();
         let legacy = self.legacy_only.load(Ordering::Relaxed);
-        let service = match self.open(&events, lifecycle(legacy)).await? {
-            Ok(service) => service,
-            Err(e) if !legacy && answered_discover_badly(&e) => {
+        let (service, child) = match self.open(&events, lifecycle(legacy)).await? {
+            (Ok(service), child) => (service, child),
+            (Err(e), _) if !legacy && answered_discover_badly(&e) => {
                 // A server of the 2025 era must answer an unknown method with an error, which
                 // makes rmcp fall back to `initialize` by itself; some answer `{}` instead.
                 // Such a server gets `initialize` on a new connection, now and from now on.
                 info!(server = %name, error = %e, "the server did not understand server/discover; using initialize");
                 self.legacy_only.store(true, Ordering::Relaxed);
-                self.open(&events, lifecycle(true))
-                    .await?
-                    .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?
+                let (service, child) = self.open(&events, lifecycle(true)).await?;
+                let service = service
+                    .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
+                (service, child)
             }
-            Err(e) => return Err(self.unavailable(format!("the MCP handshake failed: {e}"))),
+            (Err(e), _) => {
+                return Err(self.unavailable(format!("the MCP handshake failed: {e}")));
+            }
         };
         let (protocol, lists_changes) = match service.peer().peer_info() {
             Some(info) => (
@@ -525,6 +637,7 @@ impl McpServer {
         };
         let catalogue = self.list_tools(&service).await?;
         info!(server = %name, tools = catalogue.tools.len(), protocol = %protocol, "MCP server connected");
+        let oversized = events.oversized.clone();
         Ok(Connection {
             service,
             events,
@@ -532,6 +645,8 @@ impl McpServer {
             protocol,
             _listener: listener,
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
+            oversized,
+            child,
         })
     }
 
@@ -541,8 +656,7 @@ impl McpServer {
         &self,
         events: &ServerEvents,
         lifecycle: ClientLifecycleMode,
-    ) -> Result<Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>, ToolError>
-    {
+    ) -> Result<Handshake, ToolError> {
         Ok(match &self.config.transport {
             ServerTransport::Stdio {
                 command,
@@ -550,19 +664,21 @@ impl McpServer {
                 cwd,
                 env,
             } => {
-                let transport =
-                    self.spawn_stdio(command, args, cwd.as_deref(), env, &events.secrets)?;
-                events
+                let (transport, child) =
+                    self.spawn_stdio(command, args, cwd.as_deref(), env, events)?;
+                let service = events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
-                    .await
+                    .await;
+                (service, Some(child))
             }
             ServerTransport::Http { url, headers } => {
                 let transport = self.http_transport(url, headers, &events.secrets)?;
-                events
+                let service = events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
-                    .await
+                    .await;
+                (service, None)
             }
         })
     }
@@ -574,8 +690,9 @@ impl McpServer {
         args: &[String],
         cwd: Option<&std::path::Path>,
         env: &[(String, SettingValue)],
-        secrets: &SecretsInUse,
-    ) -> Result<TokioChildProcess, ToolError> {
+        events: &ServerEvents,
+    ) -> Result<(StdioTransport, tokio::process::Child), ToolError> {
+        let secrets = &events.secrets;
         let mut used = Vec::new();
         let env = self.resolve("env", env, &mut used)?;
         secrets.set(used);
@@ -607,11 +724,24 @@ impl McpServer {
                 Ok(())
             });
         }
-        let (transport, stderr) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
             .spawn()
             .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
-        if let Some(stderr) = stderr {
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(self.unavailable("the server's stdin or stdout is missing".into()));
+        };
+        let stdout = LineMeter {
+            inner: stdout,
+            line: 0,
+            oversized: events.oversized.clone(),
+            dropped: events.dropped.clone(),
+        };
+        let transport =
+            AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_STDIO_MESSAGE);
+        if let Some(stderr) = child.stderr.take() {
             let span = info_span!("mcp_server", server = %self.config.name);
             let secrets = secrets.clone();
             tokio::spawn(
@@ -626,7 +756,7 @@ impl McpServer {
                 .instrument(span),
             );
         }
-        Ok(transport)
+        Ok((transport, child))
     }
 
     /// A Streamable HTTP connection with the policy's headers (secrets resolved now).
@@ -762,8 +892,9 @@ impl McpServer {
 
     /// Stops the server, if it runs.
     pub async fn shutdown(&self) {
-        if let Some(conn) = self.connection.lock().await.take() {
-            let _ = conn.service.cancel().await;
+        let conn = self.connection.lock().await.take();
+        if let Some(conn) = conn {
+            conn.close().await;
         }
     }
 
@@ -806,12 +937,16 @@ impl McpServer {
             .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
         let Live {
             generation,
+            oversized,
+            dropped,
+            in_flight,
             secrets,
             peer,
             catalogue,
             progress: routes,
         } = self.connected().await?;
         *secrets_used = Some(secrets.clone());
+        let oversized_before = oversized.load(Ordering::Relaxed);
         let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
                 "unknown_tool",
@@ -845,10 +980,22 @@ impl McpServer {
         let (mut progress, _route) = routes.subscribe(handle.progress_token.clone());
         let response = handle.await_response();
         tokio::pin!(response);
+        let _waiting = InFlight::enter(&in_flight);
         let answer = loop {
+            let notified = dropped.notified();
+            tokio::pin!(notified);
             tokio::select! {
                 answer = &mut response => break answer,
                 Some(update) = progress.recv() => forward(&ctx.progress, update, &secrets).await,
+                () = &mut notified => {
+                    // A message was too big to read. With no other call waiting it can only
+                    // have been this call's answer; otherwise each waiting call learns of it
+                    // when its timeout passes (below).
+                    if in_flight.load(Ordering::Relaxed) == 1 {
+                        // (The abandoned-call guard tells the server to stop.)
+                        return Err(self.too_large(tool));
+                    }
+                }
             }
         };
         abandoned.peer = None;
@@ -879,6 +1026,11 @@ impl McpServer {
             Ok(_) => {
                 return Err(self.call_failed(tool, &ServiceError::UnexpectedResponse));
             }
+            Err(ServiceError::Timeout { .. })
+                if oversized.load(Ordering::Relaxed) > oversized_before =>
+            {
+                return Err(self.too_large(tool));
+            }
             Err(ServiceError::Timeout { .. }) => {
                 self.discard_if_unresponsive(&peer, generation).await;
                 return Err(ToolError::new(
@@ -907,12 +1059,18 @@ impl McpServer {
     /// always close rmcp's transport), so the next call connects afresh. A newer connection
     /// made meanwhile by another call is kept.
     async fn discard(&self, generation: u64) {
-        let mut guard = self.connection.lock().await;
-        if guard.as_ref().is_some_and(|c| c.generation == generation) {
-            warn!(server = %self.config.name, "the connection to the MCP server failed; connecting again on the next call");
-            if let Some(conn) = guard.take() {
-                let _ = conn.service.cancel().await;
+        let stale = {
+            let mut guard = self.connection.lock().await;
+            if guard.as_ref().is_some_and(|c| c.generation == generation) {
+                guard.take()
+            } else {
+                None
             }
+        };
+        // Closed outside the lock: other calls need not wait for the old server to exit.
+        if let Some(conn) = stale {
+            warn!(server = %self.config.name, "the connection to the MCP server failed; connecting again on the next call");
+            conn.close().await;
         }
     }
 
@@ -925,16 +1083,33 @@ impl McpServer {
             method: Default::default(),
             extensions: Default::default(),
         });
+        // Any answer means the connection works, an error included: the 2026-07-28 revision
+        // has no `ping`, and its servers answer "method not found".
         let answered = match peer
             .send_request_with_option(ping, PeerRequestOptions::with_timeout(PING_TIMEOUT))
             .await
         {
-            Ok(handle) => handle.await_response().await.is_ok(),
+            Ok(handle) => matches!(
+                handle.await_response().await,
+                Ok(_) | Err(ServiceError::McpError(_))
+            ),
             Err(_) => false,
         };
         if !answered {
             self.discard(generation).await;
         }
+    }
+
+    fn too_large(&self, tool: &str) -> ToolError {
+        ToolError::new(
+            "result_too_large",
+            format!(
+                "{}.{tool}: the server sent a message of over {} MiB, which was dropped unread; the result cannot reach the program",
+                self.config.name,
+                MAX_STDIO_MESSAGE >> 20
+            ),
+        )
+        .with_hint("ask the tool for less at a time (pagination, filters, a smaller range)")
     }
 
     fn call_failed(&self, tool: &str, e: &ServiceError) -> ToolError {
@@ -943,6 +1118,13 @@ impl McpServer {
                 "the connection to the server closed before it answered (the server may have crashed; it is started again on the next call)".to_owned()
             }
             ServiceError::McpError(error) => format!("the server answered with an error: {}", error.message),
+            ServiceError::TransportSend(e) => {
+                // rmcp's message starts with the transport's Rust type name, which tells a
+                // program nothing.
+                let text = e.to_string();
+                let reason = text.split_once("] error: ").map_or(text.as_str(), |(_, r)| r);
+                format!("the request could not be delivered: {reason}")
+            }
             other => other.to_string(),
         };
         ToolError::new(

@@ -44,6 +44,20 @@ async fn daemon_with_fault_server(args: &[&str]) -> TestDaemon {
     daemon(fault_server::stdio("fault", args)).await
 }
 
+/// The same with a call timeout long enough for the server to write 50 MB: the daemon must
+/// see the oversized answer, not give up first.
+async fn daemon_for_big_results(args: &[&str]) -> TestDaemon {
+    let mut config = fault_server::stdio("fault", args);
+    config.call_timeout_ms = BIG_CALL_TIMEOUT_MS;
+    TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+        config,
+        Arc::new(SecretStore::empty()),
+    ))))
+    .await
+}
+
+const BIG_CALL_TIMEOUT_MS: u64 = 20_000;
+
 /// Running fault servers started by this test process's daemon.
 fn fault_servers() -> Vec<i32> {
     children_named(std::process::id(), "airlock-mcp-fault-server")
@@ -229,7 +243,6 @@ async fn a_timed_out_call_keeps_a_pre_2026_server_running() {
 /// SIGTERMs, a server that does not exit when its stdin closes), so the timeout can reach the
 /// program seconds late and every other call to that server waits too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug in supervisor/src/mcp_server.rs: a timed-out call restarts a healthy 2026-07-28 server (that revision has no `ping`)"]
 async fn a_timed_out_call_keeps_a_2026_server_running() {
     let _serial = serial().await;
     a_timed_out_call_keeps_the_server(&[]).await;
@@ -249,16 +262,16 @@ fn peak_rss() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// 50 MB is over the 32 MiB worker frame limit, and over rmcp's 16 MiB limit for one stdio
-/// message: the transport drops the line without buffering it, so the daemon's memory stays
-/// flat and the call ends at the call timeout. (Asserted loosely here; the wanted error is
-/// `result_too_large`, see the ignored test below.) A 10 MiB result still arrives whole.
+/// 50 MB is over the 32 MiB worker frame limit and over the 33 MiB the daemon reads from a
+/// stdio server in one message: the transport drops the line without buffering all of it, so
+/// the daemon's memory stays bounded, and the call fails as `result_too_large` when its
+/// timeout passes. A 10 MiB result still arrives whole.
 /// (`--legacy`: with a 2026-07-28 server the timeout would also restart it, see
 /// `a_timed_out_call_keeps_a_2026_server_running`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_50_mb_result_fails_the_call_without_hurting_the_daemon() {
     let _serial = serial().await;
-    let d = daemon_with_fault_server(&["--legacy"]).await;
+    let d = daemon_for_big_results(&["--legacy"]).await;
     echo_works(&d, "started").await;
     let server = fault_servers();
 
@@ -267,10 +280,7 @@ async fn a_50_mb_result_fails_the_call_without_hurting_the_daemon() {
     let r = d.exec("(await tools.fault.big({ mb: 50 })).length").await;
     let elapsed = t.elapsed();
     let err = only_call_error(&r);
-    assert!(
-        ["result_too_large", "timeout"].contains(&err.code.as_str()),
-        "{err:?}"
-    );
+    assert_eq!(err.code, "result_too_large", "{err:?}");
     assert_uncaught(&r, &err);
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
     if let (Some(before), Some(peak)) = (before, peak_rss()) {
@@ -292,26 +302,29 @@ async fn a_50_mb_result_fails_the_call_without_hurting_the_daemon() {
 }
 
 /// What the daemon should do with a 50 MB result: refuse it at once as `result_too_large`
-/// (supervisor/src/execution.rs has that error for results over the frame limit). It does
-/// not: rmcp's stdio transport (`AsyncRwTransport`, `DEFAULT_MAX_LINE_LENGTH` = 16 MiB, not
-/// configurable through `TokioChildProcess`) drops every message over 16 MiB, so
-/// supervisor/src/mcp_server.rs never sees the answer and the call fails as `timeout` after
-/// `call_timeout_ms` (30 s by default) — and results between 16 MiB and the 32 MiB frame limit
-/// can never be delivered at all.
+/// (supervisor/src/execution.rs has that error for results over the frame limit). It used to
+/// end as `timeout`: rmcp's stdio transport drops messages over 16 MiB by default. The daemon
+/// now reads up to 64 MiB from a stdio server (`MAX_STDIO_MESSAGE`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug in supervisor/src/mcp_server.rs: stdio answers over 16 MiB are dropped by rmcp and end as `timeout`"]
 async fn a_50_mb_result_is_refused_as_too_large() {
     let _serial = serial().await;
-    let d = daemon_with_fault_server(&[]).await;
+    let d = daemon_for_big_results(&[]).await;
     let t = Instant::now();
     let r = d.exec("await tools.fault.big({ mb: 50 })").await;
     let err = only_call_error(&r);
     assert_eq!(err.code, "result_too_large", "{err:?}");
+    assert!(err.message.contains("over 33 MiB"), "{err:?}");
+    // The only call waiting learns of it as soon as the line passes the limit, not at its
+    // timeout.
     assert!(
-        t.elapsed() < Duration::from_millis(CALL_TIMEOUT_MS),
+        t.elapsed() < Duration::from_millis(BIG_CALL_TIMEOUT_MS / 2),
         "{:?}",
         t.elapsed()
     );
+    // Results under the worker's frame limit but over rmcp's default 16 MiB line limit arrive.
+    let r = d.exec("(await tools.fault.big({ mb: 20 })).length").await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!(20 << 20));
     d.stop().await;
 }
 
