@@ -7,11 +7,9 @@
 
 use std::path::PathBuf;
 
-use toml::de::DeValue;
-
 use crate::document::{Field, TableReader};
 use crate::policy_file::PolicyError;
-use crate::tool_server::{SettingValue, is_secret_name};
+use crate::tool_server::{SettingValue, is_header_name, is_identifier, read_settings};
 
 /// One `[[graphql]]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,7 +100,7 @@ impl GraphQlSource {
         check_url(&endpoint_field, endpoint)?;
 
         let headers = match table.get("headers") {
-            Some(field) => read_headers(field)?,
+            Some(field) => read_settings(field, "a table of HTTP headers", is_header_name)?,
             None => Vec::new(),
         };
         let selection_depth = match table.get("selection_depth") {
@@ -151,59 +149,6 @@ fn check_url(field: &Field<'_>, url: &str) -> Result<(), PolicyError> {
         ));
     }
     Ok(())
-}
-
-/// `headers = { Name = "value", Authorization = { secret = "name" } }`, in file order. The
-/// same format as a `[[server]]`'s headers (`tool_server.rs` keeps its reader private).
-fn read_headers(field: Field<'_>) -> Result<Vec<(String, SettingValue)>, PolicyError> {
-    let mut out = Vec::new();
-    for (key, value) in field.entries("a table of HTTP headers")? {
-        if !is_header_name(&key) {
-            return Err(value.invalid(format!("\"{key}\" is not a valid name here")));
-        }
-        let setting = match value.value() {
-            DeValue::String(text) => SettingValue::Literal(text.to_string()),
-            DeValue::Table(_) => {
-                let entries = value.entries("{ secret = \"name\" }")?;
-                let [(k, secret)] = entries.as_slice() else {
-                    return Err(value.invalid(
-                        "a secret reference is written { secret = \"name\" } and has no other keys",
-                    ));
-                };
-                if k != "secret" {
-                    return Err(secret.invalid(format!(
-                        "unknown key \"{k}\" (a secret reference is written {{ secret = \"name\" }})"
-                    )));
-                }
-                let name = secret.string("a string (the secret's name)")?;
-                if !is_secret_name(name) {
-                    return Err(secret.invalid(format!(
-                        "invalid secret name \"{name}\" (use 1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
-                    )));
-                }
-                SettingValue::Secret(name.to_owned())
-            }
-            _ => return Err(value.wrong_type("a string or { secret = \"name\" }")),
-        };
-        out.push((key, setting));
-    }
-    Ok(out)
-}
-
-/// An HTTP header name (RFC 9110 token characters).
-fn is_header_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// A JavaScript identifier as `tools.<name>` needs it (ASCII only, to keep names unambiguous).
-fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == '$')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-        && name.len() <= 64
 }
 
 #[cfg(test)]

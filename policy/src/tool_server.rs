@@ -254,8 +254,9 @@ impl ToolServer {
     }
 }
 
-/// Reads a table of names to values, each a string or `{ secret = "name" }`, in file order.
-fn read_settings(
+/// Reads a table of names to values, each a string or `{ secret = "name" }`, in file order
+/// (`env`, and the `headers` of `[[server]]` and `[[graphql]]`).
+pub(crate) fn read_settings(
     field: Field<'_>,
     expected: &'static str,
     valid_name: impl Fn(&str) -> bool,

@@ -801,7 +801,7 @@ impl GraphQlApi {
             e.message = redact(&e.message, &used).into_owned();
             e
         })?;
-        redact_json(&mut answer, &used);
+        crate::secret_store::redact_json(&mut answer, &used);
         Ok(answer)
     }
 
@@ -936,34 +936,6 @@ fn interpret(label: &str, status: reqwest::StatusCode, bytes: &[u8]) -> Result<V
         ));
     }
     Ok(response.remove("data").unwrap_or(Value::Null))
-}
-
-fn redact_json(value: &mut Value, secrets: &[SecretValue]) {
-    if secrets.is_empty() {
-        return;
-    }
-    match value {
-        Value::String(text) => {
-            if let std::borrow::Cow::Owned(clean) = redact(text, secrets) {
-                *text = clean;
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
-        Value::Object(map) => {
-            let dirty: Vec<String> = map
-                .keys()
-                .filter(|k| matches!(redact(k, secrets), std::borrow::Cow::Owned(_)))
-                .cloned()
-                .collect();
-            for key in dirty {
-                if let Some(v) = map.remove(&key) {
-                    map.insert(redact(&key, secrets).into_owned(), v);
-                }
-            }
-            map.values_mut().for_each(|v| redact_json(v, secrets));
-        }
-        _ => {}
-    }
 }
 
 /// `query airlock_repository($owner: String!, $name: String!) { repository(owner: $owner, name: $name) { … } }`,

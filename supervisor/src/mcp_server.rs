@@ -86,6 +86,9 @@ struct Backoff {
     failures: u32,
     retry_at: Option<tokio::time::Instant>,
     last_error: String,
+    /// The last failure's hint (a missing secret says how to provide it), repeated to the
+    /// calls that meet the back-off.
+    last_hint: Option<String>,
 }
 
 impl Backoff {
@@ -347,32 +350,7 @@ impl SecretsInUse {
         if values.is_empty() {
             return;
         }
-        redact_json(value, &values);
-    }
-}
-
-fn redact_json(value: &mut Value, secrets: &[SecretValue]) {
-    match value {
-        Value::String(text) => {
-            if let std::borrow::Cow::Owned(clean) = redact(text, secrets) {
-                *text = clean;
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
-        Value::Object(map) => {
-            let dirty: Vec<String> = map
-                .keys()
-                .filter(|k| matches!(redact(k, secrets), std::borrow::Cow::Owned(_)))
-                .cloned()
-                .collect();
-            for key in dirty {
-                if let Some(v) = map.remove(&key) {
-                    map.insert(redact(&key, secrets).into_owned(), v);
-                }
-            }
-            map.values_mut().for_each(|v| redact_json(v, secrets));
-        }
-        _ => {}
+        crate::secret_store::redact_json(value, &values);
     }
 }
 
@@ -553,12 +531,16 @@ impl McpServer {
                 .filter(|at| *at > tokio::time::Instant::now())
             {
                 let wait = at - tokio::time::Instant::now();
-                return Err(self.unavailable(format!(
+                let mut error = self.unavailable(format!(
                     "it failed to start {} time(s) in a row ({}); next attempt in {} ms",
                     backoff.failures,
                     backoff.last_error,
                     wait.as_millis()
-                )));
+                ));
+                if let Some(hint) = &backoff.last_hint {
+                    error.hint = Some(hint.clone());
+                }
+                return Err(error);
             }
         }
         let started = tokio::time::timeout(START_TIMEOUT, self.start())
@@ -584,6 +566,7 @@ impl McpServer {
                     backoff.retry_at =
                         Some(tokio::time::Instant::now() + Backoff::delay(backoff.failures));
                     backoff.last_error = e.message.clone();
+                    backoff.last_hint = e.hint.clone();
                     warn!(server = %self.config.name, failures = backoff.failures, error = %e.message, "MCP server failed to start");
                     return Err(e);
                 }

@@ -348,7 +348,7 @@ impl OpenApiSource {
         // Whatever the API said back may echo a credential (an error quoting the request).
         match result {
             Ok(mut value) => {
-                redact_json(&mut value, &used);
+                crate::secret_store::redact_json(&mut value, &used);
                 Ok(value)
             }
             Err(mut e) => {
@@ -731,30 +731,6 @@ fn excerpt(text: &str) -> String {
     format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
-fn redact_json(value: &mut Value, secrets: &[SecretValue]) {
-    if secrets.is_empty() {
-        return;
-    }
-    match value {
-        Value::String(s) => {
-            if let std::borrow::Cow::Owned(clean) = redact(s, secrets) {
-                *s = clean;
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
-        Value::Object(map) => {
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
-                if let Some(mut v) = map.remove(&key) {
-                    redact_json(&mut v, secrets);
-                    map.insert(redact(&key, secrets).into_owned(), v);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
 // ---- reading the document ---------------------------------------------------------------------
 
 fn read_document(path: &Path) -> Result<Value, OpenApiError> {
@@ -870,24 +846,10 @@ fn resolve_local<'v>(document: &'v Value, reference: &str) -> Option<&'v Value> 
     document.pointer(&percent_decode(pointer))
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+fn percent_decode(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Follows `$ref`s of non-schema objects (parameters, request bodies, path items), a few

@@ -441,8 +441,19 @@ async fn a_server_gets_exactly_the_environment_its_entry_gives() {
 /// `subscriptions/listen` stream for it on protocol 2026-07-28, takes it unasked before.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_added_while_the_server_runs_becomes_callable() {
+    // 2026-07-28: the change arrives on the `subscriptions/listen` stream the daemon opened.
+    tool_added_becomes_callable(&[]).await;
+}
+
+/// The same with a server of the 2025 revisions, which sends the notification unasked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_added_to_a_pre_2026_server_becomes_callable() {
+    tool_added_becomes_callable(&["--legacy"]).await;
+}
+
+async fn tool_added_becomes_callable(args: &[&str]) {
     let _serial = serial().await;
-    let d = daemon_with_fault_server(&[]).await;
+    let d = daemon_with_fault_server(args).await;
     let r = d.exec("await tools.fault.added({ a: 1 })").await;
     assert_eq!(only_call_error(&r).code, "unknown_tool", "{r:?}");
     let server = fault_servers();

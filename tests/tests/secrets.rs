@@ -532,7 +532,9 @@ await attempt("echo", () => tools.vault.echo({ message: "$API_TOKEN ${API_TOKEN}
 await attempt("sum", () => tools.vault.get_sum({ a: 1, b: 2 }));
 await attempt("structured", () => tools.vault.get_structured_content({ location: "Chicago" }));
 await attempt("envDenied", () => tools.vault.get_env({}));
-await attempt("badArgs", () => tools.vault.get_sum({ a: "API_TOKEN", b: 1 }));
+// Not a literal, so the contract check lets it through to the schema check at call time.
+const notANumber: any = "API_TOKEN";
+await attempt("badArgs", () => tools.vault.get_sum({ a: notANumber, b: 1 }));
 await attempt("unknownTool", () => (tools.vault as any).print_env({}));
 await attempt("unknownServer", () => (tools as any).secrets.get({ name: "canary" }));
 await attempt("missingSecret", () => tools.halfconfigured.echo({ message: "x" }));
@@ -657,9 +659,10 @@ async fn a_canary_secret_never_reaches_programs_responses_or_the_log() {
     returned.push(String::from_utf8_lossy(&check.stderr).into_owned());
 
     let log = daemon.stop();
-    // The log is the real thing: trace level, the servers' traffic included.
+    // The log is the real thing: trace level, the servers' traffic included (rmcp's own
+    // TRACE message dumps are filtered out by airlockd; its DEBUG events stay).
     assert!(
-        log.contains("server=vault") && log.contains(" TRACE "),
+        log.contains("server=vault") && log.contains(" DEBUG "),
         "{log}"
     );
     assert!(log.len() > 10_000, "suspiciously short log:\n{log}");
