@@ -57,6 +57,10 @@ const MAX_STDIO_MESSAGE: usize = 33 << 20;
 /// How long a stdio server may take to exit after its stdin closed before it is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a call that ended short of its announced progress total waits for the updates
+/// still on their way.
+const PROGRESS_GRACE: Duration = Duration::from_millis(200);
+
 /// How long a server may take to answer the `ping` that follows a timed-out call.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -964,12 +968,16 @@ impl McpServer {
         let response = handle.await_response();
         tokio::pin!(response);
         let _waiting = InFlight::enter(&in_flight);
+        let mut last_progress: Option<(f64, Option<f64>)> = None;
         let answer = loop {
             let notified = dropped.notified();
             tokio::pin!(notified);
             tokio::select! {
                 answer = &mut response => break answer,
-                Some(update) = progress.recv() => forward(&ctx.progress, update, &secrets).await,
+                Some(update) = progress.recv() => {
+                    last_progress = Some((update.progress, update.total));
+                    forward(&ctx.progress, update, &secrets).await;
+                }
                 () = &mut notified => {
                     // A message was too big to read. With no other call waiting it can only
                     // have been this call's answer; otherwise each waiting call learns of it
@@ -983,8 +991,31 @@ impl McpServer {
         };
         abandoned.peer = None;
         // Updates that arrived just before the answer still reach the agent, in order.
+        let mut last = last_progress;
         while let Ok(update) = progress.try_recv() {
+            last = Some((update.progress, update.total));
             forward(&ctx.progress, update, &secrets).await;
+        }
+        // rmcp hands notifications to the handler on their own tasks, so the last updates can
+        // land just after the answer. When the last one seen was short of its total, give
+        // the rest a moment.
+        if let Some((done, Some(total))) = last
+            && done < total
+        {
+            let grace = tokio::time::sleep(PROGRESS_GRACE);
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    Some(update) = progress.recv() => {
+                        let finished = update.total.is_some_and(|t| update.progress >= t);
+                        forward(&ctx.progress, update, &secrets).await;
+                        if finished {
+                            break;
+                        }
+                    }
+                    () = &mut grace => break,
+                }
+            }
         }
         let result = match answer {
             Ok(ServerResult::CallToolResult(result)) => result,
