@@ -129,26 +129,7 @@ impl GraphQlSource {
 }
 
 fn check_url(field: &Field<'_>, url: &str) -> Result<(), PolicyError> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(field.invalid(format!(
-            "\"{url}\" is not a URL (expected http://host[:port]/path or https://…)"
-        )));
-    };
-    if !matches!(scheme, "http" | "https") {
-        return Err(field.invalid(format!(
-            "unsupported scheme \"{scheme}\" (GraphQL endpoints use http or https)"
-        )));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() {
-        return Err(field.invalid(format!("\"{url}\" has no host")));
-    }
-    if authority.contains('@') {
-        return Err(field.invalid(
-            "credentials in the URL would be logged and shown; put them in `headers` with a secret reference",
-        ));
-    }
-    Ok(())
+    crate::tool_server::check_http_url(field, url, "GraphQL endpoints", "headers")
 }
 
 #[cfg(test)]

@@ -158,26 +158,8 @@ impl OpenApiSource {
 /// operation's path and parameters are appended to it).
 fn read_base_url<'a>(field: &Field<'a>) -> Result<&'a str, PolicyError> {
     let url = field.string("a string (an http:// or https:// URL)")?;
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(field.invalid(format!(
-            "\"{url}\" is not a URL (expected http://host[:port]/path or https://…)"
-        )));
-    };
-    if !matches!(scheme, "http" | "https") {
-        return Err(field.invalid(format!(
-            "unsupported scheme \"{scheme}\" (OpenAPI sources use http or https)"
-        )));
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.is_empty() {
-        return Err(field.invalid(format!("\"{url}\" has no host")));
-    }
-    if authority.contains('@') {
-        return Err(field.invalid(
-            "credentials in the URL would be logged and shown; put them in `auth` with a secret reference",
-        ));
-    }
-    if rest.contains(['?', '#']) {
+    crate::tool_server::check_http_url(field, url, "OpenAPI sources", "auth")?;
+    if url.contains(['?', '#']) {
         return Err(field.invalid(
             "a base URL has no query or fragment (operations add their own path and query)",
         ));

@@ -339,68 +339,47 @@ impl Policy {
             }
         }
 
-        let mut servers: Vec<ToolServer> = Vec::new();
-        let mut server_lines: HashMap<String, usize> = HashMap::new();
-        if let Some(field) = root.get("server") {
-            for entry in field.array("an array of tables ([[server]])")? {
-                let table = entry.table("a table ([[server]])", ToolServer::KEYS)?;
-                let server = ToolServer::read(&table)?;
-                let name_at = table.require("name")?.location();
-                if let Some(&first_line) = server_lines.get(&server.name) {
-                    return Err(PolicyError::DuplicateName {
-                        at: name_at,
-                        key: format!("{}.name", table.path()),
-                        what: "server",
-                        name: server.name,
-                        first_line,
-                    });
-                }
-                server_lines.insert(server.name.clone(), name_at.line);
-                servers.push(server);
-            }
-        }
-
-        // One namespace per source: OpenAPI names must not repeat each other or a server's.
-        let mut openapi: Vec<OpenApiSource> = Vec::new();
-        if let Some(field) = root.get("openapi") {
-            for entry in field.array("an array of tables ([[openapi]])")? {
-                let table = entry.table("a table ([[openapi]])", OpenApiSource::KEYS)?;
-                let source = OpenApiSource::read(&table)?;
-                let name_at = table.require("name")?.location();
-                if let Some(&first_line) = server_lines.get(&source.name) {
-                    return Err(PolicyError::DuplicateName {
-                        at: name_at,
-                        key: format!("{}.name", table.path()),
-                        what: "tool source",
-                        name: source.name,
-                        first_line,
-                    });
-                }
-                server_lines.insert(source.name.clone(), name_at.line);
-                openapi.push(source);
-            }
-        }
-
-        // GraphQL sources share the same namespace: their names are checked like OpenAPI's.
-        let mut graphql: Vec<GraphQlSource> = Vec::new();
-        if let Some(field) = root.get("graphql") {
-            for entry in field.array("an array of tables ([[graphql]])")? {
-                let table = entry.table("a table ([[graphql]])", GraphQlSource::KEYS)?;
-                let source = GraphQlSource::read(&table)?;
-                let name_at = table.require("name")?.location();
-                if let Some(&first_line) = server_lines.get(&source.name) {
-                    return Err(PolicyError::DuplicateName {
-                        at: name_at,
-                        key: format!("{}.name", table.path()),
-                        what: "tool source",
-                        name: source.name,
-                        first_line,
-                    });
-                }
-                server_lines.insert(source.name.clone(), name_at.line);
-                graphql.push(source);
-            }
-        }
+        // Every source is a namespace in programs: names are unique across all kinds.
+        let mut names: HashMap<String, usize> = HashMap::new();
+        let servers = read_sources(
+            &root,
+            SourceKind {
+                key: "server",
+                array: "an array of tables ([[server]])",
+                table: "a table ([[server]])",
+                keys: ToolServer::KEYS,
+                what: "server",
+            },
+            &mut names,
+            ToolServer::read,
+            |s| &s.name,
+        )?;
+        let openapi = read_sources(
+            &root,
+            SourceKind {
+                key: "openapi",
+                array: "an array of tables ([[openapi]])",
+                table: "a table ([[openapi]])",
+                keys: OpenApiSource::KEYS,
+                what: "tool source",
+            },
+            &mut names,
+            OpenApiSource::read,
+            |s| &s.name,
+        )?;
+        let graphql = read_sources(
+            &root,
+            SourceKind {
+                key: "graphql",
+                array: "an array of tables ([[graphql]])",
+                table: "a table ([[graphql]])",
+                keys: GraphQlSource::KEYS,
+                what: "tool source",
+            },
+            &mut names,
+            GraphQlSource::read,
+            |s| &s.name,
+        )?;
 
         Ok(Policy {
             daemon,
@@ -444,6 +423,49 @@ fn syntax_error(source: Source<'_>, error: &toml::de::Error) -> PolicyError {
         message = format!("duplicate key `{culprit}` (a key or table may be defined only once)");
     }
     PolicyError::Syntax { at, message }
+}
+
+/// One kind of tool-source table (`[[server]]`, `[[openapi]]`, `[[graphql]]`).
+struct SourceKind {
+    key: &'static str,
+    array: &'static str,
+    table: &'static str,
+    keys: &'static [&'static str],
+    /// How a duplicate name is described ("duplicate server name").
+    what: &'static str,
+}
+
+/// Reads every table of one kind, refusing a name already used by any source (`names` maps
+/// the names seen so far to their lines).
+fn read_sources<T>(
+    root: &TableReader<'_>,
+    kind: SourceKind,
+    names: &mut HashMap<String, usize>,
+    read: impl Fn(&TableReader<'_>) -> Result<T, PolicyError>,
+    name_of: impl Fn(&T) -> &String,
+) -> Result<Vec<T>, PolicyError> {
+    let mut out = Vec::new();
+    let Some(field) = root.get(kind.key) else {
+        return Ok(out);
+    };
+    for entry in field.array(kind.array)? {
+        let table = entry.table(kind.table, kind.keys)?;
+        let source = read(&table)?;
+        let name = name_of(&source).clone();
+        let name_at = table.require("name")?.location();
+        if let Some(&first_line) = names.get(&name) {
+            return Err(PolicyError::DuplicateName {
+                at: name_at,
+                key: format!("{}.name", table.path()),
+                what: kind.what,
+                name,
+                first_line,
+            });
+        }
+        names.insert(name, name_at.line);
+        out.push(source);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -224,25 +224,7 @@ impl ToolServer {
         url_field: Field<'_>,
     ) -> Result<ServerTransport, PolicyError> {
         let url = url_field.string("a string (an http:// or https:// URL)")?;
-        let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(url_field.invalid(format!(
-                "\"{url}\" is not a URL (expected http://host[:port]/path or https://…)"
-            )));
-        };
-        if !matches!(scheme, "http" | "https") {
-            return Err(url_field.invalid(format!(
-                "unsupported scheme \"{scheme}\" (Streamable HTTP servers use http or https)"
-            )));
-        }
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if authority.is_empty() {
-            return Err(url_field.invalid(format!("\"{url}\" has no host")));
-        }
-        if authority.contains('@') {
-            return Err(url_field.invalid(
-                "credentials in the URL would be logged and shown; put them in `headers` with a secret reference",
-            ));
-        }
+        check_http_url(&url_field, url, "Streamable HTTP servers", "headers")?;
         let headers = match table.get("headers") {
             Some(field) => read_settings(field, "a table of HTTP headers", is_header_name)?,
             None => Vec::new(),
@@ -252,6 +234,37 @@ impl ToolServer {
             headers,
         })
     }
+}
+
+/// An `http`/`https` URL with a host and no credentials in it (they would be logged and
+/// shown). `what` names the users of the URL in the scheme error, `secrets_key` where
+/// credentials belong instead.
+pub(crate) fn check_http_url(
+    field: &Field<'_>,
+    url: &str,
+    what: &str,
+    secrets_key: &str,
+) -> Result<(), PolicyError> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(field.invalid(format!(
+            "\"{url}\" is not a URL (expected http://host[:port]/path or https://…)"
+        )));
+    };
+    if !matches!(scheme, "http" | "https") {
+        return Err(field.invalid(format!(
+            "unsupported scheme \"{scheme}\" ({what} use http or https)"
+        )));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err(field.invalid(format!("\"{url}\" has no host")));
+    }
+    if authority.contains('@') {
+        return Err(field.invalid(format!(
+            "credentials in the URL would be logged and shown; put them in `{secrets_key}` with a secret reference"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads a table of names to values, each a string or `{ secret = "name" }`, in file order
