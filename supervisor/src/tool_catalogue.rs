@@ -28,8 +28,10 @@ pub struct UnavailableSource {
     pub error: String,
 }
 
-/// The tool lists (by pointer) an SDK was built from, and the SDK.
-type CachedSdk = (Vec<usize>, Arc<Sdk>);
+/// The tool lists an SDK was built from, and the SDK. The lists are held, not just their
+/// addresses: a freed list's address can be handed to the next list, which would then look
+/// unchanged.
+type CachedSdk = (Vec<(String, Arc<[ToolDescriptor]>)>, Arc<Sdk>);
 
 #[derive(Debug, Default)]
 pub struct ToolCatalogue {
@@ -67,14 +69,10 @@ impl ToolCatalogue {
                 }),
             }
         }
-        // The pointer identity of each list: a source that relisted hands out a new one.
-        let fingerprint: Vec<usize> = lists
-            .iter()
-            .map(|(_, tools)| Arc::as_ptr(tools).cast::<u8>() as usize)
-            .collect();
         let mut cache = self.cache.lock().await;
+        // A source that relisted hands out a new list, so identity says what changed.
         if let Some((seen, sdk)) = cache.get(&principal.name)
-            && *seen == fingerprint
+            && same_lists(seen, &lists)
         {
             return CatalogueView {
                 sdk: sdk.clone(),
@@ -97,7 +95,96 @@ impl ToolCatalogue {
             })
             .collect();
         let sdk = Arc::new(Sdk::new(&tools));
-        cache.insert(principal.name.clone(), (fingerprint, sdk.clone()));
+        cache.insert(principal.name.clone(), (lists, sdk.clone()));
         CatalogueView { sdk, unavailable }
+    }
+}
+
+fn same_lists(
+    a: &[(String, Arc<[ToolDescriptor]>)],
+    b: &[(String, Arc<[ToolDescriptor]>)],
+) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|((na, ta), (nb, tb))| na == nb && Arc::ptr_eq(ta, tb))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool_source::{CallContext, ToolError, ToolFuture, ToolSource, ToolsFuture};
+    use serde_json::json;
+
+    /// A source whose list can be swapped for a new one of the same size.
+    struct Swapping(std::sync::Mutex<Arc<[ToolDescriptor]>>);
+
+    fn list(name: &str) -> Arc<[ToolDescriptor]> {
+        Arc::from(vec![ToolDescriptor {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        }])
+    }
+
+    impl ToolSource for Swapping {
+        fn namespace(&self) -> &str {
+            "s"
+        }
+        fn tools(&self) -> ToolsFuture<'_> {
+            let tools = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            Box::pin(async move { Ok(tools) })
+        }
+        fn call<'a>(
+            &'a self,
+            _: &'a str,
+            _: serde_json::Value,
+            _: &'a CallContext,
+        ) -> ToolFuture<'a> {
+            Box::pin(async { Err(ToolError::new("unknown_tool", "none")) })
+        }
+    }
+
+    /// A relisted source shows its new tools, even when the new list lands at the address
+    /// the old one had (the cache once compared addresses only; the allocator reuses a
+    /// freed block of the same size readily).
+    #[tokio::test]
+    async fn a_changed_tool_list_rebuilds_the_sdk() {
+        let source = Arc::new(Swapping(std::sync::Mutex::new(list("first"))));
+        let mut registry = ToolRegistry::new();
+        registry.register(source.clone());
+        let principal = Principal {
+            name: "p".into(),
+            uids: vec![],
+            gids: vec![],
+            allow: vec!["*".into()],
+            deny: vec![],
+        };
+        let catalogue = ToolCatalogue::default();
+        for name in ["second", "third", "fourth"] {
+            let view = catalogue.view(&registry, &principal).await;
+            assert!(
+                view.sdk
+                    .files
+                    .files
+                    .keys()
+                    .all(|p| !p.ends_with(&format!("/{name}.ts")))
+            );
+            {
+                let mut current = source.0.lock().unwrap_or_else(|e| e.into_inner());
+                // Free the old list first, so the new one may take its place.
+                *current = Arc::from(Vec::new());
+                *current = list(name);
+            }
+            let view = catalogue.view(&registry, &principal).await;
+            assert!(
+                view.sdk
+                    .files
+                    .files
+                    .contains_key(&format!("servers/s/{name}.ts")),
+                "{:?}",
+                view.sdk.files.files.keys().collect::<Vec<_>>()
+            );
+        }
     }
 }
