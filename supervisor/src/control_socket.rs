@@ -10,8 +10,7 @@ use crate::agent_api::{
 };
 use crate::daemon::DaemonState;
 use crate::execution::{ExecutionJob, rejected_execution, run_execution};
-use crate::program_contract::{self, Leniency};
-use crate::tool_source::ToolDescriptor;
+use crate::program_contract::{self, Leniency, ToolCalls};
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
 use bytes::Bytes;
@@ -134,49 +133,38 @@ async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<E
     if !job.code.contains("tools") {
         return None;
     }
-    let typescript = job.language == Language::TypeScript;
-    let named = program_contract::referenced_namespaces(&job.code, typescript)?;
+    let calls = ToolCalls::find(&job.code, job.language == Language::TypeScript)?;
+    let named = calls.namespaces();
     if named.is_empty() {
         return None;
     }
     let mut lists = Vec::new();
     let mut lenient = Vec::new();
     for source in state.execution_env().tools.sources() {
-        if !named.iter().any(|n| n == source.namespace()) {
+        let namespace = source.namespace().to_owned();
+        if !named.contains(&namespace.as_str()) {
+            // Not called: known by name (for suggestions) but not listed, since listing
+            // starts a lazily started server.
+            lists.push((namespace, None));
             continue;
         }
         match source.tools().await {
             Ok(tools) => {
                 if source.tools_may_change() {
-                    lenient.push((source.namespace().to_owned(), Leniency::Changing));
+                    lenient.push((namespace.clone(), Leniency::Changing));
                 }
-                lists.push((source.namespace().to_owned(), tools));
+                lists.push((namespace, Some(tools)));
             }
             // Its calls will fail at run time with the reason; the check cannot judge them.
-            Err(_) => lenient.push((source.namespace().to_owned(), Leniency::Unlisted)),
+            Err(_) => lenient.push((namespace, Leniency::Unlisted)),
         }
     }
-    // Namespaces that exist are in `lists`; the others are unknown, and the check says so
-    // with the namespaces there are.
-    let all: Vec<String> = state
-        .execution_env()
-        .tools
-        .namespaces()
-        .map(str::to_owned)
-        .collect();
-    let empty: Vec<ToolDescriptor> = Vec::new();
     let catalogue = program_contract::catalogue(
         lists
             .iter()
-            .map(|(ns, tools)| (ns.as_str(), &tools[..]))
-            .chain(
-                all.iter()
-                    .filter(|ns| !lists.iter().any(|(l, _)| l == *ns))
-                    .filter(|ns| !lenient.iter().any(|(l, _)| l == *ns))
-                    .map(|ns| (ns.as_str(), &empty[..])),
-            ),
+            .map(|(ns, tools)| (ns.as_str(), tools.as_deref().unwrap_or_default())),
     );
-    program_contract::check(&job.code, typescript, &catalogue, &lenient)
+    calls.check(&job.code, &catalogue, &lenient)
 }
 
 const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path> and GET /v1/tools/search?q=";

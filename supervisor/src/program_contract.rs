@@ -15,15 +15,16 @@
 //! could not be listed are skipped: the check must never reject a program that would work.
 
 use crate::agent_api::ExecutionError;
-use crate::tool_source::{ToolDescriptor, closest};
+use crate::tool_source::{ToolDescriptor, closest, quote_list};
 use crate::typescript_sdk::tool_search::call_signature;
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{
-    Argument, BindingIdentifier, CallExpression, Expression, ObjectPropertyKind, PropertyKey,
+    Argument, BindingIdentifier, CallExpression, Expression, ObjectExpression, ObjectPropertyKind,
+    PropertyKey,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::parser::{ParseOptions, Parser};
-use oxc::span::SourceType;
+use oxc::span::{GetSpan as _, SourceType};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -57,96 +58,117 @@ pub enum Leniency {
     Changing,
 }
 
-/// The namespaces a program's literal tool calls name, so only those sources are asked for
-/// their tools (asking starts a lazily started server). `None` when the program does not
-/// parse or binds its own `tools`: then nothing is judged.
-pub fn referenced_namespaces(code: &str, typescript: bool) -> Option<Vec<String>> {
-    let allocator = Allocator::default();
-    let parsed = parse(&allocator, code, typescript)?;
-    let catalogue = ContractCatalogue::new();
-    let mut checker = Checker {
-        catalogue: &catalogue,
-        lenient: &[],
-        shadowed: false,
-        violations: Vec::new(),
-        referenced: Vec::new(),
-    };
-    checker.visit_program(&parsed);
-    if checker.shadowed {
-        return None;
-    }
-    checker.referenced.sort();
-    checker.referenced.dedup();
-    Some(checker.referenced)
+/// A program's literal tool calls, found in one parse: the namespaces they name (so only
+/// those sources are asked for their tools, which starts a lazily started server) and what
+/// the check judges.
+#[derive(Debug, Default)]
+pub struct ToolCalls {
+    sites: Vec<CallSite>,
 }
 
-fn parse<'a>(
-    allocator: &'a Allocator,
-    code: &'a str,
-    typescript: bool,
-) -> Option<oxc::ast::ast::Program<'a>> {
-    let source_type = if typescript {
-        SourceType::ts().with_module(true)
-    } else {
-        SourceType::mjs()
-    };
-    let parsed = Parser::new(allocator, code, source_type)
-        .with_options(ParseOptions {
-            allow_return_outside_function: true,
-            ..ParseOptions::default()
+/// One `tools.<ns>.<name>(…)` call.
+#[derive(Debug)]
+struct CallSite {
+    namespace: String,
+    name: String,
+    offset: u32,
+    /// The first argument, when it is an object literal.
+    argument: Option<LiteralObject>,
+}
+
+#[derive(Debug)]
+struct LiteralObject {
+    offset: u32,
+    /// It spreads another object or has a computed key: any property may be present.
+    open: bool,
+    properties: Vec<LiteralProperty>,
+}
+
+#[derive(Debug)]
+struct LiteralProperty {
+    key: String,
+    offset: u32,
+    value_offset: u32,
+    /// The value's JSON type, when the value is a literal.
+    literal: Option<Literal>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Literal {
+    json_type: &'static str,
+    /// A numeric literal's value (an `integer` must have no fraction).
+    number: Option<f64>,
+}
+
+impl ToolCalls {
+    /// Parses the program once. `None` when it does not parse (the worker reports syntax
+    /// errors with full detail) or binds its own `tools`: then nothing is judged.
+    pub fn find(code: &str, typescript: bool) -> Option<ToolCalls> {
+        let allocator = Allocator::default();
+        let source_type = if typescript {
+            SourceType::ts().with_module(true)
+        } else {
+            SourceType::mjs()
+        };
+        let parsed = Parser::new(&allocator, code, source_type)
+            .with_options(ParseOptions {
+                allow_return_outside_function: true,
+                ..ParseOptions::default()
+            })
+            .parse();
+        if !parsed.diagnostics.is_empty() {
+            return None;
+        }
+        let mut finder = Finder::default();
+        finder.visit_program(&parsed.program);
+        (!finder.shadowed).then_some(finder.calls)
+    }
+
+    /// The namespaces the calls name, sorted, once each.
+    pub fn namespaces(&self) -> Vec<&str> {
+        let mut named: Vec<&str> = self.sites.iter().map(|s| s.namespace.as_str()).collect();
+        named.sort_unstable();
+        named.dedup();
+        named
+    }
+
+    /// The first violation in source order, as the execution error the agent receives (kind
+    /// `contract`), or `None` when nothing the check can judge is wrong. `code` is the
+    /// program the calls were found in (for the position).
+    pub fn check(
+        &self,
+        code: &str,
+        catalogue: &ContractCatalogue<'_>,
+        lenient: &[(String, Leniency)],
+    ) -> Option<ExecutionError> {
+        let mut violations = Vec::new();
+        for site in &self.sites {
+            judge(site, catalogue, lenient, &mut violations);
+        }
+        let (offset, message, hint) = violations.into_iter().min_by_key(|v| v.0)?;
+        let (line, column) = line_column(code, offset);
+        Some(ExecutionError {
+            kind: "contract".into(),
+            name: None,
+            message,
+            line: Some(line),
+            column: Some(column),
+            stack: None,
+            excerpt: None,
+            hint: Some(hint),
         })
-        .parse();
-    parsed.diagnostics.is_empty().then_some(parsed.program)
-}
-
-/// The first violation in source order, as the execution error the agent receives (kind
-/// `contract`), or `None` when nothing the check can judge is wrong. A program that does not
-/// parse is left to the worker, which reports syntax errors with full detail.
-pub fn check(
-    code: &str,
-    typescript: bool,
-    catalogue: &ContractCatalogue<'_>,
-    lenient: &[(String, Leniency)],
-) -> Option<ExecutionError> {
-    let allocator = Allocator::default();
-    let program = parse(&allocator, code, typescript)?;
-    let mut checker = Checker {
-        catalogue,
-        lenient,
-        shadowed: false,
-        violations: Vec::new(),
-        referenced: Vec::new(),
-    };
-    checker.visit_program(&program);
-    if checker.shadowed {
-        return None;
     }
-    let (offset, message, hint) = checker.violations.into_iter().min_by_key(|v| v.0)?;
-    let (line, column) = line_column(code, offset);
-    Some(ExecutionError {
-        kind: "contract".into(),
-        name: None,
-        message,
-        line: Some(line),
-        column: Some(column),
-        stack: None,
-        excerpt: None,
-        hint: Some(hint),
-    })
 }
 
-struct Checker<'c, 'a> {
-    catalogue: &'c ContractCatalogue<'a>,
-    lenient: &'c [(String, Leniency)],
+/// Collects the call sites while walking the program.
+#[derive(Default)]
+struct Finder {
+    calls: ToolCalls,
     /// The program binds its own `tools`; nothing about it can be judged.
     shadowed: bool,
-    /// (byte offset, message, hint)
-    violations: Vec<(u32, String, String)>,
-    /// Namespaces named by literal tool calls.
-    referenced: Vec<String>,
 }
 
-impl<'a> Visit<'a> for Checker<'_, '_> {
+impl<'a> Visit<'a> for Finder {
     fn visit_binding_identifier(&mut self, ident: &BindingIdentifier<'a>) {
         if ident.name == "tools" {
             self.shadowed = true;
@@ -155,143 +177,166 @@ impl<'a> Visit<'a> for Checker<'_, '_> {
 
     fn visit_call_expression(&mut self, call: &CallExpression<'a>) {
         if let Some((namespace, name)) = tool_reference(&call.callee) {
-            self.referenced.push(namespace.to_owned());
-            self.judge(call, namespace, name);
+            let argument = match call.arguments.first() {
+                Some(Argument::ObjectExpression(object)) => Some(literal_object(object)),
+                _ => None,
+            };
+            self.calls.sites.push(CallSite {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                offset: call.span.start,
+                argument,
+            });
         }
         walk::walk_call_expression(self, call);
     }
 }
 
-impl Checker<'_, '_> {
-    fn judge(&mut self, call: &CallExpression<'_>, namespace: &str, name: &str) {
-        let at = call.span.start;
-        let leniency = self
-            .lenient
-            .iter()
-            .find(|(ns, _)| ns == namespace)
-            .map(|(_, l)| *l);
-        if leniency == Some(Leniency::Unlisted) {
-            return;
-        }
-        let Some(tools) = self.catalogue.get(namespace) else {
-            let near = closest(namespace, self.catalogue.keys().copied(), 3);
-            self.violations.push((
-                at,
-                format!("there is no tool namespace `tools.{namespace}`"),
-                suggestion(&near, "tools.", "", || {
-                    format!(
-                        "the namespaces are {}",
-                        self.catalogue
-                            .keys()
-                            .map(|k| format!("tools.{k}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                }),
-            ));
-            return;
+fn literal_object(object: &ObjectExpression<'_>) -> LiteralObject {
+    let mut open = false;
+    let mut properties = Vec::new();
+    for property in &object.properties {
+        let ObjectPropertyKind::ObjectProperty(property) = property else {
+            open = true;
+            continue;
         };
-        let Some(tool) = tools.get(name) else {
-            if leniency == Some(Leniency::Changing) {
-                return;
-            }
-            let near = closest(name, tools.keys().copied(), 3);
-            self.violations.push((
-                at,
-                format!("`tools.{namespace}` has no tool `{name}`"),
-                suggestion(&near, &format!("tools.{namespace}."), "()", || {
-                    format!("search for it: GET /v1/tools/search?q={name}")
-                }),
-            ));
-            return;
-        };
-        let Some(Argument::ObjectExpression(object)) = call.arguments.first() else {
-            return;
-        };
-        let schema = &tool.input_schema;
-        let properties = schema.get("properties").and_then(Value::as_object);
-        let closed = properties.is_some()
-            && !matches!(
-                schema.get("additionalProperties"),
-                Some(Value::Bool(true) | Value::Object(_))
-            )
-            && schema.get("patternProperties").is_none();
-        let hint = format!("the tool takes {}", call_signature(namespace, name, schema));
-        let mut given = Vec::new();
-        let mut spreads = false;
-        for property in &object.properties {
-            let ObjectPropertyKind::ObjectProperty(property) = property else {
-                spreads = true;
+        let key = match &property.key {
+            PropertyKey::StaticIdentifier(id) => id.name.as_str(),
+            PropertyKey::StringLiteral(s) => s.value.as_str(),
+            _ => {
+                // A computed key could be anything, required ones included.
+                open = true;
                 continue;
-            };
-            let key = match &property.key {
-                PropertyKey::StaticIdentifier(id) => id.name.as_str(),
-                PropertyKey::StringLiteral(s) => s.value.as_str(),
-                _ => {
-                    // A computed key could be anything, required ones included.
-                    spreads = true;
-                    continue;
-                }
-            };
-            given.push(key.to_owned());
-            let declared = properties.and_then(|p| p.get(key));
-            match declared {
-                None if closed => {
-                    let near = closest(
-                        key,
-                        properties.into_iter().flatten().map(|(k, _)| k.as_str()),
-                        3,
-                    );
-                    let did_you_mean = match near.as_slice() {
-                        [] => String::new(),
-                        near => format!(
-                            " (did you mean {}?)",
-                            near.iter()
-                                .map(|n| format!("`{n}`"))
-                                .collect::<Vec<_>>()
-                                .join(" or ")
-                        ),
-                    };
-                    self.violations.push((
-                        property.span.start,
-                        format!("tools.{namespace}.{name}: unknown argument `{key}`{did_you_mean}"),
-                        hint.clone(),
-                    ));
-                }
-                Some(declared) => {
-                    if let Some(given_type) = literal_type(&property.value)
-                        && let Some(expected) = accepted_types(declared)
-                        && !accepts(&expected, given_type, &property.value)
-                    {
-                        self.violations.push((
-                            property.value.span().start,
-                            format!(
-                                "tools.{namespace}.{name}: argument `{key}` must be {}, not {given_type}",
-                                expected.join(" or ")
-                            ),
-                            hint.clone(),
-                        ));
-                    }
-                }
-                None => {}
             }
+        };
+        properties.push(LiteralProperty {
+            key: key.to_owned(),
+            offset: property.span.start,
+            value_offset: property.value.span().start,
+            literal: literal(&property.value),
+        });
+    }
+    LiteralObject {
+        offset: object.span.start,
+        open,
+        properties,
+    }
+}
+
+/// Holds one call against the catalogue, adding (offset, message, hint) per problem.
+fn judge(
+    site: &CallSite,
+    catalogue: &ContractCatalogue<'_>,
+    lenient: &[(String, Leniency)],
+    violations: &mut Vec<(u32, String, String)>,
+) {
+    let (namespace, name) = (site.namespace.as_str(), site.name.as_str());
+    let leniency = lenient
+        .iter()
+        .find(|(ns, _)| ns == namespace)
+        .map(|(_, l)| *l);
+    if leniency == Some(Leniency::Unlisted) {
+        return;
+    }
+    let Some(tools) = catalogue.get(namespace) else {
+        let near = closest(namespace, catalogue.keys().copied(), 3);
+        let hint = if near.is_empty() {
+            let all: Vec<String> = catalogue.keys().map(|k| format!("tools.{k}")).collect();
+            format!("the namespaces are {}", all.join(", "))
+        } else {
+            format!("did you mean {}?", quote_list(&near, "tools.", ""))
+        };
+        violations.push((
+            site.offset,
+            format!("there is no tool namespace `tools.{namespace}`"),
+            hint,
+        ));
+        return;
+    };
+    let Some(tool) = tools.get(name) else {
+        if leniency == Some(Leniency::Changing) {
+            return;
         }
-        if !spreads {
-            let required = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str);
-            for missing in required.filter(|r| !given.iter().any(|g| g == r)) {
-                self.violations.push((
-                    object.span.start,
-                    format!(
-                        "tools.{namespace}.{name}: the required argument `{missing}` is missing"
-                    ),
+        let near = closest(name, tools.keys().copied(), 3);
+        let hint = if near.is_empty() {
+            format!("search for it: GET /v1/tools/search?q={name}")
+        } else {
+            format!(
+                "did you mean {}?",
+                quote_list(&near, &format!("tools.{namespace}."), "()")
+            )
+        };
+        violations.push((
+            site.offset,
+            format!("`tools.{namespace}` has no tool `{name}`"),
+            hint,
+        ));
+        return;
+    };
+    let Some(object) = &site.argument else {
+        return;
+    };
+    let schema = &tool.input_schema;
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let closed = properties.is_some()
+        && !matches!(
+            schema.get("additionalProperties"),
+            Some(Value::Bool(true) | Value::Object(_))
+        )
+        && schema.get("patternProperties").is_none();
+    let hint = format!("the tool takes {}", call_signature(namespace, name, schema));
+    for property in &object.properties {
+        let key = property.key.as_str();
+        match properties.and_then(|p| p.get(key)) {
+            None if closed => {
+                let near = closest(
+                    key,
+                    properties.into_iter().flatten().map(|(k, _)| k.as_str()),
+                    3,
+                );
+                let did_you_mean = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean {}?)", quote_list(&near, "`", "`"))
+                };
+                violations.push((
+                    property.offset,
+                    format!("tools.{namespace}.{name}: unknown argument `{key}`{did_you_mean}"),
                     hint.clone(),
                 ));
             }
+            Some(declared) => {
+                if let Some(given) = property.literal
+                    && let Some(expected) = accepted_types(declared)
+                    && !accepts(&expected, given)
+                {
+                    violations.push((
+                        property.value_offset,
+                        format!(
+                            "tools.{namespace}.{name}: argument `{key}` must be {}, not {}",
+                            expected.join(" or "),
+                            given.json_type
+                        ),
+                        hint.clone(),
+                    ));
+                }
+            }
+            None => {}
+        }
+    }
+    if !object.open {
+        let required = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str);
+        for missing in required.filter(|r| !object.properties.iter().any(|p| p.key == *r)) {
+            violations.push((
+                object.offset,
+                format!("tools.{namespace}.{name}: the required argument `{missing}` is missing"),
+                hint.clone(),
+            ));
         }
     }
 }
@@ -320,9 +365,9 @@ fn member<'e>(expression: &'e Expression<'_>) -> Option<(&'e Expression<'e>, &'e
     }
 }
 
-/// The JSON type of a literal argument value, when it is one.
-fn literal_type(value: &Expression<'_>) -> Option<&'static str> {
-    Some(match value {
+/// A literal argument value's JSON type (and number), when the value is a literal.
+fn literal(value: &Expression<'_>) -> Option<Literal> {
+    let json_type = match value {
         Expression::StringLiteral(_) | Expression::TemplateLiteral(_) => "string",
         Expression::NumericLiteral(_) => "number",
         Expression::BooleanLiteral(_) => "boolean",
@@ -330,7 +375,12 @@ fn literal_type(value: &Expression<'_>) -> Option<&'static str> {
         Expression::ArrayExpression(_) => "array",
         Expression::ObjectExpression(_) => "object",
         _ => return None,
-    })
+    };
+    let number = match value {
+        Expression::NumericLiteral(n) => Some(n.value),
+        _ => None,
+    };
+    Some(Literal { json_type, number })
 }
 
 /// The JSON types a property schema accepts, when it says (`type`, no unions to reason
@@ -357,31 +407,11 @@ fn accepted_types(schema: &Value) -> Option<Vec<String>> {
     Some(types)
 }
 
-fn accepts(expected: &[String], given: &str, value: &Expression<'_>) -> bool {
+fn accepts(expected: &[String], given: Literal) -> bool {
     expected.iter().any(|t| match t.as_str() {
-        "integer" => {
-            matches!(value, Expression::NumericLiteral(n) if n.value.fract() == 0.0)
-        }
-        other => other == given,
+        "integer" => given.number.is_some_and(|n| n.fract() == 0.0),
+        other => other == given.json_type,
     })
-}
-
-fn suggestion(
-    near: &[&str],
-    prefix: &str,
-    suffix: &str,
-    otherwise: impl FnOnce() -> String,
-) -> String {
-    match near {
-        [] => otherwise(),
-        near => format!(
-            "did you mean {}?",
-            near.iter()
-                .map(|n| format!("{prefix}{n}{suffix}"))
-                .collect::<Vec<_>>()
-                .join(" or ")
-        ),
-    }
 }
 
 /// 1-based line and column (in characters) of a byte offset.
@@ -396,12 +426,24 @@ fn line_column(code: &str, offset: u32) -> (u32, u32) {
     )
 }
 
-use oxc::span::GetSpan as _;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Finds the calls and checks them, as the daemon does.
+    fn check(
+        code: &str,
+        catalogue: &ContractCatalogue<'_>,
+        lenient: &[(String, Leniency)],
+    ) -> Option<ExecutionError> {
+        ToolCalls::find(code, true)?.check(code, catalogue, lenient)
+    }
+
+    fn referenced_namespaces(code: &str, typescript: bool) -> Option<Vec<String>> {
+        let calls = ToolCalls::find(code, typescript)?;
+        Some(calls.namespaces().into_iter().map(str::to_owned).collect())
+    }
 
     fn tools() -> Vec<ToolDescriptor> {
         vec![
@@ -420,7 +462,7 @@ mod tests {
 
     fn run(code: &str) -> Option<ExecutionError> {
         let tools = tools();
-        check(code, true, &catalogue([("math", tools.as_slice())]), &[])
+        check(code, &catalogue([("math", tools.as_slice())]), &[])
     }
 
     #[test]
@@ -485,11 +527,11 @@ mod tests {
         let tools = tools();
         let cat = catalogue([("math", tools.as_slice())]);
         let unlisted = [("down".to_owned(), Leniency::Unlisted)];
-        assert!(check("await tools.down.anything({})", true, &cat, &unlisted).is_none());
+        assert!(check("await tools.down.anything({})", &cat, &unlisted).is_none());
         // A namespace whose list may change: unknown tools pass, known ones are judged.
         let changing = [("math".to_owned(), Leniency::Changing)];
-        assert!(check("await tools.math.added_later({})", true, &cat, &changing).is_none());
-        assert!(check("await tools.math.add({ a: 1 })", true, &cat, &changing).is_some());
+        assert!(check("await tools.math.added_later({})", &cat, &changing).is_none());
+        assert!(check("await tools.math.add({ a: 1 })", &cat, &changing).is_some());
     }
 
     #[test]

@@ -226,7 +226,8 @@ impl ToolRegistry {
     }
 }
 
-fn quote_list(names: &[&str], prefix: &str, suffix: &str) -> String {
+/// `tools.a() or tools.b()`: each name with `prefix` and `suffix`, joined with "or".
+pub fn quote_list(names: &[&str], prefix: &str, suffix: &str) -> String {
     names
         .iter()
         .map(|n| format!("{prefix}{n}{suffix}"))
