@@ -145,17 +145,25 @@ impl KernelKeyring {
             .map_err(|e| KeyringError::Unavailable(reason(e)))
     }
 
+    /// The user keyring and the key `description` in it, `None` if there is no such key (or
+    /// it expired or was revoked).
+    fn find(&self, description: &str) -> Result<Option<(KeyRing, Key)>, KeyringError> {
+        let ring = self.user_keyring()?;
+        match ring.search(description) {
+            Ok(key) => Ok(Some((ring, key))),
+            Err(KeyError::KeyDoesNotExist | KeyError::KeyExpired | KeyError::KeyRevoked) => {
+                Ok(None)
+            }
+            Err(e) => Err(self.failure("search for", description, e)),
+        }
+    }
+
     /// The secret's value, `None` if there is no such key.
     pub fn get(&self, name: &str) -> Result<Option<Zeroizing<String>>, KeyringError> {
         check_name(name)?;
         let description = Self::description(name);
-        let ring = self.user_keyring()?;
-        let key = match ring.search(&description) {
-            Ok(key) => key,
-            Err(KeyError::KeyDoesNotExist | KeyError::KeyExpired | KeyError::KeyRevoked) => {
-                return Ok(None);
-            }
-            Err(e) => return Err(self.failure("search for", &description, e)),
+        let Some((_, key)) = self.find(&description)? else {
+            return Ok(None);
         };
         // One byte more than a `user` key can hold, so an impossible length is seen, not
         // truncated. A fixed buffer that is never grown leaves no stray copy of the value in
@@ -222,13 +230,8 @@ impl KernelKeyring {
     pub fn delete(&self, name: &str) -> Result<bool, KeyringError> {
         check_name(name)?;
         let description = Self::description(name);
-        let ring = self.user_keyring()?;
-        let key = match ring.search(&description) {
-            Ok(key) => key,
-            Err(KeyError::KeyDoesNotExist | KeyError::KeyExpired | KeyError::KeyRevoked) => {
-                return Ok(false);
-            }
-            Err(e) => return Err(self.failure("search for", &description, e)),
+        let Some((ring, key)) = self.find(&description)? else {
+            return Ok(false);
         };
         // Invalidating destroys the key wherever it is linked. A key that some other tool
         // created without user "search" permission cannot be invalidated from a session that
