@@ -39,19 +39,22 @@ pub(crate) struct TableReader<'a> {
 
 impl<'a> TableReader<'a> {
     /// The document's top-level table.
-    pub fn root(
+    /// The document's top-level table, and the error for its first unknown key if it has
+    /// one: the known keys can still be read, so one typo does not hide the file's other
+    /// problems.
+    pub fn root_reporting(
         source: Source<'a>,
         table: &'a Spanned<DeTable<'a>>,
         known_keys: &'static [&'static str],
-    ) -> Result<Self, PolicyError> {
+    ) -> (Self, Option<PolicyError>) {
         let reader = TableReader {
             source,
             path: String::new(),
             span: table.span(),
             table: table.get_ref(),
         };
-        reader.reject_unknown_keys(known_keys)?;
-        Ok(reader)
+        let unknown = reader.reject_unknown_keys(known_keys).err();
+        (reader, unknown)
     }
 
     /// The dotted key path of this table (`""` for the top level).

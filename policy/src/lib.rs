@@ -2,10 +2,12 @@
 //! errors that name the file, line, column and key of every problem.
 //!
 //! Modules:
-//! - [`policy_file`]: [`Policy`] (load, parse, the embedded default, admission) and [`PolicyError`];
+//! - [`policy_file`]: [`Policy`] (load with `policy.d` drop-ins, parse, the embedded default,
+//!   admission), [`PolicyError`] (every problem, located) and [`PolicyWarning`];
 //! - [`daemon_settings`]: the `[daemon]` table;
 //! - [`limit_settings`]: the `[limits]` table;
-//! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions;
+//! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions,
+//!   per-principal limits and rate limits;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
 //! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
 //! - [`openapi_source`]: `[[openapi]]` tables, OpenAPI documents whose operations become tools;
@@ -37,7 +39,7 @@ pub use daemon_settings::DaemonSettings;
 pub use graphql_source::{GraphQlSource, SchemaFormat};
 pub use limit_settings::LimitSettings;
 pub use openapi_source::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
-pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError};
-pub use principal::Principal;
+pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError, PolicyWarning};
+pub use principal::{Principal, RateLimits, ToolDecision, ToolRule};
 pub use source_location::Location;
 pub use tool_server::{ServerTransport, SettingValue, StartMode, ToolServer};

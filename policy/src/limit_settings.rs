@@ -2,6 +2,7 @@
 //! sends to each worker; a request may ask for a shorter timeout, or a longer one up to
 //! `max_timeout_ms`.
 
+use crate::byte_size::format_byte_size;
 use crate::document::TableReader;
 use crate::policy_file::PolicyError;
 
@@ -75,7 +76,48 @@ impl LimitSettings {
     pub const MAX_CODE_BYTES: u64 = 16 * MIB;
 
     pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
-        let defaults = LimitSettings::default();
+        Self::read_over(table, &LimitSettings::default())
+    }
+
+    /// Reads a principal's `limits` table: keys left out keep `global`'s value, and a key set
+    /// above `global`'s value is refused. Pool workers are started with ceilings derived from
+    /// `[limits]`, so a principal can only be given less than the policy's limits, never more.
+    pub(crate) fn read_narrowing(
+        table: &TableReader<'_>,
+        global: &LimitSettings,
+    ) -> Result<Self, PolicyError> {
+        let limits = Self::read_over(table, global)?;
+        // `timeout_ms` is a default, not a ceiling: it only has to stay within the principal's
+        // own `max_timeout_ms`, which `read_over` checks.
+        let checks: [(&str, u64, u64, fn(u64) -> String); 6] = [
+            ("max_timeout_ms", limits.max_timeout_ms, global.max_timeout_ms, |n| n.to_string()),
+            ("memory", limits.memory_bytes, global.memory_bytes, format_byte_size),
+            ("stack", limits.stack_bytes, global.stack_bytes, format_byte_size),
+            (
+                "max_tool_calls",
+                u64::from(limits.max_tool_calls),
+                u64::from(global.max_tool_calls),
+                |n| n.to_string(),
+            ),
+            ("max_output", limits.max_output_bytes, global.max_output_bytes, format_byte_size),
+            ("max_code", limits.max_code_bytes, global.max_code_bytes, format_byte_size),
+        ];
+        for (key, value, ceiling, show) in checks {
+            if value > ceiling
+                && let Some(field) = table.get(key)
+            {
+                return Err(field.invalid(format!(
+                    "{} is more than the policy's limits.{key} ({}): a principal's limits can only lower [limits]; raise limits.{key} too",
+                    show(value),
+                    show(ceiling)
+                )));
+            }
+        }
+        Ok(limits)
+    }
+
+    /// Reads a limits table whose absent keys take `defaults`' values.
+    fn read_over(table: &TableReader<'_>, defaults: &LimitSettings) -> Result<Self, PolicyError> {
         let max_timeout_ms = match table.get("max_timeout_ms") {
             Some(field) => field.u64_in(1..=Self::MAX_TIMEOUT_MS)?,
             None => defaults.max_timeout_ms,

@@ -55,12 +55,31 @@ pub struct Policy {
     pub graphql: Vec<GraphQlSource>,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
+    /// The drop-in files merged into it, in the order they were read.
+    pub drop_ins: Vec<String>,
+    /// Valid but noteworthy settings (shown by `airlock policy check` and logged at load).
+    pub warnings: Vec<PolicyWarning>,
 }
 
 /// Why a policy was rejected. `Display` starts with `file:line:column:` wherever the position is
 /// known, then names the dotted key (`limits.memory`, `principal[1].users[2]`).
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
+    /// Several problems, each on its own line (what [`Policy::load`] returns for more than one).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<PolicyError>),
+    /// A policy file or drop-in directory that others could change.
+    #[error(
+        "{}: refusing a policy that group or others can write (mode {mode:04o}): whoever can write it decides what agents may do; run `chmod go-w {}`",
+        path.display(),
+        path.display()
+    )]
+    WritableByOthers {
+        /// The file or directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The file could not be read.
     #[error("{}: cannot read policy file: {source}", path.display())]
     Read {
@@ -182,8 +201,8 @@ pub enum PolicyError {
         /// The principal's name.
         name: String,
     },
-    /// Two principals with the same name.
-    #[error("{at}: {key}: duplicate {what} name \"{name}\" (first defined at line {first_line})")]
+    /// Two principals (or two tool sources) with the same name.
+    #[error("{at}: {key}: duplicate {what} name \"{name}\" (first defined at {})", first_place(first, at))]
     DuplicateName {
         /// Where the second name is.
         at: Location,
@@ -193,8 +212,8 @@ pub enum PolicyError {
         what: &'static str,
         /// The name.
         name: String,
-        /// Line of the first table with this name.
-        first_line: usize,
+        /// Where the name was first given (boxed: keeps the error small).
+        first: Box<Location>,
     },
     /// A user name the user database does not know.
     #[error("{at}: {key}: unknown user \"{name}\" (not in the user database)")]
@@ -246,11 +265,38 @@ fn table_label(key: &str, name: &str) -> String {
     }
 }
 
+/// How a duplicate's first definition is named: `line N` in the same file, else the full place.
+fn first_place(first: &Location, at: &Location) -> String {
+    if first.origin == at.origin {
+        format!("line {}", first.line)
+    } else {
+        first.to_string()
+    }
+}
+
 impl PolicyError {
+    /// One problem as itself, several as [`PolicyError::Several`].
+    pub fn from_problems(mut problems: Vec<PolicyError>) -> PolicyError {
+        if problems.len() == 1 {
+            problems.remove(0)
+        } else {
+            PolicyError::Several(problems)
+        }
+    }
+
+    /// Every single problem in this error.
+    pub fn problems(&self) -> Vec<&PolicyError> {
+        match self {
+            PolicyError::Several(errors) => errors.iter().collect(),
+            other => vec![other],
+        }
+    }
+
     /// Where in the file the problem is (`None` when the file could not be read).
     pub fn location(&self) -> Option<&Location> {
         match self {
-            PolicyError::Read { .. } => None,
+            PolicyError::Several(errors) => errors.first().and_then(PolicyError::location),
+            PolicyError::Read { .. } | PolicyError::WritableByOthers { .. } => None,
             PolicyError::Syntax { at, .. }
             | PolicyError::UnknownKey { at, .. }
             | PolicyError::WrongType { at, .. }
@@ -271,7 +317,10 @@ impl PolicyError {
     /// The dotted key path the problem is about (`None` for read and syntax errors).
     pub fn key(&self) -> Option<&str> {
         match self {
-            PolicyError::Read { .. } | PolicyError::Syntax { .. } => None,
+            PolicyError::Several(errors) => errors.first().and_then(PolicyError::key),
+            PolicyError::Read { .. }
+            | PolicyError::WritableByOthers { .. }
+            | PolicyError::Syntax { .. } => None,
             PolicyError::UnknownKey { key, .. }
             | PolicyError::WrongType { key, .. }
             | PolicyError::MissingKey { key, .. }
@@ -290,106 +339,27 @@ impl PolicyError {
 }
 
 impl Policy {
-    /// Reads and validates the policy file at `path`.
+    /// Reads and validates the policy file at `path` together with its drop-ins
+    /// (`policy.d/*.toml` beside it, in name order). Every problem found is reported: one is
+    /// returned as itself, several as [`PolicyError::Several`].
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Policy::parse(&text, &path.display().to_string())
+        Policy::load_all(path).map_err(PolicyError::from_problems)
+    }
+
+    /// Like [`Policy::load`], with every problem as its own error (`airlock policy check`).
+    pub fn load_all(path: &Path) -> Result<Policy, Vec<PolicyError>> {
+        let files = policy_files(path)?;
+        parse_files(&files)
     }
 
     /// Validates policy text; `origin` names it in errors (a path, or `<embedded default>`).
+    /// Drop-ins are not read.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        let source = Source { text, origin };
-        let document = DeTable::parse(text).map_err(|error| syntax_error(source, &error))?;
-        let root = TableReader::root(source, &document, TOP_LEVEL_KEYS)?;
-
-        let daemon = match root.get("daemon") {
-            Some(field) => {
-                DaemonSettings::read(&field.table("a table ([daemon])", DaemonSettings::KEYS)?)?
-            }
-            None => DaemonSettings::default(),
-        };
-        let limits = match root.get("limits") {
-            Some(field) => {
-                LimitSettings::read(&field.table("a table ([limits])", LimitSettings::KEYS)?)?
-            }
-            None => LimitSettings::default(),
-        };
-
-        let mut principals = Vec::new();
-        let mut first_lines: HashMap<String, usize> = HashMap::new();
-        if let Some(field) = root.get("principal") {
-            for entry in field.array("an array of tables ([[principal]])")? {
-                let table = entry.table("a table ([[principal]])", Principal::KEYS)?;
-                let principal = Principal::read(&table)?;
-                let name_at = table.require("name")?.location();
-                if let Some(&first_line) = first_lines.get(&principal.name) {
-                    return Err(PolicyError::DuplicateName {
-                        at: name_at,
-                        key: format!("{}.name", table.path()),
-                        what: "principal",
-                        name: principal.name,
-                        first_line,
-                    });
-                }
-                first_lines.insert(principal.name.clone(), name_at.line);
-                principals.push(principal);
-            }
-        }
-
-        // Every source is a namespace in programs: names are unique across all kinds.
-        let mut names: HashMap<String, usize> = HashMap::new();
-        let servers = read_sources(
-            &root,
-            SourceKind {
-                key: "server",
-                array: "an array of tables ([[server]])",
-                table: "a table ([[server]])",
-                keys: ToolServer::KEYS,
-                what: "server",
-            },
-            &mut names,
-            ToolServer::read,
-            |s| &s.name,
-        )?;
-        let openapi = read_sources(
-            &root,
-            SourceKind {
-                key: "openapi",
-                array: "an array of tables ([[openapi]])",
-                table: "a table ([[openapi]])",
-                keys: OpenApiSource::KEYS,
-                what: "tool source",
-            },
-            &mut names,
-            OpenApiSource::read,
-            |s| &s.name,
-        )?;
-        let graphql = read_sources(
-            &root,
-            SourceKind {
-                key: "graphql",
-                array: "an array of tables ([[graphql]])",
-                table: "a table ([[graphql]])",
-                keys: GraphQlSource::KEYS,
-                what: "tool source",
-            },
-            &mut names,
-            GraphQlSource::read,
-            |s| &s.name,
-        )?;
-
-        Ok(Policy {
-            daemon,
-            limits,
-            principals,
-            servers,
-            openapi,
-            graphql,
+        let file = PolicyText {
             origin: origin.to_owned(),
-        })
+            text: text.to_owned(),
+        };
+        parse_files(std::slice::from_ref(&file)).map_err(PolicyError::from_problems)
     }
 
     /// The policy built into the daemon (`policy/default.toml`): one principal, `local`, for the
@@ -409,6 +379,319 @@ impl Policy {
             .iter()
             .find(|principal| principal.admits(uid, gid, supplementary_gids))
     }
+
+    /// Every file this policy was read from: the main file, then the drop-ins.
+    pub fn files(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.origin.as_str()).chain(self.drop_ins.iter().map(String::as_str))
+    }
+}
+
+/// Something valid but worth the operator's attention (a `*` principal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyWarning {
+    /// Where it is.
+    pub at: Location,
+    /// What is worth attention, and what to do about it.
+    pub message: String,
+}
+
+impl std::fmt::Display for PolicyWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: warning: {}", self.at, self.message)
+    }
+}
+
+/// The directory of drop-ins for the policy file at `path`: `policy.d` beside it.
+pub fn drop_in_directory(path: &Path) -> PathBuf {
+    path.parent()
+        .unwrap_or_else(|| Path::new(""))
+        .join(DROP_IN_DIRECTORY)
+}
+
+/// Name of the drop-in directory beside the main policy file.
+pub const DROP_IN_DIRECTORY: &str = "policy.d";
+
+/// One policy file's text and the name errors give it.
+struct PolicyText {
+    origin: String,
+    text: String,
+}
+
+/// Reads the main policy file and its drop-ins, refusing any that others could write.
+fn policy_files(path: &Path) -> Result<Vec<PolicyText>, Vec<PolicyError>> {
+    let mut errors = Vec::new();
+    let mut files = Vec::new();
+    match read_policy_text(path) {
+        Ok(file) => files.push(file),
+        Err(e) => errors.push(e),
+    }
+    let dir = drop_in_directory(path);
+    match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => errors.push(PolicyError::Read { path: dir, source }),
+        Ok(meta) if !meta.is_dir() => errors.push(PolicyError::Read {
+            path: dir,
+            source: io::Error::other("not a directory"),
+        }),
+        Ok(meta) => {
+            if let Err(e) = check_not_writable_by_others(&dir, &meta) {
+                errors.push(e);
+            }
+            match drop_in_paths(&dir) {
+                Ok(paths) => {
+                    for path in paths {
+                        match read_policy_text(&path) {
+                            Ok(file) => files.push(file),
+                            Err(e) => errors.push(e),
+                        }
+                    }
+                }
+                Err(source) => errors.push(PolicyError::Read { path: dir, source }),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(files)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The `*.toml` files of a drop-in directory in byte order of their names. Hidden files and
+/// other extensions (editor backups, `.rpmsave`, `.disabled`) are not policy.
+fn drop_in_paths(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.as_encoded_bytes();
+        if name.starts_with(b".") || !name.ends_with(b".toml") {
+            continue;
+        }
+        paths.push(entry.path());
+    }
+    paths.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    Ok(paths)
+}
+
+fn read_policy_text(path: &Path) -> Result<PolicyText, PolicyError> {
+    let read_error = |source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    check_not_writable_by_others(path, &meta)?;
+    let text = std::fs::read_to_string(path).map_err(read_error)?;
+    Ok(PolicyText {
+        origin: path.display().to_string(),
+        text,
+    })
+}
+
+/// Whoever can write the policy decides what agents may do, so a file or drop-in directory
+/// that group or others can write is refused rather than trusted.
+fn check_not_writable_by_others(path: &Path, meta: &std::fs::Metadata) -> Result<(), PolicyError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(PolicyError::WritableByOthers {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// Validates one or more policy files as one policy: the first is the main file, the rest
+/// are drop-ins. Each table is read on its own, so one bad table does not hide the problems
+/// of the next.
+fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+
+    let mut documents = Vec::new();
+    for (index, file) in files.iter().enumerate() {
+        let source = Source {
+            text: &file.text,
+            origin: &file.origin,
+        };
+        match DeTable::parse(&file.text) {
+            Ok(document) => documents.push((index, source, document)),
+            Err(error) => errors.push(syntax_error(source, &error)),
+        }
+    }
+    let mut roots = Vec::new();
+    for (index, source, document) in &documents {
+        let (root, unknown) = TableReader::root_reporting(*source, document, TOP_LEVEL_KEYS);
+        errors.extend(unknown);
+        roots.push((*index, root));
+    }
+
+    // [daemon] configures the process (socket, pool): it lives in the main file only.
+    let mut daemon = None;
+    for (index, root) in &roots {
+        let Some(field) = root.get("daemon") else {
+            continue;
+        };
+        if *index > 0 {
+            errors.push(field.invalid(
+                "[daemon] may only be set in the main policy file, not in a drop-in: it configures the daemon process itself",
+            ));
+            continue;
+        }
+        match field
+            .table("a table ([daemon])", DaemonSettings::KEYS)
+            .and_then(|table| DaemonSettings::read(&table))
+        {
+            Ok(settings) => daemon = Some(settings),
+            Err(e) => errors.push(e),
+        }
+    }
+
+    // [limits] may be set in one file, whichever: two files setting it would make the result
+    // depend on file names in a way nobody reads off the files.
+    let mut limits = None;
+    let mut limits_at: Option<Location> = None;
+    for (_, root) in &roots {
+        let Some(field) = root.get("limits") else {
+            continue;
+        };
+        if let Some(first) = &limits_at {
+            errors.push(field.invalid(format!(
+                "[limits] is already set at {first}: set the limits in one file"
+            )));
+            continue;
+        }
+        limits_at = Some(field.location());
+        match field
+            .table("a table ([limits])", LimitSettings::KEYS)
+            .and_then(|table| LimitSettings::read(&table))
+        {
+            Ok(settings) => limits = Some(settings),
+            Err(e) => errors.push(e),
+        }
+    }
+    let limits = limits.unwrap_or_default();
+
+    let mut principals: Vec<Principal> = Vec::new();
+    let mut first_names: HashMap<String, Location> = HashMap::new();
+    for (_, root) in &roots {
+        let Some(field) = root.get("principal") else {
+            continue;
+        };
+        let entries = match field.array("an array of tables ([[principal]])") {
+            Ok(entries) => entries,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for entry in entries {
+            let read = entry
+                .table("a table ([[principal]])", Principal::KEYS)
+                .and_then(|table| {
+                    let principal = Principal::read(&table, &limits)?;
+                    let name_at = table.require("name")?.location();
+                    Ok((principal, name_at, format!("{}.name", table.path())))
+                });
+            let (principal, name_at, key) = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            if let Some(first) = first_names.get(&principal.name) {
+                errors.push(PolicyError::DuplicateName {
+                    first: Box::new(first.clone()),
+                    at: name_at,
+                    key,
+                    what: "principal",
+                    name: principal.name,
+                });
+                continue;
+            }
+            if principal.any_user {
+                warnings.push(PolicyWarning {
+                    at: name_at.clone(),
+                    message: format!(
+                        "principal \"{}\" admits every local user (users = [\"*\"]): any process on this machine may run programs with its tools; list users or groups instead unless that is what you want",
+                        principal.name
+                    ),
+                });
+            }
+            first_names.insert(principal.name.clone(), name_at);
+            principals.push(principal);
+        }
+    }
+
+    // Every source is a namespace in programs: names are unique across all kinds and files.
+    let mut names: HashMap<String, Location> = HashMap::new();
+    let servers = read_sources(
+        &roots,
+        SourceKind {
+            key: "server",
+            array: "an array of tables ([[server]])",
+            table: "a table ([[server]])",
+            keys: ToolServer::KEYS,
+            what: "server",
+        },
+        &mut names,
+        &mut errors,
+        ToolServer::read,
+        |s| &s.name,
+    );
+    let openapi = read_sources(
+        &roots,
+        SourceKind {
+            key: "openapi",
+            array: "an array of tables ([[openapi]])",
+            table: "a table ([[openapi]])",
+            keys: OpenApiSource::KEYS,
+            what: "tool source",
+        },
+        &mut names,
+        &mut errors,
+        OpenApiSource::read,
+        |s| &s.name,
+    );
+    let graphql = read_sources(
+        &roots,
+        SourceKind {
+            key: "graphql",
+            array: "an array of tables ([[graphql]])",
+            table: "a table ([[graphql]])",
+            keys: GraphQlSource::KEYS,
+            what: "tool source",
+        },
+        &mut names,
+        &mut errors,
+        GraphQlSource::read,
+        |s| &s.name,
+    );
+
+    if !errors.is_empty() {
+        // In reading order: by file, then by place.
+        errors.sort_by_key(|e| {
+            e.location().map(|at| {
+                let file = files.iter().position(|f| f.origin == at.origin);
+                (file, at.line, at.column)
+            })
+        });
+        return Err(errors);
+    }
+    let mut origins = files.iter().map(|f| f.origin.clone());
+    Ok(Policy {
+        daemon: daemon.unwrap_or_default(),
+        limits,
+        principals,
+        servers,
+        openapi,
+        graphql,
+        origin: origins.next().unwrap_or_default(),
+        drop_ins: origins.collect(),
+        warnings,
+    })
 }
 
 fn syntax_error(source: Source<'_>, error: &toml::de::Error) -> PolicyError {
@@ -435,37 +718,57 @@ struct SourceKind {
     what: &'static str,
 }
 
-/// Reads every table of one kind, refusing a name already used by any source (`names` maps
-/// the names seen so far to their lines).
+/// Reads every table of one kind in every file, refusing a name already used by any source
+/// (`names` maps the names seen so far to where they were first given).
 fn read_sources<T>(
-    root: &TableReader<'_>,
+    roots: &[(usize, TableReader<'_>)],
     kind: SourceKind,
-    names: &mut HashMap<String, usize>,
+    names: &mut HashMap<String, Location>,
+    errors: &mut Vec<PolicyError>,
     read: impl Fn(&TableReader<'_>) -> Result<T, PolicyError>,
     name_of: impl Fn(&T) -> &String,
-) -> Result<Vec<T>, PolicyError> {
+) -> Vec<T> {
     let mut out = Vec::new();
-    let Some(field) = root.get(kind.key) else {
-        return Ok(out);
-    };
-    for entry in field.array(kind.array)? {
-        let table = entry.table(kind.table, kind.keys)?;
-        let source = read(&table)?;
-        let name = name_of(&source).clone();
-        let name_at = table.require("name")?.location();
-        if let Some(&first_line) = names.get(&name) {
-            return Err(PolicyError::DuplicateName {
-                at: name_at,
-                key: format!("{}.name", table.path()),
-                what: kind.what,
-                name,
-                first_line,
+    for (_, root) in roots {
+        let Some(field) = root.get(kind.key) else {
+            continue;
+        };
+        let entries = match field.array(kind.array) {
+            Ok(entries) => entries,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for entry in entries {
+            let read = entry.table(kind.table, kind.keys).and_then(|table| {
+                let source = read(&table)?;
+                let name_at = table.require("name")?.location();
+                Ok((source, name_at, format!("{}.name", table.path())))
             });
+            let (source, name_at, key) = match read {
+                Ok(read) => read,
+                Err(e) => {
+                    errors.push(e);
+                    continue;
+                }
+            };
+            let name = name_of(&source).clone();
+            if let Some(first) = names.get(&name) {
+                errors.push(PolicyError::DuplicateName {
+                    first: Box::new(first.clone()),
+                    at: name_at,
+                    key,
+                    what: kind.what,
+                    name,
+                });
+                continue;
+            }
+            names.insert(name, name_at);
+            out.push(source);
         }
-        names.insert(name, name_at.line);
-        out.push(source);
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -1035,5 +1338,176 @@ users = [1000, 1001]
         let error = parse("[limits\n").unwrap_err();
         assert_eq!(error.key(), None);
         assert!(error.location().is_some());
+    }
+
+    // ---- drop-ins, permissions, every problem -------------------------------------------------
+
+    /// A policy directory: `policy.toml` and `policy.d/<name>` files, all mode 0644.
+    fn policy_dir(main: &str, drop_ins: &[(&str, &str)]) -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &Path, text: &str| {
+            std::fs::write(path, text).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        };
+        write(&dir.path().join("policy.toml"), main);
+        if !drop_ins.is_empty() {
+            let d = dir.path().join("policy.d");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            for (name, text) in drop_ins {
+                write(&d.join(name), text);
+            }
+        }
+        dir
+    }
+
+    const MAIN: &str = "[limits]\nmemory = \"128MiB\"\n\n[[principal]]\nname = \"ops\"\nusers = [0]\nallow = [\"*\"]\n";
+
+    #[test]
+    fn drop_ins_are_merged_in_name_order() {
+        let dir = policy_dir(
+            MAIN,
+            &[
+                (
+                    "20-agents.toml",
+                    "[[principal]]\nname = \"agents\"\ngroups = [0]\nallow = [\"time.*\"]\n",
+                ),
+                (
+                    "10-time.toml",
+                    "[[server]]\nname = \"time\"\ncommand = \"/bin/true\"\n",
+                ),
+                ("30-ignored.toml.disabled", "this is not toml"),
+                (".hidden.toml", "neither is this"),
+            ],
+        );
+        let policy = Policy::load(&dir.path().join("policy.toml")).unwrap();
+        let names: Vec<_> = policy.principals.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["ops", "agents"]);
+        assert_eq!(policy.servers.len(), 1);
+        let files: Vec<_> = policy.files().map(|f| f.rsplit('/').next().unwrap()).collect();
+        assert_eq!(files, ["policy.toml", "10-time.toml", "20-agents.toml"]);
+        // Drop-in principals narrow the limits of whichever file sets [limits].
+        assert_eq!(policy.principals[1].limits.memory_bytes, 128 << 20);
+    }
+
+    #[test]
+    fn a_name_reused_in_a_drop_in_names_both_files() {
+        let dir = policy_dir(
+            MAIN,
+            &[(
+                "agents.toml",
+                "[[principal]]\nname = \"ops\"\nusers = [1]\n",
+            )],
+        );
+        let error = Policy::load(&dir.path().join("policy.toml")).unwrap_err();
+        let message = error.to_string();
+        assert!(message.contains("policy.d/agents.toml:2:8: principal[0].name: duplicate principal name \"ops\""), "{message}");
+        assert!(message.contains("first defined at /"), "{message}");
+        assert!(message.contains("policy.toml:5:8"), "{message}");
+    }
+
+    #[test]
+    fn daemon_settings_stay_in_the_main_file_and_limits_in_one() {
+        let dir = policy_dir(
+            MAIN,
+            &[("x.toml", "[daemon]\npool_size = 1\n\n[limits]\nmemory = \"64MiB\"\n")],
+        );
+        let errors = Policy::load_all(&dir.path().join("policy.toml")).unwrap_err();
+        let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(messages.len(), 2, "{messages:#?}");
+        assert!(messages[0].contains("x.toml:1:1: daemon: [daemon] may only be set in the main policy file"), "{messages:#?}");
+        assert!(messages[1].contains("x.toml:4:1: limits: [limits] is already set at /"), "{messages:#?}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_place() {
+        let dir = policy_dir(
+            "[limits]\nmemroy = 1\n\n[[principal]]\nname = \"a\"\nusers = [0]\nallow = [\"a?\"]\n\n[[principal]]\nname = \"b\"\n",
+            &[("bad.toml", "[[server]\n"), ("ok.toml", "[[server]]\nname = \"s\"\n")],
+        );
+        let errors = Policy::load_all(&dir.path().join("policy.toml")).unwrap_err();
+        let places: Vec<String> = errors
+            .iter()
+            .map(|e| {
+                let at = e.location().unwrap();
+                format!("{}:{}:{}", at.origin.rsplit('/').next().unwrap(), at.line, at.column)
+            })
+            .collect();
+        // The syntax error of one file does not hide the others' problems, nor one table's
+        // problem the next table's.
+        assert_eq!(
+            places,
+            ["policy.toml:2:1", "policy.toml:7:10", "policy.toml:9:1", "bad.toml:1:10", "ok.toml:1:1"],
+            "{errors:#?}"
+        );
+        let joined = PolicyError::from_problems(errors).to_string();
+        assert_eq!(joined.lines().count(), 5, "{joined}");
+    }
+
+    #[test]
+    fn a_policy_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = policy_dir(MAIN, &[("a.toml", "")]);
+        let main = dir.path().join("policy.toml");
+        assert!(Policy::load(&main).is_ok());
+        for (path, mode) in [
+            (main.clone(), 0o664),
+            (main.clone(), 0o646),
+            (dir.path().join("policy.d"), 0o775),
+            (dir.path().join("policy.d/a.toml"), 0o666),
+        ] {
+            let before = std::fs::metadata(&path).unwrap().permissions();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let message = Policy::load(&main).unwrap_err().to_string();
+            assert!(
+                message.contains("refusing a policy that group or others can write")
+                    && message.contains(&format!("{}: ", path.display()))
+                    && message.contains("chmod go-w"),
+                "{message}"
+            );
+            std::fs::set_permissions(&path, before).unwrap();
+        }
+    }
+
+    // ---- principal limits, rates, `*` -----------------------------------------------------------
+
+    #[test]
+    fn principal_limits_narrow_the_policy_limits() {
+        let policy = parse(
+            "[limits]\nmemory = \"128MiB\"\nmax_tool_calls = 50\n\n[[principal]]\nname = \"a\"\nusers = [0]\nexecutions_per_minute = 30\ntool_calls_per_minute = 0\n[principal.limits]\nmemory = \"32MiB\"\ntimeout_ms = 60000\n",
+        )
+        .unwrap();
+        let p = &policy.principals[0];
+        assert_eq!(p.limits.memory_bytes, 32 << 20);
+        assert_eq!(p.limits.max_tool_calls, 50, "inherited");
+        // timeout_ms is a default within the principal's max, not a ceiling.
+        assert_eq!(p.limits.timeout_ms, 60_000);
+        assert_eq!(p.rates.executions_per_minute, Some(30));
+        assert_eq!(p.rates.tool_calls_per_minute, None, "0 = no limit");
+
+        let message = error_at(
+            "[limits]\nmemory = \"128MiB\"\n\n[[principal]]\nname = \"a\"\nusers = [0]\nlimits = { memory = \"1GiB\" }\n",
+            7,
+            21,
+            "principal[0].limits.memory",
+        );
+        assert!(message.contains("1GiB is more than the policy's limits.memory (128MiB)"), "{message}");
+        error_at(
+            "[[principal]]\nname = \"a\"\nusers = [0]\nexecutions_per_minute = -1\n",
+            4,
+            25,
+            "principal[0].executions_per_minute",
+        );
+    }
+
+    #[test]
+    fn a_principal_for_every_user_is_accepted_with_a_warning() {
+        let policy = parse("[[principal]]\nname = \"all\"\nusers = [\"*\"]\nallow = [\"time.*\"]\n").unwrap();
+        assert!(policy.admit(4242, 4242, &[]).is_some());
+        assert_eq!(policy.warnings.len(), 1);
+        let warning = policy.warnings[0].to_string();
+        assert!(warning.starts_with(&format!("{FILE}:2:8: warning: principal \"all\" admits every local user")), "{warning}");
+        assert!(parse(MAIN).unwrap().warnings.is_empty());
     }
 }

@@ -1,12 +1,70 @@
 //! Principals: who may connect (by uid, primary gid or supplementary gid, as the kernel reports
-//! them for the socket peer) and which tools they may call.
+//! them for the socket peer), which tools they may call, the limits their executions run under,
+//! and how often they may run programs and call tools.
+
+use std::fmt;
 
 use toml::de::DeValue;
 
 use crate::account::{AccountError, effective_uid, gid_of_group, uid_of_user};
 use crate::document::{Field, TableReader};
+use crate::limit_settings::LimitSettings;
 use crate::policy_file::PolicyError;
+use crate::source_location::Location;
 use crate::tool_pattern::{tool_matches, validate_tool_pattern};
+
+/// One `allow` or `deny` pattern and where it was written (for `airlock policy explain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRule {
+    /// The pattern, e.g. `github.*`.
+    pub pattern: String,
+    /// Where it is written; `None` for rules made in code (tests).
+    pub at: Option<Location>,
+}
+
+impl From<&str> for ToolRule {
+    fn from(pattern: &str) -> Self {
+        ToolRule {
+            pattern: pattern.to_owned(),
+            at: None,
+        }
+    }
+}
+
+impl PartialEq<&str> for ToolRule {
+    fn eq(&self, other: &&str) -> bool {
+        self.pattern == *other
+    }
+}
+
+impl fmt::Display for ToolRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.at {
+            Some(at) => write!(f, "\"{}\" ({at})", self.pattern),
+            None => write!(f, "\"{}\"", self.pattern),
+        }
+    }
+}
+
+/// Which rule decides whether a principal may call a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolDecision<'a> {
+    /// An `allow` pattern matches and no `deny` pattern does.
+    Allowed(&'a ToolRule),
+    /// A `deny` pattern matches (whatever `allow` says).
+    Denied(&'a ToolRule),
+    /// No `allow` pattern matches: nothing is granted by default.
+    NotAllowed,
+}
+
+/// How often a principal may start executions and call tools (`0`/absent = no limit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Executions started per minute.
+    pub executions_per_minute: Option<u32>,
+    /// Tool calls per minute, over all of the principal's executions.
+    pub tool_calls_per_minute: Option<u32>,
+}
 
 /// A named set of local users and groups and the tools they may call (`[[principal]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +75,19 @@ pub struct Principal {
     pub uids: Vec<u32>,
     /// Admitted group ids (primary or supplementary), without duplicates.
     pub gids: Vec<u32>,
+    /// `users = ["*"]`: every local user is admitted (accepted with a warning).
+    pub any_user: bool,
     /// Tool patterns this principal may call.
-    pub allow: Vec<String>,
+    pub allow: Vec<ToolRule>,
     /// Tool patterns this principal may never call, whatever `allow` says.
-    pub deny: Vec<String>,
+    pub deny: Vec<ToolRule>,
+    /// The limits its executions run under: `[limits]`, narrowed by the principal's own
+    /// `limits` table.
+    pub limits: LimitSettings,
+    /// Its rate limits.
+    pub rates: RateLimits,
+    /// Where its `[[principal]]` table starts; `None` for principals made in code.
+    pub at: Option<Location>,
 }
 
 /// The `users` entry that stands for the daemon's own effective uid.
@@ -31,24 +98,69 @@ pub const MAX_NAME_LEN: usize = 64;
 
 impl Principal {
     /// Keys accepted in a `[[principal]]` table.
-    pub(crate) const KEYS: &'static [&'static str] = &["name", "users", "groups", "allow", "deny"];
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "name",
+        "users",
+        "groups",
+        "allow",
+        "deny",
+        "limits",
+        "executions_per_minute",
+        "tool_calls_per_minute",
+    ];
+
+    /// Largest `executions_per_minute` / `tool_calls_per_minute`.
+    pub const MAX_PER_MINUTE: u32 = 1_000_000;
+
+    /// A principal made in code (tests, tools): the given members and rules, the default
+    /// limits, no rate limits.
+    pub fn new(name: &str, uids: Vec<u32>, allow: &[&str]) -> Principal {
+        Principal {
+            name: name.to_owned(),
+            uids,
+            gids: Vec::new(),
+            any_user: false,
+            allow: allow.iter().map(|p| ToolRule::from(*p)).collect(),
+            deny: Vec::new(),
+            limits: LimitSettings::default(),
+            rates: RateLimits::default(),
+            at: None,
+        }
+    }
 
     /// Whether this principal may call `tool` (`server.tool`): some `allow` pattern matches and no
     /// `deny` pattern does. Nothing is allowed by default.
     pub fn allows_tool(&self, tool: &str) -> bool {
-        let matches = |pattern: &String| tool_matches(pattern, tool);
-        self.allow.iter().any(matches) && !self.deny.iter().any(matches)
+        matches!(self.decide(tool), ToolDecision::Allowed(_))
+    }
+
+    /// The rule that decides whether this principal may call `tool`: the first matching `deny`
+    /// pattern, else the first matching `allow` pattern, else nothing (refused).
+    pub fn decide(&self, tool: &str) -> ToolDecision<'_> {
+        let matches = |rule: &&ToolRule| tool_matches(&rule.pattern, tool);
+        if let Some(rule) = self.deny.iter().find(matches) {
+            return ToolDecision::Denied(rule);
+        }
+        match self.allow.iter().find(matches) {
+            Some(rule) => ToolDecision::Allowed(rule),
+            None => ToolDecision::NotAllowed,
+        }
     }
 
     /// Whether a peer with these credentials belongs to this principal.
     pub fn admits(&self, uid: u32, gid: u32, supplementary_gids: &[u32]) -> bool {
-        self.uids.contains(&uid)
+        self.any_user
+            || self.uids.contains(&uid)
             || self.gids.contains(&gid)
             || supplementary_gids.iter().any(|g| self.gids.contains(g))
     }
 
-    /// Reads one `[[principal]]` table, resolving user and group names.
-    pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
+    /// Reads one `[[principal]]` table, resolving user and group names; `global` is the
+    /// policy's `[limits]`, which the principal's own `limits` may only lower.
+    pub(crate) fn read(
+        table: &TableReader<'_>,
+        global: &LimitSettings,
+    ) -> Result<Self, PolicyError> {
         let name_field = table.require("name")?;
         let name = name_field.string("a string")?;
         if name.is_empty()
@@ -65,8 +177,13 @@ impl Principal {
         let users = table.get("users");
         let groups = table.get("groups");
         let mut uids = Vec::new();
+        let mut any_user = false;
         if let Some(users) = &users {
             for entry in users.array("an array of user names and uids")? {
+                if matches!(entry.value(), DeValue::String(s) if s == ANY_USER) {
+                    any_user = true;
+                    continue;
+                }
                 push_unique(&mut uids, user_id(&entry)?);
             }
         }
@@ -76,7 +193,7 @@ impl Principal {
                 push_unique(&mut gids, group_id(&entry)?);
             }
         }
-        if uids.is_empty() && gids.is_empty() {
+        if uids.is_empty() && gids.is_empty() && !any_user {
             return Err(PolicyError::NoMembers {
                 at: users
                     .or(groups)
@@ -86,15 +203,42 @@ impl Principal {
             });
         }
 
+        let limits = match table.get("limits") {
+            Some(field) => LimitSettings::read_narrowing(
+                &field.table("a table ([principal.limits])", LimitSettings::KEYS)?,
+                global,
+            )?,
+            None => global.clone(),
+        };
+        let per_minute = |key: &str| -> Result<Option<u32>, PolicyError> {
+            match table.get(key) {
+                None => Ok(None),
+                Some(field) => {
+                    let n = field.u64_in(0..=u64::from(Self::MAX_PER_MINUTE))?;
+                    // In range by the check above; 0 means "no limit", like leaving it out.
+                    Ok(u32::try_from(n).ok().filter(|n| *n > 0))
+                }
+            }
+        };
         Ok(Principal {
             name: name.to_owned(),
             uids,
             gids,
+            any_user,
             allow: tool_patterns(table.get("allow"))?,
             deny: tool_patterns(table.get("deny"))?,
+            limits,
+            rates: RateLimits {
+                executions_per_minute: per_minute("executions_per_minute")?,
+                tool_calls_per_minute: per_minute("tool_calls_per_minute")?,
+            },
+            at: Some(table.location()),
         })
     }
 }
+
+/// The `users` entry that admits every local user.
+pub const ANY_USER: &str = "*";
 
 fn push_unique(ids: &mut Vec<u32>, id: u32) {
     if !ids.contains(&id) {
@@ -155,7 +299,7 @@ fn lookup_failed(entry: &Field<'_>, name: &str, source: AccountError) -> PolicyE
     }
 }
 
-fn tool_patterns(field: Option<Field<'_>>) -> Result<Vec<String>, PolicyError> {
+fn tool_patterns(field: Option<Field<'_>>) -> Result<Vec<ToolRule>, PolicyError> {
     let Some(field) = field else {
         return Ok(Vec::new());
     };
@@ -169,7 +313,10 @@ fn tool_patterns(field: Option<Field<'_>>) -> Result<Vec<String>, PolicyError> {
                 key: entry.path().to_owned(),
                 source,
             })?;
-            Ok(pattern.to_owned())
+            Ok(ToolRule {
+                pattern: pattern.to_owned(),
+                at: Some(entry.location()),
+            })
         })
         .collect()
 }
@@ -180,11 +327,9 @@ mod tests {
 
     fn principal(allow: &[&str], deny: &[&str]) -> Principal {
         Principal {
-            name: "p".to_owned(),
-            uids: vec![1000],
             gids: vec![50],
-            allow: allow.iter().map(|s| s.to_string()).collect(),
-            deny: deny.iter().map(|s| s.to_string()).collect(),
+            deny: deny.iter().map(|s| ToolRule::from(*s)).collect(),
+            ..Principal::new("p", vec![1000], allow)
         }
     }
 
@@ -211,6 +356,22 @@ mod tests {
         assert!(!p.allows_tool("github.delete_repo"));
         let everything_denied = principal(&["*"], &["*"]);
         assert!(!everything_denied.allows_tool("time.get_current_time"));
+    }
+
+    #[test]
+    fn the_deciding_rule_is_named() {
+        let p = principal(&["github.*", "github.get_issue"], &["github.delete_*"]);
+        assert_eq!(p.decide("github.get_issue"), ToolDecision::Allowed(&p.allow[0]));
+        assert_eq!(p.decide("github.delete_repo"), ToolDecision::Denied(&p.deny[0]));
+        assert_eq!(p.decide("time.now"), ToolDecision::NotAllowed);
+    }
+
+    #[test]
+    fn any_user_admits_everyone() {
+        let mut p = principal(&[], &[]);
+        assert!(!p.admits(4242, 4242, &[]));
+        p.any_user = true;
+        assert!(p.admits(4242, 4242, &[]));
     }
 
     #[test]

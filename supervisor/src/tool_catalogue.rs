@@ -153,13 +153,7 @@ mod tests {
         let source = Arc::new(Swapping(std::sync::Mutex::new(list("first"))));
         let mut registry = ToolRegistry::new();
         registry.register(source.clone());
-        let principal = Principal {
-            name: "p".into(),
-            uids: vec![],
-            gids: vec![],
-            allow: vec!["*".into()],
-            deny: vec![],
-        };
+        let principal = Principal::new("p", vec![], &["*"]);
         let catalogue = ToolCatalogue::default();
         for name in ["second", "third", "fourth"] {
             let view = catalogue.view(&registry, &principal).await;
