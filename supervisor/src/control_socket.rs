@@ -9,6 +9,9 @@ use crate::agent_api::{
     RequestLanguage,
 };
 use crate::daemon::DaemonState;
+use crate::policy_generation::PolicyGeneration;
+use crate::rate_limiter::RateKind;
+use crate::tool_source::ToolRegistry;
 use crate::execution::{ExecutionJob, rejected_execution, run_execution};
 use crate::program_contract::{self, Leniency, ToolCalls};
 use airlock_policy::Principal;
@@ -35,8 +38,9 @@ pub type ApiBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 pub struct Peer {
     pub info: PeerInfo,
     pub groups: Vec<u32>,
-    /// The admitting principal, or `None` if the policy admits no one with these credentials.
-    pub principal: Option<Arc<Principal>>,
+    /// Whether the policy in force when it connected admitted it. Each request is admitted
+    /// again under the policy in force then, so a reload applies to open connections too.
+    pub admitted: bool,
 }
 
 impl Peer {
@@ -48,11 +52,11 @@ impl Peer {
             pid: cred.pid(),
         };
         let groups = peer_groups(stream).unwrap_or_default();
-        let principal = state.admit(info.uid, info.gid, &groups);
+        let admitted = state.admit(info.uid, info.gid, &groups).is_some();
         Ok(Peer {
             info,
             groups,
-            principal,
+            admitted,
         })
     }
 }
@@ -99,7 +103,7 @@ pub async fn serve_connection(
             return;
         }
     };
-    if peer.principal.is_none() {
+    if !peer.admitted {
         state.metrics.connection_refused();
         warn!(uid = peer.info.uid, gid = peer.info.gid, pid = ?peer.info.pid, "connection refused: no principal admits this peer");
     }
@@ -112,7 +116,7 @@ pub async fn serve_connection(
         async move { Ok::<_, Infallible>(route(state, peer, req).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(peer.principal.is_some())
+        .keep_alive(peer.admitted)
         .serve_connection(io, service);
     tokio::pin!(conn);
     loop {
@@ -129,7 +133,7 @@ pub async fn serve_connection(
 }
 
 /// The contract check (`program_contract`) for a program that mentions `tools` at all.
-async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<ExecutionError> {
+async fn contract_violation(tools: &ToolRegistry, job: &ExecutionJob) -> Option<ExecutionError> {
     if !job.code.contains("tools") {
         return None;
     }
@@ -140,7 +144,7 @@ async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<E
     }
     let mut lists = Vec::new();
     let mut lenient = Vec::new();
-    for source in state.execution_env().tools.sources() {
+    for source in tools.sources() {
         let namespace = source.namespace().to_owned();
         if !named.contains(&namespace.as_str()) {
             // Not called: known by name (for suggestions) but not listed, since listing
@@ -167,7 +171,7 @@ async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<E
     calls.check(&job.code, &catalogue, &lenient)
 }
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path> and GET /v1/tools/search?q=";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools/search?q= and POST /v1/reload";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -189,7 +193,8 @@ async fn route(
     peer: Arc<Peer>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
-    let Some(principal) = peer.principal.clone() else {
+    let generation = state.generation();
+    let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
         return error_response(
             StatusCode::FORBIDDEN,
             "not_admitted",
@@ -197,7 +202,7 @@ async fn route(
                 "uid {} (gid {}) is not admitted by any principal in the policy ({})",
                 peer.info.uid,
                 peer.info.gid,
-                state.policy_origin()
+                generation.policy.origin
             ),
             Some("the operator must add this user or one of its groups to a [[principal]] entry in the policy".into()),
         );
@@ -213,9 +218,27 @@ async fn route(
             );
             resp
         }
-        (&Method::POST, "/v1/executions") => execute(state, peer, principal, req).await,
+        (&Method::POST, "/v1/executions") => execute(state, peer, generation, principal, req).await,
+        (&Method::POST, "/v1/reload") => {
+            if !state.may_reload(peer.info.uid) {
+                return error_response(
+                    StatusCode::FORBIDDEN,
+                    "not_permitted",
+                    format!("uid {} may not reload the policy", peer.info.uid),
+                    Some("only root and the daemon's own user may reload; they can also send SIGHUP (systemctl reload airlockd)".into()),
+                );
+            }
+            drop(generation);
+            let report = state.reload().await;
+            let status = if report.ok {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            json_response(status, &report)
+        }
         (&Method::GET, "/v1/sdk") => {
-            let view = state.catalogue_view(&principal).await;
+            let view = DaemonState::catalogue_view(&generation, &principal).await;
             let files: Vec<serde_json::Value> = view
                 .sdk
                 .files
@@ -234,7 +257,7 @@ async fn route(
         }
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
             let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
-            let view = state.catalogue_view(&principal).await;
+            let view = DaemonState::catalogue_view(&generation, &principal).await;
             match view.sdk.files.files.get(&file) {
                 Some(text) => {
                     let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
@@ -271,7 +294,7 @@ async fn route(
                     Some("for example ?q=create+issue&limit=5".into()),
                 );
             }
-            let view = state.catalogue_view(&principal).await;
+            let view = DaemonState::catalogue_view(&generation, &principal).await;
             let results = view.sdk.search.search(&query, limit);
             json_response(
                 StatusCode::OK,
@@ -282,7 +305,11 @@ async fn route(
                 }),
             )
         }
-        (_, "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search") => {
+        (
+            _,
+            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search"
+            | "/v1/reload",
+        ) => {
             error_response(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -302,10 +329,11 @@ async fn route(
 async fn execute(
     state: Arc<DaemonState>,
     peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
     principal: Arc<Principal>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
-    let limits_policy = state.limits();
+    let limits_policy = &principal.limits;
     let streaming = req
         .headers()
         .get(ACCEPT)
@@ -373,6 +401,34 @@ async fn execute(
             None,
         );
     }
+    if let Some(bucket) = state.rates.bucket(
+        &principal.name,
+        RateKind::Executions,
+        principal.rates.executions_per_minute,
+    ) && let Err(limited) = bucket.try_take()
+    {
+        state.metrics.rate_limited();
+        let retry_after = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+        let mut resp = error_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "principal `{}` may start {} executions per minute and has used them",
+                principal.name, limited.per_minute
+            ),
+            Some(format!(
+                "retry in {retry_after} s, or do more per program; the operator sets principal.executions_per_minute"
+            )),
+        );
+        resp.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from(retry_after));
+        return resp;
+    }
+    let tool_call_rate = state.rates.bucket(
+        &principal.name,
+        RateKind::ToolCalls,
+        principal.rates.tool_calls_per_minute,
+    );
     let limits = Limits {
         timeout_ms,
         memory_bytes: limits_policy.memory_bytes,
@@ -399,10 +455,11 @@ async fn execute(
         limits,
         peer: peer.info,
         principal,
+        tool_call_rate,
         queue_wait: queued.elapsed(),
     };
-    let env = state.execution_env();
-    let rejection = contract_violation(&state, &job).await;
+    let env = DaemonState::execution_env(&generation);
+    let rejection = contract_violation(&generation.tools, &job).await;
     if let Some(error) = rejection {
         let events = if streaming {
             let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
@@ -430,6 +487,8 @@ async fn execute(
         let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
         tokio::spawn(async move {
             let _slot = slot;
+            // The execution runs to its end under the policy it started with.
+            let _generation = generation;
             let events = tx.clone();
             tokio::select! {
                 response = run_execution(&env, job, Some(events)) => {
@@ -450,6 +509,7 @@ async fn execute(
     } else {
         let response = run_execution(&env, job, None).await;
         drop(slot);
+        drop(generation);
         state.metrics.record(&response);
         json_response(StatusCode::OK, &response)
     }

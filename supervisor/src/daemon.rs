@@ -5,21 +5,24 @@
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
-use crate::tool_catalogue::{CatalogueView, ToolCatalogue};
-use crate::tool_source::ToolRegistry;
+use crate::policy_generation::{PolicyGeneration, PolicyLoader, ReloadReport, unix_now, warning_lines};
+use crate::rate_limiter::RateLimiter;
+use crate::secret_store::SecretStore;
+use crate::tool_catalogue::CatalogueView;
+use crate::tool_source::{ToolRegistry, ToolSource};
 use crate::worker_pool::{PoolStatus, WorkerPool};
 use crate::worker_process::{Spawner, WorkerCeiling};
 use airlock_policy::{LimitSettings, Policy, Principal};
 use serde::Serialize;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::UnixListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// Everything `run` needs besides the listener.
 #[derive(Debug, Clone)]
@@ -27,7 +30,31 @@ pub struct DaemonConfig {
     pub policy: Policy,
     /// The `airlock-worker` binary to exec for every execution.
     pub worker_path: PathBuf,
+    /// Tool sources besides the policy's (an embedder's, or tests' fault injection); they are
+    /// kept across reloads. The policy's own sources are built by `run`.
     pub tools: ToolRegistry,
+    /// The credentials the policy's sources may reference.
+    pub secrets: Arc<SecretStore>,
+    /// The policy file to read again on reload; `None` (the embedded default, or a policy made
+    /// in code) makes reload refuse with an explanation.
+    pub policy_path: Option<PathBuf>,
+    /// Reload on SIGHUP. `airlockd` sets it; in-process tests leave it off because a signal
+    /// reaches the whole test process.
+    pub reload_on_sighup: bool,
+}
+
+impl DaemonConfig {
+    /// A config with no extra sources, no secrets, no policy file and no SIGHUP handling.
+    pub fn new(policy: Policy, worker_path: PathBuf) -> DaemonConfig {
+        DaemonConfig {
+            policy,
+            worker_path,
+            tools: ToolRegistry::new(),
+            secrets: Arc::new(SecretStore::empty()),
+            policy_path: None,
+            reload_on_sighup: false,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,38 +70,52 @@ pub enum DaemonError {
 /// Shared state of a running daemon.
 #[derive(Debug)]
 pub struct DaemonState {
-    policy: Arc<Policy>,
-    principals: Vec<Arc<Principal>>,
-    env: ExecutionEnv,
+    /// The policy in force and what was built from it; replaced whole by a reload.
+    current: RwLock<Arc<PolicyGeneration>>,
+    /// Sources the embedder added, carried into every generation.
+    extra: Vec<Arc<dyn ToolSource>>,
+    secrets: Arc<SecretStore>,
+    loader: Option<PolicyLoader>,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
+    last_reload: std::sync::Mutex<Option<ReloadReport>>,
+    spawner: Spawner,
+    /// The daemon's effective uid: besides root, the only peer that may ask for a reload.
+    daemon_uid: u32,
+    /// Per-principal execution and tool-call rates.
+    pub rates: RateLimiter,
     slots: Arc<Semaphore>,
     max_slots: usize,
     next_id: AtomicU64,
     executions_total: AtomicU64,
     started: Instant,
     pub metrics: Metrics,
-    /// The tools as SDK files and a search index, per principal (`GET /v1/sdk`, search).
-    pub catalogue: ToolCatalogue,
 }
 
 impl DaemonState {
+    /// The generation in force now. Hold the returned `Arc` for as long as its rules must
+    /// apply (an execution holds it to its end).
+    pub fn generation(&self) -> Arc<PolicyGeneration> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     pub fn admit(&self, uid: u32, gid: u32, groups: &[u32]) -> Option<Arc<Principal>> {
-        let admitted = self.policy.admit(uid, gid, groups)?;
-        self.principals
-            .iter()
-            .find(|p| p.name == admitted.name)
-            .cloned()
+        self.generation().admit(uid, gid, groups)
     }
 
-    pub fn policy_origin(&self) -> &str {
-        &self.policy.origin
+    pub fn policy_origin(&self) -> String {
+        self.generation().policy.origin.clone()
     }
 
-    pub fn limits(&self) -> &LimitSettings {
-        &self.policy.limits
-    }
-
-    pub fn execution_env(&self) -> ExecutionEnv {
-        self.env.clone()
+    /// The execution environment of a generation.
+    pub fn execution_env(generation: &PolicyGeneration) -> ExecutionEnv {
+        ExecutionEnv {
+            pool: generation.pool.clone(),
+            tools: generation.tools.clone(),
+        }
     }
 
     /// Waits for a free execution slot; fails only once the daemon is shutting down.
@@ -96,7 +137,7 @@ impl DaemonState {
 
     /// `GET /metrics`.
     pub fn metrics_text(&self) -> String {
-        let pool = self.env.pool.status();
+        let pool = self.generation().pool.status();
         self.metrics.render(Gauges {
             running: self.max_slots - self.slots.available_permits(),
             max_concurrent: self.max_slots,
@@ -107,18 +148,141 @@ impl DaemonState {
         })
     }
 
-    /// The SDK and search index for `principal` (may start lazily started servers).
-    pub async fn catalogue_view(&self, principal: &Principal) -> CatalogueView {
-        self.catalogue.view(&self.env.tools, principal).await
+    /// The SDK and search index for `principal` under `generation` (may start lazily started
+    /// servers).
+    pub async fn catalogue_view(
+        generation: &PolicyGeneration,
+        principal: &Principal,
+    ) -> CatalogueView {
+        generation
+            .catalogue
+            .view(&generation.tools, principal)
+            .await
+    }
+
+    /// Whether a peer may ask for a reload: root, or the daemon's own user (both could send
+    /// SIGHUP anyway).
+    pub fn may_reload(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.daemon_uid
+    }
+
+    /// Reads the policy files again and, if every part of them is valid, makes them the
+    /// policy in force. On any problem the current policy stays and the report says why.
+    pub async fn reload(&self) -> ReloadReport {
+        let _one_at_a_time = self.reloading.lock().await;
+        let current = self.generation();
+        let mut report = ReloadReport {
+            ok: false,
+            at: unix_now(),
+            generation: current.number,
+            files: current.policy.files().map(str::to_owned).collect(),
+            problems: Vec::new(),
+            warnings: Vec::new(),
+            restart_needed: Vec::new(),
+        };
+        let Some(loader) = &self.loader else {
+            report.problems.push(format!(
+                "the daemon runs on {} and has no policy file to read again; start airlockd with --config FILE to use reload",
+                current.policy.origin
+            ));
+            return self.finish_reload(report);
+        };
+        // Reading documents and building sources is blocking file work.
+        let built = {
+            let loader = loader.clone();
+            let secrets = self.secrets.clone();
+            let extra = self.extra.clone();
+            let current = current.clone();
+            tokio::task::spawn_blocking(move || {
+                loader.next_generation(&current, &secrets, &extra)
+            })
+            .await
+        };
+        let (mut next, restart_needed) = match built {
+            Ok(Ok(next)) => next,
+            Ok(Err(problems)) => {
+                report.problems = problems;
+                return self.finish_reload(report);
+            }
+            Err(e) => {
+                report.problems.push(format!("the reload task failed: {e}"));
+                return self.finish_reload(report);
+            }
+        };
+        let ceiling = worker_ceiling(&next.policy.limits);
+        let replaced_pool = if ceiling != current.pool.ceiling()
+            || next.policy.daemon.pool_size != current.policy.daemon.pool_size
+        {
+            next.pool = WorkerPool::start(
+                self.spawner.clone(),
+                ceiling,
+                next.policy.daemon.pool_size,
+            );
+            Some(current.pool.clone())
+        } else {
+            None
+        };
+        start_eager_sources(&next);
+        report.ok = true;
+        report.generation = next.number;
+        report.files = next.policy.files().map(str::to_owned).collect();
+        report.warnings = warning_lines(&next.policy.warnings);
+        report.restart_needed = restart_needed;
+        for warning in &report.warnings {
+            warn!("{warning}");
+        }
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+        if let Some(old) = replaced_pool {
+            // Its idle workers have the old ceilings; running executions keep the workers
+            // they have.
+            old.close().await;
+        }
+        self.finish_reload(report)
+    }
+
+    fn finish_reload(&self, report: ReloadReport) -> ReloadReport {
+        if report.ok {
+            info!(
+                generation = report.generation,
+                files = report.files.len(),
+                "policy reloaded"
+            );
+            if !report.restart_needed.is_empty() {
+                warn!(keys = %report.restart_needed.join(", "), "these settings changed but take effect only when airlockd restarts");
+            }
+        } else {
+            error!(
+                problems = %report.problems.join("\n"),
+                "policy reload failed; the previous policy stays in force"
+            );
+        }
+        *self
+            .last_reload
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(report.clone());
+        report
     }
 
     pub fn health(&self) -> Health {
+        let generation = self.generation();
         Health {
             status: "ok",
             version: env!("CARGO_PKG_VERSION"),
             uptime_s: self.started.elapsed().as_secs(),
-            policy: self.policy.origin.clone(),
-            pool: self.env.pool.status(),
+            policy: generation.policy.origin.clone(),
+            policy_files: generation.policy.files().map(str::to_owned).collect(),
+            policy_generation: generation.number,
+            policy_loaded_at: generation.loaded_at,
+            policy_warnings: warning_lines(&generation.policy.warnings),
+            last_reload: self
+                .last_reload
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            pool: generation.pool.status(),
             executions: ExecutionCounts {
                 running: self.max_slots - self.slots.available_permits(),
                 total: self.executions_total.load(Ordering::Relaxed),
@@ -134,7 +298,17 @@ pub struct Health {
     pub status: &'static str,
     pub version: &'static str,
     pub uptime_s: u64,
+    /// The main policy file in force (or `<embedded default>`).
     pub policy: String,
+    /// Every file of the policy in force: the main file, then the drop-ins.
+    pub policy_files: Vec<String>,
+    /// 1 at start, one more per successful reload.
+    pub policy_generation: u64,
+    /// When the policy in force was loaded (seconds since the Unix epoch).
+    pub policy_loaded_at: u64,
+    pub policy_warnings: Vec<String>,
+    /// The last reload attempt, failed or not; `null` before the first.
+    pub last_reload: Option<ReloadReport>,
     pub pool: PoolStatus,
     pub executions: ExecutionCounts,
 }
@@ -144,6 +318,18 @@ pub struct ExecutionCounts {
     pub running: usize,
     pub total: u64,
     pub max_concurrent: usize,
+}
+
+/// Starts the servers the policy wants started with the daemon, without waiting for them.
+fn start_eager_sources(generation: &PolicyGeneration) {
+    for source in generation.tools.sources().filter(|s| s.starts_eagerly()) {
+        let source = source.clone();
+        tokio::spawn(async move {
+            if let Err(e) = source.tools().await {
+                tracing::error!(server = source.namespace(), error = %e, "eager start failed; the server will be retried on first use");
+            }
+        });
+    }
 }
 
 /// The ceilings pool workers are started with, derived from the policy's limits: the
@@ -169,46 +355,50 @@ pub async fn run(
     if !is_executable(&config.worker_path) {
         return Err(DaemonError::WorkerMissing(config.worker_path));
     }
-    let policy = Arc::new(config.policy);
-    for source in config.tools.sources().filter(|s| s.starts_eagerly()) {
-        let source = source.clone();
-        tokio::spawn(async move {
-            if let Err(e) = source.tools().await {
-                tracing::error!(server = source.namespace(), error = %e, "eager start failed; the server will be retried on first use");
-            }
-        });
+    let policy = config.policy;
+    let daemon_settings = policy.daemon.clone();
+    for warning in &policy.warnings {
+        warn!("{warning}");
     }
-    let tools = config.tools.clone();
     let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
     let pool = WorkerPool::start(
-        spawner,
+        spawner.clone(),
         worker_ceiling(&policy.limits),
-        policy.daemon.pool_size,
+        daemon_settings.pool_size,
     );
-    let max_slots = policy.daemon.max_concurrent_executions;
+    let extra: Vec<Arc<dyn ToolSource>> = config.tools.sources().cloned().collect();
+    let generation = PolicyGeneration::initial(policy, &config.secrets, &extra, pool);
+    start_eager_sources(&generation);
+    let max_slots = daemon_settings.max_concurrent_executions;
+    info!(
+        policy = %generation.policy.origin,
+        drop_ins = generation.policy.drop_ins.len(),
+        worker = %config.worker_path.display(),
+        pool_size = daemon_settings.pool_size,
+        "airlockd serving"
+    );
     let state = Arc::new(DaemonState {
-        principals: policy.principals.iter().cloned().map(Arc::new).collect(),
-        policy: policy.clone(),
-        env: ExecutionEnv {
-            pool: pool.clone(),
-            tools: config.tools,
-        },
+        current: RwLock::new(Arc::new(generation)),
+        extra,
+        secrets: config.secrets,
+        loader: config.policy_path.map(|path| PolicyLoader { path }),
+        reloading: tokio::sync::Mutex::new(()),
+        last_reload: std::sync::Mutex::new(None),
+        spawner,
+        daemon_uid: airlock_policy::account::effective_uid(),
+        rates: RateLimiter::default(),
         slots: Arc::new(Semaphore::new(max_slots)),
         max_slots,
         next_id: AtomicU64::new(1),
         executions_total: AtomicU64::new(0),
-        catalogue: ToolCatalogue::default(),
         started: Instant::now(),
         metrics: Metrics::default(),
     });
-    info!(
-        policy = %policy.origin,
-        worker = %config.worker_path.display(),
-        pool_size = policy.daemon.pool_size,
-        "airlockd serving"
-    );
     crate::systemd::notify_ready();
     let watchdog = crate::systemd::spawn_watchdog();
+    let reloader = config
+        .reload_on_sighup
+        .then(|| tokio::spawn(reload_on_sighup(state.clone())));
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -232,9 +422,12 @@ pub async fn run(
 
     info!("shutting down: no new connections; waiting for running executions");
     crate::systemd::notify_stopping();
+    if let Some(task) = reloader {
+        task.abort();
+    }
     drop(listener);
     let _ = shutdown_tx.send(true);
-    let grace = Duration::from_millis(policy.daemon.shutdown_grace_ms);
+    let grace = Duration::from_millis(daemon_settings.shutdown_grace_ms);
     let drained = tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
     })
@@ -248,15 +441,30 @@ pub async fn run(
         connections.shutdown().await;
     }
     state.slots.close();
-    pool.close().await;
-    for source in tools.sources() {
-        source.shutdown().await;
-    }
+    let generation = state.generation();
+    generation.pool.close().await;
+    generation.shutdown_sources().await;
     if let Some(w) = watchdog {
         w.abort();
     }
     debug!("shutdown complete");
     Ok(())
+}
+
+/// Reloads the policy on every SIGHUP (`systemctl reload airlockd`).
+async fn reload_on_sighup(state: Arc<DaemonState>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(hup) => hup,
+        Err(e) => {
+            warn!(error = %e, "cannot handle SIGHUP; reload with `airlock reload` instead");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        info!("SIGHUP received: reloading the policy");
+        state.reload().await;
+    }
 }
 
 fn is_executable(path: &std::path::Path) -> bool {

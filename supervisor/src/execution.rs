@@ -9,6 +9,7 @@ use crate::agent_api::{
 use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
 use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
 use crate::worker_process::{WorkerExit, signal_name};
+use crate::rate_limiter::RateBucket;
 use airlock_policy::Principal;
 use airlock_proto::{
     ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, Outcome, StartExecution,
@@ -42,6 +43,8 @@ pub struct ExecutionJob {
     pub limits: Limits,
     pub peer: PeerInfo,
     pub principal: Arc<Principal>,
+    /// The principal's `tool_calls_per_minute` bucket, shared by all its executions.
+    pub tool_call_rate: Option<Arc<RateBucket>>,
     pub queue_wait: Duration,
 }
 
@@ -372,6 +375,18 @@ impl Run {
                 ),
             )
             .with_hint("the operator grants tools with `allow` in the principal's policy entry"))
+        } else if let Some(Err(limited)) = job.tool_call_rate.as_ref().map(|b| b.try_take()) {
+            Err(ToolError::new(
+                "rate_limited",
+                format!(
+                    "principal `{}` may make {} tool calls per minute and has used them",
+                    job.principal.name, limited.per_minute
+                ),
+            )
+            .with_hint(format!(
+                "wait {:.1} s before the next call, or make fewer calls; the operator sets principal.tool_calls_per_minute",
+                limited.retry_after.as_secs_f64()
+            )))
         } else if !args.is_object() {
             Err(ToolError::new(
                 "invalid_arguments",

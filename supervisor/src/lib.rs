@@ -7,6 +7,8 @@
 //! - [`argument_schema`]: tool arguments checked against the tool's JSON Schema.
 //! - [`execution`]: one execution: worker checkout, tool brokering, deadline, response.
 //! - [`metrics`]: counters and the Prometheus exposition for `GET /metrics`.
+//! - [`policy_generation`]: one loaded policy and what was built from it; reload builds the next.
+//! - [`rate_limiter`]: per-principal executions and tool calls per minute (token buckets).
 //! - [`worker_pool`]: pre-started locked-down workers and the worker handshake.
 //! - [`worker_process`]: spawning (exec on a dedicated thread), pidfd watching, reaping.
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
@@ -32,8 +34,10 @@ pub mod graphql_source;
 pub mod mcp_server;
 pub mod metrics;
 pub mod openapi_source;
+pub mod policy_generation;
 pub mod outbound_http;
 pub mod program_contract;
+pub mod rate_limiter;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;

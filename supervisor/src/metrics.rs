@@ -16,6 +16,7 @@ const DURATION_BUCKETS: &[f64] = &[
 #[derive(Debug, Default)]
 pub struct Metrics {
     refused_connections: AtomicU64,
+    rate_limited_executions: AtomicU64,
     labelled: Mutex<Labelled>,
 }
 
@@ -44,6 +45,11 @@ pub struct Gauges {
 impl Metrics {
     pub fn connection_refused(&self) {
         self.refused_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An execution refused by its principal's `executions_per_minute`.
+    pub fn rate_limited(&self) {
+        self.rate_limited_executions.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records one finished execution.
@@ -147,6 +153,17 @@ impl Metrics {
             out,
             "{name} {}",
             self.refused_connections.load(Ordering::Relaxed)
+        );
+        let name = header(
+            &mut out,
+            "airlock_executions_rate_limited_total",
+            "counter",
+            "Executions refused because the principal's executions_per_minute was used up.",
+        );
+        let _ = writeln!(
+            out,
+            "{name} {}",
+            self.rate_limited_executions.load(Ordering::Relaxed)
         );
         for (name, help, value) in [
             (

@@ -1,0 +1,457 @@
+//! Policy generations: one loaded policy and everything built from it (admitted principals,
+//! tool sources, the worker pool and the SDK cache). The daemon serves from the current
+//! generation; an execution keeps the generation it started under until it ends, so a reload
+//! never changes the rules under a running program.
+//!
+//! A reload ([`PolicyLoader::next_generation`]) validates the whole new policy first (every file,
+//! every OpenAPI and GraphQL document) and builds nothing visible until all of it is good; on any
+//! problem the current generation stays. MCP servers whose configuration and secrets are
+//! unchanged carry over running; the others are shut down once the last execution of the old
+//! generation is done.
+
+use crate::graphql_source::GraphQlApi;
+use crate::mcp_server::McpServer;
+use crate::openapi_source::OpenApiSource as OpenApiTools;
+use crate::secret_store::SecretStore;
+use crate::tool_catalogue::ToolCatalogue;
+use crate::tool_source::{ToolRegistry, ToolSource};
+use crate::worker_pool::WorkerPool;
+use airlock_policy::{Policy, PolicyError, PolicyWarning, Principal, ToolServer};
+use serde::Serialize;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tracing::{info, warn};
+
+/// One loaded policy and what was built from it.
+#[derive(Debug)]
+pub struct PolicyGeneration {
+    /// 1 for the policy the daemon started with, then one more per successful reload.
+    pub number: u64,
+    pub policy: Policy,
+    principals: Vec<Arc<Principal>>,
+    /// Every tool source: the policy's and any the embedder added.
+    pub tools: ToolRegistry,
+    /// The pool executions of this generation take workers from (shared with the previous
+    /// generation unless the ceilings or the pool size changed).
+    pub pool: WorkerPool,
+    /// The SDK per principal, for this generation's principals and sources.
+    pub catalogue: ToolCatalogue,
+    /// When it was loaded (seconds since the Unix epoch).
+    pub loaded_at: u64,
+    /// The MCP servers built from the policy, kept so the next generation can reuse them.
+    mcp_servers: Vec<BuiltServer>,
+    /// Sources the next generation dropped: shut down when this generation is gone.
+    retired: Mutex<Vec<Arc<dyn ToolSource>>>,
+}
+
+/// An MCP server built from a `[[server]]` entry, with what decides whether it can be kept.
+#[derive(Debug, Clone)]
+struct BuiltServer {
+    config: ToolServer,
+    secrets: u64,
+    source: Arc<McpServer>,
+}
+
+impl PolicyGeneration {
+    /// Builds a generation. `extra` sources (an embedder's, e.g. tests' fault injection) are
+    /// registered after the policy's and carried into every later generation.
+    pub fn build(
+        number: u64,
+        policy: Policy,
+        secrets: &Arc<SecretStore>,
+        extra: &[Arc<dyn ToolSource>],
+        pool: WorkerPool,
+        previous: Option<&PolicyGeneration>,
+    ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
+        let mut tools = ToolRegistry::new();
+        let mut problems = Vec::new();
+        let mut mcp_servers = Vec::new();
+        for config in &policy.servers {
+            let fingerprint = secret_fingerprint(secrets, config.secrets());
+            let kept = previous.and_then(|p| {
+                p.mcp_servers
+                    .iter()
+                    .find(|b| b.config == *config && b.secrets == fingerprint)
+            });
+            let source = match kept {
+                Some(built) => built.source.clone(),
+                None => Arc::new(McpServer::new(config.clone(), secrets.clone())),
+            };
+            tools.register(source.clone());
+            mcp_servers.push(BuiltServer {
+                config: config.clone(),
+                secrets: fingerprint,
+                source,
+            });
+        }
+        for config in &policy.openapi {
+            match OpenApiTools::load(config.clone(), secrets.clone()) {
+                Ok(source) => {
+                    info!(source = %config.name, tools = source.descriptors().len(), base_url = %source.base_url(), "openapi source loaded");
+                    tools.register(Arc::new(source));
+                }
+                Err(e) => problems.push(SourceProblem {
+                    source: config.name.clone(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        for config in &policy.graphql {
+            match GraphQlApi::load(config.clone(), secrets.clone()) {
+                Ok(source) => {
+                    info!(source = %config.name, tools = source.descriptors().len(), endpoint = %config.endpoint, "graphql source loaded");
+                    for problem in source.missing_secrets() {
+                        warn!("{problem}");
+                    }
+                    tools.register(Arc::new(source));
+                }
+                Err(e) => problems.push(SourceProblem {
+                    source: config.name.clone(),
+                    message: e.to_string(),
+                }),
+            }
+        }
+        for source in extra {
+            tools.register(source.clone());
+        }
+        let generation = PolicyGeneration {
+            number,
+            principals: policy.principals.iter().cloned().map(Arc::new).collect(),
+            policy,
+            tools,
+            pool,
+            catalogue: ToolCatalogue::default(),
+            loaded_at: unix_now(),
+            mcp_servers,
+            retired: Mutex::new(Vec::new()),
+        };
+        if problems.is_empty() {
+            Ok(generation)
+        } else {
+            // Nothing of a rejected generation may keep running: servers it started fresh
+            // have not been started yet (they start on first use), so dropping is enough.
+            Err(problems)
+        }
+    }
+
+    /// Like [`PolicyGeneration::build`] for the policy the daemon starts with: a source that
+    /// cannot be loaded costs only itself (logged), the daemon serves the rest.
+    pub fn initial(
+        policy: Policy,
+        secrets: &Arc<SecretStore>,
+        extra: &[Arc<dyn ToolSource>],
+        pool: WorkerPool,
+    ) -> PolicyGeneration {
+        let mut policy = policy;
+        loop {
+            match PolicyGeneration::build(1, policy.clone(), secrets, extra, pool.clone(), None) {
+                Ok(generation) => return generation,
+                Err(problems) => {
+                    for problem in &problems {
+                        tracing::error!(source = %problem.source, "tool source not loaded, its tools are unavailable: {}", problem.message);
+                    }
+                    let failed = |name: &String| problems.iter().any(|p| p.source == *name);
+                    policy.openapi.retain(|s| !failed(&s.name));
+                    policy.graphql.retain(|s| !failed(&s.name));
+                }
+            }
+        }
+    }
+
+    /// The first principal that admits a peer with these credentials.
+    pub fn admit(&self, uid: u32, gid: u32, groups: &[u32]) -> Option<Arc<Principal>> {
+        let admitted = self.policy.admit(uid, gid, groups)?;
+        self.principals
+            .iter()
+            .find(|p| p.name == admitted.name)
+            .cloned()
+    }
+
+    /// Hands this generation the sources its successor no longer uses; they are shut down
+    /// when this generation is dropped (its last execution ended).
+    fn retire(&self, next: &PolicyGeneration) {
+        let kept = |source: &Arc<dyn ToolSource>| {
+            next.tools
+                .sources()
+                .any(|s| std::ptr::addr_eq(Arc::as_ptr(s), Arc::as_ptr(source)))
+        };
+        let retired: Vec<_> = self.tools.sources().filter(|s| !kept(s)).cloned().collect();
+        *self
+            .retired
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = retired;
+    }
+
+    /// Shuts down every source (daemon shutdown).
+    pub async fn shutdown_sources(&self) {
+        for source in self.tools.sources() {
+            source.shutdown().await;
+        }
+    }
+}
+
+impl Drop for PolicyGeneration {
+    fn drop(&mut self) {
+        let retired = std::mem::take(
+            &mut *self
+                .retired
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if retired.is_empty() {
+            return;
+        }
+        // Shutting a server down waits for its process; that happens on the runtime, not in
+        // whichever task dropped the last reference.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for source in retired {
+                    info!(source = source.namespace(), "shutting down a tool source the reloaded policy no longer uses");
+                    source.shutdown().await;
+                }
+            });
+        }
+    }
+}
+
+/// A tool source that could not be built from the policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceProblem {
+    /// The source's name in the policy.
+    pub source: String,
+    /// Why (names the file and place).
+    pub message: String,
+}
+
+/// Where a reload reads the policy from.
+#[derive(Debug, Clone)]
+pub struct PolicyLoader {
+    /// The main policy file; drop-ins are read from `policy.d` beside it.
+    pub path: PathBuf,
+}
+
+/// The outcome of a reload, as `POST /v1/reload` and `GET /v1/health` report it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadReport {
+    /// Whether the new policy is now in force.
+    pub ok: bool,
+    /// When the reload was attempted (seconds since the Unix epoch).
+    pub at: u64,
+    /// The generation in force after the attempt.
+    pub generation: u64,
+    /// The policy files read.
+    pub files: Vec<String>,
+    /// Every problem that made the reload fail (empty when it succeeded).
+    pub problems: Vec<String>,
+    /// Warnings about the new policy.
+    pub warnings: Vec<String>,
+    /// `[daemon]` keys that changed but take effect only when the daemon restarts.
+    pub restart_needed: Vec<String>,
+}
+
+impl PolicyLoader {
+    /// Reads and validates the policy files and builds the next generation from them, or says
+    /// every reason it cannot.
+    pub fn next_generation(
+        &self,
+        current: &PolicyGeneration,
+        secrets: &Arc<SecretStore>,
+        extra: &[Arc<dyn ToolSource>],
+    ) -> Result<(PolicyGeneration, Vec<String>), Vec<String>> {
+        let policy = Policy::load_all(&self.path)
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        let restart_needed = daemon_changes(&current.policy, &policy);
+        // The caller replaces the pool if the new limits need other ceilings.
+        let pool = current.pool.clone();
+        let next = PolicyGeneration::build(
+            current.number + 1,
+            policy,
+            secrets,
+            extra,
+            pool,
+            Some(current),
+        )
+        .map_err(|problems| {
+            problems
+                .iter()
+                .map(|p| format!("tool source `{}`: {}", p.source, p.message))
+                .collect::<Vec<_>>()
+        })?;
+        current.retire(&next);
+        Ok((next, restart_needed))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The `[daemon]` keys whose new value needs a restart (the socket is bound, the semaphore
+/// sized, the worker binary chosen once). `pool_size` is applied by a reload.
+fn daemon_changes(old: &Policy, new: &Policy) -> Vec<String> {
+    let (a, b) = (&old.daemon, &new.daemon);
+    let mut changed = Vec::new();
+    if a.socket != b.socket {
+        changed.push("daemon.socket".to_owned());
+    }
+    if a.socket_mode != b.socket_mode {
+        changed.push("daemon.socket_mode".to_owned());
+    }
+    if a.worker_path != b.worker_path {
+        changed.push("daemon.worker_path".to_owned());
+    }
+    if a.shutdown_grace_ms != b.shutdown_grace_ms {
+        changed.push("daemon.shutdown_grace_ms".to_owned());
+    }
+    if a.max_concurrent_executions != b.max_concurrent_executions {
+        changed.push("daemon.max_concurrent_executions".to_owned());
+    }
+    changed
+}
+
+/// Detects a changed secret without keeping its value: a hash of each referenced secret's
+/// value (or of its absence). Collisions only cost a server restart that was not needed.
+fn secret_fingerprint<'a>(secrets: &SecretStore, names: impl Iterator<Item = &'a str>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    for name in names {
+        name.hash(&mut hasher);
+        match secrets.get(name) {
+            Ok(value) => value.expose().hash(&mut hasher),
+            Err(_) => 0u8.hash(&mut hasher),
+        }
+    }
+    hasher.finish()
+}
+
+/// The warnings of a policy as lines.
+pub fn warning_lines(warnings: &[PolicyWarning]) -> Vec<String> {
+    warnings.iter().map(ToString::to_string).collect()
+}
+
+/// Every problem of a policy error as lines.
+pub fn problem_lines(error: &PolicyError) -> Vec<String> {
+    error.problems().iter().map(ToString::to_string).collect()
+}
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What `airlock policy check` and `airlockd --check-config` report about a policy.
+#[derive(Debug, Default, Serialize)]
+pub struct PolicyCheck {
+    /// The files read (main file, then drop-ins), when they could be parsed.
+    pub files: Vec<String>,
+    /// Every problem: with these the daemon would not start, and a reload would be refused.
+    pub problems: Vec<String>,
+    /// Valid but noteworthy.
+    pub warnings: Vec<String>,
+    /// One line per principal and source, when the policy is valid.
+    pub summary: Vec<String>,
+}
+
+impl PolicyCheck {
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Validates the policy at `path` (and its drop-ins) the way a reload does: every file, every
+/// OpenAPI and GraphQL document. With `secrets`, secrets the sources need but this process
+/// cannot read are warnings (they fail only their own source at run time).
+pub fn check_policy(path: &Path, secrets: Option<&SecretStore>) -> PolicyCheck {
+    let mut check = PolicyCheck::default();
+    let policy = match Policy::load_all(path) {
+        Ok(policy) => policy,
+        Err(errors) => {
+            check.problems = errors.iter().map(ToString::to_string).collect();
+            return check;
+        }
+    };
+    check.files = policy.files().map(str::to_owned).collect();
+    check.warnings = warning_lines(&policy.warnings);
+    for p in &policy.principals {
+        let members = if p.any_user {
+            "every user".to_owned()
+        } else {
+            format!("{} user(s), {} group(s)", p.uids.len(), p.gids.len())
+        };
+        check.summary.push(format!(
+            "principal `{}`: {members}; {} allow, {} deny pattern(s); timeout {} ms, memory {} MiB",
+            p.name,
+            p.allow.len(),
+            p.deny.len(),
+            p.limits.timeout_ms,
+            p.limits.memory_bytes >> 20
+        ));
+    }
+    if policy.principals.is_empty() {
+        check.warnings.push(format!(
+            "{}: warning: the policy has no [[principal]]: every connection will be refused",
+            policy.origin
+        ));
+    }
+    let no_secrets = Arc::new(SecretStore::empty());
+    for server in &policy.servers {
+        check.summary.push(format!("server `{}`", server.name));
+        if let Some(secrets) = secrets {
+            for problem in secrets.check_server(server) {
+                check.warnings.push(format!("warning: {problem}"));
+            }
+        }
+    }
+    for config in &policy.openapi {
+        if let Some(secrets) = secrets {
+            for name in config.secrets() {
+                if let Err(e) = secrets.get(name) {
+                    check.warnings.push(format!(
+                        "warning: openapi source `{}` needs a secret: {e}",
+                        config.name
+                    ));
+                }
+            }
+        }
+        match OpenApiTools::load(config.clone(), no_secrets.clone()) {
+            Ok(source) => check.summary.push(format!(
+                "openapi source `{}`: {} tools from {}",
+                config.name,
+                source.descriptors().len(),
+                config.spec.display()
+            )),
+            Err(e) => check
+                .problems
+                .push(format!("openapi source `{}`: {e}", config.name)),
+        }
+    }
+    for config in &policy.graphql {
+        match GraphQlApi::load(config.clone(), no_secrets.clone()) {
+            Ok(source) => {
+                check.summary.push(format!(
+                    "graphql source `{}`: {} tools from {}",
+                    config.name,
+                    source.descriptors().len(),
+                    config.schema.display()
+                ));
+                if let Some(secrets) = secrets {
+                    for name in config.secrets() {
+                        if let Err(e) = secrets.get(name) {
+                            check.warnings.push(format!(
+                                "warning: graphql source `{}` needs a secret: {e}",
+                                config.name
+                            ));
+                        }
+                    }
+                }
+            }
+            Err(e) => check
+                .problems
+                .push(format!("graphql source `{}`: {e}", config.name)),
+        }
+    }
+    check
+}
