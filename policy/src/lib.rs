@@ -8,6 +8,7 @@
 //! - [`limit_settings`]: the `[limits]` table;
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions,
 //!   per-principal limits and rate limits;
+//! - [`explanation`]: which principal admits a caller and which rule decides a tool call;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
 //! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
 //! - [`openapi_source`]: `[[openapi]]` tables, OpenAPI documents whose operations become tools;
@@ -25,6 +26,7 @@ pub mod account;
 pub mod byte_size;
 pub mod daemon_settings;
 mod document;
+pub mod explanation;
 pub mod file_mode;
 pub mod graphql_source;
 pub mod limit_settings;
@@ -36,6 +38,7 @@ pub mod tool_pattern;
 pub mod tool_server;
 
 pub use daemon_settings::DaemonSettings;
+pub use explanation::{Caller, Explanation};
 pub use graphql_source::{GraphQlSource, SchemaFormat};
 pub use limit_settings::LimitSettings;
 pub use openapi_source::{ApiKeyLocation, OpenApiAuth, OpenApiSource};

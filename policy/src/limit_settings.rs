@@ -90,17 +90,42 @@ impl LimitSettings {
         // `timeout_ms` is a default, not a ceiling: it only has to stay within the principal's
         // own `max_timeout_ms`, which `read_over` checks.
         let checks: [(&str, u64, u64, fn(u64) -> String); 6] = [
-            ("max_timeout_ms", limits.max_timeout_ms, global.max_timeout_ms, |n| n.to_string()),
-            ("memory", limits.memory_bytes, global.memory_bytes, format_byte_size),
-            ("stack", limits.stack_bytes, global.stack_bytes, format_byte_size),
+            (
+                "max_timeout_ms",
+                limits.max_timeout_ms,
+                global.max_timeout_ms,
+                |n| n.to_string(),
+            ),
+            (
+                "memory",
+                limits.memory_bytes,
+                global.memory_bytes,
+                format_byte_size,
+            ),
+            (
+                "stack",
+                limits.stack_bytes,
+                global.stack_bytes,
+                format_byte_size,
+            ),
             (
                 "max_tool_calls",
                 u64::from(limits.max_tool_calls),
                 u64::from(global.max_tool_calls),
                 |n| n.to_string(),
             ),
-            ("max_output", limits.max_output_bytes, global.max_output_bytes, format_byte_size),
-            ("max_code", limits.max_code_bytes, global.max_code_bytes, format_byte_size),
+            (
+                "max_output",
+                limits.max_output_bytes,
+                global.max_output_bytes,
+                format_byte_size,
+            ),
+            (
+                "max_code",
+                limits.max_code_bytes,
+                global.max_code_bytes,
+                format_byte_size,
+            ),
         ];
         for (key, value, ceiling, show) in checks {
             if value > ceiling

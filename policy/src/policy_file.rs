@@ -202,7 +202,10 @@ pub enum PolicyError {
         name: String,
     },
     /// Two principals (or two tool sources) with the same name.
-    #[error("{at}: {key}: duplicate {what} name \"{name}\" (first defined at {})", first_place(first, at))]
+    #[error(
+        "{at}: {key}: duplicate {what} name \"{name}\" (first defined at {})",
+        first_place(first, at)
+    )]
     DuplicateName {
         /// Where the second name is.
         at: Location,
@@ -1385,7 +1388,10 @@ users = [1000, 1001]
         let names: Vec<_> = policy.principals.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["ops", "agents"]);
         assert_eq!(policy.servers.len(), 1);
-        let files: Vec<_> = policy.files().map(|f| f.rsplit('/').next().unwrap()).collect();
+        let files: Vec<_> = policy
+            .files()
+            .map(|f| f.rsplit('/').next().unwrap())
+            .collect();
         assert_eq!(files, ["policy.toml", "10-time.toml", "20-agents.toml"]);
         // Drop-in principals narrow the limits of whichever file sets [limits].
         assert_eq!(policy.principals[1].limits.memory_bytes, 128 << 20);
@@ -1402,7 +1408,12 @@ users = [1000, 1001]
         );
         let error = Policy::load(&dir.path().join("policy.toml")).unwrap_err();
         let message = error.to_string();
-        assert!(message.contains("policy.d/agents.toml:2:8: principal[0].name: duplicate principal name \"ops\""), "{message}");
+        assert!(
+            message.contains(
+                "policy.d/agents.toml:2:8: principal[0].name: duplicate principal name \"ops\""
+            ),
+            "{message}"
+        );
         assert!(message.contains("first defined at /"), "{message}");
         assert!(message.contains("policy.toml:5:8"), "{message}");
     }
@@ -1411,34 +1422,58 @@ users = [1000, 1001]
     fn daemon_settings_stay_in_the_main_file_and_limits_in_one() {
         let dir = policy_dir(
             MAIN,
-            &[("x.toml", "[daemon]\npool_size = 1\n\n[limits]\nmemory = \"64MiB\"\n")],
+            &[(
+                "x.toml",
+                "[daemon]\npool_size = 1\n\n[limits]\nmemory = \"64MiB\"\n",
+            )],
         );
         let errors = Policy::load_all(&dir.path().join("policy.toml")).unwrap_err();
         let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(messages.len(), 2, "{messages:#?}");
-        assert!(messages[0].contains("x.toml:1:1: daemon: [daemon] may only be set in the main policy file"), "{messages:#?}");
-        assert!(messages[1].contains("x.toml:4:1: limits: [limits] is already set at /"), "{messages:#?}");
+        assert!(
+            messages[0]
+                .contains("x.toml:1:1: daemon: [daemon] may only be set in the main policy file"),
+            "{messages:#?}"
+        );
+        assert!(
+            messages[1].contains("x.toml:4:1: limits: [limits] is already set at /"),
+            "{messages:#?}"
+        );
     }
 
     #[test]
     fn every_problem_is_reported_with_its_place() {
         let dir = policy_dir(
             "[limits]\nmemroy = 1\n\n[[principal]]\nname = \"a\"\nusers = [0]\nallow = [\"a?\"]\n\n[[principal]]\nname = \"b\"\n",
-            &[("bad.toml", "[[server]\n"), ("ok.toml", "[[server]]\nname = \"s\"\n")],
+            &[
+                ("bad.toml", "[[server]\n"),
+                ("ok.toml", "[[server]]\nname = \"s\"\n"),
+            ],
         );
         let errors = Policy::load_all(&dir.path().join("policy.toml")).unwrap_err();
         let places: Vec<String> = errors
             .iter()
             .map(|e| {
                 let at = e.location().unwrap();
-                format!("{}:{}:{}", at.origin.rsplit('/').next().unwrap(), at.line, at.column)
+                format!(
+                    "{}:{}:{}",
+                    at.origin.rsplit('/').next().unwrap(),
+                    at.line,
+                    at.column
+                )
             })
             .collect();
         // The syntax error of one file does not hide the others' problems, nor one table's
         // problem the next table's.
         assert_eq!(
             places,
-            ["policy.toml:2:1", "policy.toml:7:10", "policy.toml:9:1", "bad.toml:1:10", "ok.toml:1:1"],
+            [
+                "policy.toml:2:1",
+                "policy.toml:7:10",
+                "policy.toml:9:1",
+                "bad.toml:1:10",
+                "ok.toml:1:1"
+            ],
             "{errors:#?}"
         );
         let joined = PolicyError::from_problems(errors).to_string();
@@ -1492,7 +1527,10 @@ users = [1000, 1001]
             21,
             "principal[0].limits.memory",
         );
-        assert!(message.contains("1GiB is more than the policy's limits.memory (128MiB)"), "{message}");
+        assert!(
+            message.contains("1GiB is more than the policy's limits.memory (128MiB)"),
+            "{message}"
+        );
         error_at(
             "[[principal]]\nname = \"a\"\nusers = [0]\nexecutions_per_minute = -1\n",
             4,
@@ -1503,11 +1541,18 @@ users = [1000, 1001]
 
     #[test]
     fn a_principal_for_every_user_is_accepted_with_a_warning() {
-        let policy = parse("[[principal]]\nname = \"all\"\nusers = [\"*\"]\nallow = [\"time.*\"]\n").unwrap();
+        let policy =
+            parse("[[principal]]\nname = \"all\"\nusers = [\"*\"]\nallow = [\"time.*\"]\n")
+                .unwrap();
         assert!(policy.admit(4242, 4242, &[]).is_some());
         assert_eq!(policy.warnings.len(), 1);
         let warning = policy.warnings[0].to_string();
-        assert!(warning.starts_with(&format!("{FILE}:2:8: warning: principal \"all\" admits every local user")), "{warning}");
+        assert!(
+            warning.starts_with(&format!(
+                "{FILE}:2:8: warning: principal \"all\" admits every local user"
+            )),
+            "{warning}"
+        );
         assert!(parse(MAIN).unwrap().warnings.is_empty());
     }
 }

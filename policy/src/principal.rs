@@ -361,8 +361,14 @@ mod tests {
     #[test]
     fn the_deciding_rule_is_named() {
         let p = principal(&["github.*", "github.get_issue"], &["github.delete_*"]);
-        assert_eq!(p.decide("github.get_issue"), ToolDecision::Allowed(&p.allow[0]));
-        assert_eq!(p.decide("github.delete_repo"), ToolDecision::Denied(&p.deny[0]));
+        assert_eq!(
+            p.decide("github.get_issue"),
+            ToolDecision::Allowed(&p.allow[0])
+        );
+        assert_eq!(
+            p.decide("github.delete_repo"),
+            ToolDecision::Denied(&p.deny[0])
+        );
         assert_eq!(p.decide("time.now"), ToolDecision::NotAllowed);
     }
 

@@ -84,6 +84,22 @@ impl Client {
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
+    /// `POST path` with a JSON body → status and body text.
+    pub async fn post(
+        &mut self,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(StatusCode, String), ClientError> {
+        let req = Request::post(path)
+            .header("host", "airlock")
+            .header("content-type", "application/json")
+            .body(Full::new(body))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
     /// Runs a program and waits for the whole response.
     pub async fn execute(
         &mut self,

@@ -9,11 +9,11 @@ use crate::agent_api::{
     RequestLanguage,
 };
 use crate::daemon::DaemonState;
+use crate::execution::{ExecutionJob, rejected_execution, run_execution};
 use crate::policy_generation::PolicyGeneration;
+use crate::program_contract::{self, Leniency, ToolCalls};
 use crate::rate_limiter::RateKind;
 use crate::tool_source::ToolRegistry;
-use crate::execution::{ExecutionJob, rejected_execution, run_execution};
-use crate::program_contract::{self, Leniency, ToolCalls};
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
 use bytes::Bytes;
@@ -309,14 +309,12 @@ async fn route(
             _,
             "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search"
             | "/v1/reload",
-        ) => {
-            error_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                format!("{} is not supported on {path}", req.method()),
-                Some(ROUTES.into()),
-            )
-        }
+        ) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} is not supported on {path}", req.method()),
+            Some(ROUTES.into()),
+        ),
         _ => error_response(
             StatusCode::NOT_FOUND,
             "not_found",

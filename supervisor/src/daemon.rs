@@ -5,11 +5,13 @@
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
-use crate::policy_generation::{PolicyGeneration, PolicyLoader, ReloadReport, unix_now, warning_lines};
+use crate::policy_generation::{
+    PolicyGeneration, PolicyLoader, ReloadReport, unix_now, warning_lines,
+};
 use crate::rate_limiter::RateLimiter;
 use crate::secret_store::SecretStore;
 use crate::tool_catalogue::CatalogueView;
-use crate::tool_source::{ToolRegistry, ToolSource};
+use crate::tool_source::ToolRegistry;
 use crate::worker_pool::{PoolStatus, WorkerPool};
 use crate::worker_process::{Spawner, WorkerCeiling};
 use airlock_policy::{LimitSettings, Policy, Principal};
@@ -73,7 +75,7 @@ pub struct DaemonState {
     /// The policy in force and what was built from it; replaced whole by a reload.
     current: RwLock<Arc<PolicyGeneration>>,
     /// Sources the embedder added, carried into every generation.
-    extra: Vec<Arc<dyn ToolSource>>,
+    extra: ToolRegistry,
     secrets: Arc<SecretStore>,
     loader: Option<PolicyLoader>,
     /// One reload at a time.
@@ -193,10 +195,8 @@ impl DaemonState {
             let secrets = self.secrets.clone();
             let extra = self.extra.clone();
             let current = current.clone();
-            tokio::task::spawn_blocking(move || {
-                loader.next_generation(&current, &secrets, &extra)
-            })
-            .await
+            tokio::task::spawn_blocking(move || loader.next_generation(&current, &secrets, &extra))
+                .await
         };
         let (mut next, restart_needed) = match built {
             Ok(Ok(next)) => next,
@@ -213,11 +213,8 @@ impl DaemonState {
         let replaced_pool = if ceiling != current.pool.ceiling()
             || next.policy.daemon.pool_size != current.policy.daemon.pool_size
         {
-            next.pool = WorkerPool::start(
-                self.spawner.clone(),
-                ceiling,
-                next.policy.daemon.pool_size,
-            );
+            next.pool =
+                WorkerPool::start(self.spawner.clone(), ceiling, next.policy.daemon.pool_size);
             Some(current.pool.clone())
         } else {
             None
@@ -366,7 +363,7 @@ pub async fn run(
         worker_ceiling(&policy.limits),
         daemon_settings.pool_size,
     );
-    let extra: Vec<Arc<dyn ToolSource>> = config.tools.sources().cloned().collect();
+    let extra = config.tools;
     let generation = PolicyGeneration::initial(policy, &config.secrets, &extra, pool);
     start_eager_sources(&generation);
     let max_slots = daemon_settings.max_concurrent_executions;

@@ -6,10 +6,10 @@ use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
     Status, ToolCallRecord,
 };
+use crate::rate_limiter::RateBucket;
 use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
 use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
 use crate::worker_process::{WorkerExit, signal_name};
-use crate::rate_limiter::RateBucket;
 use airlock_policy::Principal;
 use airlock_proto::{
     ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, Outcome, StartExecution,

@@ -43,7 +43,7 @@ pub struct PolicyGeneration {
     /// The MCP servers built from the policy, kept so the next generation can reuse them.
     mcp_servers: Vec<BuiltServer>,
     /// Sources the next generation dropped: shut down when this generation is gone.
-    retired: Mutex<Vec<Arc<dyn ToolSource>>>,
+    retired: Mutex<ToolRegistry>,
 }
 
 /// An MCP server built from a `[[server]]` entry, with what decides whether it can be kept.
@@ -61,7 +61,7 @@ impl PolicyGeneration {
         number: u64,
         policy: Policy,
         secrets: &Arc<SecretStore>,
-        extra: &[Arc<dyn ToolSource>],
+        extra: &ToolRegistry,
         pool: WorkerPool,
         previous: Option<&PolicyGeneration>,
     ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
@@ -69,7 +69,7 @@ impl PolicyGeneration {
         let mut problems = Vec::new();
         let mut mcp_servers = Vec::new();
         for config in &policy.servers {
-            let fingerprint = secret_fingerprint(secrets, config.secrets());
+            let fingerprint = secret_fingerprint(secrets, config.transport.secrets());
             let kept = previous.and_then(|p| {
                 p.mcp_servers
                     .iter()
@@ -113,7 +113,7 @@ impl PolicyGeneration {
                 }),
             }
         }
-        for source in extra {
+        for source in extra.sources() {
             tools.register(source.clone());
         }
         let generation = PolicyGeneration {
@@ -125,7 +125,7 @@ impl PolicyGeneration {
             catalogue: ToolCatalogue::default(),
             loaded_at: unix_now(),
             mcp_servers,
-            retired: Mutex::new(Vec::new()),
+            retired: Mutex::new(ToolRegistry::new()),
         };
         if problems.is_empty() {
             Ok(generation)
@@ -141,7 +141,7 @@ impl PolicyGeneration {
     pub fn initial(
         policy: Policy,
         secrets: &Arc<SecretStore>,
-        extra: &[Arc<dyn ToolSource>],
+        extra: &ToolRegistry,
         pool: WorkerPool,
     ) -> PolicyGeneration {
         let mut policy = policy;
@@ -177,7 +177,10 @@ impl PolicyGeneration {
                 .sources()
                 .any(|s| std::ptr::addr_eq(Arc::as_ptr(s), Arc::as_ptr(source)))
         };
-        let retired: Vec<_> = self.tools.sources().filter(|s| !kept(s)).cloned().collect();
+        let mut retired = ToolRegistry::new();
+        for source in self.tools.sources().filter(|s| !kept(s)) {
+            retired.register(source.clone());
+        }
         *self
             .retired
             .lock()
@@ -200,15 +203,18 @@ impl Drop for PolicyGeneration {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
-        if retired.is_empty() {
+        if retired.sources().next().is_none() {
             return;
         }
         // Shutting a server down waits for its process; that happens on the runtime, not in
         // whichever task dropped the last reference.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                for source in retired {
-                    info!(source = source.namespace(), "shutting down a tool source the reloaded policy no longer uses");
+                for source in retired.sources() {
+                    info!(
+                        source = source.namespace(),
+                        "shutting down a tool source the reloaded policy no longer uses"
+                    );
                     source.shutdown().await;
                 }
             });
@@ -233,7 +239,7 @@ pub struct PolicyLoader {
 }
 
 /// The outcome of a reload, as `POST /v1/reload` and `GET /v1/health` report it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ReloadReport {
     /// Whether the new policy is now in force.
     pub ok: bool,
@@ -258,7 +264,7 @@ impl PolicyLoader {
         &self,
         current: &PolicyGeneration,
         secrets: &Arc<SecretStore>,
-        extra: &[Arc<dyn ToolSource>],
+        extra: &ToolRegistry,
     ) -> Result<(PolicyGeneration, Vec<String>), Vec<String>> {
         let policy = Policy::load_all(&self.path)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;

@@ -23,6 +23,9 @@ pub struct DaemonOptions {
     pub tools: Option<Arc<TestTools>>,
     /// More tool sources besides `test` (e.g. real MCP servers).
     pub sources: Vec<Arc<dyn ToolSource>>,
+    /// Read the policy from this file (with its drop-ins) instead of adjusting the embedded
+    /// default, and reload from it (`POST /v1/reload`).
+    pub policy_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for DaemonOptions {
@@ -42,6 +45,7 @@ impl Default for DaemonOptions {
             adjust: Box::new(|_| {}),
             tools: None,
             sources: Vec::new(),
+            policy_file: None,
         }
     }
 }
@@ -59,6 +63,11 @@ impl DaemonOptions {
 
     pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
         self.sources.push(source);
+        self
+    }
+
+    pub fn policy_file(mut self, path: PathBuf) -> Self {
+        self.policy_file = Some(path);
         self
     }
 
@@ -92,7 +101,15 @@ impl TestDaemon {
         let mut policy = Policy::embedded_default();
         policy.daemon.pool_size = options.pool_size;
         policy.daemon.shutdown_grace_ms = 5_000;
+        let inherited = policy.limits.clone();
         (options.adjust)(&mut policy);
+        // A principal's limits are resolved from [limits] when the file is read; a test that
+        // changes [limits] in code means its principals to follow, unless it set theirs.
+        for principal in &mut policy.principals {
+            if principal.limits == inherited {
+                principal.limits = policy.limits.clone();
+            }
+        }
         let tools = options.tools.unwrap_or_default();
         let mut registry = ToolRegistry::new();
         registry.register(tools.clone());
@@ -101,10 +118,13 @@ impl TestDaemon {
         }
         let listener = airlock_supervisor::socket_path::bind(&socket, 0o660).expect("bind socket");
         let listener = tokio::net::UnixListener::from_std(listener).expect("listener");
+        if let Some(file) = &options.policy_file {
+            policy = Policy::load(file).expect("the test's policy file is valid");
+        }
         let config = DaemonConfig {
-            policy,
-            worker_path: options.worker_path,
             tools: registry,
+            policy_path: options.policy_file,
+            ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {

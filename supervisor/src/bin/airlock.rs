@@ -1,19 +1,23 @@
 //! `airlock`: the command-line client of `airlockd`.
 //!
 //! Exit codes: 0 the program succeeded, 1 the program failed, 2 it timed out, 3 the request
-//! could not be made (daemon unreachable, refused, bad arguments).
+//! could not be made (daemon unreachable, refused, bad arguments). `airlock policy` and
+//! `airlock reload`: 0 valid / allowed / reloaded, 1 not, 3 could not check.
 //!
 //! `airlock secret …` does not talk to the daemon: it manages the kernel keyring of the user it
 //! runs as, which is where the daemon (running as that same user) looks. Exit codes: 0 done,
 //! 3 failed.
 
+use airlock_policy::{Caller, Policy};
 use airlock_supervisor::agent_api::{
     ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
 };
 use airlock_supervisor::client::Client;
+use airlock_supervisor::policy_generation::{ReloadReport, check_policy};
 use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
 use airlock_supervisor::socket_path;
 use anyhow::{Context, Result, bail};
+use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::io::{IsTerminal, Read, Write};
@@ -64,6 +68,14 @@ enum Command {
         #[command(subcommand)]
         action: SdkCommand,
     },
+    /// Check a policy, or explain what it decides for a caller (reads the files; no daemon).
+    Policy {
+        #[command(subcommand)]
+        action: PolicyCommand,
+    },
+    /// Make the daemon read its policy again (root or the daemon's user). On any problem the
+    /// daemon keeps the policy it has and this prints why.
+    Reload,
     /// Manage the secrets tool servers get (`{ secret = "name" }` in the policy). They live in
     /// the kernel keyring of the user this runs as, so run it as the daemon's user:
     /// `sudo -u airlock airlock secret set github-token`.
@@ -91,6 +103,37 @@ enum SdkCommand {
     /// Write every file under DIR, for agents that browse a file system.
     Write { dir: PathBuf },
 }
+
+#[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Report every problem of a policy file and its `policy.d` drop-ins (file:line:column),
+    /// and load its OpenAPI and GraphQL documents. Exit 0 = valid.
+    Check {
+        /// The main policy file.
+        #[arg(default_value = DEFAULT_POLICY)]
+        file: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say which principal admits a user and which rule decides a tool call. Exit 0 = allowed.
+    Explain {
+        /// The main policy file.
+        #[arg(long, value_name = "FILE", default_value = DEFAULT_POLICY)]
+        config: PathBuf,
+        /// The caller's uid (its groups are looked up in the user database).
+        #[arg(long)]
+        uid: u32,
+        /// The caller's primary gid (default: the user's, from the user database).
+        #[arg(long)]
+        gid: Option<u32>,
+        /// The tool, as `server.tool`.
+        tool: String,
+    },
+}
+
+/// Where packaged installs keep the policy.
+const DEFAULT_POLICY: &str = "/etc/airlock/policy.toml";
 
 #[derive(Debug, Subcommand)]
 enum SecretCommand {
@@ -138,6 +181,81 @@ fn main() -> ExitCode {
     }
 }
 
+/// `airlock policy check|explain`: reads the files itself, so it works with the daemon down.
+fn policy(action: PolicyCommand) -> Result<ExitCode> {
+    match action {
+        PolicyCommand::Check { file, json } => {
+            let check = check_policy(&file, None);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&check)?);
+            } else {
+                for line in &check.summary {
+                    println!("{line}");
+                }
+                for warning in &check.warnings {
+                    eprintln!("{warning}");
+                }
+                for problem in &check.problems {
+                    eprintln!("{problem}");
+                }
+                if check.ok() {
+                    println!("{}: ok ({} file(s))", file.display(), check.files.len());
+                } else {
+                    eprintln!(
+                        "{}: {} problem(s); airlockd would refuse this policy",
+                        file.display(),
+                        check.problems.len()
+                    );
+                }
+            }
+            Ok(if check.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROGRAM_FAILED)
+            })
+        }
+        PolicyCommand::Explain {
+            config,
+            uid,
+            gid,
+            tool,
+        } => {
+            let policy = Policy::load(&config)?;
+            let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                .with_context(|| format!("cannot look up uid {uid}"))?;
+            let gid = gid
+                .or_else(|| user.as_ref().map(|u| u.gid.as_raw()))
+                .unwrap_or(uid);
+            // The socket reports the supplementary groups of the connecting process; for a
+            // user's login processes those are its groups in the group database.
+            let groups = match &user {
+                Some(user) => {
+                    let name = std::ffi::CString::new(user.name.as_str())
+                        .context("user name with a NUL byte")?;
+                    nix::unistd::getgrouplist(&name, nix::unistd::Gid::from_raw(gid))
+                        .with_context(|| format!("cannot list the groups of {}", user.name))?
+                        .into_iter()
+                        .map(|g| g.as_raw())
+                        .collect()
+                }
+                None => Vec::new(),
+            };
+            if let Some(user) = &user {
+                println!("uid {uid} is {}; gid {gid}; groups {groups:?}", user.name);
+            } else {
+                println!("uid {uid} is not in the user database; gid {gid}; no groups");
+            }
+            let explanation = policy.explain(Caller { uid, gid, groups }, &tool);
+            println!("{explanation}");
+            Ok(if explanation.allowed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROGRAM_FAILED)
+            })
+        }
+    }
+}
+
 /// The daemon's socket: the one given, else the default. (Resolved only by the commands that
 /// talk to the daemon: `airlock secret` needs none.)
 fn daemon_socket(given: Option<PathBuf>) -> Result<PathBuf> {
@@ -150,6 +268,40 @@ fn daemon_socket(given: Option<PathBuf>) -> Result<PathBuf> {
 async fn dispatch(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Secret { action } => secret(action),
+        Command::Policy { action } => policy(action),
+        Command::Reload => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = client.post("/v1/reload", Bytes::new()).await?;
+            let Ok(report) = serde_json::from_str::<ReloadReport>(&body) else {
+                bail!("the daemon answered {status}: {body}");
+            };
+            for warning in &report.warnings {
+                eprintln!("{warning}");
+            }
+            if report.ok {
+                println!(
+                    "policy reloaded: generation {} from {}",
+                    report.generation,
+                    report.files.join(", ")
+                );
+                if !report.restart_needed.is_empty() {
+                    println!(
+                        "changed, but only applied when airlockd restarts: {}",
+                        report.restart_needed.join(", ")
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!(
+                    "reload failed; the daemon keeps the policy it has (generation {}):",
+                    report.generation
+                );
+                for problem in &report.problems {
+                    eprintln!("{problem}");
+                }
+                Ok(ExitCode::from(EXIT_PROGRAM_FAILED))
+            }
+        }
         Command::Sdk { action } => {
             let client = Client::connect(&daemon_socket(args.socket)?).await?;
             sdk(client, action).await

@@ -4,9 +4,7 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
-use airlock_supervisor::graphql_source::GraphQlApi;
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::openapi_source::OpenApiSource;
+use airlock_supervisor::policy_generation::check_policy;
 use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
@@ -63,92 +61,35 @@ enum LogFormat {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(file) = &args.check_config {
-        return match Policy::load(file) {
-            Ok(p) => {
-                println!(
-                    "{}: ok ({} principal{}, pool_size {}, timeout {} ms, memory {} MiB)",
-                    file.display(),
-                    p.principals.len(),
-                    if p.principals.len() == 1 { "" } else { "s" },
-                    p.daemon.pool_size,
-                    p.limits.timeout_ms,
-                    p.limits.memory_bytes >> 20
-                );
-                // Missing secrets fail only their servers, so they warn instead of failing the
-                // check (which systemd runs before every start).
-                if args.dev_secrets_from_env {
-                    eprintln!(
-                        "{}: warning: --dev-secrets-from-env is for development only",
-                        file.display()
-                    );
-                }
-                let secrets = SecretStore::from_environment(args.dev_secrets_from_env);
-                for server in &p.servers {
-                    for problem in secrets.check_server(server) {
-                        eprintln!("{}: warning: {problem}", file.display());
-                    }
-                }
-                // The daemon would start without a broken OpenAPI source, but the check says
-                // so with a failure: the operator asked whether the configuration is whole.
-                let mut openapi_ok = true;
-                for config in &p.openapi {
-                    for name in config.secrets() {
-                        if let Err(e) = secrets.get(name) {
-                            eprintln!(
-                                "{}: warning: openapi source `{}` needs a secret: {e}",
-                                file.display(),
-                                config.name
-                            );
-                        }
-                    }
-                    match OpenApiSource::load(config.clone(), Arc::new(SecretStore::empty())) {
-                        Ok(source) => println!(
-                            "{}: openapi source `{}`: {} tools from {}",
-                            file.display(),
-                            config.name,
-                            source.descriptors().len(),
-                            config.spec.display()
-                        ),
-                        Err(e) => {
-                            eprintln!("{}: openapi source `{}`: {e}", file.display(), config.name);
-                            openapi_ok = false;
-                        }
-                    }
-                }
-                let mut graphql_ok = true;
-                for config in &p.graphql {
-                    match GraphQlApi::load(
-                        config.clone(),
-                        Arc::new(SecretStore::from_environment(args.dev_secrets_from_env)),
-                    ) {
-                        Ok(source) => {
-                            println!(
-                                "{}: graphql source `{}`: {} tools from {}",
-                                file.display(),
-                                config.name,
-                                source.descriptors().len(),
-                                config.schema.display()
-                            );
-                            for problem in source.missing_secrets() {
-                                eprintln!("{}: warning: {problem}", file.display());
-                            }
-                        }
-                        Err(e) => {
-                            eprintln!("{}: {e}", file.display());
-                            graphql_ok = false;
-                        }
-                    }
-                }
-                if openapi_ok && graphql_ok {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
-            }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::FAILURE
-            }
+        if args.dev_secrets_from_env {
+            eprintln!(
+                "{}: warning: --dev-secrets-from-env is for development only",
+                file.display()
+            );
+        }
+        // Missing secrets fail only their sources, so they warn instead of failing the check
+        // (which systemd runs before every start).
+        let secrets = SecretStore::from_environment(args.dev_secrets_from_env);
+        let check = check_policy(file, Some(&secrets));
+        for line in &check.summary {
+            println!("{}: {line}", file.display());
+        }
+        for warning in &check.warnings {
+            eprintln!("{warning}");
+        }
+        for problem in &check.problems {
+            eprintln!("{problem}");
+        }
+        return if check.ok() {
+            println!(
+                "{}: ok ({} file{})",
+                file.display(),
+                check.files.len(),
+                if check.files.len() == 1 { "" } else { "s" }
+            );
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
         };
     }
     init_tracing(args.log_format);
@@ -246,41 +187,14 @@ async fn serve(args: Args) -> Result<()> {
     }
 
     let secrets = Arc::new(credential_store(&policy, args.dev_secrets_from_env));
-    let mut tools = ToolRegistry::new();
-    for server in &policy.servers {
-        tools.register(Arc::new(McpServer::new(server.clone(), secrets.clone())));
-    }
-    // A document that cannot be loaded costs only its own source; the daemon serves the rest.
-    for config in &policy.openapi {
-        match OpenApiSource::load(config.clone(), secrets.clone()) {
-            Ok(source) => {
-                info!(source = %config.name, tools = source.descriptors().len(), base_url = %source.base_url(), "openapi source loaded");
-                tools.register(Arc::new(source));
-            }
-            Err(e) => {
-                tracing::error!(source = %config.name, "openapi source not loaded, its tools are unavailable: {e}")
-            }
-        }
-    }
-    // Like an OpenAPI document, a schema that cannot be loaded costs only its own source.
-    for config in &policy.graphql {
-        match GraphQlApi::load(config.clone(), secrets.clone()) {
-            Ok(source) => {
-                info!(source = %config.name, tools = source.descriptors().len(), endpoint = %config.endpoint, "graphql source loaded");
-                for problem in source.missing_secrets() {
-                    warn!("{problem}");
-                }
-                tools.register(Arc::new(source));
-            }
-            Err(e) => {
-                tracing::error!(source = %config.name, "graphql source not loaded, its tools are unavailable: {e}")
-            }
-        }
-    }
+    // The policy's tool sources are built by `run`, which builds them again on reload.
     let config = DaemonConfig {
         policy,
         worker_path,
-        tools,
+        tools: ToolRegistry::new(),
+        secrets,
+        policy_path: args.config.clone(),
+        reload_on_sighup: true,
     };
     let result = run(config, listener, shutdown_signal()).await;
     if let Some(path) = owned_path {
@@ -321,14 +235,12 @@ fn credential_store(policy: &Policy, dev_secrets_from_env: bool) -> SecretStore 
     secrets
 }
 
-/// Resolves on SIGTERM or SIGINT. SIGHUP is caught so `systemctl reload` cannot kill the
-/// daemon; policy reload itself is not implemented yet.
+/// Resolves on SIGTERM or SIGINT. (SIGHUP reloads the policy: `run` handles it.)
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+    let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
     ) else {
         warn!("cannot install signal handlers; stop the daemon with SIGKILL");
         return std::future::pending().await;
@@ -337,7 +249,6 @@ async fn shutdown_signal() {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); return; }
             _ = int.recv() => { info!("SIGINT received"); return; }
-            _ = hup.recv() => warn!("SIGHUP received: policy reload is not supported yet; restart airlockd to apply policy changes"),
         }
     }
 }
