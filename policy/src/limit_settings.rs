@@ -23,7 +23,8 @@ pub struct LimitSettings {
     pub stack_bytes: u64,
     /// Tool calls one execution may make.
     pub max_tool_calls: u32,
-    /// Captured console output plus result, in bytes (key `max_output`).
+    /// Console output and progress messages, in bytes (key `max_output`); the result is
+    /// limited separately, to 16 MiB of JSON, by the worker.
     pub max_output_bytes: u64,
     /// Size of the submitted program (key `max_code`).
     pub max_code_bytes: u64,
