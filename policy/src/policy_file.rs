@@ -17,6 +17,7 @@ use crate::graphql_source::GraphQlSource;
 use crate::limit_settings::LimitSettings;
 use crate::openapi_source::OpenApiSource;
 use crate::principal::Principal;
+use crate::secret_scanning::SecretScanning;
 use crate::source_location::Location;
 use crate::tool_pattern::ToolPatternError;
 use crate::tool_server::ToolServer;
@@ -36,6 +37,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "server",
     "openapi",
     "graphql",
+    "secret_scanning",
 ];
 
 /// A validated policy.
@@ -53,6 +55,8 @@ pub struct Policy {
     pub openapi: Vec<OpenApiSource>,
     /// `[[graphql]]` tables: the GraphQL sources, in file order.
     pub graphql: Vec<GraphQlSource>,
+    /// `[secret_scanning]`: redact (default) or fail calls whose results carry secrets.
+    pub secret_scanning: SecretScanning,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
     /// The drop-in files merged into it, in the order they were read.
@@ -673,6 +677,30 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         |s| &s.name,
     );
 
+    // After every file's sources are known: the table names them.
+    let mut secret_scanning = None;
+    let mut scanning_at: Option<Location> = None;
+    for (_, root) in &roots {
+        let Some(field) = root.get("secret_scanning") else {
+            continue;
+        };
+        if let Some(first) = &scanning_at {
+            errors.push(field.invalid(format!(
+                "[secret_scanning] is already set at {first}: set it in one file"
+            )));
+            continue;
+        }
+        scanning_at = Some(field.location());
+        let known = |name: &str| names.contains_key(name);
+        match field
+            .table("a table ([secret_scanning])", SecretScanning::KEYS)
+            .and_then(|table| SecretScanning::read(&table, &known))
+        {
+            Ok(settings) => secret_scanning = Some(settings),
+            Err(e) => errors.push(e),
+        }
+    }
+
     if !errors.is_empty() {
         // In reading order: by file, then by place.
         errors.sort_by_key(|e| {
@@ -691,6 +719,7 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         servers,
         openapi,
         graphql,
+        secret_scanning: secret_scanning.unwrap_or_default(),
         origin: origins.next().unwrap_or_default(),
         drop_ins: origins.collect(),
         warnings,
@@ -1554,5 +1583,26 @@ users = [1000, 1001]
             "{warning}"
         );
         assert!(parse(MAIN).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn secret_scanning_names_sources_to_fail() {
+        let policy = parse(
+            "[[server]]\nname = \"gh\"\ncommand = \"/bin/true\"\n\n[secret_scanning]\nfail = [\"gh\"]\n",
+        )
+        .unwrap();
+        use crate::secret_scanning::SecretAction;
+        assert_eq!(policy.secret_scanning.action("gh"), SecretAction::Fail);
+        assert_eq!(policy.secret_scanning.action("other"), SecretAction::Redact);
+        let message = error_at(
+            "[secret_scanning]\nfail = [\"nope\"]\n",
+            2,
+            9,
+            "secret_scanning.fail[0]",
+        );
+        assert!(
+            message.contains("no tool source is named \"nope\""),
+            "{message}"
+        );
     }
 }
