@@ -601,7 +601,10 @@ impl Probe<'_> {
     /// aarch64 has no x32 ABI; the attack does not apply there.
     #[cfg(not(target_arch = "x86_64"))]
     fn x32(&self, _nr: c_long, _args: [usize; 3]) -> Outcome {
-        internal_outcome(format!("{}: there is no x32 ABI on this architecture", self.name))
+        internal_outcome(format!(
+            "{}: there is no x32 ABI on this architecture",
+            self.name
+        ))
     }
 
     fn x32_openat(&self) -> Outcome {

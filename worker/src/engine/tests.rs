@@ -1199,8 +1199,16 @@ fn regex_backtracking_is_interrupted_at_the_deadline() {
         let started = Instant::now();
         let run = js_limits(program, short_timeout());
         let elapsed = started.elapsed();
-        assert_eq!(run.error().kind, ErrorKind::Timeout, "{program}: {:?}", run.outcome);
-        assert!(elapsed < Duration::from_secs(2), "{program}: took {elapsed:?}");
+        assert_eq!(
+            run.error().kind,
+            ErrorKind::Timeout,
+            "{program}: {:?}",
+            run.outcome
+        );
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "{program}: took {elapsed:?}"
+        );
     }
 }
 
