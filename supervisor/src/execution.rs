@@ -802,7 +802,7 @@ fn crash_error(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
 
 #[cfg(test)]
 mod tests {
-    use super::code_excerpt;
+    use super::{JsonLimit, Value, code_excerpt};
 
     #[test]
     fn serde_json_refusals_of_engine_json_are_recognised() {

@@ -14,7 +14,7 @@ use airlock_supervisor::mcp_server::McpServer;
 use airlock_supervisor::secret_store::SecretStore;
 use airlock_tests::processes::{children_named, fd_count, vm_rss_kib, wait_until};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries, fault_server, raw_http};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -59,14 +59,6 @@ fn ensure(cond: bool, what: &str, r: &ExecutionResponse) -> Result<(), String> {
                 .collect::<Vec<_>>()
         ))
     }
-}
-
-fn call_error(r: &ExecutionResponse, i: usize) -> Option<(&str, &str)> {
-    r.tool_calls
-        .get(i)?
-        .error
-        .as_ref()
-        .map(|e| (e.code.as_str(), e.message.as_str()))
 }
 
 /// Programs that attack the bridge, the engine and the tool names.
