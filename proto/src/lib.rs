@@ -28,3 +28,8 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;
+
+/// Largest tool-call arguments, as JSON text. The worker refuses bigger arguments with a
+/// clear error; the supervisor treats a `ToolCall` over it as a broken protocol (only a
+/// compromised worker sends one), so no execution can make it hold more than this per call.
+pub const MAX_TOOL_ARGS_BYTES: usize = 16 * 1024 * 1024;

@@ -12,8 +12,8 @@ use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError
 use crate::worker_process::{WorkerExit, signal_name};
 use airlock_policy::Principal;
 use airlock_proto::{
-    ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, Outcome, StartExecution,
-    SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
+    ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, MAX_TOOL_ARGS_BYTES,
+    Outcome, StartExecution, SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
 };
 use serde_json::Value;
 use std::sync::Arc;
@@ -127,6 +127,8 @@ struct Run {
     max_output: u64,
     tool_calls: Vec<ToolCallRecord>,
     call_started: Vec<Instant>,
+    /// The id of the last `ToolCall`; ids must increase.
+    last_call_id: u32,
     outcome: Option<Outcome>,
     /// A failure found by the supervisor (crash, kill, protocol error), which wins over the
     /// worker's own report.
@@ -148,6 +150,7 @@ impl Run {
             max_output: job.limits.max_output_bytes,
             tool_calls: Vec::new(),
             call_started: Vec::new(),
+            last_call_id: 0,
             outcome: None,
             failure: None,
             timed_out: false,
@@ -236,6 +239,24 @@ impl Run {
                         self.emit(ExecutionEvent::Progress { value }).await;
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
+                        // The worker numbers calls 1, 2, 3, ... and never sends more than
+                        // it accepts itself; anything else is a compromised or mismatched
+                        // worker, and answering it would corrupt the trace (two calls under
+                        // one id) or hold unbounded argument text.
+                        let broken = if id <= self.last_call_id {
+                            Some(format!("tool call id {id} after id {}", self.last_call_id))
+                        } else if args_json.len() > MAX_TOOL_ARGS_BYTES {
+                            Some(format!("tool call arguments of {} bytes, over the {} byte limit", args_json.len(), MAX_TOOL_ARGS_BYTES))
+                        } else {
+                            None
+                        };
+                        if let Some(detail) = broken {
+                            let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+                            warn!(detail = %detail, "worker broke the protocol; killed");
+                            self.failure = Some(protocol_error(&detail));
+                            break exit;
+                        }
+                        self.last_call_id = id;
                         self.start_call(env, job, &mut calls, id, tool, args_json).await;
                     }
                     Ok(other @ WorkerMessage::Ready { .. }) => {
@@ -344,7 +365,9 @@ impl Run {
         tool: String,
         args_json: String,
     ) {
-        let args: Value = serde_json::from_str(&args_json).unwrap_or(Value::Null);
+        let parsed = serde_json::from_str::<Value>(&args_json);
+        let unreadable = parsed.as_ref().err().map(|e| e.to_string());
+        let args = parsed.unwrap_or(Value::Null);
         self.tool_calls.push(ToolCallRecord {
             id,
             tool: tool.clone(),
@@ -375,7 +398,22 @@ impl Run {
                 ),
             )
             .with_hint("the operator grants tools with `allow` in the principal's policy entry"))
+        } else if let Some(reason) = unreadable {
+            Err(unreadable_json_error(
+                &format!("arguments of `{tool}`"),
+                &reason,
+            ))
+        } else if !args.is_object() {
+            Err(ToolError::new(
+                "invalid_arguments",
+                format!(
+                    "arguments of `{tool}` must be an object, got {}",
+                    json_type(&args)
+                ),
+            )
+            .with_hint(format!("call it as tools.{tool}({{ ... }})")))
         } else if let Some(Err(limited)) = job.tool_call_rate.as_ref().map(|b| b.try_take()) {
+            // Checked last: only a call that would be made spends the principal's rate.
             Err(ToolError::new(
                 "rate_limited",
                 format!(
@@ -387,15 +425,6 @@ impl Run {
                 "wait {:.1} s before the next call, or make fewer calls; the operator sets principal.tool_calls_per_minute",
                 limited.retry_after.as_secs_f64()
             )))
-        } else if !args.is_object() {
-            Err(ToolError::new(
-                "invalid_arguments",
-                format!(
-                    "arguments of `{tool}` must be an object, got {}",
-                    json_type(&args)
-                ),
-            )
-            .with_hint(format!("call it as tools.{tool}({{ ... }})")))
         } else {
             Ok(())
         };
@@ -488,6 +517,26 @@ impl Run {
             match self.outcome.take() {
                 Some(Outcome::Ok { value_json }) => match serde_json::from_str(&value_json) {
                     Ok(v) => (Status::Ok, v, None),
+                    // JSON the engine may legitimately produce but serde_json does not
+                    // take: the program's data, not a broken worker.
+                    Err(e) if JsonLimit::of(&e.to_string()).is_some() => {
+                        let tool_error =
+                            unreadable_json_error("the program's result", &e.to_string());
+                        (
+                            Status::Error,
+                            Value::Null,
+                            Some(ExecutionError {
+                                kind: "result_not_json".into(),
+                                name: None,
+                                message: tool_error.message,
+                                line: None,
+                                column: None,
+                                stack: None,
+                                excerpt: None,
+                                hint: tool_error.hint,
+                            }),
+                        )
+                    }
                     Err(e) => (
                         Status::Error,
                         Value::Null,
@@ -658,6 +707,55 @@ fn exec_error(e: ExecError) -> ExecutionError {
     }
 }
 
+/// JSON text from the engine that serde_json refuses although the engine wrote it correctly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsonLimit {
+    /// Nested deeper than serde_json's 128 levels (the limit keeps the daemon's own stack
+    /// safe from a hostile worker, so it stays).
+    Depth,
+    /// A lone UTF-16 surrogate (`\ud800`): valid in JavaScript strings and JSON text, but it
+    /// has no UTF-8 form.
+    LoneSurrogate,
+}
+
+impl JsonLimit {
+    /// Classifies a serde_json error message (serde_json has no public error code for these).
+    fn of(message: &str) -> Option<JsonLimit> {
+        if message.starts_with("recursion limit exceeded") {
+            Some(JsonLimit::Depth)
+        } else if message.contains("surrogate")
+            || message.starts_with("unexpected end of hex escape")
+        {
+            Some(JsonLimit::LoneSurrogate)
+        } else {
+            None
+        }
+    }
+}
+
+/// The error for `what` (arguments or result) whose JSON text serde_json refused with `reason`.
+fn unreadable_json_error(what: &str, reason: &str) -> ToolError {
+    match JsonLimit::of(reason) {
+        Some(JsonLimit::Depth) => ToolError::new(
+            "invalid_arguments",
+            format!("{what}: JSON nested more than 128 levels deep"),
+        )
+        .with_hint("flatten the data (an array of records instead of a chain of nested objects)"),
+        Some(JsonLimit::LoneSurrogate) => ToolError::new(
+            "invalid_arguments",
+            format!(
+                "{what}: a string with a lone UTF-16 surrogate, which has no UTF-8 form ({reason})"
+            ),
+        )
+        .with_hint("repair such strings with s.toWellFormed() (lone surrogates become U+FFFD)"),
+        None => ToolError::new(
+            "invalid_arguments",
+            format!("{what}: not valid JSON ({reason})"),
+        )
+        .with_hint("pass plain data: objects, arrays, strings, numbers, booleans and null"),
+    }
+}
+
 fn protocol_error(detail: &str) -> ExecutionError {
     ExecutionError {
         kind: "internal".into(),
@@ -720,7 +818,24 @@ fn crash_error(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
 
 #[cfg(test)]
 mod tests {
-    use super::code_excerpt;
+    use super::{JsonLimit, Value, code_excerpt};
+
+    #[test]
+    fn serde_json_refusals_of_engine_json_are_recognised() {
+        // Pins serde_json's messages: if they change, JsonLimit::of must follow.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for (text, expected) in [
+            (deep.as_str(), Some(JsonLimit::Depth)),
+            (r#""\ud800""#, Some(JsonLimit::LoneSurrogate)),
+            (r#""\udc00""#, Some(JsonLimit::LoneSurrogate)),
+            (r#"{"s":"a\ud800b"}"#, Some(JsonLimit::LoneSurrogate)),
+            ("{\"a\":", None),
+            ("nonsense", None),
+        ] {
+            let e = serde_json::from_str::<Value>(text).unwrap_err();
+            assert_eq!(JsonLimit::of(&e.to_string()), expected, "{text}: {e}");
+        }
+    }
 
     #[test]
     fn excerpts_mark_the_line_and_column() {

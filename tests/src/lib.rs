@@ -9,11 +9,13 @@
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
+//! - [`raw_http`]: byte-exact HTTP requests for the escape corpus's hostile request targets.
 
 pub mod binaries;
 pub mod fault_server;
 pub mod mcp_peers;
 pub mod processes;
+pub mod raw_http;
 pub mod test_daemon;
 pub mod test_tools;
 

@@ -44,6 +44,20 @@ pub const ATTACKS: &[&str] = &[
     "write-stderr",
     "write-other-fd",
     "read-stdin",
+    "write-stdin",
+    "write-fd-4",
+    // The x32 ABI exists only on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    "x32-getpid",
+    #[cfg(target_arch = "x86_64")]
+    "x32-openat",
+    "ioctl-tiocsti",
+    "process-vm-readv",
+    "perf-event-open",
+    "personality",
+    "prctl-set-dumpable",
+    "prctl-set-seccomp",
+    "prctl-clear-no-new-privs",
 ];
 
 /// Prefix that selects the Landlock-only variant of an attack. Only valid when the worker was
@@ -111,6 +125,17 @@ pub fn run(start: &StartExecution) -> (Outcome, WorkerStats) {
         "write-stderr" => probe.write_fd(2),
         "write-other-fd" => probe.write_fd(1),
         "read-stdin" => probe.read_stdin(),
+        "write-stdin" => probe.write_fd(0),
+        "write-fd-4" => probe.write_fd(4),
+        "x32-getpid" => probe.x32(libc::SYS_getpid, [0; 3]),
+        "x32-openat" => probe.x32_openat(),
+        "ioctl-tiocsti" => probe.ioctl_tiocsti(),
+        "process-vm-readv" => probe.process_vm_readv(ctx.parent_pid),
+        "perf-event-open" => probe.perf_event_open(),
+        "personality" => probe.personality(),
+        "prctl-set-dumpable" => probe.prctl(libc::PR_SET_DUMPABLE, 1),
+        "prctl-set-seccomp" => probe.prctl(libc::PR_SET_SECCOMP, 0),
+        "prctl-clear-no-new-privs" => probe.prctl(libc::PR_SET_NO_NEW_PRIVS, 0),
         other => internal_outcome(format!("attack {other:?} is listed but not implemented")),
     };
     (outcome, stats())
@@ -554,6 +579,121 @@ impl Probe<'_> {
         // SAFETY: `byte` is valid for one byte of writes.
         let rc = unsafe { libc::syscall(libc::SYS_read, 0, byte.as_mut_ptr(), 1usize) };
         match self.judge("read", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// A syscall number with `__X32_SYSCALL_BIT` set: the x32 ABI shares x86_64's audit
+    /// architecture, so only the filter's number match keeps it out.
+    #[cfg(target_arch = "x86_64")]
+    fn x32(&self, nr: c_long, args: [usize; 3]) -> Outcome {
+        const X32_SYSCALL_BIT: c_long = 0x4000_0000;
+        // SAFETY: the arguments are integers or NUL-terminated literals (x32_openat); if the
+        // kernel ran the call it could only read them.
+        let rc = unsafe { libc::syscall(nr | X32_SYSCALL_BIT, args[0], args[1], args[2]) };
+        match self.judge("x32 syscall", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// aarch64 has no x32 ABI; the attack does not apply there.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn x32(&self, _nr: c_long, _args: [usize; 3]) -> Outcome {
+        internal_outcome(format!(
+            "{}: there is no x32 ABI on this architecture",
+            self.name
+        ))
+    }
+
+    fn x32_openat(&self) -> Outcome {
+        self.x32(
+            libc::SYS_openat,
+            [
+                libc::AT_FDCWD as usize,
+                c"/etc/passwd".as_ptr() as usize,
+                libc::O_RDONLY as usize,
+            ],
+        )
+    }
+
+    fn ioctl_tiocsti(&self) -> Outcome {
+        // Pushing a byte into a terminal's input queue; fd 0 is /dev/null (not a tty), so
+        // even an allowed ioctl would fail with ENOTTY, which the judge reports as Internal.
+        let byte = b"x";
+        // SAFETY: TIOCSTI reads one byte from the pointer, which is valid.
+        let rc = unsafe { libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSTI, byte.as_ptr()) };
+        match self.judge("ioctl(TIOCSTI)", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn process_vm_readv(&self, parent: i32) -> Outcome {
+        let mut buf = [0u8; 8];
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // Any address: a refusal must come before the kernel looks at the other process.
+        let remote = libc::iovec {
+            iov_base: 0x1000 as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: `local` points at `buf`, valid for its length; the remote side is only
+        // read by the kernel if the call were permitted.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_process_vm_readv,
+                parent,
+                &raw const local,
+                1usize,
+                &raw const remote,
+                1usize,
+                0usize,
+            )
+        };
+        match self.judge("process_vm_readv", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn perf_event_open(&self) -> Outcome {
+        // struct perf_event_attr: type (u32), size (u32), config (u64), ...; 128 bytes
+        // covers PERF_ATTR_SIZE_VER7. PERF_TYPE_SOFTWARE / PERF_COUNT_SW_CPU_CLOCK.
+        let mut attr = [0u64; 16];
+        attr[0] = 1 | ((std::mem::size_of_val(&attr) as u64) << 32);
+        // SAFETY: `attr` is a zeroed perf_event_attr of the declared size; the call only
+        // reads it. pid 0 / cpu -1: this process on any cpu.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                attr.as_mut_ptr(),
+                0,
+                -1,
+                -1,
+                0usize,
+            )
+        };
+        self.fd_attempt("perf_event_open", rc)
+    }
+
+    fn personality(&self) -> Outcome {
+        // ADDR_NO_RANDOMIZE: turning ASLR off for a later exec.
+        // SAFETY: personality takes one integer.
+        let rc = unsafe { libc::syscall(libc::SYS_personality, 0x0040000usize) };
+        match self.judge("personality", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn prctl(&self, option: libc::c_int, value: usize) -> Outcome {
+        // SAFETY: these prctl options take integers only.
+        let rc = unsafe { libc::syscall(libc::SYS_prctl, option, value, 0usize, 0usize, 0usize) };
+        match self.judge("prctl", rc) {
             Ok(_) => self.escaped(),
             Err(refused) => refused,
         }

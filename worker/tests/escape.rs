@@ -38,6 +38,20 @@ const REQUIRED: &[&str] = &[
     "mmap-exec",
     "write-stderr",
     "write-other-fd",
+    "write-stdin",
+    "write-fd-4",
+    // The x32 ABI exists only on x86_64.
+    #[cfg(target_arch = "x86_64")]
+    "x32-getpid",
+    #[cfg(target_arch = "x86_64")]
+    "x32-openat",
+    "ioctl-tiocsti",
+    "process-vm-readv",
+    "perf-event-open",
+    "personality",
+    "prctl-set-dumpable",
+    "prctl-set-seccomp",
+    "prctl-clear-no-new-privs",
 ];
 
 /// How one attack ended.

@@ -32,7 +32,7 @@ pub(super) const MAX_CONSOLE_MESSAGE_BYTES: usize = 1024 * 1024;
 /// Largest `progress()` value, as JSON text.
 pub(super) const MAX_PROGRESS_BYTES: usize = 1024 * 1024;
 /// Largest tool-call arguments, as JSON text (the frame limit is 32 MiB).
-pub(super) const MAX_ARGS_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_ARGS_BYTES: usize = airlock_proto::MAX_TOOL_ARGS_BYTES;
 
 /// Why the program is being stopped, whatever JavaScript is running.
 #[derive(Debug, Clone, PartialEq, Eq)]

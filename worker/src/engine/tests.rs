@@ -1183,3 +1183,61 @@ fn precompiled_prelude_carries_the_prelude_filename() {
         super::bridge::PRELUDE_FILENAME
     );
 }
+
+// -----------------------------------------------------------------------------------------
+// Escape corpus, engine side (docs/escape-corpus.md)
+
+/// Catastrophic backtracking in a user regex: QuickJS's regex engine polls the interrupt
+/// handler while it backtracks, so the engine's own deadline stops it (no kill needed).
+#[test]
+fn regex_backtracking_is_interrupted_at_the_deadline() {
+    for program in [
+        "/(a+)+$/.test('a'.repeat(40) + '!')",
+        "/^(\\w+\\s?)*$/.test('an aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!')",
+        "'x'.repeat(30).replace(/(x|x)*y/g, '')",
+    ] {
+        let started = Instant::now();
+        let run = js_limits(program, short_timeout());
+        let elapsed = started.elapsed();
+        assert_eq!(
+            run.error().kind,
+            ErrorKind::Timeout,
+            "{program}: {:?}",
+            run.outcome
+        );
+        assert!(
+            elapsed < Duration::from_secs(2),
+            "{program}: took {elapsed:?}"
+        );
+    }
+}
+
+/// `Atomics.wait` would block the only thread where no interrupt can reach it; QuickJS
+/// refuses to block (the runtime is not marked as able to), so it throws at once.
+#[test]
+fn atomics_wait_cannot_block() {
+    let started = Instant::now();
+    let e = js_limits(
+        "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60000)",
+        short_timeout(),
+    )
+    .error()
+    .clone();
+    assert_eq!(e.kind, ErrorKind::Runtime, "{e:?}");
+    assert_eq!(e.message, "cannot block in this thread");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // A SharedArrayBuffer is only memory: with one thread there is nobody to share it with.
+    let run = js(
+        "const b = new SharedArrayBuffer(8); const a = new Int32Array(b); Atomics.add(a, 0, 5); \
+         [Atomics.load(a, 0), Atomics.notify(a, 0, 1), typeof postMessage, typeof Worker]",
+    );
+    assert_eq!(run.value(), r#"[5,0,"undefined","undefined"]"#);
+}
+
+/// Lone surrogates leave the engine as `\uXXXX` escapes inside JSON (well-formed
+/// `JSON.stringify`); what the supervisor does with them is tested end to end.
+#[test]
+fn lone_surrogates_are_escaped_in_json() {
+    let run = js("['\\ud800', 'a\\udc00b', '\\ud83d\\ude00']");
+    assert_eq!(run.value(), r#"["\ud800","a\udc00b","😀"]"#);
+}
