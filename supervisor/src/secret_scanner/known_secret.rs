@@ -216,7 +216,11 @@ impl KnownSecrets {
             match best {
                 Some(found) => {
                     let (start, end) = char_bounds(text, found.start, found.end);
-                    out.push(KnownMatch { start, end, ..found });
+                    out.push(KnownMatch {
+                        start,
+                        end,
+                        ..found
+                    });
                     at = end.max(m.start() + 1);
                 }
                 None => at = m.start() + 1,
@@ -279,8 +283,7 @@ impl KnownSecrets {
     ) -> Option<KnownMatch> {
         let value = &self.values[secret];
         let mut left = 0;
-        while at - left > from && offset > left && text[at - left - 1] == value[offset - left - 1]
-        {
+        while at - left > from && offset > left && text[at - left - 1] == value[offset - left - 1] {
             left += 1;
         }
         let mut right = TILE_LEN;
@@ -328,8 +331,14 @@ fn forms(value: &str) -> Vec<(SecretForm, Zeroizing<Vec<u8>>)> {
         }
     };
     for (form, engine) in [
-        (SecretForm::Base64, &base64::engine::general_purpose::STANDARD_NO_PAD),
-        (SecretForm::Base64Url, &base64::engine::general_purpose::URL_SAFE_NO_PAD),
+        (
+            SecretForm::Base64,
+            &base64::engine::general_purpose::STANDARD_NO_PAD,
+        ),
+        (
+            SecretForm::Base64Url,
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        ),
     ] {
         for shift in 0..3 {
             push(form, base64_core(engine, raw, shift));
@@ -349,8 +358,18 @@ fn forms(value: &str) -> Vec<(SecretForm, Zeroizing<Vec<u8>>)> {
     push(SecretForm::PercentEncoded, percent);
     let json = Zeroizing::new(serde_json::to_string(value).unwrap_or_default());
     let json = Zeroizing::new(json[1..json.len().saturating_sub(1).max(1)].to_owned());
-    push(SecretForm::JsonEscaped, Zeroizing::new(json.replace('/', "\\/")));
-    push(SecretForm::JsonEscaped, ascii_json(value));
+    // serde_json / JSON.stringify; Python's json.dumps (\uXXXX for non-ASCII); PHP's
+    // json_encode (that, and `\/` for `/`).
+    let ascii = ascii_json(value);
+    push(
+        SecretForm::JsonEscaped,
+        Zeroizing::new(json.replace('/', "\\/")),
+    );
+    push(
+        SecretForm::JsonEscaped,
+        Zeroizing::new(ascii.replace('/', "\\/")),
+    );
+    push(SecretForm::JsonEscaped, ascii);
     push(SecretForm::JsonEscaped, json);
     out
 }
@@ -423,8 +442,8 @@ mod tests {
             .iter()
             .map(|(_, v)| SecretValue::new((*v).to_owned()))
             .collect();
-        let k = KnownSecrets::new(values.iter().map(|(n, _)| *n).zip(secrets.iter()))
-            .expect("build");
+        let k =
+            KnownSecrets::new(values.iter().map(|(n, _)| *n).zip(secrets.iter())).expect("build");
         (k, secrets)
     }
 
@@ -477,7 +496,10 @@ mod tests {
                 SecretForm::PercentEncoded,
             ),
             (
-                serde_json::to_string(secret).unwrap().trim_matches('"').to_owned(),
+                serde_json::to_string(secret)
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_owned(),
                 SecretForm::JsonEscaped,
             ),
             (
@@ -532,12 +554,17 @@ mod tests {
 
     #[test]
     fn fragments_never_split_a_character() {
+        // The text continues with `о` where the secret has `а`: both start with byte 0xD0,
+        // so the byte-wise extension stops inside a character and must round outwards.
         let secret = "ключ-доступа-7Qe2Lr9xVb4Nk1";
         let (k, _) = known(&[("utf8", secret)]);
-        let text = format!("»{}«", &secret[3..]);
+        let piece = &secret[4..secret.find("а-").unwrap()];
+        assert!(piece.len() >= MIN_FRAGMENT_LEN);
+        let text = format!("<{piece}о>");
         let mut out = Vec::new();
         k.find(&text, 0, &mut out);
         assert_eq!(out.len(), 1);
         assert!(text.is_char_boundary(out[0].start) && text.is_char_boundary(out[0].end));
+        assert_eq!(&text[out[0].start..out[0].end], format!("{piece}о"));
     }
 }

@@ -97,7 +97,9 @@ enum AllowTest {
 impl AllowTest {
     fn holds(&self, candidate: &str) -> bool {
         match self {
-            AllowTest::ContainsIgnoreCase(needle) => candidate.to_ascii_lowercase().contains(needle),
+            AllowTest::ContainsIgnoreCase(needle) => {
+                candidate.to_ascii_lowercase().contains(needle)
+            }
             AllowTest::Contains(needle) => candidate.contains(needle.as_str()),
             AllowTest::Pattern(regex) => regex.is_match(candidate),
             AllowTest::RepeatedRun(n) => longest_run(candidate, |a, b| a == b) >= *n,
@@ -122,22 +124,22 @@ fn longest_run(text: &str, linked: impl Fn(char, char) -> bool) -> usize {
     best
 }
 
-/// Shannon entropy of the text's characters, in bits per character.
+/// Shannon entropy of the text's bytes, in bits per byte (per character for the ASCII text
+/// credentials are made of).
 pub fn shannon_entropy(text: &str) -> f64 {
-    let mut counts = std::collections::HashMap::<char, usize>::new();
-    let mut total = 0usize;
-    for c in text.chars() {
-        *counts.entry(c).or_default() += 1;
-        total += 1;
+    let mut counts = [0u32; 256];
+    for &b in text.as_bytes() {
+        counts[usize::from(b)] += 1;
     }
-    if total == 0 {
+    let total = text.len() as f64;
+    if text.is_empty() {
         return 0.0;
     }
-    let total = total as f64;
     counts
-        .values()
+        .iter()
+        .filter(|&&n| n > 0)
         .map(|&n| {
-            let p = n as f64 / total;
+            let p = f64::from(n) / total;
             -p * p.log2()
         })
         .sum()
@@ -204,7 +206,9 @@ impl ShapeRules {
                     AllowTest::ContainsIgnoreCase(needle.to_ascii_lowercase())
                 }
             } else if let Some(pattern) = entry.pattern {
-                AllowTest::Pattern(Regex::new(&pattern).map_err(|e| invalid(&entry.id, e.to_string()))?)
+                AllowTest::Pattern(
+                    Regex::new(&pattern).map_err(|e| invalid(&entry.id, e.to_string()))?,
+                )
             } else if let Some(n) = entry.repeated_run {
                 AllowTest::RepeatedRun(n.max(2))
             } else {
@@ -311,31 +315,35 @@ impl ShapeRules {
             }
             let mut at = from;
             while at <= text.len() {
-                let Some(caps) = rule.regex.captures_at(text, at) else {
-                    break;
-                };
-                let Some(whole) = caps.get(0) else {
-                    break;
+                // Captures cost more than a plain search: only rules with a `secret` group
+                // need them.
+                let (whole, span) = match rule.secret_group {
+                    None => match rule.regex.find_at(text, at) {
+                        Some(m) => (m.range(), Some(m.range())),
+                        None => break,
+                    },
+                    Some(group) => match rule.regex.captures_at(text, at) {
+                        Some(caps) => match caps.get(0) {
+                            Some(m) => (m.range(), caps.get(group).map(|g| g.range())),
+                            None => break,
+                        },
+                        None => break,
+                    },
                 };
                 // An empty match cannot hold a secret; step over one character so the loop
                 // always advances.
-                if whole.end() == whole.start() {
-                    at = next_char_boundary(text, whole.end());
+                if whole.is_empty() {
+                    at = next_char_boundary(text, whole.end);
                     continue;
                 }
-                at = whole.end();
-                let span = match rule.secret_group {
-                    Some(group) => match caps.get(group) {
-                        Some(s) => s,
-                        None => continue,
-                    },
-                    None => whole,
-                };
-                if self.accepts(rule, span.as_str()) {
+                at = whole.end;
+                if let Some(span) = span
+                    && self.accepts(rule, &text[span.clone()])
+                {
                     out.push(ShapeMatch {
                         rule: index,
-                        start: span.start(),
-                        end: span.end(),
+                        start: span.start,
+                        end: span.end,
                     });
                 }
             }
@@ -367,7 +375,10 @@ impl ShapeRules {
     pub fn matching_rules(&self, text: &str) -> Vec<&str> {
         let mut found = Vec::new();
         self.find(text, 0, &mut found);
-        let mut ids: Vec<&str> = found.iter().map(|m| self.rules[m.rule].id.as_str()).collect();
+        let mut ids: Vec<&str> = found
+            .iter()
+            .map(|m| self.rules[m.rule].id.as_str())
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -453,7 +464,11 @@ mod tests {
             assert_eq!(rules.matching_rules(&token), ["github-token"], "{token}");
         }
         // Same shape, a prefix GitHub does not issue.
-        assert!(rules.matching_rules("ghx_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES").is_empty());
+        assert!(
+            rules
+                .matching_rules("ghx_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES")
+                .is_empty()
+        );
     }
 
     #[test]
@@ -495,7 +510,11 @@ mod tests {
     #[test]
     fn a_private_key_cut_off_before_its_end_line_is_still_a_match() {
         let rules = rules();
-        let rule = rules.rules().iter().find(|r| r.id == "private-key").expect("rule");
+        let rule = rules
+            .rules()
+            .iter()
+            .find(|r| r.id == "private-key")
+            .expect("rule");
         let cut = &rule.true_positive[..rule.true_positive.find("-----END").expect("END")];
         assert_eq!(rules.matching_rules(cut), ["private-key"]);
         // JSON-escaped newlines, as the key appears inside a JSON string.
@@ -523,10 +542,16 @@ keywords = ["x"]
 true_positive = "x"
 false_positive = "y"
 "#;
-        let e = ShapeRules::parse(bad, "custom.toml").unwrap_err().to_string();
+        let e = ShapeRules::parse(bad, "custom.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("custom.toml") && e.contains("`broken`"), "{e}");
-        let no_keyword = bad.replace(r#"regex = "(""#, r#"regex = "x""#).replace(r#"["x"]"#, "[]");
-        let e = ShapeRules::parse(&no_keyword, "custom.toml").unwrap_err().to_string();
+        let no_keyword = bad
+            .replace(r#"regex = "(""#, r#"regex = "x""#)
+            .replace(r#"["x"]"#, "[]");
+        let e = ShapeRules::parse(&no_keyword, "custom.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("keyword"), "{e}");
     }
 }

@@ -97,13 +97,7 @@ impl StreamScanner {
     }
 
     /// Emits `text[from..cut]` (redacted by the spans that lie inside it) and keeps the rest.
-    fn emit(
-        &mut self,
-        text: &str,
-        from: usize,
-        cut: usize,
-        spans: &[super::Span],
-    ) -> StreamOutput {
+    fn emit(&mut self, text: &str, from: usize, cut: usize, spans: &[super::Span]) -> StreamOutput {
         let cut = cut.max(from);
         let emitted: Vec<super::Span> = spans
             .iter()
