@@ -452,7 +452,7 @@ fn benign_documents_have_few_false_positives() {
     let mut corpus: Vec<(String, String)> = Vec::new();
     for doc in [
         "@octokit/openapi/generated/api.github.com.json",
-        "typescript/lib/lib.dom.d.ts",
+        "@typescript/typescript-linux-x64/lib/lib.dom.d.ts",
     ] {
         if let Some(text) = npm_document(doc) {
             corpus.push((doc.to_owned(), text));
