@@ -319,7 +319,7 @@ impl SecretScanner {
         siblings: impl Iterator<Item = &'v Value>,
     ) -> HashMap<usize, Vec<Span>> {
         let mut out: HashMap<usize, Vec<Span>> = HashMap::new();
-        if self.0.known.len() == 0 {
+        if self.0.known.is_empty() {
             return out;
         }
         // Runs of consecutive strings: (first index, pieces).

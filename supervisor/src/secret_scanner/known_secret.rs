@@ -185,6 +185,10 @@ impl KnownSecrets {
         self.names.len()
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
     /// The longest whole form, in bytes: a stream must hold back at least this much.
     pub(crate) fn longest_form(&self) -> usize {
         self.longest_form

@@ -16,6 +16,9 @@ use std::sync::{Arc, OnceLock};
 /// The rule file shipped in the binary.
 pub const EMBEDDED_RULES: &str = include_str!("rules.toml");
 
+/// The most rules a file may hold (the prefilter's bit set).
+pub const MAX_RULES: usize = 128;
+
 /// Where a rule file came from, for error messages.
 const EMBEDDED_NAME: &str = "supervisor/src/secret_scanner/rules.toml";
 
@@ -159,8 +162,8 @@ pub struct ShapeRules {
     rules: Vec<ShapeRule>,
     allowlist: Vec<AllowEntry>,
     keywords: AhoCorasick,
-    /// For each keyword pattern, the rules it lets run.
-    keyword_rules: Vec<Vec<usize>>,
+    /// For each keyword pattern, the rules it lets run (bit `i` for rule `i`).
+    keyword_rules: Vec<u128>,
 }
 
 impl ShapeRules {
@@ -219,7 +222,7 @@ impl ShapeRules {
 
         let mut rules = Vec::new();
         let mut keywords: Vec<String> = Vec::new();
-        let mut keyword_rules: Vec<Vec<usize>> = Vec::new();
+        let mut keyword_rules: Vec<u128> = Vec::new();
         for rule in parsed.rule {
             if rules.iter().any(|r: &ShapeRule| r.id == rule.id) {
                 return Err(invalid(&rule.id, "the id is used twice".into()));
@@ -244,13 +247,19 @@ impl ShapeRules {
                 .capture_names()
                 .position(|name| name == Some("secret"));
             let index = rules.len();
+            if index == MAX_RULES {
+                return Err(invalid(
+                    &rule.id,
+                    format!("a rule file holds at most {MAX_RULES} rules"),
+                ));
+            }
             for keyword in &rule.keywords {
                 let lower = keyword.to_ascii_lowercase();
                 match keywords.iter().position(|k| *k == lower) {
-                    Some(k) => keyword_rules[k].push(index),
+                    Some(k) => keyword_rules[k] |= 1 << index,
                     None => {
                         keywords.push(lower);
-                        keyword_rules.push(vec![index]);
+                        keyword_rules.push(1 << index);
                     }
                 }
             }
@@ -283,19 +292,19 @@ impl ShapeRules {
         &self.rules
     }
 
-    /// Which rules have a keyword in `text`: one overlapping Aho-Corasick pass (overlapping, so
-    /// `sk-` does not hide `sk-ant-` at the same place), stopped early once every rule is in.
-    fn candidates(&self, text: &str) -> Vec<bool> {
-        let mut wanted = vec![false; self.rules.len()];
-        let mut left = self.rules.len();
+    /// Which rules have a keyword in `text`, as a bit set: one overlapping Aho-Corasick pass
+    /// (overlapping, so `sk-` does not hide `sk-ant-` at the same place), stopped early once
+    /// every rule is in. A bit set rather than a vector: JSON is scanned one string at a time.
+    fn candidates(&self, text: &str) -> u128 {
+        let all = if self.rules.len() == MAX_RULES {
+            u128::MAX
+        } else {
+            (1u128 << self.rules.len()) - 1
+        };
+        let mut wanted = 0u128;
         for m in self.keywords.find_overlapping_iter(text) {
-            for &rule in &self.keyword_rules[m.pattern().as_usize()] {
-                if !wanted[rule] {
-                    wanted[rule] = true;
-                    left -= 1;
-                }
-            }
-            if left == 0 {
+            wanted |= self.keyword_rules[m.pattern().as_usize()];
+            if wanted == all {
                 break;
             }
         }
@@ -310,7 +319,7 @@ impl ShapeRules {
         };
         let wanted = self.candidates(tail);
         for (index, rule) in self.rules.iter().enumerate() {
-            if !wanted[index] {
+            if wanted & (1 << index) == 0 {
                 continue;
             }
             let mut at = from;
