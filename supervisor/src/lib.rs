@@ -20,6 +20,8 @@
 //! - [`program_contract`]: a program's literal tool calls held against the catalogue before it runs.
 //! - [`outbound_http`]: the HTTP client for outside services (rustls with ring, no redirects).
 //! - [`secret_store`]: the credential store that only the supervisor reads.
+//! - [`secret_scanner`]: known secrets and secret-shaped text found and redacted (text, JSON,
+//!   streams, the daemon's own log).
 //! - [`socket_path`]: default socket location and safe binding.
 //! - [`systemd`]: sd_notify readiness/watchdog and socket activation.
 //! - [`client`]: a client for the agent API (CLI, tests, benchmark).
@@ -38,6 +40,7 @@ pub mod outbound_http;
 pub mod policy_generation;
 pub mod program_contract;
 pub mod rate_limiter;
+pub mod secret_scanner;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;
