@@ -5,6 +5,7 @@
 //! - [`policy_file`]: [`Policy`] (load, parse, the embedded default, admission) and [`PolicyError`];
 //! - [`daemon_settings`]: the `[daemon]` table;
 //! - [`limit_settings`]: the `[limits]` table;
+//! - [`audit_settings`]: the `[audit]` table, the audit log's directory, size and rotation;
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
 //! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
@@ -20,6 +21,7 @@
 //! the policy built into the daemon and doubles as the annotated example.
 
 pub mod account;
+pub mod audit_settings;
 pub mod byte_size;
 pub mod daemon_settings;
 mod document;
@@ -33,6 +35,7 @@ pub mod source_location;
 pub mod tool_pattern;
 pub mod tool_server;
 
+pub use audit_settings::AuditSettings;
 pub use daemon_settings::DaemonSettings;
 pub use graphql_source::{GraphQlSource, SchemaFormat};
 pub use limit_settings::LimitSettings;

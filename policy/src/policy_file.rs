@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use toml::de::DeTable;
 
 use crate::account::AccountError;
+use crate::audit_settings::AuditSettings;
 use crate::byte_size::ByteSizeError;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
@@ -36,6 +37,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "server",
     "openapi",
     "graphql",
+    "audit",
 ];
 
 /// A validated policy.
@@ -53,6 +55,8 @@ pub struct Policy {
     pub openapi: Vec<OpenApiSource>,
     /// `[[graphql]]` tables: the GraphQL sources, in file order.
     pub graphql: Vec<GraphQlSource>,
+    /// `[audit]`.
+    pub audit: AuditSettings,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
 }
@@ -317,6 +321,12 @@ impl Policy {
             }
             None => LimitSettings::default(),
         };
+        let audit = match root.get("audit") {
+            Some(field) => {
+                AuditSettings::read(&field.table("a table ([audit])", AuditSettings::KEYS)?)?
+            }
+            None => AuditSettings::default(),
+        };
 
         let mut principals = Vec::new();
         let mut first_lines: HashMap<String, usize> = HashMap::new();
@@ -388,6 +398,7 @@ impl Policy {
             servers,
             openapi,
             graphql,
+            audit,
             origin: origin.to_owned(),
         })
     }
