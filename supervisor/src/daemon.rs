@@ -2,6 +2,7 @@
 //! future resolves, then drains. `airlockd`'s `main` is a thin wrapper around it, and tests
 //! call it in-process with their own listener and tool sources.
 
+use crate::audit_log::{AuditLog, AuditLogError};
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
@@ -38,6 +39,10 @@ pub enum DaemonError {
     WorkerMissing(PathBuf),
     #[error("cannot start the worker spawner thread: {0}")]
     Spawner(std::io::Error),
+    #[error(
+        "{0}; fix it, set [audit] directory to a private directory, or (knowingly) turn the audit trail off with [audit] enabled = false"
+    )]
+    Audit(AuditLogError),
 }
 
 /// Shared state of a running daemon.
@@ -54,6 +59,8 @@ pub struct DaemonState {
     pub metrics: Metrics,
     /// The tools as SDK files and a search index, per principal (`GET /v1/sdk`, search).
     pub catalogue: ToolCatalogue,
+    /// The audit trail (`[audit]`): `audit.record(…)` never waits; `audit.status()` for health.
+    pub audit: AuditLog,
 }
 
 impl DaemonState {
@@ -170,6 +177,9 @@ pub async fn run(
         return Err(DaemonError::WorkerMissing(config.worker_path));
     }
     let policy = Arc::new(config.policy);
+    // Before anything starts: a daemon that cannot keep its audit trail does not serve. (Opening
+    // touches the disk once, at startup; records are written by the log's own thread.)
+    let audit = AuditLog::open(&policy.audit).map_err(DaemonError::Audit)?;
     for source in config.tools.sources().filter(|s| s.starts_eagerly()) {
         let source = source.clone();
         tokio::spawn(async move {
@@ -200,6 +210,7 @@ pub async fn run(
         catalogue: ToolCatalogue::default(),
         started: Instant::now(),
         metrics: Metrics::default(),
+        audit,
     });
     info!(
         policy = %policy.origin,

@@ -92,6 +92,8 @@ impl TestDaemon {
         let mut policy = Policy::embedded_default();
         policy.daemon.pool_size = options.pool_size;
         policy.daemon.shutdown_grace_ms = 5_000;
+        // The audit log of this daemon only, gone with its directory.
+        policy.audit.directory = Some(dir.path().join("audit"));
         (options.adjust)(&mut policy);
         let tools = options.tools.unwrap_or_default();
         let mut registry = ToolRegistry::new();

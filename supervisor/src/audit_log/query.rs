@@ -10,7 +10,7 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, Row};
 use serde::Serialize;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 /// Default number of executions shown.
@@ -55,6 +55,39 @@ pub enum QueryError {
     NoLog(std::path::PathBuf),
     #[error(transparent)]
     Log(#[from] AuditLogError),
+    #[error(transparent)]
+    Policy(#[from] airlock_policy::PolicyError),
+    #[error("the policy {0} turns the audit log off ([audit] enabled = false)")]
+    Disabled(String),
+}
+
+/// Where `airlock audit` reads: `dir` if given, else the `[audit] directory` of the policy at
+/// `config`, else the default the daemon would use in this environment (`$STATE_DIRECTORY`,
+/// `$XDG_STATE_HOME/airlock`, `~/.local/state/airlock`).
+pub fn directory(dir: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, QueryError> {
+    if let Some(dir) = dir {
+        return Ok(dir);
+    }
+    if let Some(path) = config {
+        let policy = airlock_policy::Policy::load(path)?;
+        if !policy.audit.enabled {
+            return Err(QueryError::Disabled(path.display().to_string()));
+        }
+        if let Some(dir) = policy.audit.directory {
+            return Ok(dir);
+        }
+    }
+    Ok(super::default_directory(|name| std::env::var_os(name))?)
+}
+
+/// `airlock audit`: the matching executions as a table, or as JSON lines with `json`.
+pub fn render(directory: &Path, query: &AuditQuery, json: bool) -> Result<String, QueryError> {
+    let rows = read(directory, query)?;
+    Ok(if json {
+        format_json_lines(&rows)
+    } else {
+        format_table(&rows)
+    })
 }
 
 /// One execution as read back.
