@@ -127,6 +127,16 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_default_spells_out_the_defaults() {
+        let policy = Policy::parse(
+            crate::policy_file::EMBEDDED_DEFAULT_TOML,
+            crate::EMBEDDED_ORIGIN,
+        )
+        .unwrap();
+        assert_eq!(policy.audit, AuditSettings::default());
+    }
+
+    #[test]
     fn every_key_is_read() {
         let settings = audit(
             "[audit]\nenabled = false\ndirectory = \"/var/lib/airlock/audit\"\nmax_size = \"1MiB\"\nkeep = 0\n",

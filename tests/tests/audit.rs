@@ -142,10 +142,19 @@ fn the_cli_reads_and_filters_the_log() {
     let out = audit(dir.path(), &["--principal", "ci"]);
     assert_eq!(out.status.code(), Some(0));
     let table = String::from_utf8(out.stdout).unwrap();
+    println!("{table}");
     let lines: Vec<&str> = table.lines().collect();
     assert!(lines[0].starts_with("STARTED (UTC)"), "{table}");
-    assert!(lines[1].contains("ex_now") && lines[1].contains(" ci "), "{table}");
-    assert!(lines[2].trim_start().starts_with("#1 github.list  ok  1.2ms"), "{table}");
+    assert!(
+        lines[1].contains("ex_now") && lines[1].contains(" ci "),
+        "{table}"
+    );
+    assert!(
+        lines[2]
+            .trim_start()
+            .starts_with("#1 github.list  ok  1.2ms"),
+        "{table}"
+    );
     assert!(lines[3].contains("ex_hour"), "{table}");
     assert_eq!(lines.len(), 6, "{table}");
 }
@@ -162,7 +171,10 @@ fn the_cli_explains_what_it_cannot_do() {
     let out = audit(dir.path(), &["--since", "yesterday"]);
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cannot read the time \"yesterday\""), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the time \"yesterday\""),
+        "{stderr}"
+    );
 
     let out = audit(dir.path(), &["--tool", "github.[a]"]);
     assert_eq!(out.status.code(), Some(3));

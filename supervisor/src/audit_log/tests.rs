@@ -329,7 +329,7 @@ fn rotation_keeps_the_newest_files_and_queries_read_them_all() {
         n += 1;
         log.record(execution(&format!("ex_{n}"), "local", n, &["a.b", "c.d"]))
             .unwrap();
-        if n % 100 == 0 {
+        if n.is_multiple_of(100) {
             assert!(log.flush(FLUSH));
         }
         assert!(n < 100_000, "never rotated");
@@ -559,7 +559,7 @@ fn fsize_child(dir: &Path) {
         n += 1;
         assert!(n < 100_000, "the size limit never bit");
         let _ = log.record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"; 8]));
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             assert!(log.flush(FLUSH));
         }
     }
