@@ -596,6 +596,109 @@ fn fsize_child(dir: &Path) {
     println!("FSIZE-CHILD-DONE");
 }
 
+/// A real full file system: in a child process with its own mount namespace, the log lives on
+/// a 1 MiB tmpfs that a filler file then fills. Writes fail with SQLITE_FULL, the log degrades
+/// naming the file; once the filler is deleted the next write succeeds. Needs the right to
+/// create a mount namespace (root, or CAP_SYS_ADMIN): skipped, and saying so, without it.
+#[test]
+fn a_full_file_system_degrades_the_log_until_space_is_freed() {
+    const CHILD: &str = "AIRLOCK_AUDIT_TMPFS_CHILD";
+    if let Some(dir) = std::env::var_os(CHILD) {
+        tmpfs_child(Path::new(&dir));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "audit_log::tests::a_full_file_system_degrades_the_log_until_space_is_freed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    if let Some(skipped) = stdout.lines().find(|l| l.contains("SKIPPED")) {
+        eprintln!("{skipped}");
+        return;
+    }
+    assert!(stdout.contains("TMPFS-CHILD-DONE"), "{stdout}\n{stderr}");
+    println!(
+        "{}",
+        stdout
+            .lines()
+            .find(|l| l.contains("degraded after"))
+            .unwrap_or("")
+    );
+}
+
+fn tmpfs_child(dir: &Path) {
+    use std::ffi::CString;
+    use std::io::Write as _;
+    let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: namespace and mount calls with valid NUL-terminated strings; they change only
+    // this child test process, whose mounts vanish with it.
+    let mounted = unsafe {
+        libc::unshare(libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0
+            && libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=1m,mode=0700".as_ptr().cast(),
+            ) == 0
+    };
+    if !mounted {
+        println!(
+            "SKIPPED a_full_file_system_degrades_the_log_until_space_is_freed: cannot mount a tmpfs here ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let log = AuditLog::open_in(dir, 256 << 20, 4).unwrap();
+    log.record(execution("ex_first", "local", 1, &[])).unwrap();
+    assert!(log.flush(FLUSH));
+    // Fill what is left of the file system.
+    let filler_path = dir.join("filler");
+    let mut filler = std::fs::File::create(&filler_path).unwrap();
+    let chunk = [0u8; 4096];
+    while filler.write_all(&chunk).is_ok() {}
+    drop(filler);
+    let mut n = 0;
+    while log.status().state == AuditState::Ok {
+        n += 1;
+        assert!(n < 100_000, "the full file system never showed");
+        let _ = log.record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"; 8]));
+        assert!(log.flush(FLUSH));
+    }
+    let reason = log.status().reason.unwrap();
+    println!("degraded after {n} records: {reason}");
+    assert!(
+        reason.contains(&dir.join(FILE_NAME).display().to_string()),
+        "{reason}"
+    );
+    assert!(reason.contains("full"), "{reason}");
+    std::fs::remove_file(&filler_path).unwrap();
+    log.record(execution("ex_recovered", "local", 1_000_000, &[]))
+        .unwrap_err(); // still degraded when sent: the warning says so
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().state, AuditState::Ok, "{:?}", log.status());
+    let rows = all(dir);
+    assert_eq!(rows[0].execution_id, "ex_recovered");
+    assert_eq!(rows.last().unwrap().execution_id, "ex_first");
+    println!("TMPFS-CHILD-DONE");
+}
+
 #[test]
 fn a_directory_others_may_write_is_refused_by_name() {
     let parent = tempfile::tempdir().unwrap();
