@@ -6,6 +6,9 @@
 //! `airlock secret …` does not talk to the daemon: it manages the kernel keyring of the user it
 //! runs as, which is where the daemon (running as that same user) looks. Exit codes: 0 done,
 //! 3 failed.
+//!
+//! `airlock audit` does not talk to the daemon either: it reads the audit log's files
+//! (`docs/audit.md`). Exit codes: 0 done, 3 the log could not be read.
 
 use airlock_supervisor::agent_api::{
     ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
