@@ -35,7 +35,7 @@ use airlock_policy::AuditSettings;
 use serde::Serialize;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -108,6 +108,9 @@ pub(crate) struct Shared {
     dropped: AtomicU64,
     /// Messages sent and not yet taken by the writer.
     queued: AtomicU64,
+    /// Mirrors `degraded.is_some()`, so the execution path reads one atomic, not the mutex
+    /// (which the writer takes after every batch, and may hold while it is descheduled).
+    is_degraded: AtomicBool,
     degraded: Mutex<Option<String>>,
 }
 
@@ -120,20 +123,28 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let first = degraded.is_none();
         *degraded = Some(reason);
+        self.is_degraded.store(true, Ordering::Release);
         first
     }
 
     fn recovered(&self) {
+        if !self.is_degraded.load(Ordering::Acquire) {
+            return;
+        }
         let mut degraded = self
             .degraded
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.is_degraded.store(false, Ordering::Release);
         if degraded.take().is_some() {
             tracing::info!(path = %self.path.display(), "audit log writes succeed again");
         }
     }
 
     fn reason(&self) -> Option<String> {
+        if !self.is_degraded.load(Ordering::Acquire) {
+            return None;
+        }
         self.degraded
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -238,6 +249,7 @@ impl AuditLog {
             written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             queued: AtomicU64::new(0),
+            is_degraded: AtomicBool::new(false),
             degraded: Mutex::new(None),
         });
         let (sender, receiver) = std::sync::mpsc::sync_channel(capacity);
