@@ -9,6 +9,7 @@
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions,
 //!   per-principal limits and rate limits;
 //! - [`explanation`]: which principal admits a caller and which rule decides a tool call;
+//! - [`audit_settings`]: the `[audit]` table, the audit log's directory, size and rotation;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
 //! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
 //! - [`openapi_source`]: `[[openapi]]` tables, OpenAPI documents whose operations become tools;
@@ -24,6 +25,7 @@
 //! the policy built into the daemon and doubles as the annotated example.
 
 pub mod account;
+pub mod audit_settings;
 pub mod byte_size;
 pub mod daemon_settings;
 mod document;
@@ -39,6 +41,7 @@ pub mod source_location;
 pub mod tool_pattern;
 pub mod tool_server;
 
+pub use audit_settings::AuditSettings;
 pub use daemon_settings::DaemonSettings;
 pub use explanation::{Caller, Explanation};
 pub use graphql_source::{GraphQlSource, SchemaFormat};

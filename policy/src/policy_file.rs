@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use toml::de::DeTable;
 
 use crate::account::AccountError;
+use crate::audit_settings::AuditSettings;
 use crate::byte_size::ByteSizeError;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
@@ -38,6 +39,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "openapi",
     "graphql",
     "secret_scanning",
+    "audit",
 ];
 
 /// A validated policy.
@@ -57,6 +59,8 @@ pub struct Policy {
     pub graphql: Vec<GraphQlSource>,
     /// `[secret_scanning]`: redact (default) or fail calls whose results carry secrets.
     pub secret_scanning: SecretScanning,
+    /// `[audit]`.
+    pub audit: AuditSettings,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
     /// The drop-in files merged into it, in the order they were read.
@@ -555,6 +559,27 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         }
     }
 
+    // [audit] configures the daemon process's record: like [daemon], main file only.
+    let mut audit = None;
+    for (index, root) in &roots {
+        let Some(field) = root.get("audit") else {
+            continue;
+        };
+        if *index > 0 {
+            errors.push(field.invalid(
+                "[audit] may only be set in the main policy file, not in a drop-in: it configures the daemon's own record",
+            ));
+            continue;
+        }
+        match field
+            .table("a table ([audit])", AuditSettings::KEYS)
+            .and_then(|table| AuditSettings::read(&table))
+        {
+            Ok(settings) => audit = Some(settings),
+            Err(e) => errors.push(e),
+        }
+    }
+
     // [limits] may be set in one file, whichever: two files setting it would make the result
     // depend on file names in a way nobody reads off the files.
     let mut limits = None;
@@ -720,6 +745,7 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         openapi,
         graphql,
         secret_scanning: secret_scanning.unwrap_or_default(),
+        audit: audit.unwrap_or_default(),
         origin: origins.next().unwrap_or_default(),
         drop_ins: origins.collect(),
         warnings,

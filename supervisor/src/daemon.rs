@@ -2,6 +2,7 @@
 //! future resolves, then drains. `airlockd`'s `main` is a thin wrapper around it, and tests
 //! call it in-process with their own listener and tool sources.
 
+use crate::audit_log::{AuditLog, AuditLogError};
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
@@ -67,6 +68,10 @@ pub enum DaemonError {
     WorkerMissing(PathBuf),
     #[error("cannot start the worker spawner thread: {0}")]
     Spawner(std::io::Error),
+    #[error(
+        "{0}; fix it, set [audit] directory to a private directory, or (knowingly) turn the audit trail off with [audit] enabled = false"
+    )]
+    Audit(AuditLogError),
 }
 
 /// Shared state of a running daemon.
@@ -92,6 +97,8 @@ pub struct DaemonState {
     executions_total: AtomicU64,
     started: Instant,
     pub metrics: Metrics,
+    /// The audit trail (`[audit]`): `audit.record(…)` never waits; `audit.status()` for health.
+    pub audit: AuditLog,
 }
 
 impl DaemonState {
@@ -357,6 +364,10 @@ pub async fn run(
     for warning in &policy.warnings {
         warn!("{warning}");
     }
+    // Before anything starts: a daemon that cannot keep its audit trail does not serve. (Opening
+    // touches the disk once, at startup; records are written by the log's own thread.) The
+    // audit settings are read once: a reload does not move the record.
+    let audit = AuditLog::open(&policy.audit).map_err(DaemonError::Audit)?;
     let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
     let pool = WorkerPool::start(
         spawner.clone(),
@@ -390,6 +401,7 @@ pub async fn run(
         executions_total: AtomicU64::new(0),
         started: Instant::now(),
         metrics: Metrics::default(),
+        audit,
     });
     crate::systemd::notify_ready();
     let watchdog = crate::systemd::spawn_watchdog();

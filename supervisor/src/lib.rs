@@ -4,6 +4,8 @@
 //!   future (what `airlockd` and the tests call).
 //! - [`control_socket`]: the HTTP/JSON agent API on the Unix socket, peer credentials.
 //! - [`agent_api`]: request, response and event JSON types shared with clients.
+//! - [`audit_log`]: the audit trail of executions and tool calls (SQLite, WAL), its writer thread,
+//!   rotation and queries (`airlock audit`).
 //! - [`argument_schema`]: tool arguments checked against the tool's JSON Schema.
 //! - [`execution`]: one execution: worker checkout, tool brokering, deadline, response.
 //! - [`metrics`]: counters and the Prometheus exposition for `GET /metrics`.
@@ -28,6 +30,7 @@
 
 pub mod agent_api;
 pub mod argument_schema;
+pub mod audit_log;
 pub mod client;
 pub mod control_socket;
 pub mod daemon;

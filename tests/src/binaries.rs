@@ -38,6 +38,12 @@ pub fn airlock_cli() -> PathBuf {
     built("airlock")
 }
 
+/// A private audit directory for the daemon listening on `socket`: `<socket>.audit` next to it
+/// (created by the daemon, mode 0700), so tests never write to the user's state directory.
+pub fn audit_directory(socket: &std::path::Path) -> PathBuf {
+    socket.with_extension("audit")
+}
+
 /// The test-only escape-probe worker (`--features escape-probe`, no engine), built once per
 /// test run into its own target directory so the feature can never leak into the normal
 /// worker binary.
@@ -78,13 +84,15 @@ pub fn escape_probe_worker() -> PathBuf {
 }
 
 /// `airlockd --socket SOCKET --worker <built worker>`, output discarded: the real daemon
-/// binary as an operator starts it, for tests that need a separate process.
+/// binary as an operator starts it, for tests that need a separate process. Its audit log goes
+/// to [`audit_directory`]`(socket)` (as `$STATE_DIRECTORY`, the way systemd would say it).
 pub fn airlockd_command(socket: &std::path::Path) -> Command {
     let mut cmd = Command::new(airlockd());
     cmd.arg("--socket")
         .arg(socket)
         .arg("--worker")
         .arg(worker())
+        .env("STATE_DIRECTORY", audit_directory(socket))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     cmd

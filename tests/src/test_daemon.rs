@@ -101,6 +101,8 @@ impl TestDaemon {
         let mut policy = Policy::embedded_default();
         policy.daemon.pool_size = options.pool_size;
         policy.daemon.shutdown_grace_ms = 5_000;
+        // The audit log of this daemon only, gone with its directory.
+        policy.audit.directory = Some(dir.path().join("audit"));
         let inherited = policy.limits.clone();
         (options.adjust)(&mut policy);
         // A principal's limits are resolved from [limits] when the file is read; a test that

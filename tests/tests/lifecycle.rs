@@ -200,6 +200,10 @@ fn serves_an_inherited_systemd_socket() {
     let mut activator = Command::new(activate)
         .arg("--listen")
         .arg(&socket)
+        .arg(format!(
+            "--setenv=STATE_DIRECTORY={}",
+            binaries::audit_directory(&socket).display()
+        ))
         .arg(binaries::airlockd())
         .arg("--worker")
         .arg(binaries::worker())
@@ -278,6 +282,8 @@ fn runs_as_an_ordinary_user() {
         .arg("--worker")
         .arg(binaries::worker())
         .env_remove("XDG_RUNTIME_DIR")
+        // In the nobody-owned directory: nobody cannot write the caller's home.
+        .env("STATE_DIRECTORY", binaries::audit_directory(&socket))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -180,6 +180,7 @@ impl RealDaemon {
             .arg("--config")
             .arg(&policy_path)
             .env_remove("CREDENTIALS_DIRECTORY")
+            .env("STATE_DIRECTORY", binaries::audit_directory(&socket))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap());

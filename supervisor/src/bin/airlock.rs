@@ -7,11 +7,15 @@
 //! `airlock secret …` does not talk to the daemon: it manages the kernel keyring of the user it
 //! runs as, which is where the daemon (running as that same user) looks. Exit codes: 0 done,
 //! 3 failed.
+//!
+//! `airlock audit` does not talk to the daemon either: it reads the audit log's files
+//! (`docs/audit.md`). Exit codes: 0 done, 3 the log could not be read.
 
 use airlock_policy::{Caller, Policy};
 use airlock_supervisor::agent_api::{
     ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
 };
+use airlock_supervisor::audit_log;
 use airlock_supervisor::client::Client;
 use airlock_supervisor::policy_generation::{ReloadReport, check_policy};
 use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
@@ -83,6 +87,45 @@ enum Command {
         #[command(subcommand)]
         action: SecretCommand,
     },
+    /// Show the audit log: executions (newest first) with their tool calls. Reads the log's
+    /// files directly, read-only, so run it as the daemon's user or root:
+    /// `sudo -u airlock airlock audit --dir /var/lib/airlock --since 1h`.
+    Audit(AuditArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct AuditArgs {
+    /// Executions since a time: a duration back from now (90s, 15m, 1h, 2d, 1w) or a UTC
+    /// time (2026-11-22, 2026-11-22T10:00:00Z).
+    #[arg(long, value_name = "WHEN", value_parser = since)]
+    since: Option<std::time::SystemTime>,
+    /// Executions of this principal.
+    #[arg(long, value_name = "NAME")]
+    principal: Option<String>,
+    /// Executions that called a matching tool (`*` matches anything: `github.*`); only the
+    /// matching calls are listed.
+    #[arg(long, value_name = "GLOB")]
+    tool: Option<String>,
+    /// The execution with this id.
+    #[arg(long, value_name = "ID")]
+    execution: Option<String>,
+    /// At most this many executions.
+    #[arg(long, value_name = "N", default_value_t = audit_log::query::DEFAULT_LIMIT)]
+    limit: usize,
+    /// One JSON object per execution and line, instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// The audit directory. Default: the policy's [audit] directory with --config, else
+    /// $STATE_DIRECTORY, $XDG_STATE_HOME/airlock or ~/.local/state/airlock.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// The daemon's policy file, to find its [audit] directory.
+    #[arg(long, value_name = "FILE", conflicts_with = "dir")]
+    config: Option<PathBuf>,
+}
+
+fn since(text: &str) -> Result<std::time::SystemTime, audit_log::timestamp::TimeError> {
+    audit_log::timestamp::parse_since(text, std::time::SystemTime::now())
 }
 
 #[derive(Debug, Subcommand)]
@@ -301,6 +344,18 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 }
                 Ok(ExitCode::from(EXIT_PROGRAM_FAILED))
             }
+        }
+        Command::Audit(args) => {
+            let dir = audit_log::query::directory(args.dir, args.config.as_deref())?;
+            let query = audit_log::AuditQuery {
+                since: args.since,
+                principal: args.principal,
+                tool: args.tool,
+                execution: args.execution,
+                limit: args.limit,
+            };
+            print!("{}", audit_log::query::render(&dir, &query, args.json)?);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Sdk { action } => {
             let client = Client::connect(&daemon_socket(args.socket)?).await?;

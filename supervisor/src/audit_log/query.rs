@@ -1,0 +1,370 @@
+//! Reading the audit log back (`airlock audit`): the current file and the rotated ones, read
+//! only, filtered by time, principal, tool and execution, newest first, printed as a compact
+//! table or as JSON lines.
+
+use super::AuditLogError;
+use super::database::{self, files};
+use super::timestamp::{format_utc, unix_ms};
+use airlock_policy::tool_pattern::{ToolPatternError, validate_tool_pattern};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, Row};
+use serde::Serialize;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Default number of executions shown.
+pub const DEFAULT_LIMIT: usize = 100;
+
+/// What to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Executions that started at or after this time.
+    pub since: Option<SystemTime>,
+    /// Executions of this principal.
+    pub principal: Option<String>,
+    /// Executions with at least one call to a tool matching this pattern (`*` matches any run
+    /// of characters, as in the policy's `allow`); only the matching calls are listed.
+    pub tool: Option<String>,
+    /// The execution with this id.
+    pub execution: Option<String>,
+    /// At most this many executions, newest first.
+    pub limit: usize,
+}
+
+impl Default for AuditQuery {
+    fn default() -> Self {
+        AuditQuery {
+            since: None,
+            principal: None,
+            tool: None,
+            execution: None,
+            limit: DEFAULT_LIMIT,
+        }
+    }
+}
+
+/// Why a query could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("--tool: {0}")]
+    ToolPattern(#[from] ToolPatternError),
+    #[error(
+        "no audit log in {0}: pass --dir with the daemon's audit directory (under systemd /var/lib/airlock) or --config with its policy file"
+    )]
+    NoLog(std::path::PathBuf),
+    #[error(transparent)]
+    Log(#[from] AuditLogError),
+    #[error(transparent)]
+    Policy(#[from] airlock_policy::PolicyError),
+    #[error("the policy {0} turns the audit log off ([audit] enabled = false)")]
+    Disabled(String),
+}
+
+/// Where `airlock audit` reads: `dir` if given, else the `[audit] directory` of the policy at
+/// `config`, else the default the daemon would use in this environment (`$STATE_DIRECTORY`,
+/// `$XDG_STATE_HOME/airlock`, `~/.local/state/airlock`).
+pub fn directory(dir: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, QueryError> {
+    if let Some(dir) = dir {
+        return Ok(dir);
+    }
+    if let Some(path) = config {
+        let policy = airlock_policy::Policy::load(path)?;
+        if !policy.audit.enabled {
+            return Err(QueryError::Disabled(path.display().to_string()));
+        }
+        if let Some(dir) = policy.audit.directory {
+            return Ok(dir);
+        }
+    }
+    Ok(super::default_directory(|name| std::env::var_os(name))?)
+}
+
+/// `airlock audit`: the matching executions as a table, or as JSON lines with `json`.
+pub fn render(directory: &Path, query: &AuditQuery, json: bool) -> Result<String, QueryError> {
+    let rows = read(directory, query)?;
+    Ok(if json {
+        format_json_lines(&rows)
+    } else {
+        format_table(&rows)
+    })
+}
+
+/// One execution as read back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ExecutionRow {
+    pub execution_id: String,
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub finished: String,
+    pub principal: String,
+    pub peer_uid: u32,
+    pub peer_pid: Option<i32>,
+    pub code_sha256: String,
+    pub status: String,
+    pub error_kind: Option<String>,
+    pub queued_ms: f64,
+    pub run_ms: f64,
+    pub total_ms: f64,
+    /// Every call the execution made (also when `tool_calls` lists only the matching ones).
+    pub tool_call_count: u32,
+    pub redactions: u32,
+    pub tool_calls: Vec<ToolCallRow>,
+    #[serde(skip)]
+    started_ms: i64,
+}
+
+/// One tool call as read back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRow {
+    pub call_index: u32,
+    pub tool: String,
+    pub arguments: String,
+    pub outcome: String,
+    pub error_code: Option<String>,
+    pub duration_ms: f64,
+    /// RFC 3339, UTC.
+    pub at: String,
+}
+
+/// Runs `query` over every database file in `directory`, newest execution first.
+pub fn read(directory: &Path, query: &AuditQuery) -> Result<Vec<ExecutionRow>, QueryError> {
+    if let Some(pattern) = &query.tool {
+        // The policy's pattern language has only `*`, and rejects `?`, `[`, `]`, `{`, `}`:
+        // what is left means the same to SQLite's GLOB.
+        validate_tool_pattern(pattern)?;
+    }
+    if !directory.join(database::FILE_NAME).exists() {
+        return Err(QueryError::NoLog(directory.to_owned()));
+    }
+    let mut rows = Vec::new();
+    for path in files(directory)? {
+        let Some(conn) = database::open_for_reading(&path)? else {
+            continue;
+        };
+        let sql = |source| AuditLogError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        rows.extend(read_file(&conn, query).map_err(sql)?);
+    }
+    // Files hold disjoint time ranges in practice, but a clock step can interleave them.
+    rows.sort_by(|a, b| {
+        b.started_ms
+            .cmp(&a.started_ms)
+            .then_with(|| b.execution_id.cmp(&a.execution_id))
+    });
+    rows.truncate(query.limit);
+    Ok(rows)
+}
+
+fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<ExecutionRow>> {
+    let mut conditions = Vec::new();
+    let mut values: Vec<SqlValue> = Vec::new();
+    if let Some(since) = query.since {
+        values.push(SqlValue::Integer(unix_ms(since)));
+        conditions.push(format!("started_at >= ?{}", values.len()));
+    }
+    if let Some(principal) = &query.principal {
+        values.push(SqlValue::Text(principal.clone()));
+        conditions.push(format!("principal = ?{}", values.len()));
+    }
+    if let Some(id) = &query.execution {
+        values.push(SqlValue::Text(id.clone()));
+        conditions.push(format!("execution_id = ?{}", values.len()));
+    }
+    if let Some(tool) = &query.tool {
+        values.push(SqlValue::Text(tool.clone()));
+        conditions.push(format!(
+            "execution_id IN (SELECT execution_id FROM tool_calls WHERE tool GLOB ?{})",
+            values.len()
+        ));
+    }
+    let filter = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    values.push(SqlValue::Integer(
+        i64::try_from(query.limit).unwrap_or(i64::MAX),
+    ));
+    let sql = format!(
+        "SELECT execution_id, started_at, finished_at, principal, peer_uid, peer_pid,
+                code_sha256, status, error_kind, queued_ms, run_ms, total_ms, tool_calls,
+                redactions
+         FROM executions {filter} ORDER BY started_at DESC, rowid DESC LIMIT ?{}",
+        values.len()
+    );
+    let mut statement = conn.prepare(&sql)?;
+    let mut executions: Vec<ExecutionRow> = statement
+        .query_map(rusqlite::params_from_iter(values), execution_row)?
+        .collect::<rusqlite::Result<_>>()?;
+
+    let calls_sql = match &query.tool {
+        Some(_) => {
+            "SELECT call_index, tool, arguments, outcome, error_code, duration_ms, at
+             FROM tool_calls WHERE execution_id = ?1 AND tool GLOB ?2 ORDER BY call_index"
+        }
+        None => {
+            "SELECT call_index, tool, arguments, outcome, error_code, duration_ms, at
+             FROM tool_calls WHERE execution_id = ?1 AND ?2 IS NULL ORDER BY call_index"
+        }
+    };
+    let mut calls = conn.prepare(calls_sql)?;
+    for execution in &mut executions {
+        execution.tool_calls = calls
+            .query_map(
+                rusqlite::params![execution.execution_id, query.tool],
+                tool_call_row,
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    Ok(executions)
+}
+
+fn execution_row(row: &Row<'_>) -> rusqlite::Result<ExecutionRow> {
+    let started_ms: i64 = row.get(1)?;
+    Ok(ExecutionRow {
+        execution_id: row.get(0)?,
+        started: format_utc(started_ms),
+        finished: format_utc(row.get(2)?),
+        principal: row.get(3)?,
+        peer_uid: row.get(4)?,
+        peer_pid: row.get(5)?,
+        code_sha256: row.get(6)?,
+        status: row.get(7)?,
+        error_kind: row.get(8)?,
+        queued_ms: row.get(9)?,
+        run_ms: row.get(10)?,
+        total_ms: row.get(11)?,
+        tool_call_count: row.get(12)?,
+        redactions: row.get(13)?,
+        tool_calls: Vec::new(),
+        started_ms,
+    })
+}
+
+fn tool_call_row(row: &Row<'_>) -> rusqlite::Result<ToolCallRow> {
+    Ok(ToolCallRow {
+        call_index: row.get(0)?,
+        tool: row.get(1)?,
+        arguments: row.get(2)?,
+        outcome: row.get(3)?,
+        error_code: row.get(4)?,
+        duration_ms: row.get(5)?,
+        at: format_utc(row.get(6)?),
+    })
+}
+
+/// One JSON object per execution, a line each, its tool calls nested.
+pub fn format_json_lines(rows: &[ExecutionRow]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        if let Ok(line) = serde_json::to_string(row) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A compact table: one line per execution, its tool calls indented below it.
+pub fn format_table(rows: &[ExecutionRow]) -> String {
+    let header = [
+        "STARTED (UTC)",
+        "EXECUTION",
+        "PRINCIPAL",
+        "UID",
+        "STATUS",
+        "TOTAL",
+        "CALLS",
+        "CODE",
+    ];
+    let lines: Vec<[String; 8]> = rows
+        .iter()
+        .map(|row| {
+            [
+                row.started.clone(),
+                printable(&row.execution_id),
+                printable(&row.principal),
+                row.peer_uid.to_string(),
+                match &row.error_kind {
+                    Some(kind) => format!("{} ({})", printable(&row.status), printable(kind)),
+                    None => printable(&row.status),
+                },
+                format_ms(row.total_ms),
+                row.tool_call_count.to_string(),
+                // 12 hex digits identify a program among many; --json has all 64.
+                row.code_sha256.chars().take(12).collect(),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for line in &lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let push_line = |out: &mut String, cells: &[String]| {
+        let mut text = String::new();
+        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+            if i + 1 == cells.len() {
+                text.push_str(cell);
+            } else {
+                let _ = write!(text, "{cell:<width$}  ");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    let mut out = String::new();
+    push_line(&mut out, &header.map(str::to_owned));
+    for (row, cells) in rows.iter().zip(&lines) {
+        push_line(&mut out, cells);
+        for call in &row.tool_calls {
+            let outcome = match &call.error_code {
+                Some(code) => format!("{} ({})", printable(&call.outcome), printable(code)),
+                None => printable(&call.outcome),
+            };
+            let _ = writeln!(
+                out,
+                "    #{} {}  {}  {}  {}",
+                call.call_index,
+                printable(&call.tool),
+                outcome,
+                format_ms(call.duration_ms),
+                call.arguments
+            );
+        }
+    }
+    if rows.is_empty() {
+        out.push_str("(no executions match)\n");
+    }
+    out
+}
+
+fn format_ms(ms: f64) -> String {
+    if ms >= 1000.0 {
+        format!("{:.2}s", ms / 1000.0)
+    } else {
+        format!("{ms:.1}ms")
+    }
+}
+
+/// Names come from tool servers and callers: control characters are shown escaped, so a name
+/// cannot move the cursor or retitle the terminal of the operator reading the log.
+fn printable(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        text.to_owned()
+    }
+}

@@ -1,0 +1,274 @@
+//! What one execution leaves in the audit log: [`ExecutionRecord`] with its
+//! [`ToolCallRecord`]s, self-contained (no borrowed state) so it can cross to the writer thread.
+
+use super::argument_summary::{ArgumentSummary, Redact};
+use crate::agent_api::{self, ExecutionResponse, Status};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+/// SHA-256 of a submitted program: enough to tell which program ran (and to find it again if
+/// the agent kept it) without storing code that may embed data or secrets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CodeHash([u8; 32]);
+
+impl CodeHash {
+    /// The hash of the program text exactly as submitted (before type stripping).
+    pub fn of(code: &str) -> CodeHash {
+        CodeHash(Sha256::digest(code.as_bytes()).into())
+    }
+
+    /// Lower-case hex, 64 characters.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl fmt::Debug for CodeHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CodeHash({})", self.to_hex())
+    }
+}
+
+/// One execution as the audit log stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExecutionRecord {
+    pub execution_id: String,
+    pub principal: String,
+    pub peer_uid: u32,
+    pub peer_pid: Option<i32>,
+    pub code_sha256: CodeHash,
+    /// `ok`, `error` or `timeout`.
+    pub status: String,
+    /// The error's kind (`runtime`, `timeout`, `sandbox_violation`, …) when it failed.
+    pub error_kind: Option<String>,
+    /// Waiting for an execution slot.
+    pub queued_ms: f64,
+    /// From sending the program to the worker to its final message.
+    pub run_ms: f64,
+    pub total_ms: f64,
+    /// Secret-scanner replacements in everything this execution sent back (0 until the scanner
+    /// reports them).
+    pub redactions: u32,
+    /// When the request was accepted (before the slot wait).
+    pub started: SystemTime,
+    pub finished: SystemTime,
+    pub tool_calls: Vec<ToolCallRecord>,
+}
+
+/// One tool call as the audit log stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallRecord {
+    /// The call's id within its execution (1, 2, 3, … in call order).
+    pub call_index: u32,
+    /// `server.tool`.
+    pub tool: String,
+    /// The bounded, redacted summary, never the arguments themselves.
+    pub arguments: String,
+    /// `ok`, `error` or `pending` (the execution ended before the call returned).
+    pub outcome: String,
+    /// The error code (`denied`, `invalid_arguments`, `upstream_error`, …) of a failed call.
+    pub error_code: Option<String>,
+    pub duration_ms: f64,
+    /// When the call started, as far as the caller knows (see [`ToolCallRecord::from_trace`]).
+    pub at: SystemTime,
+}
+
+impl ExecutionRecord {
+    /// The record of a finished execution, from its response: `code` is the hash of the program
+    /// as submitted (hash it before the request is moved into the job), `started` is when the
+    /// request was accepted. Tool-call arguments are summarised with `redact`. Every call is
+    /// stamped with `started` plus the queue wait, since the trace carries no per-call start
+    /// time yet.
+    pub fn from_response(
+        response: &ExecutionResponse,
+        code: CodeHash,
+        started: SystemTime,
+        redact: Redact<'_>,
+    ) -> ExecutionRecord {
+        let finished = started
+            .checked_add(duration_from_ms(
+                response.stats.total_ms + response.stats.queue_ms,
+            ))
+            .unwrap_or(started);
+        let calls_at = started
+            .checked_add(duration_from_ms(response.stats.queue_ms))
+            .unwrap_or(started);
+        ExecutionRecord {
+            execution_id: response.id.clone(),
+            principal: response.principal.clone(),
+            peer_uid: response.peer.uid,
+            peer_pid: response.peer.pid,
+            code_sha256: code,
+            status: status_name(response.status).to_owned(),
+            error_kind: response.error.as_ref().map(|e| e.kind.clone()),
+            queued_ms: response.stats.queue_ms,
+            run_ms: response.stats.run_ms,
+            total_ms: response.stats.total_ms,
+            redactions: 0,
+            started,
+            finished,
+            tool_calls: response
+                .tool_calls
+                .iter()
+                .map(|call| ToolCallRecord::from_trace(call, calls_at, redact))
+                .collect(),
+        }
+    }
+
+    /// Sets the number of secret-scanner replacements (the scanner's count for this execution).
+    pub fn with_redactions(mut self, redactions: u32) -> ExecutionRecord {
+        self.redactions = redactions;
+        self
+    }
+}
+
+impl ToolCallRecord {
+    /// A call from the execution trace; `at` is the best known start time of the call.
+    pub fn from_trace(
+        call: &agent_api::ToolCallRecord,
+        at: SystemTime,
+        redact: Redact<'_>,
+    ) -> ToolCallRecord {
+        ToolCallRecord::new(
+            call.id,
+            &call.tool,
+            &call.args,
+            &call.outcome,
+            call.error.as_ref().map(|e| e.code.as_str()),
+            call.duration_ms,
+            at,
+            redact,
+        )
+    }
+
+    /// A call from its parts; `arguments` is summarised with `redact` here and dropped.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        call_index: u32,
+        tool: &str,
+        arguments: &Value,
+        outcome: &str,
+        error_code: Option<&str>,
+        duration_ms: f64,
+        at: SystemTime,
+        redact: Redact<'_>,
+    ) -> ToolCallRecord {
+        ToolCallRecord {
+            call_index,
+            tool: tool.to_owned(),
+            arguments: ArgumentSummary::of(arguments, redact).text,
+            outcome: outcome.to_owned(),
+            error_code: error_code.map(str::to_owned),
+            duration_ms,
+            at,
+        }
+    }
+}
+
+fn status_name(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "ok",
+        Status::Error => "error",
+        Status::Timeout => "timeout",
+    }
+}
+
+fn duration_from_ms(ms: f64) -> Duration {
+    Duration::try_from_secs_f64(ms / 1e3).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
+    use crate::tool_source::ToolError;
+    use serde_json::json;
+    use std::borrow::Cow;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn code_hash_is_sha256() {
+        // `printf 'abc' | sha256sum`
+        assert_eq!(
+            CodeHash::of("abc").to_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn from_response_takes_everything_but_the_code_and_the_raw_arguments() {
+        let response = ExecutionResponse {
+            id: "ex_1".into(),
+            status: Status::Error,
+            result: Value::Null,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: Some(ExecutionError {
+                kind: "runtime".into(),
+                name: None,
+                message: "boom".into(),
+                line: None,
+                column: None,
+                stack: None,
+                excerpt: None,
+                hint: None,
+            }),
+            tool_calls: vec![agent_api::ToolCallRecord {
+                id: 1,
+                tool: "github.create_issue".into(),
+                args: json!({"title": "hello", "token": "s3cr3t"}),
+                outcome: "error".into(),
+                error: Some(ToolError::new("denied", "no")),
+                duration_ms: 1.5,
+            }],
+            stats: ExecutionStats {
+                queue_ms: 2.0,
+                run_ms: 5.0,
+                total_ms: 8.0,
+                ..ExecutionStats::default()
+            },
+            peer: PeerInfo {
+                uid: 1000,
+                gid: 1000,
+                pid: Some(42),
+            },
+            principal: "local".into(),
+        };
+        let started = UNIX_EPOCH + Duration::from_secs(1_000);
+        fn hide(text: &str) -> Cow<'_, str> {
+            if text == "s3cr3t" {
+                Cow::Owned("[redacted]".into())
+            } else {
+                Cow::Borrowed(text)
+            }
+        }
+        let record = ExecutionRecord::from_response(&response, CodeHash::of("1"), started, &hide)
+            .with_redactions(3);
+        assert_eq!(record.execution_id, "ex_1");
+        assert_eq!(record.principal, "local");
+        assert_eq!((record.peer_uid, record.peer_pid), (1000, Some(42)));
+        assert_eq!(record.status, "error");
+        assert_eq!(record.error_kind.as_deref(), Some("runtime"));
+        assert_eq!(
+            (record.queued_ms, record.run_ms, record.total_ms),
+            (2.0, 5.0, 8.0)
+        );
+        assert_eq!(record.redactions, 3);
+        assert_eq!(
+            record.finished.duration_since(started).unwrap(),
+            Duration::from_millis(10)
+        );
+        let call = &record.tool_calls[0];
+        assert_eq!(call.call_index, 1);
+        assert_eq!(call.tool, "github.create_issue");
+        assert_eq!(call.outcome, "error");
+        assert_eq!(call.error_code.as_deref(), Some("denied"));
+        assert_eq!(
+            call.arguments,
+            "{title: string(5) \"hello\", token: string(6) \"[redacted]\"}"
+        );
+        assert_eq!(call.at, started + Duration::from_millis(2));
+    }
+}

@@ -1,0 +1,813 @@
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+use crate::audit_log::query::{AuditQuery, format_json_lines, format_table, read};
+use rusqlite::Connection;
+use serde_json::json;
+use std::borrow::Cow;
+use std::os::unix::fs::PermissionsExt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const FLUSH: Duration = Duration::from_secs(10);
+
+fn no_redaction(text: &str) -> Cow<'_, str> {
+    Cow::Borrowed(text)
+}
+
+fn at(seconds: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(seconds)
+}
+
+/// An execution started at `started` (seconds since the epoch) with calls to `tools`.
+fn execution(id: &str, principal: &str, started: u64, tools: &[&str]) -> ExecutionRecord {
+    ExecutionRecord {
+        execution_id: id.to_owned(),
+        principal: principal.to_owned(),
+        peer_uid: 1000,
+        peer_pid: Some(4242),
+        code_sha256: CodeHash::of(id),
+        status: "ok".to_owned(),
+        error_kind: None,
+        queued_ms: 0.5,
+        run_ms: 3.25,
+        total_ms: 4.0,
+        redactions: 0,
+        started: at(started),
+        finished: at(started) + Duration::from_millis(4),
+        tool_calls: tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                ToolCallRecord::new(
+                    i as u32 + 1,
+                    tool,
+                    &json!({"owner": "octo", "body": "x".repeat(100)}),
+                    "ok",
+                    None,
+                    1.5,
+                    at(started),
+                    &no_redaction,
+                )
+            })
+            .collect(),
+    }
+}
+
+fn open(dir: &Path) -> AuditLog {
+    AuditLog::open_in(dir, 256 << 20, 4).unwrap()
+}
+
+fn all(dir: &Path) -> Vec<ExecutionRow> {
+    read(
+        dir,
+        &AuditQuery {
+            limit: usize::MAX,
+            ..AuditQuery::default()
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn schema_version_wal_indexes_and_modes() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("state/airlock");
+    let log = open(&dir);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join(FILE_NAME)), 0o600);
+    log.record(execution("ex_1", "local", 1000, &["a.b"]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    // SQLite gives the WAL the database's mode.
+    assert_eq!(mode(&dir.join("audit.sqlite-wal")), 0o600);
+
+    let conn = Connection::open(dir.join(FILE_NAME)).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let names: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'index') ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for expected in [
+        "executions",
+        "executions_by_id",
+        "executions_by_principal",
+        "executions_by_time",
+        "tool_calls",
+        "tool_calls_by_execution",
+        "tool_calls_by_tool",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    // The tool filter uses its index.
+    let plan: String = conn
+        .prepare("EXPLAIN QUERY PLAN SELECT execution_id FROM tool_calls WHERE tool GLOB 'a.*'")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap()
+        .join("; ");
+    assert!(plan.contains("tool_calls_by_tool"), "{plan}");
+}
+
+#[test]
+fn a_newer_schema_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let path = dir.path().join(FILE_NAME);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99")
+        .unwrap();
+    let error = AuditLog::open_in(dir.path(), 1 << 20, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(&path.display().to_string()), "{error}");
+    assert!(error.contains("schema version 99"), "{error}");
+    let error = read(dir.path(), &AuditQuery::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("schema version 99"), "{error}");
+}
+
+#[test]
+fn records_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let mut failed = execution("ex_2", "ci", 2000, &["github.get_issue", "slack.post"]);
+    failed.status = "error".into();
+    failed.error_kind = Some("runtime".into());
+    failed.redactions = 2;
+    failed.tool_calls[1].outcome = "error".into();
+    failed.tool_calls[1].error_code = Some("denied".into());
+    log.record(execution("ex_1", "local", 1000, &[])).unwrap();
+    log.record(failed.clone()).unwrap();
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().written, 2);
+    assert_eq!(log.status().state, AuditState::Ok);
+
+    let rows = all(dir.path());
+    assert_eq!(rows.len(), 2);
+    let row = &rows[0];
+    assert_eq!(row.execution_id, "ex_2");
+    assert_eq!(row.started, "1970-01-01T00:33:20.000Z");
+    assert_eq!(row.finished, "1970-01-01T00:33:20.004Z");
+    assert_eq!(row.principal, "ci");
+    assert_eq!((row.peer_uid, row.peer_pid), (1000, Some(4242)));
+    assert_eq!(row.code_sha256, CodeHash::of("ex_2").to_hex());
+    assert_eq!(row.status, "error");
+    assert_eq!(row.error_kind.as_deref(), Some("runtime"));
+    assert_eq!((row.queued_ms, row.run_ms, row.total_ms), (0.5, 3.25, 4.0));
+    assert_eq!((row.tool_call_count, row.redactions), (2, 2));
+    let calls: Vec<_> = row
+        .tool_calls
+        .iter()
+        .map(|c| {
+            (
+                c.call_index,
+                c.tool.as_str(),
+                c.outcome.as_str(),
+                c.error_code.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (1, "github.get_issue", "ok", None),
+            (2, "slack.post", "error", Some("denied"))
+        ]
+    );
+    assert_eq!(
+        row.tool_calls[0].arguments,
+        "{body: string(100), owner: string(4) \"octo\"}"
+    );
+    assert_eq!(rows[1].execution_id, "ex_1");
+    assert!(rows[1].tool_calls.is_empty());
+
+    // Both output forms carry the record.
+    let json: serde_json::Value =
+        serde_json::from_str(format_json_lines(&rows).lines().next().unwrap()).unwrap();
+    assert_eq!(json["execution_id"], "ex_2");
+    assert_eq!(json["tool_calls"][1]["error_code"], "denied");
+    let table = format_table(&rows);
+    assert!(table.starts_with("STARTED (UTC)"), "{table}");
+    assert!(table.contains("error (runtime)"), "{table}");
+    assert!(
+        table.contains("#2 slack.post  error (denied)  1.5ms"),
+        "{table}"
+    );
+}
+
+#[test]
+fn filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.record(execution("ex_1", "local", 1000, &["github.get_issue"]))
+        .unwrap();
+    log.record(execution(
+        "ex_2",
+        "ci",
+        2000,
+        &["slack.post", "github.list"],
+    ))
+    .unwrap();
+    log.record(execution("ex_3", "ci", 3000, &["time.now"]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    let ids = |query: AuditQuery| -> Vec<String> {
+        read(dir.path(), &query)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.execution_id)
+            .collect()
+    };
+    assert_eq!(ids(AuditQuery::default()), ["ex_3", "ex_2", "ex_1"]);
+    assert_eq!(
+        ids(AuditQuery {
+            since: Some(at(2000)),
+            ..AuditQuery::default()
+        }),
+        ["ex_3", "ex_2"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            principal: Some("ci".into()),
+            ..AuditQuery::default()
+        }),
+        ["ex_3", "ex_2"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            tool: Some("github.*".into()),
+            ..AuditQuery::default()
+        }),
+        ["ex_2", "ex_1"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            execution: Some("ex_2".into()),
+            ..AuditQuery::default()
+        }),
+        ["ex_2"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            limit: 1,
+            ..AuditQuery::default()
+        }),
+        ["ex_3"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            principal: Some("ci".into()),
+            tool: Some("*.post".into()),
+            ..AuditQuery::default()
+        }),
+        ["ex_2"]
+    );
+    // With a tool filter only the matching calls are listed; the count stays the total.
+    let rows = read(
+        dir.path(),
+        &AuditQuery {
+            tool: Some("github.*".into()),
+            ..AuditQuery::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rows[0].tool_calls.len(), 1);
+    assert_eq!(rows[0].tool_calls[0].tool, "github.list");
+    assert_eq!(rows[0].tool_call_count, 2);
+    // GLOB's other wildcards are refused, not silently used.
+    let error = read(
+        dir.path(),
+        &AuditQuery {
+            tool: Some("github.?".into()),
+            ..AuditQuery::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("only `*` is a wildcard"),
+        "{error}"
+    );
+}
+
+#[test]
+fn reading_a_directory_without_a_log_says_where_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let error = read(dir.path(), &AuditQuery::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(&dir.path().display().to_string()), "{error}");
+    assert!(error.contains("--dir"), "{error}");
+}
+
+#[test]
+fn rotation_keeps_the_newest_files_and_queries_read_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let max_size = 64 << 10;
+    let log = AuditLog::open_in(dir.path(), max_size, 2).unwrap();
+    let mut n = 0u64;
+    // Write until the log has rotated more often than it keeps files.
+    while !dir.path().join("audit.sqlite.2").exists() || n < 3000 {
+        n += 1;
+        log.record(execution(&format!("ex_{n}"), "local", n, &["a.b", "c.d"]))
+            .unwrap();
+        if n.is_multiple_of(100) {
+            assert!(log.flush(FLUSH));
+        }
+        assert!(n < 100_000, "never rotated");
+    }
+    assert!(log.flush(FLUSH));
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.ends_with("-wal") && !n.ends_with("-shm"))
+        .collect();
+    names.sort();
+    assert_eq!(names, ["audit.sqlite", "audit.sqlite.1", "audit.sqlite.2"]);
+    // Rotated files were taken out of WAL mode first: no -wal can be mistaken for a newer
+    // file's.
+    assert!(!dir.path().join("audit.sqlite.1-wal").exists());
+    for name in &names {
+        let size = std::fs::metadata(dir.path().join(name)).unwrap().len();
+        // One batch may take a file past the threshold before the check.
+        assert!(size <= max_size * 3, "{name}: {size}");
+        let mode = std::fs::metadata(dir.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    let rows = all(dir.path());
+    let newest: Vec<_> = rows
+        .iter()
+        .map(|r| r.execution_id.clone())
+        .take(2)
+        .collect();
+    assert_eq!(newest, [format!("ex_{n}"), format!("ex_{}", n - 1)]);
+    // What is left is the newest, contiguous run of executions: the oldest files were dropped.
+    let oldest_kept: u64 = rows.last().unwrap().execution_id[3..].parse().unwrap();
+    assert!(oldest_kept > 1, "nothing was rotated away");
+    assert_eq!(rows.len() as u64, n - oldest_kept + 1);
+    assert_eq!(log.status().dropped, 0);
+}
+
+/// A reader that holds the current file open keeps it from leaving WAL mode; the writer goes
+/// on writing and rotates after the reader is gone.
+#[test]
+fn rotation_waits_for_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open_in(dir.path(), 64 << 10, 2).unwrap();
+    log.record(execution("ex_0", "local", 1, &[])).unwrap();
+    assert!(log.flush(FLUSH));
+    let reader = Connection::open_with_flags(
+        dir.path().join(FILE_NAME),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let count = |c: &Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM executions", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&reader), 1);
+    for n in 1..=1000 {
+        log.record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"]))
+            .unwrap();
+    }
+    assert!(log.flush(FLUSH));
+    assert!(!dir.path().join("audit.sqlite.1").exists());
+    assert_eq!(count(&reader), 1001);
+    drop(reader);
+    log.record(execution("ex_last", "local", 5000, &[]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    assert!(dir.path().join("audit.sqlite.1").exists());
+    assert_eq!(all(dir.path()).len(), 1002);
+}
+
+#[test]
+fn concurrent_readers_while_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.record(execution("ex_0", "local", 1, &[])).unwrap();
+    assert!(log.flush(FLUSH));
+    let total = 3000u64;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for n in 1..=total {
+                // A full queue is not an error here: wait for room like a patient caller.
+                while log
+                    .record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"]))
+                    .is_err()
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            assert!(log.flush(FLUSH));
+            done.store(true, Ordering::SeqCst);
+        });
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut last = 0;
+                    let mut reads = 0;
+                    while !done.load(Ordering::SeqCst) || reads == 0 {
+                        let rows = all(dir.path());
+                        assert!(rows.len() >= last, "a reader saw records disappear");
+                        // Each execution is read whole, with its call.
+                        for row in &rows[..rows.len().min(5)] {
+                            assert_eq!(row.tool_calls.len() as u32, row.tool_call_count);
+                        }
+                        last = rows.len();
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        writer.join().unwrap();
+        for reader in readers {
+            assert!(reader.join().unwrap() > 0);
+        }
+    });
+    assert_eq!(all(dir.path()).len() as u64, total + 1);
+    assert_eq!(log.status().dropped, 0);
+}
+
+/// The writer stuck behind a lock fills the queue: records are dropped and counted, the status
+/// names the file, `record` never waits; once the lock is gone writes succeed and the status
+/// clears.
+#[test]
+fn a_full_queue_drops_counts_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open_with_capacity(dir.path(), 256 << 20, 4, 4).unwrap();
+    let blocker = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    let mut warnings = Vec::new();
+    for n in 0..20 {
+        if let Err(w) = log.record(execution(&format!("ex_{n}"), "local", n, &[])) {
+            warnings.push(w.0);
+        }
+    }
+    // Twenty try_sends while the writer waits on the lock: none waited for it.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let status = log.status();
+    assert_eq!(status.state, AuditState::Degraded);
+    assert!(status.dropped >= 15, "{status:?}");
+    let path = dir.path().join(FILE_NAME).display().to_string();
+    assert!(
+        status.reason.as_ref().unwrap().contains(&path),
+        "{status:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("queue is full")),
+        "{warnings:?}"
+    );
+    assert!(status.metrics_text().contains("airlock_audit_degraded 1"));
+    assert!(status.metrics_text().contains(&format!(
+        "airlock_audit_records_dropped_total {}",
+        status.dropped
+    )));
+    blocker.execute_batch("COMMIT").unwrap();
+    assert!(log.flush(FLUSH));
+    log.record(execution("ex_after", "local", 100, &[]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    let status = log.status();
+    assert_eq!(status.state, AuditState::Ok, "{status:?}");
+    assert_eq!(status.written + status.dropped, 21);
+    assert_eq!(all(dir.path()).len() as u64, status.written);
+}
+
+/// A real "file too large" from the kernel: the test runs itself again in a child process with
+/// `RLIMIT_FSIZE` lowered (and SIGXFSZ ignored, so writes fail with EFBIG instead of killing
+/// it); writes past the limit fail, the log degrades naming the file, and after the limit is
+/// raised again the next write succeeds and the status clears.
+#[test]
+fn a_file_size_limit_degrades_the_log_until_writes_succeed_again() {
+    const CHILD: &str = "AIRLOCK_AUDIT_FSIZE_CHILD";
+    if let Some(dir) = std::env::var_os(CHILD) {
+        fsize_child(Path::new(&dir));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "audit_log::tests::a_file_size_limit_degrades_the_log_until_writes_succeed_again",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("FSIZE-CHILD-DONE"), "{stdout}\n{stderr}");
+    // What the child saw (visible with --nocapture).
+    println!(
+        "{}",
+        stdout
+            .lines()
+            .find(|l| l.contains("degraded after"))
+            .unwrap_or("")
+    );
+}
+
+fn fsize_child(dir: &Path) {
+    let log = AuditLog::open_in(dir, 256 << 20, 4).unwrap();
+    log.record(execution("ex_first", "local", 1, &[])).unwrap();
+    assert!(log.flush(FLUSH));
+    let current = std::fs::metadata(dir.join(FILE_NAME)).unwrap().len()
+        + std::fs::metadata(dir.join("audit.sqlite-wal")).map_or(0, |m| m.len());
+    // SAFETY: setting a signal disposition to SIG_IGN and a resource limit of this (child test)
+    // process; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit {
+            rlim_cur: current + 64 * 1024,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let mut n = 0;
+    while log.status().state == AuditState::Ok {
+        n += 1;
+        assert!(n < 100_000, "the size limit never bit");
+        let _ = log.record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"; 8]));
+        if n.is_multiple_of(50) {
+            assert!(log.flush(FLUSH));
+        }
+    }
+    let status = log.status();
+    let reason = status.reason.clone().unwrap();
+    println!("degraded after {n} records: {reason}");
+    assert!(
+        reason.contains(&dir.join(FILE_NAME).display().to_string()),
+        "{reason}"
+    );
+    assert!(reason.contains("lost"), "{reason}");
+    assert!(status.dropped > 0);
+    // The warning an execution gets while degraded.
+    let warning = log
+        .record(execution("ex_degraded", "local", 999_999, &[]))
+        .unwrap_err();
+    assert!(warning.0.contains("may not be recorded"), "{warning}");
+    // SAFETY: as above.
+    unsafe {
+        let limit = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    assert!(log.flush(FLUSH));
+    // The warning may or may not come: the writer can commit before `record` returns.
+    let _ = log.record(execution("ex_recovered", "local", 1_000_000, &[]));
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().state, AuditState::Ok);
+    let rows = all(dir);
+    assert_eq!(rows[0].execution_id, "ex_recovered");
+    assert_eq!(rows.last().unwrap().execution_id, "ex_first");
+    println!("FSIZE-CHILD-DONE");
+}
+
+/// A real full file system: in a child process with its own mount namespace, the log lives on
+/// a 1 MiB tmpfs that a filler file then fills. Writes fail with SQLITE_FULL, the log degrades
+/// naming the file; once the filler is deleted the next write succeeds. Needs the right to
+/// create a mount namespace (root, or CAP_SYS_ADMIN): skipped, and saying so, without it.
+#[test]
+fn a_full_file_system_degrades_the_log_until_space_is_freed() {
+    const CHILD: &str = "AIRLOCK_AUDIT_TMPFS_CHILD";
+    if let Some(dir) = std::env::var_os(CHILD) {
+        tmpfs_child(Path::new(&dir));
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "audit_log::tests::a_full_file_system_degrades_the_log_until_space_is_freed",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    if let Some(skipped) = stdout.lines().find(|l| l.contains("SKIPPED")) {
+        eprintln!("{skipped}");
+        return;
+    }
+    assert!(stdout.contains("TMPFS-CHILD-DONE"), "{stdout}\n{stderr}");
+    println!(
+        "{}",
+        stdout
+            .lines()
+            .find(|l| l.contains("degraded after"))
+            .unwrap_or("")
+    );
+}
+
+fn tmpfs_child(dir: &Path) {
+    use std::ffi::CString;
+    use std::io::Write as _;
+    let target = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: namespace and mount calls with valid NUL-terminated strings; they change only
+    // this child test process, whose mounts vanish with it.
+    let mounted = unsafe {
+        libc::unshare(libc::CLONE_NEWNS) == 0
+            && libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) == 0
+            && libc::mount(
+                c"tmpfs".as_ptr(),
+                target.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=1m,mode=0700".as_ptr().cast(),
+            ) == 0
+    };
+    if !mounted {
+        println!(
+            "SKIPPED a_full_file_system_degrades_the_log_until_space_is_freed: cannot mount a tmpfs here ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let log = AuditLog::open_in(dir, 256 << 20, 4).unwrap();
+    log.record(execution("ex_first", "local", 1, &[])).unwrap();
+    assert!(log.flush(FLUSH));
+    // Fill what is left of the file system.
+    let filler_path = dir.join("filler");
+    let mut filler = std::fs::File::create(&filler_path).unwrap();
+    let chunk = [0u8; 4096];
+    while filler.write_all(&chunk).is_ok() {}
+    drop(filler);
+    let mut n = 0;
+    while log.status().state == AuditState::Ok {
+        n += 1;
+        assert!(n < 100_000, "the full file system never showed");
+        let _ = log.record(execution(&format!("ex_{n}"), "local", n + 1, &["a.b"; 8]));
+        assert!(log.flush(FLUSH));
+    }
+    let reason = log.status().reason.unwrap();
+    println!("degraded after {n} records: {reason}");
+    assert!(
+        reason.contains(&dir.join(FILE_NAME).display().to_string()),
+        "{reason}"
+    );
+    assert!(reason.contains("full"), "{reason}");
+    // While the file system is full, every execution gets the warning.
+    let warning = log
+        .record(execution("ex_still_full", "local", 999_999, &[]))
+        .unwrap_err();
+    assert!(warning.0.contains("database or disk is full"), "{warning}");
+    assert!(log.flush(FLUSH));
+    std::fs::remove_file(&filler_path).unwrap();
+    // The warning may or may not come: the writer can commit before `record` returns.
+    let _ = log.record(execution("ex_recovered", "local", 1_000_000, &[]));
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().state, AuditState::Ok, "{:?}", log.status());
+    let rows = all(dir);
+    assert_eq!(rows[0].execution_id, "ex_recovered");
+    assert_eq!(rows.last().unwrap().execution_id, "ex_first");
+    println!("TMPFS-CHILD-DONE");
+}
+
+#[test]
+fn a_directory_others_may_write_is_refused_by_name() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("shared");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let error = AuditLog::open_in(&dir, 1 << 20, 1).unwrap_err().to_string();
+    assert!(error.contains(&dir.display().to_string()), "{error}");
+    assert!(
+        error.contains("writable by group or others (mode 0775)"),
+        "{error}"
+    );
+    assert!(!dir.join(FILE_NAME).exists());
+
+    let file = parent.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    let error = AuditLog::open_in(&file, 1 << 20, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("is not a directory"), "{error}");
+}
+
+#[test]
+fn an_existing_file_with_a_loose_mode_is_tightened() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(FILE_NAME);
+    std::fs::write(&path, "").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(open(dir.path()));
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn a_disabled_log_records_nothing() {
+    let settings = AuditSettings {
+        enabled: false,
+        ..AuditSettings::default()
+    };
+    let log = AuditLog::open(&settings).unwrap();
+    assert_eq!(log.record(execution("ex_1", "local", 1, &[])), Ok(()));
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().state, AuditState::Disabled);
+}
+
+#[test]
+fn settings_choose_the_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = AuditSettings {
+        directory: Some(dir.path().join("audit")),
+        ..AuditSettings::default()
+    };
+    let log = AuditLog::open(&settings).unwrap();
+    assert_eq!(
+        log.status().path,
+        Some(dir.path().join("audit").join(FILE_NAME))
+    );
+}
+
+#[test]
+fn the_default_directory_follows_systemd_then_xdg_then_home() {
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| OsString::from(v))
+        }
+    };
+    let all_set = env(&[
+        ("STATE_DIRECTORY", "/var/lib/airlock:/var/lib/other"),
+        ("XDG_STATE_HOME", "/home/a/.state"),
+        ("HOME", "/home/a"),
+    ]);
+    assert_eq!(
+        default_directory(all_set).unwrap(),
+        Path::new("/var/lib/airlock")
+    );
+    assert_eq!(
+        default_directory(env(&[
+            ("XDG_STATE_HOME", "/home/a/.state"),
+            ("HOME", "/home/a")
+        ]))
+        .unwrap(),
+        Path::new("/home/a/.state/airlock")
+    );
+    // A relative XDG_STATE_HOME is ignored, as the XDG spec asks.
+    assert_eq!(
+        default_directory(env(&[("XDG_STATE_HOME", "state"), ("HOME", "/home/a")])).unwrap(),
+        Path::new("/home/a/.local/state/airlock")
+    );
+    let error = default_directory(env(&[])).unwrap_err().to_string();
+    assert!(error.contains("[audit] directory"), "{error}");
+}
+
+/// Closing the last handle writes what is queued before the writer thread ends.
+#[test]
+fn dropping_the_log_writes_what_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for n in 0..500 {
+        log.record(execution(&format!("ex_{n}"), "local", n, &["a.b"]))
+            .unwrap();
+    }
+    drop(log);
+    assert_eq!(all(dir.path()).len(), 500);
+}

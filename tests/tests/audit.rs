@@ -1,0 +1,244 @@
+//! The audit log from the outside: the real `airlock audit` binary reading a database the test
+//! filled, and the real `airlockd` creating (or refusing) its audit directory.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::audit_log::{AuditLog, CodeHash, ExecutionRecord, ToolCallRecord};
+use airlock_tests::binaries;
+use airlock_tests::processes::wait_until;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+fn hide_token(text: &str) -> Cow<'_, str> {
+    if text.contains("ghp_") {
+        Cow::Owned("[REDACTED:github-token]".into())
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+fn record(id: &str, principal: &str, started: SystemTime, tools: &[&str]) -> ExecutionRecord {
+    ExecutionRecord {
+        execution_id: id.into(),
+        principal: principal.into(),
+        peer_uid: 1000,
+        peer_pid: Some(7),
+        code_sha256: CodeHash::of(id),
+        status: "ok".into(),
+        error_kind: None,
+        queued_ms: 0.1,
+        run_ms: 2.0,
+        total_ms: 2.5,
+        redactions: 0,
+        started,
+        finished: started + Duration::from_millis(3),
+        tool_calls: tools
+            .iter()
+            .enumerate()
+            .map(|(i, tool)| {
+                ToolCallRecord::new(
+                    i as u32 + 1,
+                    tool,
+                    &json!({"repo": "octo/hello", "token": "ghp_0123456789abcdef", "body": "x".repeat(500)}),
+                    "ok",
+                    None,
+                    1.25,
+                    started,
+                    &hide_token,
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Fills `dir` with three executions: two days ago, one hour ago, now.
+fn fill(dir: &Path) {
+    let now = SystemTime::now();
+    let log = AuditLog::open_in(dir, 256 << 20, 4).unwrap();
+    let day = Duration::from_secs(86_400);
+    log.record(record("ex_old", "local", now - 2 * day, &["time.now"]))
+        .unwrap();
+    log.record(record(
+        "ex_hour",
+        "ci",
+        now - Duration::from_secs(3600),
+        &["github.get_issue", "slack.post"],
+    ))
+    .unwrap();
+    log.record(record("ex_now", "ci", now, &["github.list"]))
+        .unwrap();
+    // Dropping the last handle writes everything queued.
+    drop(log);
+}
+
+fn audit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(binaries::airlock_cli())
+        .arg("audit")
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json_lines(out: &Output) -> Vec<Value> {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn ids(rows: &[Value]) -> Vec<&str> {
+    rows.iter()
+        .map(|r| r["execution_id"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_cli_reads_and_filters_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path());
+
+    let rows = json_lines(&audit(dir.path(), &["--json"]));
+    assert_eq!(ids(&rows), ["ex_now", "ex_hour", "ex_old"]);
+    let hour = &rows[1];
+    assert_eq!(hour["principal"], "ci");
+    assert_eq!(hour["code_sha256"], CodeHash::of("ex_hour").to_hex());
+    assert_eq!(hour["tool_call_count"], 2);
+    let arguments = hour["tool_calls"][0]["arguments"].as_str().unwrap();
+    // Short values pass through the redaction; long ones are never stored.
+    assert_eq!(
+        arguments,
+        "{body: string(500), repo: string(10) \"octo/hello\", token: string(20) \"[REDACTED:github-token]\"}"
+    );
+
+    let since = |w: &str| ids(&json_lines(&audit(dir.path(), &["--json", "--since", w]))).len();
+    assert_eq!(since("90m"), 2);
+    assert_eq!(since("1w"), 3);
+    assert_eq!(since("2099-01-01T00:00:00Z"), 0);
+    let rows = json_lines(&audit(dir.path(), &["--json", "--principal", "local"]));
+    assert_eq!(ids(&rows), ["ex_old"]);
+    let rows = json_lines(&audit(dir.path(), &["--json", "--tool", "github.*"]));
+    assert_eq!(ids(&rows), ["ex_now", "ex_hour"]);
+    assert_eq!(rows[1]["tool_calls"].as_array().unwrap().len(), 1);
+    let rows = json_lines(&audit(dir.path(), &["--json", "--execution", "ex_hour"]));
+    assert_eq!(ids(&rows), ["ex_hour"]);
+    let rows = json_lines(&audit(dir.path(), &["--json", "--limit", "1"]));
+    assert_eq!(ids(&rows), ["ex_now"]);
+
+    // The table: a header, one line per execution, its calls indented below.
+    let out = audit(dir.path(), &["--principal", "ci"]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8(out.stdout).unwrap();
+    println!("{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("STARTED (UTC)"), "{table}");
+    assert!(
+        lines[1].contains("ex_now") && lines[1].contains(" ci "),
+        "{table}"
+    );
+    assert!(
+        lines[2]
+            .trim_start()
+            .starts_with("#1 github.list  ok  1.2ms"),
+        "{table}"
+    );
+    assert!(lines[3].contains("ex_hour"), "{table}");
+    assert_eq!(lines.len(), 6, "{table}");
+}
+
+#[test]
+fn the_cli_explains_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = audit(dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no audit log in"), "{stderr}");
+
+    fill(dir.path());
+    let out = audit(dir.path(), &["--since", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot read the time \"yesterday\""),
+        "{stderr}"
+    );
+
+    let out = audit(dir.path(), &["--tool", "github.[a]"]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("only `*` is a wildcard"), "{stderr}");
+}
+
+/// `--config` finds the directory in the daemon's policy.
+#[test]
+fn the_cli_finds_the_directory_in_the_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_dir = dir.path().join("audit");
+    fill(&audit_dir);
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[audit]\ndirectory = \"{}\"\n", audit_dir.display()),
+    )
+    .unwrap();
+    let out = Command::new(binaries::airlock_cli())
+        .args(["audit", "--json", "--config"])
+        .arg(&policy)
+        .output()
+        .unwrap();
+    assert_eq!(json_lines(&out).len(), 3);
+}
+
+/// The real daemon creates its audit directory (0700) and database (0600) at start, and
+/// refuses to start on a directory others may write, naming it.
+#[test]
+fn the_daemon_opens_its_log_and_refuses_a_shared_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let mut daemon = binaries::airlockd_command(&socket).spawn().unwrap();
+    let ready = wait_until(20, || socket.exists());
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    assert!(ready, "no socket appeared");
+    let audit_dir = binaries::audit_directory(&socket);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&audit_dir), 0o700);
+    assert_eq!(mode(&audit_dir.join("audit.sqlite")), 0o600);
+
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[audit]\ndirectory = \"{}\"\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n",
+            shared.display()
+        ),
+    )
+    .unwrap();
+    let out = binaries::airlockd_command(&dir.path().join("b.sock"))
+        .arg("--config")
+        .arg(&policy)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&shared.display().to_string()), "{stderr}");
+    assert!(stderr.contains("writable by group or others"), "{stderr}");
+    assert!(stderr.contains("enabled = false"), "{stderr}");
+}
