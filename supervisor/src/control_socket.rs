@@ -167,7 +167,7 @@ async fn contract_violation(state: &DaemonState, job: &ExecutionJob) -> Option<E
     calls.check(&job.code, &catalogue, &lenient)
 }
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path> and GET /v1/tools/search?q=";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools and GET /v1/tools/search?q=";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -257,6 +257,16 @@ async fn route(
                 ),
             }
         }
+        (&Method::GET, "/v1/tools") => {
+            let view = state.catalogue_view(&principal).await;
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "tools": view.definitions(&principal),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
         (&Method::GET, "/v1/tools/search") => {
             let query = query_param(req.uri().query(), "q").unwrap_or_default();
             let limit = query_param(req.uri().query(), "limit")
@@ -282,14 +292,16 @@ async fn route(
                 }),
             )
         }
-        (_, "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search") => {
-            error_response(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                format!("{} is not supported on {path}", req.method()),
-                Some(ROUTES.into()),
-            )
-        }
+        (
+            _,
+            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
+            | "/v1/tools/search",
+        ) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("{} is not supported on {path}", req.method()),
+            Some(ROUTES.into()),
+        ),
         _ => error_response(
             StatusCode::NOT_FOUND,
             "not_found",
