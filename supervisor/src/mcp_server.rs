@@ -1288,8 +1288,13 @@ fn to_value(
         };
         if let Some(error) = validator.iter_errors(&value).next() {
             let at = error.instance_path().to_string();
+            // The validator's message quotes the offending value, which may be large.
+            let mut why = error.to_string();
+            if why.chars().count() > 300 {
+                why = format!("{}…", why.chars().take(300).collect::<String>());
+            }
             return Err(broken(format!(
-                "at `{}`: {error}",
+                "at `{}`: {why}",
                 if at.is_empty() { "/" } else { &at }
             )));
         }
@@ -1507,5 +1512,11 @@ mod tests {
         wrong.structured_content = Some(serde_json::json!({"m": 1}));
         let err = to_value("s", "t", wrong, Some(&validator)).unwrap_err();
         assert!(err.message.contains("at `/`"), "{}", err.message);
+        // A large wrong value is not quoted whole.
+        let mut huge = text("{}");
+        huge.structured_content = Some(serde_json::json!({"n": "x".repeat(100_000)}));
+        let err = to_value("s", "t", huge, Some(&validator)).unwrap_err();
+        assert!(err.message.contains("at `/n`"), "{}", &err.message[..200]);
+        assert!(err.message.len() < 1_000, "{} bytes", err.message.len());
     }
 }

@@ -159,6 +159,26 @@ fn hostile_schemas_still_give_valid_typescript() {
             json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
         ),
     ];
+    // The same hostile schemas as output schemas, with descriptions that try to close the
+    // comment around them.
+    let tools: Vec<SdkTool> = tools
+        .into_iter()
+        .flat_map(|t| {
+            let mut typed = t.clone();
+            typed.name = format!("{}_out", t.name);
+            typed.output_schema = Some(match t.input_schema.clone() {
+                Value::Object(mut o) => {
+                    o.insert(
+                        "description".into(),
+                        json!("result */ export const y = 2; /*"),
+                    );
+                    Value::Object(o)
+                }
+                other => other,
+            });
+            [t, typed]
+        })
+        .collect();
     let started = std::time::Instant::now();
     let sdk = SdkFiles::generate(&tools);
     eprintln!(
@@ -170,6 +190,10 @@ fn hostile_schemas_still_give_valid_typescript() {
         SdkFiles::generate(&tools),
         sdk,
         "generation is deterministic"
+    );
+    assert!(
+        sdk.files.values().all(|text| !text.contains("result */")),
+        "a description closed a comment"
     );
     let (ok, out, _dir) = check(&tsc, &sdk, &[]);
     assert!(ok, "tsc rejected the generated SDK:\n{out}");
