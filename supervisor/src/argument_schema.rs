@@ -7,6 +7,7 @@
 //! `jsonschema` crate is built without its HTTP and file resolvers).
 
 use crate::tool_source::{ToolError, closest};
+use crate::typescript_sdk::tool_search::{parameters, short_type};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
@@ -19,7 +20,8 @@ pub struct ArgumentSchema {
     validator: Result<jsonschema::Validator, String>,
     /// Top-level property names with their declared types, for hints.
     properties: Vec<(String, String)>,
-    required: Vec<String>,
+    /// `{ a: number, b?: string }`, as the SDK's search shows it.
+    signature: String,
 }
 
 impl ArgumentSchema {
@@ -31,41 +33,20 @@ impl ArgumentSchema {
             .map(|props| {
                 props
                     .iter()
-                    .map(|(name, s)| (name.clone(), type_name(s)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let required = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| {
-                r.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
+                    .map(|(name, s)| (name.clone(), short_type(s)))
                     .collect()
             })
             .unwrap_or_default();
         ArgumentSchema {
             validator,
             properties,
-            required,
+            signature: parameters(schema),
         }
     }
 
-    /// `a: number, b?: string`, as a hint of what the tool takes.
-    pub fn signature(&self) -> String {
-        self.properties
-            .iter()
-            .map(|(name, ty)| {
-                let optional = if self.required.contains(name) {
-                    ""
-                } else {
-                    "?"
-                };
-                format!("{name}{optional}: {ty}")
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+    /// `{ a: number, b?: string }`, as a hint of what the tool takes.
+    pub fn signature(&self) -> &str {
+        &self.signature
     }
 
     /// `Ok` when `args` satisfy the schema; otherwise an `invalid_arguments` error for `tool`.
@@ -102,7 +83,7 @@ impl ArgumentSchema {
             "invalid_arguments",
             format!("invalid arguments for {tool}: {}{more}", shown.join("; ")),
         )
-        .with_hint(format!("{tool} takes {{ {} }}", self.signature())))
+        .with_hint(format!("{tool} takes {}", self.signature)))
     }
 
     fn describe(&self, error: &jsonschema::ValidationError<'_>) -> String {
@@ -149,25 +130,6 @@ fn short(value: &Value) -> String {
         format!("{}…", text.chars().take(60).collect::<String>())
     } else {
         text
-    }
-}
-
-fn type_name(schema: &Value) -> String {
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        return values
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join(" | ");
-    }
-    match schema.get("type") {
-        Some(Value::String(t)) => t.clone(),
-        Some(Value::Array(ts)) => ts
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" | "),
-        _ => "any".into(),
     }
 }
 

@@ -171,7 +171,7 @@ async fn contract_violation(tools: &ToolRegistry, job: &ExecutionJob) -> Option<
     calls.check(&job.code, &catalogue, &lenient)
 }
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools/search?q= and POST /v1/reload";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -280,6 +280,16 @@ async fn route(
                 ),
             }
         }
+        (&Method::GET, "/v1/tools") => {
+            let view = DaemonState::catalogue_view(&generation, &principal).await;
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "tools": view.definitions(&principal),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
         (&Method::GET, "/v1/tools/search") => {
             let query = query_param(req.uri().query(), "q").unwrap_or_default();
             let limit = query_param(req.uri().query(), "limit")
@@ -307,8 +317,8 @@ async fn route(
         }
         (
             _,
-            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools/search"
-            | "/v1/reload",
+            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
+            | "/v1/tools/search" | "/v1/reload",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",

@@ -1112,6 +1112,8 @@ fn custom_tool(config: &GraphQlSource, operation: Operation) -> Tool {
                 "required": ["query"],
                 "additionalProperties": false
             }),
+            // A custom document's answer depends on the document.
+            output_schema: None,
         },
         kind: ToolKind::Custom(operation),
         schema: OnceLock::new(),
@@ -1159,21 +1161,34 @@ fn field_tool(
     let mut selector = Selector {
         schema,
         budget: MAX_SELECTED_FIELDS,
+        defs: BTreeMap::new(),
     };
     let return_type = field.ty.named();
-    let selection = if schema.is_leaf(return_type) {
-        String::new()
+    let (selection, shape) = if schema.is_leaf(return_type) {
+        (String::new(), selector.leaf_schema(return_type))
     } else {
-        let body = selector.select(return_type, config.selection_depth);
-        format!(
-            "{{ {} }}",
-            if body.is_empty() {
-                "__typename".to_owned()
-            } else {
-                body
-            }
-        )
+        let (body, shape) = selector.select(return_type, config.selection_depth);
+        if body.is_empty() {
+            (
+                "{ __typename }".to_owned(),
+                json!({"type": "object", "properties": {"__typename": {"type": "string"}}, "required": ["__typename"]}),
+            )
+        } else {
+            (format!("{{ {body} }}"), shape)
+        }
     };
+    // The call answers `data.<field>`: the selection, wrapped as the field's type says.
+    let mut output_schema = output_type(&field.ty, shape, &None);
+    if !selector.defs.is_empty() {
+        let defs = Value::Object(std::mem::take(&mut selector.defs).into_iter().collect());
+        output_schema = match output_schema {
+            Value::Object(mut obj) => {
+                obj.insert("$defs".to_owned(), defs);
+                Value::Object(obj)
+            }
+            other => other,
+        };
+    }
 
     let mut description = field.description.clone().unwrap_or_default();
     if !description.is_empty() {
@@ -1204,6 +1219,7 @@ fn field_tool(
             name,
             description,
             input_schema,
+            output_schema: Some(output_schema),
         },
         kind: ToolKind::Field {
             operation,
@@ -1325,6 +1341,37 @@ fn nullable(s: Value) -> Value {
     }
 }
 
+/// The schema of a selected field's value: `inner` (the named type's shape) wrapped as the
+/// field's type says, lists as arrays and every position without `!` nullable.
+fn output_type(ty: &TypeRef, inner: Value, description: &Option<String>) -> Value {
+    fn wrap(ty: &TypeRef, inner: Value) -> Value {
+        match ty {
+            TypeRef::NonNull(t) => wrap_non_null(t, inner),
+            other => {
+                let s = wrap_non_null(other, inner);
+                match s.get("type") {
+                    Some(_) => nullable(s),
+                    None => json!({"anyOf": [s, {"type": "null"}]}),
+                }
+            }
+        }
+    }
+    fn wrap_non_null(ty: &TypeRef, inner: Value) -> Value {
+        match ty {
+            TypeRef::NonNull(t) => wrap_non_null(t, inner),
+            TypeRef::List(t) => json!({"type": "array", "items": wrap(t, inner)}),
+            TypeRef::Named(_) => inner,
+        }
+    }
+    let mut s = wrap(ty, inner);
+    if let (Some(d), Some(obj)) = (description, s.as_object_mut())
+        && !obj.contains_key("$ref")
+    {
+        obj.insert("description".to_owned(), Value::String(d.clone()));
+    }
+    s
+}
+
 /// `text` cut at a space before `max` bytes, with `…`: the catalogue shows every tool's
 /// description, and a full selection on a large type would dominate it.
 fn abbreviated(text: &str, max: usize) -> String {
@@ -1340,24 +1387,34 @@ fn abbreviated(text: &str, max: usize) -> String {
     format!("{} …", &text[..cut])
 }
 
-/// Builds default selection sets within a field budget.
+/// Builds default selection sets within a field budget, and the JSON Schema of what each
+/// selection answers (exactly the selected fields, so the SDK's output type names no field
+/// the answer lacks).
 struct Selector<'s> {
     schema: &'s Schema,
     budget: usize,
+    /// Enums met in selected fields, as `$defs` of the output schema.
+    defs: BTreeMap<String, Value>,
 }
 
 impl Selector<'_> {
     /// The body of a selection set on `type_name` (without braces), `depth` levels deep
-    /// (1 = scalar fields only); empty when nothing can be selected.
-    fn select(&mut self, type_name: &str, depth: u32) -> String {
+    /// (1 = scalar fields only), with the schema of the object it selects; an empty body
+    /// when nothing can be selected.
+    fn select(&mut self, type_name: &str, depth: u32) -> (String, Value) {
         let Some(def) = self.schema.types.get(type_name) else {
-            return String::new();
+            return (String::new(), json!({}));
         };
         let mut parts: Vec<String> = Vec::new();
+        let mut properties = Map::new();
+        let typename = |properties: &mut Map<String, Value>, value: Value| {
+            properties.insert("__typename".to_owned(), value);
+        };
         match def.kind {
             Kind::Object | Kind::Interface => {
                 if def.kind == Kind::Interface && self.take() {
                     parts.push("__typename".to_owned());
+                    typename(&mut properties, json!({"type": "string"}));
                 }
                 let usable = def
                     .fields
@@ -1370,6 +1427,8 @@ impl Selector<'_> {
                     }
                     if self.schema.is_leaf(f.ty.named()) && self.take() {
                         parts.push(f.name.clone());
+                        let leaf = self.leaf_schema(f.ty.named());
+                        properties.insert(f.name.clone(), output_type(&f.ty, leaf, &f.description));
                         leaves += 1;
                     }
                 }
@@ -1385,7 +1444,7 @@ impl Selector<'_> {
                         // The field itself costs one; its body is paid for inside.
                         let before = self.budget;
                         self.budget -= 1;
-                        let body = self.select(f.ty.named(), depth - 1);
+                        let (body, shape) = self.select(f.ty.named(), depth - 1);
                         if body.is_empty() {
                             self.budget = before;
                             continue;
@@ -1395,29 +1454,88 @@ impl Selector<'_> {
                             f.name,
                             page_argument(self.schema, f)
                         ));
+                        properties
+                            .insert(f.name.clone(), output_type(&f.ty, shape, &f.description));
                         objects += 1;
                     }
                 }
             }
             Kind::Union => {
-                if self.take() {
+                let with_typename = self.take();
+                if with_typename {
                     parts.push("__typename".to_owned());
                 }
-                if depth > 1 && def.members.len() <= MAX_UNION_FRAGMENTS {
-                    for member in &def.members {
+                // One object per member, told apart by `__typename`, each with the fields of
+                // its fragment (none for a member without one).
+                let mut variants = Vec::new();
+                let fragments = depth > 1 && def.members.len() <= MAX_UNION_FRAGMENTS;
+                for member in &def.members {
+                    let mut shape = json!({"type": "object", "properties": {}, "required": []});
+                    if fragments {
                         let before = self.budget;
-                        let body = self.select(member, 1);
+                        let (body, member_shape) = self.select(member, 1);
                         if body.is_empty() {
                             self.budget = before;
                         } else {
                             parts.push(format!("... on {member} {{ {body} }}"));
+                            shape = member_shape;
                         }
                     }
+                    if with_typename {
+                        shape["properties"]["__typename"] = json!({"const": member});
+                        if let Some(required) = shape["required"].as_array_mut() {
+                            required.insert(0, json!("__typename"));
+                        }
+                    }
+                    variants.push(shape);
                 }
+                let shape = if variants.is_empty() {
+                    json!({})
+                } else {
+                    json!({"anyOf": variants})
+                };
+                return (parts.join(" "), shape);
             }
             Kind::Scalar | Kind::Enum | Kind::InputObject => {}
         }
-        parts.join(" ")
+        let required: Vec<Value> = properties.keys().map(|k| json!(k)).collect();
+        let mut shape = json!({"type": "object", "properties": properties, "required": required});
+        if let Some(d) = &def.description {
+            shape["description"] = Value::String(d.clone());
+        }
+        (parts.join(" "), shape)
+    }
+
+    /// A scalar or enum as it comes back: the built-in scalars as JSON types (`ID` is
+    /// serialised as a string, whatever an input accepts), enums as string enums under
+    /// `$defs`, and custom scalars as any value.
+    fn leaf_schema(&mut self, name: &str) -> Value {
+        match name {
+            "Int" => return json!({"type": "integer"}),
+            "Float" => return json!({"type": "number"}),
+            "String" | "ID" => return json!({"type": "string"}),
+            "Boolean" => return json!({"type": "boolean"}),
+            _ => {}
+        }
+        let Some(def) = self.schema.types.get(name) else {
+            return json!({});
+        };
+        match def.kind {
+            Kind::Enum => {
+                if !self.defs.contains_key(name) {
+                    let mut body = json!({"type": "string", "enum": def.enum_values});
+                    if let Some(d) = &def.description {
+                        body["description"] = Value::String(d.clone());
+                    }
+                    self.defs.insert(name.to_owned(), body);
+                }
+                json!({"$ref": format!("#/$defs/{name}")})
+            }
+            _ => match &def.description {
+                Some(d) => json!({"description": format!("custom scalar `{name}`: {d}")}),
+                None => json!({"description": format!("custom scalar `{name}`")}),
+            },
+        }
     }
 
     fn take(&mut self) -> bool {
@@ -1632,6 +1750,55 @@ input CreateIssueInput {
                 parses_as_document(&doc).unwrap();
             }
         }
+    }
+
+    /// The output type names exactly the selected fields, with GraphQL's nullability.
+    #[test]
+    fn graphql_output_schema_follows_the_default_selection() {
+        use crate::typescript_sdk::schema_types::TypeScriptTypes;
+        let tools = tools(2);
+        let typed = |name: &str| {
+            let schema = find(&tools, name).descriptor.output_schema.clone().unwrap();
+            let mut types = TypeScriptTypes::new(&schema, "t");
+            let t = types.type_of(&schema);
+            (t, types.declarations())
+        };
+        // `Repository` is nullable; `issues` is `IssueConnection!`; `DateTime` is custom.
+        assert_eq!(
+            typed("repository").0,
+            "{\n  createdAt: unknown;\n  id: string;\n  issues: {\n    totalCount: number;\n  };\n  name: string;\n  owner: {\n    id: string;\n    login: string;\n  } | null;\n} | null"
+        );
+        assert_eq!(typed("count").0, "number | null");
+        assert_eq!(
+            typed("node").0,
+            "{\n  __typename: string;\n  id: string;\n} | null"
+        );
+        let (search, decls) = typed("search");
+        assert_eq!(
+            search,
+            "({\n  __typename: \"Issue\";\n  id: string;\n  state: TIssueState | null;\n  title: string | null;\n} | {\n  __typename: \"Repository\";\n  createdAt: unknown;\n  id: string;\n  name: string;\n}) | null"
+        );
+        assert!(
+            decls.contains("export type TIssueState = \"OPEN\" | \"CLOSED\";"),
+            "{decls}"
+        );
+        assert_eq!(
+            find(&tools, "query").descriptor.output_schema,
+            None,
+            "a custom document's answer has no fixed type"
+        );
+        // Lists of nullable items inside a non-null list.
+        let deep = tools_depth_selection(3, "repository");
+        assert!(deep.contains("nodes { id title state }"), "{deep}");
+        let tools3 = super::tests::tools(3);
+        let schema = find(&tools3, "repository")
+            .descriptor
+            .output_schema
+            .clone()
+            .unwrap();
+        let nodes = &schema["properties"]["issues"]["properties"]["nodes"];
+        assert_eq!(nodes["type"], json!(["array", "null"]));
+        assert_eq!(nodes["items"]["type"], json!(["object", "null"]));
     }
 
     fn tools_depth_selection(depth: u32, name: &str) -> String {

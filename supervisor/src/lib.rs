@@ -16,6 +16,7 @@
 //! - [`tool_source`]: the `ToolSource` trait and the registry that routes tool calls.
 //! - [`tool_catalogue`]: a caller's tools as an SDK and search index, cached per principal.
 //! - [`typescript_sdk`]: the tool catalogue as TypeScript (types from JSON Schema).
+//! - [`token_figures`]: `airlock sdk stats`: tokens of classic tool definitions vs the SDK's entry point.
 //! - [`mcp_server`]: a `ToolSource` backed by an MCP server (stdio child or Streamable HTTP, `rmcp`).
 //! - [`openapi_source`]: a `ToolSource` from an OpenAPI 3.0/3.1 document; the supervisor makes the HTTP calls.
 //! - [`graphql_source`]: a `ToolSource` from a GraphQL schema (SDL or introspection); fields become tools.
@@ -47,6 +48,7 @@ pub mod secret_scanner;
 pub mod secret_store;
 pub mod socket_path;
 pub mod systemd;
+pub mod token_figures;
 pub mod tool_catalogue;
 pub mod tool_source;
 pub mod typescript_sdk;

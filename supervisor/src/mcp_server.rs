@@ -242,6 +242,9 @@ struct ServerTool {
     original: String,
     /// Its `inputSchema`, compiled once per listing.
     schema: Arc<ArgumentSchema>,
+    /// Its `outputSchema`, compiled once per listing, when it has one that compiles: results
+    /// are checked against it, so the SDK's output type is what a program receives.
+    output: Option<Arc<jsonschema::Validator>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -821,13 +824,31 @@ impl McpServer {
             .zip(listed)
             .map(|(id, tool)| {
                 let input_schema = Value::Object((*tool.input_schema).clone());
+                // An output schema that does not compile is ignored (the result is typed
+                // `unknown` and not checked) rather than failing the tool.
+                let output_schema = tool
+                    .output_schema
+                    .as_ref()
+                    .map(|s| Value::Object((**s).clone()));
+                let output = match &output_schema {
+                    Some(schema) => match jsonschema::validator_for(schema) {
+                        Ok(v) => Some(Arc::new(v)),
+                        Err(e) => {
+                            warn!(server = %self.config.name, tool = %tool.name, error = %e, "the tool's outputSchema is not valid JSON Schema; its results are typed unknown");
+                            None
+                        }
+                    },
+                    None => None,
+                };
                 ServerTool {
                     schema: Arc::new(ArgumentSchema::compile(&input_schema)),
                     descriptor: ToolDescriptor {
                         name: id,
                         description: tool.description.as_deref().unwrap_or_default().to_owned(),
                         input_schema,
+                        output_schema: output.as_ref().and(output_schema),
                     },
+                    output,
                     original: tool.name.to_string(),
                 }
             })
@@ -1066,7 +1087,7 @@ impl McpServer {
                 return Err(self.call_failed(tool, &e));
             }
         };
-        to_value(&self.config.name, tool, result)
+        to_value(&self.config.name, tool, result, found.output.as_deref())
     }
 
     /// Drops a connection that failed under a call (an HTTP server that went away does not
@@ -1214,11 +1235,21 @@ impl ToolSource for McpServer {
 
 /// Maps an MCP tool result to the value the program receives:
 /// - `isError: true` → a `ToolError` carrying the server's text;
-/// - `structuredContent` when present;
+/// - for a tool with an `outputSchema` (`output`): `structuredContent`, or, from a server
+///   that sends only the serialised copy MCP asks for alongside it, its one text block
+///   parsed as JSON; the value must satisfy the schema, else the call fails with
+///   `upstream_error` (MCP says clients should check, and the SDK types the result by the
+///   schema, so a program never gets a value of another shape);
+/// - otherwise `structuredContent` when present;
 /// - otherwise one text block → its JSON value if it is JSON, else the string;
 /// - otherwise (several blocks, images, resources) → an array of the content blocks as MCP
 ///   defines them (`{type: "text", text}`, `{type: "image", data, mimeType}`, …).
-fn to_value(server: &str, tool: &str, result: CallToolResult) -> Result<Value, ToolError> {
+fn to_value(
+    server: &str,
+    tool: &str,
+    result: CallToolResult,
+    output: Option<&jsonschema::Validator>,
+) -> Result<Value, ToolError> {
     let texts = || -> String {
         result
             .content
@@ -1240,6 +1271,34 @@ fn to_value(server: &str, tool: &str, result: CallToolResult) -> Result<Value, T
                 }
             ),
         ));
+    }
+    if let Some(validator) = output {
+        let broken = |why: String| {
+            ToolError::new(
+                "upstream_error",
+                format!("{server}.{tool} answered with a result that breaks its own outputSchema: {why}"),
+            )
+            .with_hint("this is a problem of the tool server; the result was withheld because the program's types promise that shape")
+        };
+        let value = match (result.structured_content, result.content.as_slice()) {
+            (Some(structured), _) => structured,
+            (None, [ContentBlock::Text(text)]) => serde_json::from_str(&text.text)
+                .map_err(|_| broken("no structuredContent, and its text is not JSON".into()))?,
+            (None, _) => return Err(broken("no structuredContent".into())),
+        };
+        if let Some(error) = validator.iter_errors(&value).next() {
+            let at = error.instance_path().to_string();
+            // The validator's message quotes the offending value, which may be large.
+            let mut why = error.to_string();
+            if why.chars().count() > 300 {
+                why = format!("{}…", why.chars().take(300).collect::<String>());
+            }
+            return Err(broken(format!(
+                "at `{}`: {why}",
+                if at.is_empty() { "/" } else { &at }
+            )));
+        }
+        return Ok(value);
     }
     if let Some(structured) = result.structured_content {
         return Ok(structured);
@@ -1387,31 +1446,77 @@ mod tests {
     fn results_map_predictably() {
         let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
         assert_eq!(
-            to_value("s", "t", text("{\"a\":1}")).unwrap(),
+            to_value("s", "t", text("{\"a\":1}"), None).unwrap(),
             serde_json::json!({"a": 1})
         );
         assert_eq!(
-            to_value("s", "t", text("plain words")).unwrap(),
+            to_value("s", "t", text("plain words"), None).unwrap(),
             serde_json::json!("plain words")
         );
         let mut structured = text("ignored");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured).unwrap(),
+            to_value("s", "t", structured, None).unwrap(),
             serde_json::json!({"n": 2})
         );
         let err = to_value(
             "s",
             "t",
             CallToolResult::error(vec![ContentBlock::text("boom")]),
+            None,
         )
         .unwrap_err();
         assert_eq!(err.code, "upstream_error");
         assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(
-            to_value("s", "t", two).unwrap(),
+            to_value("s", "t", two, None).unwrap(),
             serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
         );
+    }
+
+    /// A tool with an `outputSchema` gives the program a value of that shape or an error:
+    /// before, a server that sent only text (or broke its schema) handed the program a
+    /// string or an object of another shape where the SDK promised the schema's type.
+    #[test]
+    fn results_of_tools_with_an_output_schema_have_its_shape() {
+        let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]});
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
+        let mut structured = text("{\"n\": 1}");
+        structured.structured_content = Some(serde_json::json!({"n": 2}));
+        assert_eq!(
+            to_value("s", "t", structured, Some(&validator)).unwrap(),
+            serde_json::json!({"n": 2})
+        );
+        // Only the serialised copy: parsed, checked, used.
+        assert_eq!(
+            to_value("s", "t", text("{\"n\": 3}"), Some(&validator)).unwrap(),
+            serde_json::json!({"n": 3})
+        );
+        for broken in [
+            text("plain words"),
+            text("{\"n\": \"3\"}"),
+            CallToolResult::success(vec![]),
+        ] {
+            let err = to_value("s", "t", broken, Some(&validator)).unwrap_err();
+            assert_eq!(err.code, "upstream_error");
+            assert!(
+                err.message.contains("breaks its own outputSchema"),
+                "{}",
+                err.message
+            );
+            assert!(err.hint.is_some());
+        }
+        let mut wrong = text("{}");
+        wrong.structured_content = Some(serde_json::json!({"m": 1}));
+        let err = to_value("s", "t", wrong, Some(&validator)).unwrap_err();
+        assert!(err.message.contains("at `/`"), "{}", err.message);
+        // A large wrong value is not quoted whole.
+        let mut huge = text("{}");
+        huge.structured_content = Some(serde_json::json!({"n": "x".repeat(100_000)}));
+        let err = to_value("s", "t", huge, Some(&validator)).unwrap_err();
+        assert!(err.message.contains("at `/n`"), "{}", &err.message[..200]);
+        assert!(err.message.len() < 1_000, "{} bytes", err.message.len());
     }
 }

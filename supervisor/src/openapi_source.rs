@@ -129,6 +129,8 @@ struct Operation {
     /// The input schema, compiled on first call.
     input_schema: Value,
     compiled: OnceLock<ArgumentSchema>,
+    /// The success response's JSON schema, when the document gives one (see [`output_schema`]).
+    output_schema: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -276,6 +278,7 @@ impl OpenApiSource {
                 name: name.clone(),
                 description,
                 input_schema: operation.input_schema.clone(),
+                output_schema: operation.output_schema.clone(),
             });
             operations.insert(name, operation);
         }
@@ -928,6 +931,7 @@ fn build_operation(
         problem: None,
         input_schema: json!({ "type": "object" }),
         compiled: OnceLock::new(),
+        output_schema: output_schema(document, op),
     };
     match input_schema(document, path, item, op, api_key_header) {
         Ok((schema, params, body)) => {
@@ -938,6 +942,55 @@ fn build_operation(
         Err(problem) => operation.problem = Some(problem),
     }
     operation
+}
+
+/// The JSON Schema of what a successful call resolves to: the schema of the operation's
+/// success response (200, else 201, else the first other 2xx, else `2XX`) for a JSON media
+/// type (`application/json` or `*+json`), self-contained like an input schema. The program
+/// gets that response's parsed body, so the type is what it receives. `None` (the SDK says
+/// `unknown`) when the response has no JSON schema, or one this source will not copy (too
+/// large, remote or broken `$ref`s): the output type is a help, and never fails the tool.
+fn output_schema(document: &Value, op: &Map<String, Value>) -> Option<Value> {
+    let responses = op.get("responses")?.as_object()?;
+    let mut codes: Vec<&str> = responses
+        .keys()
+        .map(String::as_str)
+        .filter(|c| c.len() == 3 && c.starts_with('2') && c.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    codes.sort_by_key(|c| (!matches!(*c, "200" | "201"), *c));
+    let code = codes.first().copied().or_else(|| {
+        ["2XX", "2xx"]
+            .into_iter()
+            .find(|c| responses.contains_key(*c))
+    })?;
+    let response = deref(document, responses.get(code)?).ok()?;
+    let content = response.get("content")?.as_object()?;
+    let media = content
+        .iter()
+        .filter(|(t, _)| {
+            let t = t
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase();
+            t == "application/json" || t.ends_with("+json")
+        })
+        .map(|(_, m)| m)
+        .next()?;
+    let raw = media.get("schema")?;
+    let mut builder = SchemaBuilder::new(document);
+    let schema = builder.import(raw).ok()?;
+    let defs = builder.finish().ok()?;
+    let mut schema = match schema {
+        Value::Object(obj) => obj,
+        // `true`/`false` schemas: nothing to attach `$defs` to, and nothing to type either.
+        _ => return None,
+    };
+    if !defs.is_empty() {
+        schema.insert("$defs".into(), Value::Object(defs));
+    }
+    Some(Value::Object(schema))
 }
 
 type Built = (Value, Vec<Param>, Option<BodyKind>);
@@ -1498,6 +1551,49 @@ mod tests {
                 }
             }
         })
+    }
+
+    /// 200, else 201, else the first 2xx; JSON media types only; resolved like inputs.
+    #[test]
+    fn success_responses_become_output_schemas() {
+        let pet = json!({ "$ref": "#/components/schemas/Pet" });
+        let responses = |r: Value| json!({ "responses": r });
+        let json_body = |schema: &Value| json!({ "content": { "application/json; charset=utf-8": { "schema": schema } } });
+        let op = |r: Value| responses(r).as_object().cloned().unwrap();
+        let doc = pets();
+        let out = output_schema(&doc, &op(json!({ "201": json_body(&json!({"type": "string"})), "200": json_body(&pet), "404": json_body(&json!({"type": "number"})) }))).unwrap();
+        assert_eq!(out["$ref"], "#/$defs/Pet");
+        assert_eq!(
+            out["$defs"]["Pet"]["properties"]["name"]["type"],
+            json!(["string", "null"])
+        );
+        assert_eq!(
+            out["$defs"]["Pet"]["properties"]["parent"]["$ref"],
+            "#/$defs/Pet"
+        );
+        let out = output_schema(&doc, &op(json!({ "202": json_body(&json!({"type": "number"})), "201": json_body(&json!({"type": "string"})) }))).unwrap();
+        assert_eq!(out, json!({"type": "string"}));
+        let out = output_schema(&doc, &op(json!({ "204": {"description": "none"}, "202": json_body(&json!({"type": "number"})) }))).unwrap();
+        assert_eq!(out, json!({"type": "number"}), "the first 2xx in order");
+        let vendor = json!({ "200": { "content": { "application/vnd.github+json": { "schema": {"type": "boolean"} } } } });
+        assert_eq!(
+            output_schema(&doc, &op(vendor)),
+            Some(json!({"type": "boolean"}))
+        );
+        for without in [
+            json!({ "200": { "content": { "text/plain": { "schema": {"type": "string"} } } } }),
+            json!({ "204": { "description": "no content" } }),
+            json!({ "404": json_body(&json!({"type": "string"})) }),
+            json!({ "200": json_body(&json!({"$ref": "#/components/schemas/Missing"})) }),
+        ] {
+            assert_eq!(output_schema(&doc, &op(without.clone())), None, "{without}");
+        }
+        // The descriptor carries it.
+        let mut doc = pets();
+        doc["paths"]["/pets/{petId}"]["get"]["responses"] = json!({ "200": json_body(&pet) });
+        let source = load(doc);
+        assert!(tool(&source, "pets_get").output_schema.is_some());
+        assert!(tool(&source, "put_pets_petId").output_schema.is_none());
     }
 
     #[test]

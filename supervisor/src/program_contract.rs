@@ -451,11 +451,13 @@ mod tests {
                 name: "add".into(),
                 description: "Adds.".into(),
                 input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "integer"}, "label": {"type": "string"}}, "required": ["a", "b"]}),
+                output_schema: None,
             },
             ToolDescriptor {
                 name: "open".into(),
                 description: "Takes anything.".into(),
                 input_schema: json!({"type": "object", "properties": {"x": {"type": "string"}}, "additionalProperties": true}),
+                output_schema: None,
             },
         ]
     }

@@ -6,6 +6,7 @@
 //! not free, so the result is cached per principal and rebuilt only when a source's tool list
 //! changed (each source hands out its list as an `Arc`, so a changed list is a new pointer).
 
+use crate::token_figures::ToolDefinition;
 use crate::tool_source::{ToolDescriptor, ToolRegistry};
 use crate::typescript_sdk::{Sdk, SdkTool};
 use airlock_policy::Principal;
@@ -19,6 +20,29 @@ use tokio::sync::Mutex;
 pub struct CatalogueView {
     pub sdk: Arc<Sdk>,
     pub unavailable: Vec<UnavailableSource>,
+    /// The tool lists the SDK was built from (unfiltered; see [`CatalogueView::definitions`]).
+    lists: Vec<(String, Arc<[ToolDescriptor]>)>,
+}
+
+impl CatalogueView {
+    /// The definitions of the tools `principal` may call (the view's principal), namespace by
+    /// namespace in the sources' order, for `GET /v1/tools`.
+    pub fn definitions(&self, principal: &Principal) -> Vec<ToolDefinition> {
+        self.lists
+            .iter()
+            .flat_map(|(namespace, tools)| {
+                tools
+                    .iter()
+                    .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
+                    .map(move |t| ToolDefinition {
+                        namespace: namespace.clone(),
+                        name: t.name.clone(),
+                        description: t.description.clone(),
+                        input_schema: t.input_schema.clone(),
+                    })
+            })
+            .collect()
+    }
 }
 
 /// A source whose tools are missing from the SDK, and why.
@@ -77,6 +101,7 @@ impl ToolCatalogue {
             return CatalogueView {
                 sdk: sdk.clone(),
                 unavailable,
+                lists,
             };
         }
         let tools: Vec<SdkTool> = lists
@@ -90,13 +115,17 @@ impl ToolCatalogue {
                         name: t.name.clone(),
                         description: t.description.clone(),
                         input_schema: t.input_schema.clone(),
-                        output_schema: None,
+                        output_schema: t.output_schema.clone(),
                     })
             })
             .collect();
         let sdk = Arc::new(Sdk::new(&tools));
-        cache.insert(principal.name.clone(), (lists, sdk.clone()));
-        CatalogueView { sdk, unavailable }
+        cache.insert(principal.name.clone(), (lists.clone(), sdk.clone()));
+        CatalogueView {
+            sdk,
+            unavailable,
+            lists,
+        }
     }
 }
 
@@ -124,6 +153,7 @@ mod tests {
             name: name.to_owned(),
             description: String::new(),
             input_schema: json!({"type": "object"}),
+            output_schema: None,
         }])
     }
 

@@ -29,6 +29,11 @@ pub struct ToolDescriptor {
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// JSON Schema of the value a successful call resolves to, when the source knows it (an
+    /// MCP tool's `outputSchema`, an OpenAPI operation's success response, a GraphQL
+    /// field's default selection). Sources declare it only when the program really gets
+    /// a value of that shape; the SDK types the result `unknown` otherwise.
+    pub output_schema: Option<Value>,
 }
 
 /// What a call knows about its caller, for sources that care (audit, per-principal auth).
@@ -283,6 +288,7 @@ mod tests {
                         name: (*n).into(),
                         description: String::new(),
                         input_schema: serde_json::json!({"type": "object"}),
+                        output_schema: None,
                     })
                     .collect::<Vec<_>>()
                     .into())

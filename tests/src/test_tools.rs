@@ -26,6 +26,7 @@ fn tool(name: &str, description: &str) -> ToolDescriptor {
         name: name.into(),
         description: description.into(),
         input_schema: json!({"type": "object"}),
+        output_schema: None,
     }
 }
 

@@ -159,6 +159,26 @@ fn hostile_schemas_still_give_valid_typescript() {
             json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
         ),
     ];
+    // The same hostile schemas as output schemas, with descriptions that try to close the
+    // comment around them.
+    let tools: Vec<SdkTool> = tools
+        .into_iter()
+        .flat_map(|t| {
+            let mut typed = t.clone();
+            typed.name = format!("{}_out", t.name);
+            typed.output_schema = Some(match t.input_schema.clone() {
+                Value::Object(mut o) => {
+                    o.insert(
+                        "description".into(),
+                        json!("result */ export const y = 2; /*"),
+                    );
+                    Value::Object(o)
+                }
+                other => other,
+            });
+            [t, typed]
+        })
+        .collect();
     let started = std::time::Instant::now();
     let sdk = SdkFiles::generate(&tools);
     eprintln!(
@@ -170,6 +190,10 @@ fn hostile_schemas_still_give_valid_typescript() {
         SdkFiles::generate(&tools),
         sdk,
         "generation is deterministic"
+    );
+    assert!(
+        sdk.files.values().all(|text| !text.contains("result */")),
+        "a description closed a comment"
     );
     let (ok, out, _dir) = check(&tsc, &sdk, &[]);
     assert!(ok, "tsc rejected the generated SDK:\n{out}");
@@ -205,6 +229,10 @@ fn programs_are_checked_against_the_types() {
             "TS2322",
         ),
         ("await fetch(\"https://example.com\");\n", "TS2304"),
+        (
+            "const r = await tools.math.add({ a: 1, b: 2 });\nconsole.log(r.total);\n",
+            "TS2339",
+        ),
     ] {
         let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", bad)]);
         assert!(!ok, "tsc accepted a wrong program: {bad}");
@@ -235,7 +263,7 @@ async fn a_real_servers_catalogue_type_checks() {
             name: t.name.clone(),
             description: t.description.clone(),
             input_schema: t.input_schema.clone(),
-            output_schema: None,
+            output_schema: t.output_schema.clone(),
         })
         .collect();
     server.shutdown().await;
@@ -246,4 +274,72 @@ async fn a_real_servers_catalogue_type_checks() {
     assert!(ok, "tsc rejected server-everything's SDK:\n{out}");
     let file = &sdk.files["servers/everything/get_sum.ts"];
     assert!(file.contains("a: number;"), "{file}");
+}
+
+/// server-everything's `get-structured-content` declares an `outputSchema` and answers with
+/// `structuredContent`: the SDK the daemon serves types the result by it, a program using the
+/// typed field passes `tsc` and runs through the daemon with that value, and a program that
+/// misuses the field is rejected by `tsc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_content_is_typed_end_to_end() {
+    let test = "structured_content_is_typed_end_to_end";
+    let Some(tsc) = tsc(test) else {
+        return;
+    };
+    let Some(config) = airlock_tests::mcp_peers::server_everything("everything", test) else {
+        return;
+    };
+    let server = Arc::new(McpServer::new(config, Arc::new(SecretStore::empty())));
+    let d = airlock_tests::TestDaemon::start_with(
+        airlock_tests::DaemonOptions::default().source(server.clone()),
+    )
+    .await;
+    // The SDK as the daemon serves it.
+    let mut client = d.client().await;
+    let (_, listing) = client.get("/v1/sdk").await.unwrap();
+    let listing: Value = serde_json::from_str(&listing).unwrap();
+    let mut files = std::collections::BTreeMap::new();
+    for file in listing["files"].as_array().unwrap() {
+        let path = file["path"].as_str().unwrap();
+        let (status, text) = client.get(&format!("/v1/sdk/{path}")).await.unwrap();
+        assert!(status.is_success(), "{path}: {text}");
+        files.insert(path.to_owned(), text);
+    }
+    let file = &files["servers/everything/get_structured_content.ts"];
+    assert!(
+        file.contains("temperature: number;") && file.contains("conditions: string;"),
+        "{file}"
+    );
+    assert!(
+        file.contains("=> Promise<GetStructuredContentOutput>;"),
+        "{file}"
+    );
+    let sdk = SdkFiles { files };
+    let program = "const w = await tools.everything.get_structured_content({ location: \"Chicago\" });\nconst t: number = w.temperature;\nconst c: string = w.conditions;\n({ warmer: t + 1, c, humidity: w.humidity });\n";
+    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", program)]);
+    assert!(ok, "a correct program was rejected:\n{out}");
+    let r = d.exec(program).await;
+    assert_eq!(
+        r.result,
+        json!({"warmer": 37, "c": "Light rain / drizzle", "humidity": 82}),
+        "{r:?}"
+    );
+    for (misuse, code) in [
+        (
+            "const w = await tools.everything.get_structured_content({ location: \"Chicago\" });\nconst t: string = w.temperature;\n",
+            "TS2322",
+        ),
+        (
+            "const w = await tools.everything.get_structured_content({ location: \"Chicago\" });\nw.wind;\n",
+            "TS2339",
+        ),
+    ] {
+        let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", misuse)]);
+        assert!(
+            !ok && out.contains(code),
+            "{misuse}: expected {code}:\n{out}"
+        );
+    }
+    d.stop().await;
+    server.shutdown().await;
 }

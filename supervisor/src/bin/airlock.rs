@@ -20,6 +20,7 @@ use airlock_supervisor::client::Client;
 use airlock_supervisor::policy_generation::{ReloadReport, check_policy};
 use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
 use airlock_supervisor::socket_path;
+use airlock_supervisor::token_figures::{self, ToolDefinition};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
@@ -145,6 +146,13 @@ enum SdkCommand {
     },
     /// Write every file under DIR, for agents that browse a file system.
     Write { dir: PathBuf },
+    /// Token figures (cl100k_base): every tool definition as a classic tool-calling prompt
+    /// carries it (an OpenAI-style `tools` JSON array) against the SDK's entry point.
+    Stats {
+        /// Print the figures as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -546,6 +554,34 @@ async fn sdk(mut client: Client, action: SdkCommand) -> Result<ExitCode> {
                 }
             }
             report_unavailable(&found);
+        }
+        SdkCommand::Stats { json } => {
+            let answer: serde_json::Value = serde_json::from_str(&get_ok("/v1/tools").await?)?;
+            let definitions: Vec<ToolDefinition> = serde_json::from_value(answer["tools"].clone())
+                .context("the daemon's GET /v1/tools answer has no tool list")?;
+            let readme = get_ok("/v1/sdk/README.md").await?;
+            let figures = token_figures::measure(&definitions, &readme)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&figures)?);
+            } else {
+                println!(
+                    "tool definitions, as a classic tools array: {:>9} tokens ({} tools)",
+                    figures.definitions_tokens, figures.tools
+                );
+                println!(
+                    "SDK entry point (README.md):               {:>9} tokens",
+                    figures.entry_point_tokens
+                );
+                println!(
+                    "reduction:                                 {:>9.2} %",
+                    figures.reduction_percent
+                );
+                println!(
+                    "(tokenizer {}; the tools array is OpenAI-style JSON, compact, with each tool's name, description and input schema)",
+                    figures.tokenizer
+                );
+            }
+            report_unavailable(&answer);
         }
         SdkCommand::Write { dir } => {
             let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;

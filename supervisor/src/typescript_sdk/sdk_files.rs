@@ -118,12 +118,17 @@ fn tool_file(tool: &SdkTool, type_name: &str) -> String {
         Some(schema) => {
             let mut types = TypeScriptTypes::new(schema, &format!("{type_name}Out"));
             let t = types.type_of(schema);
-            (t, types.declarations(), "")
+            let note = match schema.get("description").and_then(Value::as_str) {
+                Some(d) if !d.trim().is_empty() => format!(" {}", escape_doc(&first_sentence(d))),
+                _ => String::new(),
+            };
+            (t, types.declarations(), note)
         }
         None => (
             "unknown".to_owned(),
             String::new(),
-            " The tool declares no output schema: check the value before relying on its shape.",
+            " The tool declares no output schema: check the value before relying on its shape."
+                .to_owned(),
         ),
     };
     let mut out =
@@ -188,7 +193,7 @@ fn readme(namespaces: &[(String, String, usize)]) -> String {
 - `console.log()` output and `progress(value)` reach the caller. The program's last expression (or the value it returns) is its result.\n\
 - There is no `fetch`, file system or process: only `tools`.\n\n\
 ## Finding a tool\n\n\
-- Search: `GET /v1/tools/search?q=<words>` or `airlock sdk search <words>`. Each hit is a one-line signature.\n\
+- Search: `GET /v1/tools/search?q=<words>` or `airlock sdk search <words>`. Each hit is a one-line signature ending in the result type (`Promise<unknown>` when the tool does not declare it).\n\
 - Types: `servers/<namespace>/<tool>.ts` holds a tool's input and output types; `servers/<namespace>/index.ts` lists a namespace's tools. Read only the files you need.\n\n\
 ## Namespaces\n\n",
     );
@@ -287,6 +292,38 @@ mod tests {
         let index = &sdk.files["servers/gh/index.ts"];
         assert!(index.contains("  /** Does a. */\n  a: A;"), "{index}");
         assert!(sdk.files["README.md"].contains("- `tools.gh`: 2 tool(s)"));
+    }
+
+    #[test]
+    fn output_schemas_type_the_promise() {
+        let mut t = tool("everything", "weather");
+        t.output_schema = Some(json!({
+            "type": "object",
+            "description": "The weather now. Simulated.",
+            "properties": {
+                "temperature": {"type": "number", "description": "In */ celsius"},
+                "where": {"$ref": "#/$defs/place"}
+            },
+            "required": ["temperature"],
+            "$defs": {"place": {"type": "object", "properties": {"city": {"type": "string"}}}}
+        }));
+        let sdk = SdkFiles::generate(&[t.clone()]);
+        let file = &sdk.files["servers/everything/weather.ts"];
+        assert!(
+            file.contains("/** What `tools.everything.weather()` resolves to. The weather now. */\nexport type WeatherOutput = {\n  /**\n   * In *\\/ celsius\n   */\n  temperature: number;\n  where?: WeatherOutPlace;\n};"),
+            "{file}"
+        );
+        assert!(
+            file.contains("export type WeatherOutPlace = {\n  city?: string;\n};"),
+            "{file}"
+        );
+        assert!(file.contains("=> Promise<WeatherOutput>;"), "{file}");
+        assert_eq!(SdkFiles::generate(&[t]), sdk);
+        let file = &SdkFiles::generate(&[tool("s", "plain")]).files["servers/s/plain.ts"];
+        assert!(
+            file.contains("export type PlainOutput = unknown;"),
+            "{file}"
+        );
     }
 
     #[test]

@@ -35,7 +35,7 @@ struct Entry {
 pub struct SearchHit {
     /// `namespace.tool`.
     pub tool: String,
-    /// `tools.ns.tool({ a: number, b?: string }): Promise<…>`.
+    /// `tools.ns.tool({ a: number, b?: string }): Promise<{ id: number, … }>`.
     pub signature: String,
     /// The description's first sentence.
     pub summary: String,
@@ -144,13 +144,115 @@ impl ToolSearch {
     }
 }
 
-/// `tools.ns.tool({ a: number, b?: string })`: the top-level parameters and their types.
+/// `tools.ns.tool({ a: number, b?: string }): Promise<{ id: number, … }>`: the top-level
+/// parameters and their types, and the result's top level.
 pub fn signature(tool: &SdkTool) -> String {
-    call_signature(&tool.namespace, &tool.name, &tool.input_schema)
+    format!(
+        "{}: Promise<{}>",
+        call_signature(&tool.namespace, &tool.name, &tool.input_schema),
+        result_type(tool.output_schema.as_ref())
+    )
 }
 
-/// [`signature`] from its parts.
+/// Properties of a result object a signature names before `… N more`.
+const SHOWN_RESULT_PROPERTIES: usize = 6;
+
+/// The result's type in a few words: an object's first properties with their short types,
+/// an array's items, `unknown` when the tool declares nothing. A top-level `$ref` (or
+/// `allOf` of one) is followed once, so `Promise<{ id: number, … }>` rather than `object`.
+fn result_type(schema: Option<&Value>) -> String {
+    let Some(root) = schema else {
+        return "unknown".into();
+    };
+    let follow = |s: &'_ Value| -> Value {
+        let mut s = s.clone();
+        for _ in 0..4 {
+            let target = s
+                .get("$ref")
+                .or_else(|| {
+                    s.get("allOf")
+                        .and_then(Value::as_array)
+                        .filter(|a| a.len() == 1)
+                        .and_then(|a| a[0].get("$ref"))
+                })
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix('#'))
+                .and_then(|p| root.pointer(p));
+            match target {
+                Some(t) => s = t.clone(),
+                None => break,
+            }
+        }
+        s
+    };
+    let schema = follow(root);
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let nullable = if types.contains(&"null") {
+        " | null"
+    } else {
+        ""
+    };
+    if types.contains(&"array") {
+        let item = schema.get("items").map(&follow).unwrap_or(Value::Null);
+        return format!(
+            "{}[]{nullable}",
+            object_type(&item).unwrap_or_else(|| short_type(&item))
+        );
+    }
+    match object_type(&schema) {
+        Some(object) => format!("{object}{nullable}"),
+        None => short_type(&schema),
+    }
+}
+
+/// `{ a: number, b?: string, … 3 more }` for an object schema with properties.
+fn object_type(schema: &Value) -> Option<String> {
+    let properties = schema.get("properties")?.as_object()?;
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut shown: Vec<String> = properties
+        .iter()
+        .take(SHOWN_RESULT_PROPERTIES)
+        .map(|(name, s)| {
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            format!("{name}{optional}: {}", short_type(s))
+        })
+        .collect();
+    if properties.len() > SHOWN_RESULT_PROPERTIES {
+        shown.push(format!(
+            "… {} more",
+            properties.len() - SHOWN_RESULT_PROPERTIES
+        ));
+    }
+    Some(if shown.is_empty() {
+        "{}".to_owned()
+    } else {
+        format!("{{ {} }}", shown.join(", "))
+    })
+}
+
+/// [`signature`] from its parts, without the result.
 pub fn call_signature(namespace: &str, name: &str, schema: &Value) -> String {
+    format!("tools.{namespace}.{name}({})", parameters(schema))
+}
+
+/// Top-level parameters shown before `… N more`.
+const SHOWN_PARAMETERS: usize = 12;
+
+/// `{ a: number, b?: string }`: an input schema's top-level properties with their short
+/// types (also the hint of an `invalid_arguments` error, see [`crate::argument_schema`]).
+pub fn parameters(schema: &Value) -> String {
     let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
@@ -173,21 +275,21 @@ pub fn call_signature(namespace: &str, name: &str, schema: &Value) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let input = if params.is_empty() {
+    if params.is_empty() {
         "{}".to_owned()
-    } else if params.len() > 12 {
+    } else if params.len() > SHOWN_PARAMETERS {
         format!(
             "{{ {}, … {} more }}",
-            params[..12].join(", "),
-            params.len() - 12
+            params[..SHOWN_PARAMETERS].join(", "),
+            params.len() - SHOWN_PARAMETERS
         )
     } else {
         format!("{{ {} }}", params.join(", "))
-    };
-    format!("tools.{namespace}.{name}({input})")
+    }
 }
 
-fn short_type(schema: &Value) -> String {
+/// A schema's type in a word or a short union: `number`, `string[]`, `"a" | "b" | …`.
+pub fn short_type(schema: &Value) -> String {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         let shown: Vec<String> = values.iter().take(5).map(Value::to_string).collect();
         return if values.len() > 5 {
@@ -303,13 +405,43 @@ mod tests {
         assert_eq!(hits[0].tool, "github.issues_create");
         assert_eq!(
             hits[0].signature,
-            "tools.github.issues_create({ owner: string, repo?: string, title?: string })"
+            "tools.github.issues_create({ owner: string, repo?: string, title?: string }): Promise<unknown>"
         );
         assert_eq!(hits[0].file, "servers/github/issues_create.ts");
         assert_eq!(index.search("timezone", 1)[0].tool, "time.get_current_time");
         assert_eq!(index.search("repositories", 5)[0].tool, "github.repos_get");
         assert_eq!(index.search("echo", 1)[0].tool, "everything.echo");
         assert!(index.search("nothing matches this", 5).is_empty());
+    }
+
+    #[test]
+    fn signatures_show_the_result_compactly() {
+        let mut t = tool("everything", "weather", "Weather.", &["city"]);
+        t.output_schema = Some(json!({
+            "type": "object",
+            "properties": {"temperature": {"type": "number"}, "conditions": {"type": "string"}},
+            "required": ["temperature"]
+        }));
+        assert_eq!(
+            signature(&t),
+            "tools.everything.weather({ city: string }): Promise<{ conditions?: string, temperature: number }>"
+        );
+        // References are followed once; long objects are cut; lists and null are kept.
+        let properties: serde_json::Map<String, Value> = (0..9)
+            .map(|i| (format!("p{i}"), json!({"type": "integer"})))
+            .collect();
+        t.output_schema = Some(json!({
+            "type": ["array", "null"],
+            "items": {"$ref": "#/$defs/repo"},
+            "$defs": {"repo": {"type": "object", "properties": properties}}
+        }));
+        assert_eq!(
+            result_type(t.output_schema.as_ref()),
+            "{ p0?: number, p1?: number, p2?: number, p3?: number, p4?: number, p5?: number, … 3 more }[] | null"
+        );
+        t.output_schema = Some(json!({"type": "string"}));
+        assert_eq!(result_type(t.output_schema.as_ref()), "string");
+        assert_eq!(result_type(None), "unknown");
     }
 
     #[test]
