@@ -48,6 +48,10 @@ pub struct ExecutionResponse {
     pub stats: ExecutionStats,
     pub peer: PeerInfo,
     pub principal: String,
+    /// Things the agent should know that did not stop the program: secrets redacted from what
+    /// it returned or printed, an audit record that could not be written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Why an execution failed, with where in the submitted code.
@@ -85,6 +89,20 @@ pub struct ToolCallRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::tool_source::ToolError>,
     pub duration_ms: f64,
+    /// Secrets the scanner replaced in this call's result before the program saw it: the
+    /// rule and where (never the value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<Redaction>,
+}
+
+/// One replacement made by the secret scanner.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Redaction {
+    /// `known-secret` or a shape rule's id (`github-token`).
+    pub rule: String,
+    /// JSON pointer of the string it was in (`""` for the whole value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -5,14 +5,16 @@
 //! all. A connection no principal admits gets one clear `403` and is closed.
 
 use crate::agent_api::{
-    ApiError, ErrorBody, ExecutionError, ExecutionEvent, ExecutionRequest, PeerInfo,
-    RequestLanguage,
+    ApiError, ErrorBody, ExecutionError, ExecutionEvent, ExecutionRequest, ExecutionResponse,
+    PeerInfo, RequestLanguage,
 };
+use crate::audit_log::{CodeHash, ExecutionRecord};
 use crate::daemon::DaemonState;
 use crate::execution::{ExecutionJob, rejected_execution, run_execution};
 use crate::policy_generation::PolicyGeneration;
 use crate::program_contract::{self, Leniency, ToolCalls};
 use crate::rate_limiter::RateKind;
+use crate::secret_scanner::SecretScanner;
 use crate::tool_source::ToolRegistry;
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
@@ -26,7 +28,7 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
@@ -445,6 +447,11 @@ async fn execute(
         max_output_bytes: limits_policy.max_output_bytes,
     };
     let queued = Instant::now();
+    let audit = AuditContext {
+        code: CodeHash::of(&request.code),
+        accepted: SystemTime::now(),
+        scanner: generation.scanner.clone(),
+    };
     let Ok(slot) = state.execution_slot().await else {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -473,8 +480,8 @@ async fn execute(
             let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
             tokio::spawn(async move {
                 let _slot = slot;
-                let response = rejected_execution(job, error, Some(tx.clone())).await;
-                state.metrics.record(&response);
+                let mut response = rejected_execution(job, error, Some(tx.clone())).await;
+                finished(&state, &audit, &mut response);
                 let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
             });
             let mut resp = Response::new(EventBody { rx }.boxed());
@@ -486,9 +493,9 @@ async fn execute(
         } else {
             None
         };
-        let response = rejected_execution(job, error, events).await;
+        let mut response = rejected_execution(job, error, events).await;
         drop(slot);
-        state.metrics.record(&response);
+        finished(&state, &audit, &mut response);
         return json_response(StatusCode::OK, &response);
     }
     if streaming {
@@ -499,8 +506,8 @@ async fn execute(
             let _generation = generation;
             let events = tx.clone();
             tokio::select! {
-                response = run_execution(&env, job, Some(events)) => {
-                    state.metrics.record(&response);
+                mut response = run_execution(&env, job, Some(events)) => {
+                    finished(&state, &audit, &mut response);
                     let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
                 }
                 // The client hung up: nobody will read the result, so stop the program
@@ -515,11 +522,34 @@ async fn execute(
         );
         resp
     } else {
-        let response = run_execution(&env, job, None).await;
+        let mut response = run_execution(&env, job, None).await;
         drop(slot);
         drop(generation);
-        state.metrics.record(&response);
+        finished(&state, &audit, &mut response);
         json_response(StatusCode::OK, &response)
+    }
+}
+
+/// What the audit record of an execution needs from its request.
+struct AuditContext {
+    code: CodeHash,
+    accepted: SystemTime,
+    /// Redacts the short argument values the audit summary keeps.
+    scanner: SecretScanner,
+}
+
+/// Counts a finished execution and appends it to the audit trail. Recording never waits; a
+/// record the log could not take becomes a warning in the response, so an execution is never
+/// held up by a full disk without the agent being told.
+fn finished(state: &DaemonState, audit: &AuditContext, response: &mut ExecutionResponse) {
+    state.metrics.record(response);
+    let scanner = &audit.scanner;
+    let redact: &dyn Fn(&str) -> std::borrow::Cow<'_, str> = &|text| scanner.scan_text(text).0;
+    let redactions: usize = response.tool_calls.iter().map(|c| c.redactions.len()).sum();
+    let record = ExecutionRecord::from_response(response, audit.code, audit.accepted, redact)
+        .with_redactions(u32::try_from(redactions).unwrap_or(u32::MAX));
+    if let Err(warning) = state.audit.record(record) {
+        response.warnings.push(warning.to_string());
     }
 }
 

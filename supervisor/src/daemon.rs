@@ -2,7 +2,7 @@
 //! future resolves, then drains. `airlockd`'s `main` is a thin wrapper around it, and tests
 //! call it in-process with their own listener and tool sources.
 
-use crate::audit_log::{AuditLog, AuditLogError};
+use crate::audit_log::{AuditLog, AuditLogError, AuditStatus};
 use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
@@ -10,6 +10,7 @@ use crate::policy_generation::{
     PolicyGeneration, PolicyLoader, ReloadReport, unix_now, warning_lines,
 };
 use crate::rate_limiter::RateLimiter;
+use crate::secret_scanner::SharedScanner;
 use crate::secret_store::SecretStore;
 use crate::tool_catalogue::CatalogueView;
 use crate::tool_source::ToolRegistry;
@@ -44,6 +45,9 @@ pub struct DaemonConfig {
     /// Reload on SIGHUP. `airlockd` sets it; in-process tests leave it off because a signal
     /// reaches the whole test process.
     pub reload_on_sighup: bool,
+    /// The scanner the daemon's log writer uses; `run` puts the policy's scanner in it (and
+    /// the new one on every reload), so the log never carries a secret the daemon holds.
+    pub log_scanner: Option<SharedScanner>,
 }
 
 impl DaemonConfig {
@@ -56,6 +60,7 @@ impl DaemonConfig {
             secrets: Arc::new(SecretStore::empty()),
             policy_path: None,
             reload_on_sighup: false,
+            log_scanner: None,
         }
     }
 }
@@ -68,6 +73,8 @@ pub enum DaemonError {
     WorkerMissing(PathBuf),
     #[error("cannot start the worker spawner thread: {0}")]
     Spawner(std::io::Error),
+    #[error("cannot build the secret scanner, and the daemon does not serve without it: {0}")]
+    Scanner(String),
     #[error(
         "{0}; fix it, set [audit] directory to a private directory, or (knowingly) turn the audit trail off with [audit] enabled = false"
     )]
@@ -89,6 +96,7 @@ pub struct DaemonState {
     spawner: Spawner,
     /// The daemon's effective uid: besides root, the only peer that may ask for a reload.
     daemon_uid: u32,
+    log_scanner: Option<SharedScanner>,
     /// Per-principal execution and tool-call rates.
     pub rates: RateLimiter,
     slots: Arc<Semaphore>,
@@ -124,6 +132,8 @@ impl DaemonState {
         ExecutionEnv {
             pool: generation.pool.clone(),
             tools: generation.tools.clone(),
+            scanner: generation.scanner.clone(),
+            secret_scanning: generation.policy.secret_scanning.clone(),
         }
     }
 
@@ -147,14 +157,16 @@ impl DaemonState {
     /// `GET /metrics`.
     pub fn metrics_text(&self) -> String {
         let pool = self.generation().pool.status();
-        self.metrics.render(Gauges {
+        let mut text = self.metrics.render(Gauges {
             running: self.max_slots - self.slots.available_permits(),
             max_concurrent: self.max_slots,
             pool_idle: pool.idle,
             pool_target: pool.target,
             pool_starting: pool.starting,
             uptime_s: self.started.elapsed().as_secs(),
-        })
+        });
+        text.push_str(&self.audit.status().metrics_text());
+        text
     }
 
     /// The SDK and search index for `principal` under `generation` (may start lazily started
@@ -235,6 +247,9 @@ impl DaemonState {
         for warning in &report.warnings {
             warn!("{warning}");
         }
+        if let Some(log) = &self.log_scanner {
+            log.replace(next.scanner.clone());
+        }
         *self
             .current
             .write()
@@ -286,6 +301,7 @@ impl DaemonState {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
+            audit: self.audit.status(),
             pool: generation.pool.status(),
             executions: ExecutionCounts {
                 running: self.max_slots - self.slots.available_permits(),
@@ -313,6 +329,8 @@ pub struct Health {
     pub policy_warnings: Vec<String>,
     /// The last reload attempt, failed or not; `null` before the first.
     pub last_reload: Option<ReloadReport>,
+    /// The audit trail: `ok`, `degraded` (with the reason, naming the file) or `disabled`.
+    pub audit: AuditStatus,
     pub pool: PoolStatus,
     pub executions: ExecutionCounts,
 }
@@ -375,7 +393,19 @@ pub async fn run(
         daemon_settings.pool_size,
     );
     let extra = config.tools;
-    let generation = PolicyGeneration::initial(policy, &config.secrets, &extra, pool);
+    let generation =
+        PolicyGeneration::initial(policy, &config.secrets, &extra, pool).map_err(|problems| {
+            DaemonError::Scanner(
+                problems
+                    .iter()
+                    .map(|p| format!("{}: {}", p.source, p.message))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+    if let Some(log) = &config.log_scanner {
+        log.replace(generation.scanner.clone());
+    }
     start_eager_sources(&generation);
     let max_slots = daemon_settings.max_concurrent_executions;
     info!(
@@ -394,6 +424,7 @@ pub async fn run(
         last_reload: std::sync::Mutex::new(None),
         spawner,
         daemon_uid: airlock_policy::account::effective_uid(),
+        log_scanner: config.log_scanner,
         rates: RateLimiter::default(),
         slots: Arc::new(Semaphore::new(max_slots)),
         max_slots,

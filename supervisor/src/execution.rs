@@ -4,13 +4,15 @@
 
 use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
-    Status, ToolCallRecord,
+    Redaction, Status, ToolCallRecord,
 };
 use crate::rate_limiter::RateBucket;
+use crate::secret_scanner::{Finding, SecretScanner};
 use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
 use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
 use crate::worker_process::{WorkerExit, signal_name};
 use airlock_policy::Principal;
+use airlock_policy::{SecretAction, SecretScanning};
 use airlock_proto::{
     ConsoleLevel, ErrorKind, ExecError, Language, Limits, MAX_FRAME_LEN, MAX_TOOL_ARGS_BYTES,
     Outcome, StartExecution, SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
@@ -32,7 +34,15 @@ pub const KILL_GRACE: Duration = Duration::from_millis(100);
 pub struct ExecutionEnv {
     pub pool: WorkerPool,
     pub tools: ToolRegistry,
+    /// Scans every tool result before the worker gets it, and everything agent-bound.
+    pub scanner: SecretScanner,
+    /// Which sources' calls fail, rather than being redacted, when a result carries a secret.
+    pub secret_scanning: SecretScanning,
 }
+
+/// A tool call's outcome as the supervisor hands it to the worker, with what the scanner
+/// replaced in it.
+type CallOutcome = (u32, Result<String, ToolFailure>, Vec<Redaction>);
 
 /// A request that passed validation.
 #[derive(Debug, Clone)]
@@ -58,7 +68,7 @@ pub async fn rejected_execution(
     events: Option<mpsc::Sender<ExecutionEvent>>,
 ) -> ExecutionResponse {
     let total = Instant::now();
-    let mut run = Run::new(&job, events);
+    let mut run = Run::new(&job, events, None);
     run.emit(ExecutionEvent::Started { id: job.id.clone() })
         .await;
     run.failure = Some(error);
@@ -79,7 +89,7 @@ pub async fn run_execution(
     );
     async move {
         let total = Instant::now();
-        let mut run = Run::new(&job, events);
+        let mut run = Run::new(&job, events, Some(env.scanner.clone()));
         run.emit(ExecutionEvent::Started { id: job.id.clone() })
             .await;
         let (worker, checkout) = match env.pool.checkout().await {
@@ -120,6 +130,11 @@ fn ms(d: Duration) -> f64 {
 /// The state of one execution while it runs.
 struct Run {
     events: Option<mpsc::Sender<ExecutionEvent>>,
+    /// Scans what the program prints and returns (`None` for a program refused before it ran:
+    /// then everything agent-bound is the daemon's own text).
+    scanner: Option<SecretScanner>,
+    /// Rules that redacted something agent-bound (console, progress, result, errors).
+    redacted_rules: Vec<String>,
     stdout: String,
     stderr: String,
     output_bytes: u64,
@@ -140,9 +155,15 @@ struct Run {
 }
 
 impl Run {
-    fn new(job: &ExecutionJob, events: Option<mpsc::Sender<ExecutionEvent>>) -> Run {
+    fn new(
+        job: &ExecutionJob,
+        events: Option<mpsc::Sender<ExecutionEvent>>,
+        scanner: Option<SecretScanner>,
+    ) -> Run {
         Run {
             events,
+            scanner,
+            redacted_rules: Vec::new(),
             stdout: String::new(),
             stderr: String::new(),
             output_bytes: 0,
@@ -219,7 +240,7 @@ impl Run {
             return exit;
         }
 
-        let mut calls: JoinSet<(u32, Result<String, ToolFailure>)> = JoinSet::new();
+        let mut calls: JoinSet<CallOutcome> = JoinSet::new();
         let mut cancel_sent = false;
         let kill_at = deadline + KILL_GRACE;
         let exit = loop {
@@ -235,7 +256,8 @@ impl Run {
                     }
                     Ok(WorkerMessage::Console { level, text }) => self.console(level, text).await,
                     Ok(WorkerMessage::Progress { value_json }) => {
-                        let value = serde_json::from_str(&value_json).unwrap_or(Value::String(value_json));
+                        let mut value = serde_json::from_str(&value_json).unwrap_or(Value::String(value_json));
+                        self.scan_json(&mut value);
                         self.emit(ExecutionEvent::Progress { value }).await;
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
@@ -281,8 +303,8 @@ impl Run {
                     }
                 },
                 Some(done) = calls.join_next(), if !calls.is_empty() => {
-                    let Ok((id, result)) = done else { continue };
-                    self.finish_call(id, &result).await;
+                    let Ok((id, result, redactions)) = done else { continue };
+                    self.finish_call(id, &result, redactions).await;
                     let msg = SupervisorMessage::ToolResult { id, result };
                     if let Err(e) = channel.send(&msg).await {
                         debug!(error = %e, "could not deliver a tool result; the worker is gone");
@@ -326,7 +348,40 @@ impl Run {
         None
     }
 
+    /// Redacts secrets in agent-bound text, remembering which rules fired.
+    fn scan_text(&mut self, text: String) -> String {
+        let Some(scanner) = &self.scanner else {
+            return text;
+        };
+        let (clean, findings) = scanner.scan_text(&text);
+        if findings.is_empty() {
+            return text;
+        }
+        let clean = clean.into_owned();
+        self.note_findings(&findings);
+        clean
+    }
+
+    fn scan_json(&mut self, value: &mut Value) {
+        let Some(scanner) = &self.scanner else {
+            return;
+        };
+        let findings = scanner.scan_json(value);
+        self.note_findings(&findings);
+    }
+
+    fn note_findings(&mut self, findings: &[Finding]) {
+        for finding in findings {
+            // The rule and place only: the value is what must not travel.
+            info!(rule = %finding.rule, pointer = ?finding.location.pointer, "secret redacted from agent-bound output");
+            if !self.redacted_rules.contains(&finding.rule) {
+                self.redacted_rules.push(finding.rule.clone());
+            }
+        }
+    }
+
     async fn console(&mut self, level: ConsoleLevel, text: String) {
+        let text = self.scan_text(text);
         let stream = if level.is_stderr() {
             ConsoleStream::Stderr
         } else {
@@ -360,7 +415,7 @@ impl Run {
         &mut self,
         env: &ExecutionEnv,
         job: &ExecutionJob,
-        calls: &mut JoinSet<(u32, Result<String, ToolFailure>)>,
+        calls: &mut JoinSet<CallOutcome>,
         id: u32,
         tool: String,
         args_json: String,
@@ -375,6 +430,7 @@ impl Run {
             outcome: "pending".into(),
             error: None,
             duration_ms: 0.0,
+            redactions: Vec::new(),
         });
         self.call_started.push(Instant::now());
         self.emit(ExecutionEvent::ToolCallStarted {
@@ -435,6 +491,9 @@ impl Run {
             call_id: id,
             progress: ToolProgress::new(self.events.clone(), id, tool.clone()),
         };
+        let scanner = env.scanner.clone();
+        let namespace = tool.split('.').next().unwrap_or_default();
+        let on_secret = env.secret_scanning.action(namespace);
         calls.spawn(
             async move {
                 // Resolving may start a lazily started server, so it happens in the call's
@@ -446,19 +505,32 @@ impl Run {
                         Ok((source, name)) => source.call(&name, args, &ctx).await,
                     },
                 };
-                (id, result.and_then(encode_result).map_err(to_failure))
+                // Scanned before anything reaches the worker: the program never holds a
+                // credential a source let slip.
+                let (result, redactions) = scan_tool_result(&scanner, &tool, on_secret, result);
+                (
+                    id,
+                    result.and_then(encode_result).map_err(to_failure),
+                    redactions,
+                )
             }
             .in_current_span(),
         );
     }
 
-    async fn finish_call(&mut self, id: u32, result: &Result<String, ToolFailure>) {
+    async fn finish_call(
+        &mut self,
+        id: u32,
+        result: &Result<String, ToolFailure>,
+        redactions: Vec<Redaction>,
+    ) {
         let Some(idx) = self.tool_calls.iter().position(|c| c.id == id) else {
             return;
         };
         let duration_ms = ms(self.call_started[idx].elapsed());
         let record = &mut self.tool_calls[idx];
         record.duration_ms = duration_ms;
+        record.redactions = redactions;
         match result {
             Ok(_) => record.outcome = "ok".into(),
             Err(f) => {
@@ -566,6 +638,31 @@ impl Run {
         {
             err.excerpt = code_excerpt(&job.code, line, err.column);
         }
+        let mut result = result;
+        self.scan_json(&mut result);
+        if let Some(mut err) = error.take() {
+            err.message = self.scan_text(err.message);
+            err.stack = err.stack.map(|s| self.scan_text(s));
+            err.excerpt = err.excerpt.map(|s| self.scan_text(s));
+            error = Some(err);
+        }
+        let mut tool_calls = std::mem::take(&mut self.tool_calls);
+        for call in &mut tool_calls {
+            self.scan_json(&mut call.args);
+        }
+        let mut warnings = Vec::new();
+        let from_results: usize = tool_calls.iter().map(|c| c.redactions.len()).sum();
+        if from_results > 0 {
+            warnings.push(format!(
+                "{from_results} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
+            ));
+        }
+        if !self.redacted_rules.is_empty() {
+            warnings.push(format!(
+                "secrets were redacted from the program's output ({})",
+                self.redacted_rules.join(", ")
+            ));
+        }
         if self.output_truncated {
             self.stderr.push_str(&format!(
                 "[airlock: console output over the {}-byte limit was dropped]\n",
@@ -579,10 +676,81 @@ impl Run {
             stdout: self.stdout,
             stderr: self.stderr,
             error,
-            tool_calls: self.tool_calls,
+            tool_calls,
             stats: self.stats,
             peer: job.peer,
             principal: job.principal.name.clone(),
+            warnings,
+        }
+    }
+}
+
+/// Scans a tool's answer: a result is redacted in place (or, for a source the policy lists under
+/// `[secret_scanning] fail`, turned into an error naming the rules), and an error's message and
+/// hint are redacted too, since they reach the program as well.
+fn scan_tool_result(
+    scanner: &SecretScanner,
+    tool: &str,
+    on_secret: SecretAction,
+    result: Result<Value, ToolError>,
+) -> (Result<Value, ToolError>, Vec<Redaction>) {
+    match result {
+        Ok(mut value) => {
+            let findings = scanner.scan_json(&mut value);
+            if findings.is_empty() {
+                return (Ok(value), Vec::new());
+            }
+            let redactions: Vec<Redaction> = findings
+                .iter()
+                .map(|f| Redaction {
+                    rule: f.rule.clone(),
+                    pointer: f.location.pointer.clone(),
+                })
+                .collect();
+            for finding in &findings {
+                let audit = finding.audit_record();
+                warn!(tool, rule = %finding.rule, pointer = ?finding.location.pointer, secret = ?audit.secret, "a tool result carried a secret; it was redacted before the program saw it");
+            }
+            match on_secret {
+                SecretAction::Redact => (Ok(value), redactions),
+                SecretAction::Fail => {
+                    let mut rules: Vec<&str> = findings.iter().map(|f| f.rule.as_str()).collect();
+                    rules.sort_unstable();
+                    rules.dedup();
+                    let error = ToolError::new(
+                        "secret_in_result",
+                        format!(
+                            "the result of `{tool}` carried {} secret(s) ({}), and the operator has set this source to fail such calls",
+                            findings.len(),
+                            rules.join(", ")
+                        ),
+                    )
+                    .with_hint("ask for less (a narrower query or fewer fields), or ask the operator why this source returns credentials");
+                    (Err(error), redactions)
+                }
+            }
+        }
+        Err(mut error) => {
+            let (message, m) = scanner.scan_text(&error.message);
+            let message = message.into_owned();
+            let (hint, h) = match &error.hint {
+                Some(hint) => {
+                    let (clean, found) = scanner.scan_text(hint);
+                    (Some(clean.into_owned()), found)
+                }
+                None => (None, Vec::new()),
+            };
+            let redactions = m
+                .iter()
+                .chain(&h)
+                .map(|f| Redaction {
+                    rule: f.rule.clone(),
+                    pointer: None,
+                })
+                .collect();
+            error.message = message;
+            error.hint = hint;
+            (Err(error), redactions)
         }
     }
 }

@@ -245,6 +245,7 @@ mod tests {
                 pid: None,
             },
             principal: "p".into(),
+            warnings: Vec::new(),
         }
     }
 

@@ -12,7 +12,8 @@
 use crate::graphql_source::GraphQlApi;
 use crate::mcp_server::McpServer;
 use crate::openapi_source::OpenApiSource as OpenApiTools;
-use crate::secret_store::SecretStore;
+use crate::secret_scanner::SecretScanner;
+use crate::secret_store::{SecretStore, SecretValue};
 use crate::tool_catalogue::ToolCatalogue;
 use crate::tool_source::{ToolRegistry, ToolSource};
 use crate::worker_pool::WorkerPool;
@@ -40,6 +41,9 @@ pub struct PolicyGeneration {
     pub catalogue: ToolCatalogue,
     /// When it was loaded (seconds since the Unix epoch).
     pub loaded_at: u64,
+    /// Scans tool results and everything agent-bound: the embedded shape rules plus every
+    /// secret this policy's sources reference.
+    pub scanner: SecretScanner,
     /// The MCP servers built from the policy, kept so the next generation can reuse them.
     mcp_servers: Vec<BuiltServer>,
     /// Sources the next generation dropped: shut down when this generation is gone.
@@ -116,7 +120,18 @@ impl PolicyGeneration {
         for source in extra.sources() {
             tools.register(source.clone());
         }
+        let scanner = match policy_scanner(&policy, secrets) {
+            Ok(scanner) => scanner,
+            Err(e) => {
+                problems.push(SourceProblem {
+                    source: "secret scanner".to_owned(),
+                    message: e.to_string(),
+                });
+                return Err(problems);
+            }
+        };
         let generation = PolicyGeneration {
+            scanner,
             number,
             principals: policy.principals.iter().cloned().map(Arc::new).collect(),
             policy,
@@ -143,18 +158,23 @@ impl PolicyGeneration {
         secrets: &Arc<SecretStore>,
         extra: &ToolRegistry,
         pool: WorkerPool,
-    ) -> PolicyGeneration {
+    ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
         let mut policy = policy;
         loop {
             match PolicyGeneration::build(1, policy.clone(), secrets, extra, pool.clone(), None) {
-                Ok(generation) => return generation,
+                Ok(generation) => return Ok(generation),
                 Err(problems) => {
                     for problem in &problems {
                         tracing::error!(source = %problem.source, "tool source not loaded, its tools are unavailable: {}", problem.message);
                     }
                     let failed = |name: &String| problems.iter().any(|p| p.source == *name);
+                    let before = policy.openapi.len() + policy.graphql.len();
                     policy.openapi.retain(|s| !failed(&s.name));
                     policy.graphql.retain(|s| !failed(&s.name));
+                    if policy.openapi.len() + policy.graphql.len() == before {
+                        // Not a source's problem (the secret scanner): nothing to leave out.
+                        return Err(problems);
+                    }
                 }
             }
         }
@@ -220,6 +240,31 @@ impl Drop for PolicyGeneration {
             });
         }
     }
+}
+
+/// The scanner for a policy: every secret its sources reference that the store can give is a
+/// known secret (one that cannot be read is not held by the daemon either, so it cannot leak).
+fn policy_scanner(
+    policy: &Policy,
+    secrets: &SecretStore,
+) -> Result<SecretScanner, crate::secret_scanner::ScannerError> {
+    let mut names: Vec<&str> = Vec::new();
+    for server in &policy.servers {
+        names.extend(server.transport.secrets());
+    }
+    for source in &policy.openapi {
+        names.extend(source.secrets());
+    }
+    for source in &policy.graphql {
+        names.extend(source.secrets());
+    }
+    names.sort_unstable();
+    names.dedup();
+    let values: Vec<(&str, SecretValue)> = names
+        .into_iter()
+        .filter_map(|name| secrets.get(name).ok().map(|value| (name, value)))
+        .collect();
+    SecretScanner::new(values.iter().map(|(name, value)| (*name, value)))
 }
 
 /// A tool source that could not be built from the policy.

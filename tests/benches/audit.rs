@@ -35,6 +35,7 @@ fn response(n: u64) -> ExecutionResponse {
         outcome: "ok".into(),
         error: None,
         duration_ms: 1.5,
+        redactions: Vec::new(),
     };
     ExecutionResponse {
         id: format!("ex_bench_{n}"),
@@ -56,6 +57,7 @@ fn response(n: u64) -> ExecutionResponse {
             pid: Some(1),
         },
         principal: "local".into(),
+        warnings: Vec::new(),
     }
 }
 

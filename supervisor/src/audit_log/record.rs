@@ -222,6 +222,7 @@ mod tests {
                 outcome: "error".into(),
                 error: Some(ToolError::new("denied", "no")),
                 duration_ms: 1.5,
+                redactions: Vec::new(),
             }],
             stats: ExecutionStats {
                 queue_ms: 2.0,
@@ -235,6 +236,7 @@ mod tests {
                 pid: Some(42),
             },
             principal: "local".into(),
+            warnings: Vec::new(),
         };
         let started = UNIX_EPOCH + Duration::from_secs(1_000);
         fn hide(text: &str) -> Cow<'_, str> {

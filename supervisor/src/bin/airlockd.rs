@@ -5,6 +5,7 @@ use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
 use airlock_supervisor::policy_generation::check_policy;
+use airlock_supervisor::secret_scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
 use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
@@ -92,7 +93,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    init_tracing(args.log_format);
+    // Until the policy's secrets are known the shape rules alone scan the log; `run` puts the
+    // policy's scanner in place before it serves.
+    let log_scanner = match SecretScanner::new([]) {
+        Ok(scanner) => SharedScanner::new(scanner),
+        Err(e) => {
+            eprintln!("airlockd: cannot build the secret scanner for the log: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    init_tracing(args.log_format, log_scanner.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -103,7 +113,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(args, log_scanner)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -113,7 +123,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, scanner: SharedScanner) {
     use tracing_subscriber::Layer as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -127,7 +137,9 @@ fn init_tracing(format: LogFormat) {
     let layer = tracing_subscriber::fmt::layer()
         // journald and log files get plain text; colours only on a terminal.
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        // Every line is scanned before it is written: a credential in an error message or a
+        // debug field never reaches the journal.
+        .with_writer(RedactingMakeWriter::new(std::io::stderr, scanner));
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Text => registry.with(layer.with_filter(no_message_dumps)).init(),
@@ -137,7 +149,7 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
-async fn serve(args: Args) -> Result<()> {
+async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
     let policy = match &args.config {
         Some(path) => Policy::load(path)?,
         None => Policy::embedded_default(),
@@ -195,6 +207,7 @@ async fn serve(args: Args) -> Result<()> {
         secrets,
         policy_path: args.config.clone(),
         reload_on_sighup: true,
+        log_scanner: Some(log_scanner),
     };
     let result = run(config, listener, shutdown_signal()).await;
     if let Some(path) = owned_path {
