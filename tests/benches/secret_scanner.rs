@@ -76,7 +76,10 @@ fn realistic_json() -> (String, Value) {
                     }
                 }
             }
-            println!("input: GitHub REST example responses ({} values)", items.len());
+            println!(
+                "input: GitHub REST example responses ({} values)",
+                items.len()
+            );
         }
         Err(_) => {
             println!("input: generated issue list (@octokit/openapi is not installed)");
@@ -175,7 +178,10 @@ fn main() {
     let api_key = secrets[1].1.expose();
     let near_misses: Vec<(&str, String)> = vec![
         ("github", "ghp_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rE ".into()),
-        ("aws", "AKIAUJZDEGXDNCF32EP aws_secret_access_key=abc ".into()),
+        (
+            "aws",
+            "AKIAUJZDEGXDNCF32EP aws_secret_access_key=abc ".into(),
+        ),
         ("jwt", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.".into()),
         ("jwt-unending", format!("eyJ{}", "a".repeat(40))),
         ("pem", "-----BEGIN RSA PRIVATE KEY-----\\n".into()),
@@ -185,7 +191,10 @@ fn main() {
         ("slack", "xoxb-1-2-3-4-5-6-".into()),
         ("word-run", "a".repeat(64)),
         ("known-secret tiles", api_key[..15].to_owned()),
-        ("known-secret tile seeds", format!("{}-{} ", &api_key[..8], &api_key[8..16])),
+        (
+            "known-secret tile seeds",
+            format!("{}-{} ", &api_key[..8], &api_key[8..16]),
+        ),
     ];
     let mut worst = (f64::MAX, "");
     for (name, unit) in &near_misses {
