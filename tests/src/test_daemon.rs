@@ -26,6 +26,8 @@ pub struct DaemonOptions {
     /// Read the policy from this file (with its drop-ins) instead of adjusting the embedded
     /// default, and reload from it (`POST /v1/reload`).
     pub policy_file: Option<PathBuf>,
+    /// The daemon's credential store (name, value).
+    pub secrets: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for DaemonOptions {
@@ -46,6 +48,7 @@ impl Default for DaemonOptions {
             tools: None,
             sources: Vec::new(),
             policy_file: None,
+            secrets: Vec::new(),
         }
     }
 }
@@ -63,6 +66,11 @@ impl DaemonOptions {
 
     pub fn source(mut self, source: Arc<dyn ToolSource>) -> Self {
         self.sources.push(source);
+        self
+    }
+
+    pub fn secret(mut self, name: &str, value: &str) -> Self {
+        self.secrets.push((name.to_owned(), value.to_owned()));
         self
     }
 
@@ -126,6 +134,9 @@ impl TestDaemon {
         let config = DaemonConfig {
             tools: registry,
             policy_path: options.policy_file,
+            secrets: Arc::new(airlock_supervisor::secret_store::SecretStore::with_values(
+                options.secrets,
+            )),
             ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();

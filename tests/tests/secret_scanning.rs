@@ -1,0 +1,162 @@
+//! The secret scanner in the execution path: tool results are scanned before the program sees
+//! them (redacted, or the call failed for sources the policy lists), agent-bound output is
+//! scanned, the trace says which rule fired and where but never the value, and every execution
+//! lands in the audit trail.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::agent_api::Status;
+use airlock_tests::{DaemonOptions, TestDaemon};
+use serde_json::{Value, json};
+
+/// A made-up token of GitHub's classic shape (never a real credential).
+const GITHUB_TOKEN: &str = "ghp_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES";
+/// A credential the daemon holds (through a policy reference), high-entropy.
+const CANARY: &str = "airlock-canary-Qm9vZ2xlIGlzIG5vdCBhIHNlY3JldA-7f3a9c";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_shaped_results_are_redacted_before_the_program_sees_them() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(&format!(
+            "const r = await tools.test.echo({{ note: 'token: {GITHUB_TOKEN}' }}); \
+             return {{ sawToken: r.note.includes('ghp_'), note: r.note }}"
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["sawToken"], json!(false), "{r:?}");
+    assert_eq!(r.result["note"], json!("token: [REDACTED:github-token]"));
+    // The trace names the rule and the place, never the value.
+    let call = &r.tool_calls[0];
+    assert_eq!(call.redactions.len(), 1, "{call:?}");
+    assert_eq!(call.redactions[0].rule, "github-token");
+    assert_eq!(call.redactions[0].pointer.as_deref(), Some("/note"));
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("redacted from tool results")),
+        "{:?}",
+        r.warnings
+    );
+    // The program's own arguments are agent-bound too: the trace does not echo the token.
+    let trace = serde_json::to_string(&r.tool_calls).unwrap();
+    assert!(!trace.contains(GITHUB_TOKEN), "{trace}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_bound_output_is_scanned() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(&format!(
+            "console.log('leaking {GITHUB_TOKEN} now'); throw new Error('bad {GITHUB_TOKEN}')"
+        ))
+        .await;
+    assert_eq!(r.status, Status::Error);
+    assert_eq!(r.stdout, "leaking [REDACTED:github-token] now\n");
+    let error = r.error.unwrap();
+    assert!(
+        error.message.contains("[REDACTED:github-token]") && !error.message.contains("ghp_"),
+        "{error:?}"
+    );
+    assert!(
+        !error.excerpt.unwrap_or_default().contains(GITHUB_TOKEN),
+        "the code excerpt is scanned too"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_set_to_fail_fails_the_call_instead() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.secret_scanning.fail = vec!["test".into()];
+    }))
+    .await;
+    let r = d
+        .exec(&format!(
+            "try {{ await tools.test.echo({{ t: '{GITHUB_TOKEN}' }}); return 'returned' }} \
+             catch (e) {{ return {{ code: e.code, message: e.message }} }}"
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["code"], json!("secret_in_result"));
+    let message = r.result["message"].as_str().unwrap();
+    assert!(
+        message.contains("carried 1 secret(s) (github-token)"),
+        "{message}"
+    );
+    assert!(!message.contains("ghp_"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn known_secrets_are_caught_in_encoded_forms() {
+    use base64::Engine as _;
+    // The policy references the secret (a server that is never started), so the daemon holds
+    // it and its scanner knows it.
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .secret("canary", CANARY)
+            .policy(|p| {
+                let mut policy = airlock_policy::Policy::parse(
+                    "[[server]]\nname = \"holder\"\ncommand = \"/bin/false\"\nenv = { TOKEN = { secret = \"canary\" } }\n",
+                    "test",
+                )
+                .unwrap();
+                p.servers.append(&mut policy.servers);
+            }),
+    )
+    .await;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("x:{CANARY}"));
+    let hex: String = CANARY.bytes().map(|b| format!("{b:02x}")).collect();
+    let r = d
+        .exec(&format!(
+            "const a = await tools.test.echo({{ b64: '{encoded}', hex: '{hex}', half: '{}' }}); \
+             return a",
+            &CANARY[..24]
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let text = serde_json::to_string(&r.result).unwrap();
+    assert!(
+        !text.contains(&hex) && !text.contains(&encoded[4..]),
+        "{text}"
+    );
+    assert!(text.contains("[REDACTED:known-secret]"), "{text}");
+    let rules: Vec<&str> = r.tool_calls[0]
+        .redactions
+        .iter()
+        .map(|x| x.rule.as_str())
+        .collect();
+    assert!(
+        rules.iter().all(|rule| *rule == "known-secret"),
+        "{rules:?}"
+    );
+    assert!(rules.len() >= 3, "base64, hex and a fragment: {rules:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executions_reach_the_audit_trail() {
+    let d = TestDaemon::start().await;
+    let r = d.exec("await tools.test.echo({ a: 1 }); 42").await;
+    assert_eq!(r.status, Status::Ok);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let (_, body) = d.client().await.get("/v1/health").await.unwrap();
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["audit"]["state"], json!("ok"), "{health}");
+    // Written by the log's own thread: wait for it.
+    let mut written = 0;
+    for _ in 0..200 {
+        let (_, body) = d.client().await.get("/v1/health").await.unwrap();
+        let health: Value = serde_json::from_str(&body).unwrap();
+        written = health["audit"]["written"].as_u64().unwrap_or(0);
+        if written >= 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        written >= 1,
+        "the execution was never written to the audit log"
+    );
+    let (_, metrics) = d.client().await.get("/metrics").await.unwrap();
+    assert!(metrics.contains("airlock_audit"), "{metrics}");
+}
