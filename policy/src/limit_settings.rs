@@ -30,6 +30,9 @@ pub struct LimitSettings {
     pub max_code_bytes: u64,
 }
 
+/// One limit a principal may only lower: key, its value, `[limits]`' value, how to show it.
+type Ceiling = (&'static str, u64, u64, fn(u64) -> String);
+
 impl LimitSettings {
     /// Keys accepted in `[limits]`.
     pub(crate) const KEYS: &'static [&'static str] = &[
@@ -90,7 +93,7 @@ impl LimitSettings {
         let limits = Self::read_over(table, global)?;
         // `timeout_ms` is a default, not a ceiling: it only has to stay within the principal's
         // own `max_timeout_ms`, which `read_over` checks.
-        let checks: [(&str, u64, u64, fn(u64) -> String); 6] = [
+        let checks: [Ceiling; 6] = [
             (
                 "max_timeout_ms",
                 limits.max_timeout_ms,

@@ -258,11 +258,9 @@ async fn shutdown_signal() {
         warn!("cannot install signal handlers; stop the daemon with SIGKILL");
         return std::future::pending().await;
     };
-    loop {
-        tokio::select! {
-            _ = term.recv() => { info!("SIGTERM received"); return; }
-            _ = int.recv() => { info!("SIGINT received"); return; }
-        }
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = int.recv() => info!("SIGINT received"),
     }
 }
 
