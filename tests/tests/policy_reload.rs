@@ -413,3 +413,38 @@ fn airlock_policy_check_and_explain() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_document_on_reload_is_named_and_the_sources_stay() {
+    let policy = PolicyDir::new(&principal("\"*\"", ""));
+    let spec = policy.dir.path().join("api.json");
+    std::fs::write(
+        &spec,
+        r#"{"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {}}"#,
+    )
+    .unwrap();
+    let with_api = |spec: &Path| {
+        principal("\"*\"", "")
+            + &format!(
+                "\n[[openapi]]\nname = \"api\"\nspec = \"{}\"\nbase_url = \"http://127.0.0.1:9\"\n",
+                spec.display()
+            )
+    };
+    policy.write("policy.toml", &with_api(&spec));
+    let d = TestDaemon::start_with(DaemonOptions::default().policy_file(policy.main())).await;
+    assert_eq!(d.exec(ECHO_OR_CODE).await.result, json!("called"));
+
+    // The document breaks: the reload names the file and the place, and nothing changes.
+    std::fs::write(&spec, "{\"openapi\": \"3.1.0\",\n  \"paths\": [oops\n").unwrap();
+    let (status, report) = reload(&d).await;
+    assert_eq!(status, 422, "{report}");
+    let problem = report["problems"][0].as_str().unwrap();
+    assert!(problem.contains("tool source `api`"), "{problem}");
+    assert!(problem.contains("api.json"), "{problem}");
+    assert!(
+        problem.contains(":2:"),
+        "the line of the mistake: {problem}"
+    );
+    assert_eq!(report["generation"], json!(1));
+    assert_eq!(d.exec(ECHO_OR_CODE).await.result, json!("called"));
+}
