@@ -209,11 +209,14 @@ fn the_daemon_opens_its_log_and_refuses_a_shared_directory() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("a.sock");
     let mut daemon = binaries::airlockd_command(&socket).spawn().unwrap();
-    let ready = wait_until(20, || socket.exists());
+    let audit_dir = binaries::audit_directory(&socket);
+    // The socket is bound before the daemon opens its audit log: wait for the log itself.
+    let ready = wait_until(20, || {
+        socket.exists() && audit_dir.join("audit.sqlite").exists()
+    });
     let _ = daemon.kill();
     let _ = daemon.wait();
-    assert!(ready, "no socket appeared");
-    let audit_dir = binaries::audit_directory(&socket);
+    assert!(ready, "no socket and audit log appeared");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&audit_dir), 0o700);
     assert_eq!(mode(&audit_dir.join("audit.sqlite")), 0o600);
