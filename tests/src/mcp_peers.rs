@@ -174,3 +174,21 @@ impl Drop for HttpServerEverything {
         let _ = self.child.wait();
     }
 }
+
+/// A file or directory of an npm package installed in `tests/mcp-peers` (`.bin/tsc`,
+/// `@octokit/openapi/generated/api.github.com.json`). `None`, with a SKIPPED line naming
+/// `test`, when it is missing; missing is a failure when `.ci/run` requires the peers.
+pub fn npm_package(path: &str, test: &str) -> Option<PathBuf> {
+    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp-peers/node_modules")
+        .join(path);
+    if full.exists() {
+        return Some(full);
+    }
+    assert!(
+        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+        "{path} is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+    );
+    eprintln!("SKIPPED {test}: {path} is missing (npm ci --prefix tests/mcp-peers)");
+    None
+}

@@ -460,20 +460,7 @@ fn pets_json() -> Value {
 
 // ---- real documents from npm ------------------------------------------------------------------
 
-fn npm_package(path: &str, test: &str) -> Option<PathBuf> {
-    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp-peers/node_modules")
-        .join(path);
-    if full.exists() {
-        return Some(full);
-    }
-    assert!(
-        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-        "{path} is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
-    );
-    eprintln!("SKIPPED {test}: {path} is missing (npm ci --prefix tests/mcp-peers)");
-    None
-}
+use airlock_tests::mcp_peers::npm_package;
 
 #[test]
 fn the_github_rest_document_loads_with_all_its_operations() {

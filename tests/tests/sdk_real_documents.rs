@@ -26,20 +26,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-fn npm(path: &str, test: &str) -> Option<PathBuf> {
-    let full = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp-peers/node_modules")
-        .join(path);
-    if full.exists() {
-        return Some(full);
-    }
-    assert!(
-        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-        "{path} is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
-    );
-    eprintln!("SKIPPED {test}: {path} is missing (npm ci --prefix tests/mcp-peers)");
-    None
-}
+use airlock_tests::mcp_peers::npm_package as npm;
 
 fn openapi(name: &str, spec: PathBuf) -> OpenApiSource {
     OpenApiSource::load(

@@ -15,16 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 fn tsc(test: &str) -> Option<PathBuf> {
-    let tsc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-peers/node_modules/.bin/tsc");
-    if tsc.exists() {
-        return Some(tsc);
-    }
-    assert!(
-        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-        "tsc is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
-    );
-    eprintln!("SKIPPED {test}: tsc is missing (npm ci --prefix tests/mcp-peers)");
-    None
+    airlock_tests::mcp_peers::npm_package(".bin/tsc", test)
 }
 
 /// Writes the SDK (and extra files) to a new directory and runs `tsc -p` there.
