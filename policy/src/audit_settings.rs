@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use toml::de::DeValue;
 
+use crate::daemon_settings::absolute_path;
 use crate::document::{Field, TableReader};
 use crate::policy_file::PolicyError;
 
@@ -89,19 +90,6 @@ fn boolean(field: &Field<'_>) -> Result<bool, PolicyError> {
         DeValue::Boolean(value) => Ok(*value),
         _ => Err(field.wrong_type("true or false")),
     }
-}
-
-fn absolute_path(field: &Field<'_>) -> Result<PathBuf, PolicyError> {
-    let path = field.string("an absolute path string")?;
-    if !path.starts_with('/') {
-        return Err(field.invalid(format!(
-            "path \"{path}\" is not absolute (it must start with `/`)"
-        )));
-    }
-    if path.contains('\0') {
-        return Err(field.invalid("path contains a NUL character"));
-    }
-    Ok(PathBuf::from(path))
 }
 
 #[cfg(test)]

@@ -102,7 +102,8 @@ fn usize_in(field: &Field<'_>, min: usize, max: usize) -> Result<usize, PolicyEr
     usize::try_from(n).map_err(|_| field.out_of_range(format!("{min}..={max}")))
 }
 
-fn absolute_path(field: &Field<'_>) -> Result<PathBuf, PolicyError> {
+/// An absolute path without NUL bytes (`worker_path`, `[audit] directory`).
+pub(crate) fn absolute_path(field: &Field<'_>) -> Result<PathBuf, PolicyError> {
     let path = field.string("an absolute path string")?;
     if !path.starts_with('/') {
         return Err(field.invalid(format!(

@@ -538,71 +538,43 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         roots.push((*index, root));
     }
 
-    // [daemon] configures the process (socket, pool): it lives in the main file only.
-    let mut daemon = None;
-    for (index, root) in &roots {
-        let Some(field) = root.get("daemon") else {
-            continue;
-        };
-        if *index > 0 {
-            errors.push(field.invalid(
-                "[daemon] may only be set in the main policy file, not in a drop-in: it configures the daemon process itself",
-            ));
-            continue;
-        }
-        match field
-            .table("a table ([daemon])", DaemonSettings::KEYS)
-            .and_then(|table| DaemonSettings::read(&table))
-        {
-            Ok(settings) => daemon = Some(settings),
-            Err(e) => errors.push(e),
-        }
-    }
-
-    // [audit] configures the daemon process's record: like [daemon], main file only.
-    let mut audit = None;
-    for (index, root) in &roots {
-        let Some(field) = root.get("audit") else {
-            continue;
-        };
-        if *index > 0 {
-            errors.push(field.invalid(
-                "[audit] may only be set in the main policy file, not in a drop-in: it configures the daemon's own record",
-            ));
-            continue;
-        }
-        match field
-            .table("a table ([audit])", AuditSettings::KEYS)
-            .and_then(|table| AuditSettings::read(&table))
-        {
-            Ok(settings) => audit = Some(settings),
-            Err(e) => errors.push(e),
-        }
-    }
-
+    // [daemon] and [audit] configure the process itself (socket, pool, its own record): they
+    // live in the main file only.
+    let daemon = read_single_table(
+        &roots,
+        "daemon",
+        "a table ([daemon])",
+        DaemonSettings::KEYS,
+        Placement::MainFile {
+            why: "it configures the daemon process itself",
+        },
+        &mut errors,
+        DaemonSettings::read,
+    );
+    let audit = read_single_table(
+        &roots,
+        "audit",
+        "a table ([audit])",
+        AuditSettings::KEYS,
+        Placement::MainFile {
+            why: "it configures the daemon's own record",
+        },
+        &mut errors,
+        AuditSettings::read,
+    );
     // [limits] may be set in one file, whichever: two files setting it would make the result
     // depend on file names in a way nobody reads off the files.
-    let mut limits = None;
-    let mut limits_at: Option<Location> = None;
-    for (_, root) in &roots {
-        let Some(field) = root.get("limits") else {
-            continue;
-        };
-        if let Some(first) = &limits_at {
-            errors.push(field.invalid(format!(
-                "[limits] is already set at {first}: set the limits in one file"
-            )));
-            continue;
-        }
-        limits_at = Some(field.location());
-        match field
-            .table("a table ([limits])", LimitSettings::KEYS)
-            .and_then(|table| LimitSettings::read(&table))
-        {
-            Ok(settings) => limits = Some(settings),
-            Err(e) => errors.push(e),
-        }
-    }
+    let limits = read_single_table(
+        &roots,
+        "limits",
+        "a table ([limits])",
+        LimitSettings::KEYS,
+        Placement::OneFile {
+            hint: "set the limits in one file",
+        },
+        &mut errors,
+        LimitSettings::read,
+    );
     let limits = limits.unwrap_or_default();
 
     let mut principals: Vec<Principal> = Vec::new();
@@ -703,28 +675,18 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
     );
 
     // After every file's sources are known: the table names them.
-    let mut secret_scanning = None;
-    let mut scanning_at: Option<Location> = None;
-    for (_, root) in &roots {
-        let Some(field) = root.get("secret_scanning") else {
-            continue;
-        };
-        if let Some(first) = &scanning_at {
-            errors.push(field.invalid(format!(
-                "[secret_scanning] is already set at {first}: set it in one file"
-            )));
-            continue;
-        }
-        scanning_at = Some(field.location());
-        let known = |name: &str| names.contains_key(name);
-        match field
-            .table("a table ([secret_scanning])", SecretScanning::KEYS)
-            .and_then(|table| SecretScanning::read(&table, &known))
-        {
-            Ok(settings) => secret_scanning = Some(settings),
-            Err(e) => errors.push(e),
-        }
-    }
+    let known = |name: &str| names.contains_key(name);
+    let secret_scanning = read_single_table(
+        &roots,
+        "secret_scanning",
+        "a table ([secret_scanning])",
+        SecretScanning::KEYS,
+        Placement::OneFile {
+            hint: "set it in one file",
+        },
+        &mut errors,
+        |table| SecretScanning::read(table, &known),
+    );
 
     if !errors.is_empty() {
         // In reading order: by file, then by place.
@@ -764,6 +726,53 @@ fn syntax_error(source: Source<'_>, error: &toml::de::Error) -> PolicyError {
         message = format!("duplicate key `{culprit}` (a key or table may be defined only once)");
     }
     PolicyError::Syntax { at, message }
+}
+
+/// Where a table that a policy holds at most once may be written.
+enum Placement {
+    /// Only in the main file; `why` ends the message for one in a drop-in.
+    MainFile { why: &'static str },
+    /// In any one file; `hint` ends the message for a second one.
+    OneFile { hint: &'static str },
+}
+
+/// Reads the table `key` (`[daemon]`, `[limits]`, ...) that a policy holds at most once,
+/// reporting one in a file where it may not be, or a second one.
+fn read_single_table<T>(
+    roots: &[(usize, TableReader<'_>)],
+    key: &str,
+    expected: &'static str,
+    keys: &'static [&'static str],
+    placement: Placement,
+    errors: &mut Vec<PolicyError>,
+    read: impl Fn(&TableReader<'_>) -> Result<T, PolicyError>,
+) -> Option<T> {
+    let mut value = None;
+    let mut first: Option<Location> = None;
+    for (index, root) in roots {
+        let Some(field) = root.get(key) else {
+            continue;
+        };
+        match (&placement, &first) {
+            (Placement::MainFile { why }, _) if *index > 0 => {
+                errors.push(field.invalid(format!(
+                    "[{key}] may only be set in the main policy file, not in a drop-in: {why}"
+                )));
+                continue;
+            }
+            (Placement::OneFile { hint }, Some(first)) => {
+                errors.push(field.invalid(format!("[{key}] is already set at {first}: {hint}")));
+                continue;
+            }
+            _ => {}
+        }
+        first = Some(field.location());
+        match field.table(expected, keys).and_then(|table| read(&table)) {
+            Ok(read) => value = Some(read),
+            Err(e) => errors.push(e),
+        }
+    }
+    value
 }
 
 /// One kind of tool-source table (`[[server]]`, `[[openapi]]`, `[[graphql]]`).
