@@ -7,7 +7,7 @@ use crate::control_socket::serve_connection;
 use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
 use crate::policy_generation::{
-    PolicyGeneration, PolicyLoader, ReloadReport, unix_now, warning_lines,
+    PolicyGeneration, PolicyLoader, ReloadReport, SourceFailure, unix_now, warning_lines,
 };
 use crate::rate_limiter::RateLimiter;
 use crate::secret_scanner::SharedScanner;
@@ -393,16 +393,25 @@ pub async fn run(
         daemon_settings.pool_size,
     );
     let extra = config.tools;
-    let generation =
-        PolicyGeneration::initial(policy, &config.secrets, &extra, pool).map_err(|problems| {
-            DaemonError::Scanner(
-                problems
-                    .iter()
-                    .map(|p| format!("{}: {}", p.source, p.message))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })?;
+    // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
+    let generation = PolicyGeneration::build(
+        1,
+        policy,
+        &config.secrets,
+        &extra,
+        pool,
+        None,
+        SourceFailure::DropsSource,
+    )
+    .map_err(|problems| {
+        DaemonError::Scanner(
+            problems
+                .iter()
+                .map(|p| format!("{}: {}", p.source, p.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+        )
+    })?;
     if let Some(log) = &config.log_scanner {
         log.replace(generation.scanner.clone());
     }

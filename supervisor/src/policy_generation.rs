@@ -58,16 +58,27 @@ struct BuiltServer {
     source: Arc<McpServer>,
 }
 
+/// What a source that cannot be built costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFailure {
+    /// The whole generation (a reload: the last good policy stays).
+    RejectsGeneration,
+    /// Only itself, logged (the policy the daemon starts with: it serves the rest).
+    DropsSource,
+}
+
 impl PolicyGeneration {
     /// Builds a generation. `extra` sources (an embedder's, e.g. tests' fault injection) are
-    /// registered after the policy's and carried into every later generation.
+    /// registered after the policy's and carried into every later generation. A secret
+    /// scanner that cannot be built rejects the generation whatever `on_failure` says.
     pub fn build(
         number: u64,
-        policy: Policy,
+        mut policy: Policy,
         secrets: &Arc<SecretStore>,
         extra: &ToolRegistry,
         pool: WorkerPool,
         previous: Option<&PolicyGeneration>,
+        on_failure: SourceFailure,
     ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
         let mut tools = ToolRegistry::new();
         let mut problems = Vec::new();
@@ -120,6 +131,15 @@ impl PolicyGeneration {
         for source in extra.sources() {
             tools.register(source.clone());
         }
+        if on_failure == SourceFailure::DropsSource {
+            for problem in &problems {
+                tracing::error!(source = %problem.source, "tool source not loaded, its tools are unavailable: {}", problem.message);
+            }
+            let failed = |name: &String| problems.iter().any(|p| p.source == *name);
+            policy.openapi.retain(|s| !failed(&s.name));
+            policy.graphql.retain(|s| !failed(&s.name));
+            problems.clear();
+        }
         let scanner = match policy_scanner(&policy, secrets) {
             Ok(scanner) => scanner,
             Err(e) => {
@@ -148,35 +168,6 @@ impl PolicyGeneration {
             // Nothing of a rejected generation may keep running: servers it started fresh
             // have not been started yet (they start on first use), so dropping is enough.
             Err(problems)
-        }
-    }
-
-    /// Like [`PolicyGeneration::build`] for the policy the daemon starts with: a source that
-    /// cannot be loaded costs only itself (logged), the daemon serves the rest.
-    pub fn initial(
-        policy: Policy,
-        secrets: &Arc<SecretStore>,
-        extra: &ToolRegistry,
-        pool: WorkerPool,
-    ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
-        let mut policy = policy;
-        loop {
-            match PolicyGeneration::build(1, policy.clone(), secrets, extra, pool.clone(), None) {
-                Ok(generation) => return Ok(generation),
-                Err(problems) => {
-                    for problem in &problems {
-                        tracing::error!(source = %problem.source, "tool source not loaded, its tools are unavailable: {}", problem.message);
-                    }
-                    let failed = |name: &String| problems.iter().any(|p| p.source == *name);
-                    let before = policy.openapi.len() + policy.graphql.len();
-                    policy.openapi.retain(|s| !failed(&s.name));
-                    policy.graphql.retain(|s| !failed(&s.name));
-                    if policy.openapi.len() + policy.graphql.len() == before {
-                        // Not a source's problem (the secret scanner): nothing to leave out.
-                        return Err(problems);
-                    }
-                }
-            }
         }
     }
 
@@ -323,6 +314,7 @@ impl PolicyLoader {
             extra,
             pool,
             Some(current),
+            SourceFailure::RejectsGeneration,
         )
         .map_err(|problems| {
             problems
