@@ -240,7 +240,7 @@ async fn route(
             json_response(status, &report)
         }
         (&Method::GET, "/v1/sdk") => {
-            let view = DaemonState::catalogue_view(&generation, &principal).await;
+            let view = generation.catalogue_view(&principal).await;
             let files: Vec<serde_json::Value> = view
                 .sdk
                 .files
@@ -259,7 +259,7 @@ async fn route(
         }
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
             let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
-            let view = DaemonState::catalogue_view(&generation, &principal).await;
+            let view = generation.catalogue_view(&principal).await;
             match view.sdk.files.files.get(&file) {
                 Some(text) => {
                     let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
@@ -283,7 +283,7 @@ async fn route(
             }
         }
         (&Method::GET, "/v1/tools") => {
-            let view = DaemonState::catalogue_view(&generation, &principal).await;
+            let view = generation.catalogue_view(&principal).await;
             json_response(
                 StatusCode::OK,
                 &serde_json::json!({
@@ -306,7 +306,7 @@ async fn route(
                     Some("for example ?q=create+issue&limit=5".into()),
                 );
             }
-            let view = DaemonState::catalogue_view(&generation, &principal).await;
+            let view = generation.catalogue_view(&principal).await;
             let results = view.sdk.search.search(&query, limit);
             json_response(
                 StatusCode::OK,
@@ -473,7 +473,7 @@ async fn execute(
         tool_call_rate,
         queue_wait: queued.elapsed(),
     };
-    let env = DaemonState::execution_env(&generation);
+    let env = generation.execution_env();
     let rejection = contract_violation(&generation.tools, &job).await;
     if let Some(error) = rejection {
         let events = if streaming {

@@ -4,7 +4,6 @@
 
 use crate::audit_log::{AuditLog, AuditLogError, AuditStatus};
 use crate::control_socket::serve_connection;
-use crate::execution::ExecutionEnv;
 use crate::metrics::{Gauges, Metrics};
 use crate::policy_generation::{
     PolicyGeneration, PolicyLoader, ReloadReport, SourceFailure, unix_now, warning_lines,
@@ -12,7 +11,6 @@ use crate::policy_generation::{
 use crate::rate_limiter::RateLimiter;
 use crate::secret_scanner::SharedScanner;
 use crate::secret_store::SecretStore;
-use crate::tool_catalogue::CatalogueView;
 use crate::tool_source::ToolRegistry;
 use crate::worker_pool::{PoolStatus, WorkerPool};
 use crate::worker_process::{Spawner, WorkerCeiling};
@@ -127,16 +125,6 @@ impl DaemonState {
         self.generation().policy.origin.clone()
     }
 
-    /// The execution environment of a generation.
-    pub fn execution_env(generation: &PolicyGeneration) -> ExecutionEnv {
-        ExecutionEnv {
-            pool: generation.pool.clone(),
-            tools: generation.tools.clone(),
-            scanner: generation.scanner.clone(),
-            secret_scanning: generation.policy.secret_scanning.clone(),
-        }
-    }
-
     /// Waits for a free execution slot; fails only once the daemon is shutting down.
     pub async fn execution_slot(&self) -> Result<OwnedSemaphorePermit, tokio::sync::AcquireError> {
         let permit = self.slots.clone().acquire_owned().await?;
@@ -167,18 +155,6 @@ impl DaemonState {
         });
         text.push_str(&self.audit.status().metrics_text());
         text
-    }
-
-    /// The SDK and search index for `principal` under `generation` (may start lazily started
-    /// servers).
-    pub async fn catalogue_view(
-        generation: &PolicyGeneration,
-        principal: &Principal,
-    ) -> CatalogueView {
-        generation
-            .catalogue
-            .view(&generation.tools, principal)
-            .await
     }
 
     /// Whether a peer may ask for a reload: root, or the daemon's own user (both could send

@@ -9,12 +9,13 @@
 //! unchanged carry over running; the others are shut down once the last execution of the old
 //! generation is done.
 
+use crate::execution::ExecutionEnv;
 use crate::graphql_source::GraphQlApi;
 use crate::mcp_server::McpServer;
 use crate::openapi_source::OpenApiSource as OpenApiTools;
 use crate::secret_scanner::SecretScanner;
 use crate::secret_store::{SecretStore, SecretValue};
-use crate::tool_catalogue::ToolCatalogue;
+use crate::tool_catalogue::{CatalogueView, ToolCatalogue};
 use crate::tool_source::{ToolRegistry, ToolSource};
 use crate::worker_pool::WorkerPool;
 use airlock_policy::{Policy, PolicyError, PolicyWarning, Principal, ToolServer};
@@ -169,6 +170,21 @@ impl PolicyGeneration {
             // have not been started yet (they start on first use), so dropping is enough.
             Err(problems)
         }
+    }
+
+    /// What an execution under this generation runs with.
+    pub fn execution_env(&self) -> ExecutionEnv {
+        ExecutionEnv {
+            pool: self.pool.clone(),
+            tools: self.tools.clone(),
+            scanner: self.scanner.clone(),
+            secret_scanning: self.policy.secret_scanning.clone(),
+        }
+    }
+
+    /// The SDK and search index for `principal` (may start lazily started servers).
+    pub async fn catalogue_view(&self, principal: &Principal) -> CatalogueView {
+        self.catalogue.view(&self.tools, principal).await
     }
 
     /// The first principal that admits a peer with these credentials.
