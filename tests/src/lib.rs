@@ -9,6 +9,7 @@
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
+//! - [`type_check`]: `tsc` (from npm) over a generated SDK and a program.
 //! - [`raw_http`]: byte-exact HTTP requests for the escape corpus's hostile request targets.
 
 pub mod binaries;
@@ -18,5 +19,6 @@ pub mod processes;
 pub mod raw_http;
 pub mod test_daemon;
 pub mod test_tools;
+pub mod type_check;
 
 pub use test_daemon::{DaemonOptions, TestDaemon};

@@ -19,12 +19,12 @@ use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::{ToolDescriptor, ToolSource};
 use airlock_supervisor::typescript_sdk::{SdkFiles, SdkTool};
 use airlock_tests::binaries;
+use airlock_tests::type_check::{check, tsc};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use airlock_tests::mcp_peers::npm_package as npm;
 
@@ -144,40 +144,6 @@ async fn token_figures_of_the_graphql_schema_and_server_everything() {
         assert!(figures["entry_point_tokens"].as_u64().unwrap() <= 1_000);
         assert!(figures["definitions_tokens"].as_u64().unwrap() > 0);
     }
-}
-
-fn tsc(test: &str) -> Option<PathBuf> {
-    npm(".bin/tsc", test)
-}
-
-/// Writes the SDK and `extra` to a new directory, runs `tsc -p` there, and says how long it took.
-fn check(tsc: &Path, sdk: &SdkFiles, extra: &[(&str, &str)]) -> (bool, String) {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in &sdk.files {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, text).unwrap();
-    }
-    for (path, text) in extra {
-        std::fs::write(dir.path().join(path), text).unwrap();
-    }
-    let started = Instant::now();
-    let out = Command::new(tsc)
-        .arg("-p")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    eprintln!(
-        "tsc over {} files: {:?}",
-        sdk.files.len() + extra.len(),
-        started.elapsed()
-    );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 /// The whole GitHub REST SDK (1,223 tool files with input and output types) type-checks, and

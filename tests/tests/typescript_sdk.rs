@@ -9,38 +9,9 @@ use airlock_supervisor::mcp_server::McpServer;
 use airlock_supervisor::secret_store::SecretStore;
 use airlock_supervisor::tool_source::ToolSource;
 use airlock_supervisor::typescript_sdk::{SdkFiles, SdkTool};
+use airlock_tests::type_check::{check, tsc};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
-
-fn tsc(test: &str) -> Option<PathBuf> {
-    airlock_tests::mcp_peers::npm_package(".bin/tsc", test)
-}
-
-/// Writes the SDK (and extra files) to a new directory and runs `tsc -p` there.
-fn check(tsc: &Path, sdk: &SdkFiles, extra: &[(&str, &str)]) -> (bool, String, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in &sdk.files {
-        let full = dir.path().join(path);
-        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, text).unwrap();
-    }
-    for (path, text) in extra {
-        std::fs::write(dir.path().join(path), text).unwrap();
-    }
-    let out = Command::new(tsc)
-        .arg("-p")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text, dir)
-}
 
 fn tool(namespace: &str, name: &str, input: Value) -> SdkTool {
     SdkTool {
@@ -186,7 +157,7 @@ fn hostile_schemas_still_give_valid_typescript() {
         sdk.files.values().all(|text| !text.contains("result */")),
         "a description closed a comment"
     );
-    let (ok, out, _dir) = check(&tsc, &sdk, &[]);
+    let (ok, out) = check(&tsc, &sdk, &[]);
     assert!(ok, "tsc rejected the generated SDK:\n{out}");
 }
 
@@ -209,7 +180,7 @@ fn programs_are_checked_against_the_types() {
     ];
     let sdk = SdkFiles::generate(&tools);
     let good = "const r = await tools.math.add({ a: 1, b: 2 });\nconst n: number = r.sum;\nawait tools.math.delete({});\ntry { await tools.math.add({ a: 1, b: 2 }) } catch (e) { if (e instanceof ToolError) console.log(e.code, e.hint) }\nprogress({ done: n });\n";
-    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", good)]);
+    let (ok, out) = check(&tsc, &sdk, &[("program.ts", good)]);
     assert!(ok, "a correct program was rejected:\n{out}");
     for (bad, expected) in [
         ("await tools.math.add({ a: \"1\", b: 2 });\n", "TS2322"),
@@ -225,7 +196,7 @@ fn programs_are_checked_against_the_types() {
             "TS2339",
         ),
     ] {
-        let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", bad)]);
+        let (ok, out) = check(&tsc, &sdk, &[("program.ts", bad)]);
         assert!(!ok, "tsc accepted a wrong program: {bad}");
         assert!(out.contains(expected), "{bad}: expected {expected}:\n{out}");
     }
@@ -261,7 +232,7 @@ async fn a_real_servers_catalogue_type_checks() {
     assert!(tools.len() >= 10, "{tools:?}");
     let sdk = SdkFiles::generate(&tools);
     let program = "const s = await tools.everything.get_sum({ a: 1, b: 2 });\nconst e = await tools.everything.echo({ message: \"hi\" });\n";
-    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", program)]);
+    let (ok, out) = check(&tsc, &sdk, &[("program.ts", program)]);
     assert!(ok, "tsc rejected server-everything's SDK:\n{out}");
     let file = &sdk.files["servers/everything/get_sum.ts"];
     assert!(file.contains("a: number;"), "{file}");
@@ -307,7 +278,7 @@ async fn structured_content_is_typed_end_to_end() {
     );
     let sdk = SdkFiles { files };
     let program = "const w = await tools.everything.get_structured_content({ location: \"Chicago\" });\nconst t: number = w.temperature;\nconst c: string = w.conditions;\n({ warmer: t + 1, c, humidity: w.humidity });\n";
-    let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", program)]);
+    let (ok, out) = check(&tsc, &sdk, &[("program.ts", program)]);
     assert!(ok, "a correct program was rejected:\n{out}");
     let r = d.exec(program).await;
     assert_eq!(
@@ -325,7 +296,7 @@ async fn structured_content_is_typed_end_to_end() {
             "TS2339",
         ),
     ] {
-        let (ok, out, _dir) = check(&tsc, &sdk, &[("program.ts", misuse)]);
+        let (ok, out) = check(&tsc, &sdk, &[("program.ts", misuse)]);
         assert!(
             !ok && out.contains(code),
             "{misuse}: expected {code}:\n{out}"
