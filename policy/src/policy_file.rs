@@ -295,14 +295,6 @@ impl PolicyError {
         }
     }
 
-    /// Every single problem in this error.
-    pub fn problems(&self) -> Vec<&PolicyError> {
-        match self {
-            PolicyError::Several(errors) => errors.iter().collect(),
-            other => vec![other],
-        }
-    }
-
     /// Where in the file the problem is (`None` when the file could not be read).
     pub fn location(&self) -> Option<&Location> {
         match self {

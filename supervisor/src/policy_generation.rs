@@ -18,7 +18,7 @@ use crate::secret_store::{SecretStore, SecretValue};
 use crate::tool_catalogue::{CatalogueView, ToolCatalogue};
 use crate::tool_source::{ToolRegistry, ToolSource};
 use crate::worker_pool::WorkerPool;
-use airlock_policy::{Policy, PolicyError, PolicyWarning, Principal, ToolServer};
+use airlock_policy::{Policy, PolicyWarning, Principal, ToolServer};
 use serde::Serialize;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -341,10 +341,6 @@ impl PolicyLoader {
         current.retire(&next);
         Ok((next, restart_needed))
     }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// The `[daemon]` keys whose new value needs a restart (the socket is bound, the semaphore
@@ -387,11 +383,6 @@ fn secret_fingerprint<'a>(secrets: &SecretStore, names: impl Iterator<Item = &'a
 /// The warnings of a policy as lines.
 pub fn warning_lines(warnings: &[PolicyWarning]) -> Vec<String> {
     warnings.iter().map(ToString::to_string).collect()
-}
-
-/// Every problem of a policy error as lines.
-pub fn problem_lines(error: &PolicyError) -> Vec<String> {
-    error.problems().iter().map(ToString::to_string).collect()
 }
 
 pub fn unix_now() -> u64 {
