@@ -52,7 +52,6 @@ use known_secret::KnownSecrets;
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The rule id of known-secret findings, and the marker's name for them.
@@ -233,10 +232,16 @@ impl SecretScanner {
     /// pointer of the string and byte offsets within it. A known secret split across
     /// adjacent string values of one array or object (in the object's key order) is caught:
     /// each piece is redacted.
+    ///
+    /// Two passes, so that a document of many short strings costs about what its text would:
+    /// the first copies every string into one buffer and runs the keyword search and the
+    /// known-secret windows over it once, noting which strings can hold a match; the second
+    /// scans only those strings in full (and checks adjacent values for a split secret).
     pub fn scan_json(&self, value: &mut Value) -> Vec<Finding> {
         let mut findings = Vec::new();
+        let mut leads = JsonLeads::of(self, value);
         let mut pointer = String::new();
-        self.walk(value, &mut pointer, &[], &mut findings);
+        self.walk(value, &mut pointer, &[], &mut leads, &mut findings);
         findings
     }
 
@@ -245,11 +250,12 @@ impl SecretScanner {
         value: &mut Value,
         pointer: &mut String,
         extra: &[Span],
+        leads: &mut JsonLeads,
         findings: &mut Vec<Finding>,
     ) {
         match value {
             Value::String(text) => {
-                let spans = self.spans(text, 0, extra);
+                let spans = self.spans_with(text, extra, leads.next_string());
                 if !spans.is_empty() {
                     findings.extend(
                         spans
@@ -260,33 +266,46 @@ impl SecretScanner {
                 }
             }
             Value::Array(items) => {
-                let joined = self.adjacent_pieces(items.iter());
+                let joined = if leads.next_container() {
+                    self.adjacent_pieces(items.iter())
+                } else {
+                    Vec::new()
+                };
                 for (index, item) in items.iter_mut().enumerate() {
                     let len = pointer.len();
                     pointer.push('/');
-                    pointer.push_str(&index.to_string());
-                    let extra = joined.get(&index).map_or(&[][..], Vec::as_slice);
-                    self.walk(item, pointer, extra, findings);
+                    push_index(pointer, index);
+                    let extra = joined_at(&joined, index);
+                    self.walk(item, pointer, &extra, leads, findings);
                     pointer.truncate(len);
                 }
             }
             Value::Object(map) => {
-                // Keys first: a redacted key is a new key (made unique if two redact alike).
-                let renames: Vec<(String, String)> = map
-                    .keys()
-                    .filter_map(|key| {
-                        let spans = self.spans(key, 0, &[]);
-                        if spans.is_empty() {
-                            return None;
-                        }
+                let joined = if leads.next_container() {
+                    self.adjacent_pieces(map.values())
+                } else {
+                    Vec::new()
+                };
+                // A redacted key becomes a new key (made unique if two redact alike) once the
+                // values are done: renaming reorders the map.
+                let mut renames: Vec<(String, String)> = Vec::new();
+                for (index, (key, item)) in map.iter_mut().enumerate() {
+                    let spans = self.spans_with(key, &[], leads.next_string());
+                    if !spans.is_empty() {
                         findings.extend(
                             spans
                                 .iter()
                                 .map(|s| self.finding(s, Some(pointer.as_str()), true, 0)),
                         );
-                        Some((key.clone(), self.redact(key, &spans)))
-                    })
-                    .collect();
+                        renames.push((key.clone(), self.redact(key, &spans)));
+                    }
+                    let len = pointer.len();
+                    pointer.push('/');
+                    push_pointer_token(pointer, key);
+                    let extra = joined_at(&joined, index);
+                    self.walk(item, pointer, &extra, leads, findings);
+                    pointer.truncate(len);
+                }
                 for (old, new) in renames {
                     if let Some(v) = map.remove(&old) {
                         let mut unique = new.clone();
@@ -298,47 +317,41 @@ impl SecretScanner {
                         map.insert(unique, v);
                     }
                 }
-                let joined = self.adjacent_pieces(map.values());
-                for (index, (key, item)) in map.iter_mut().enumerate() {
-                    let len = pointer.len();
-                    pointer.push('/');
-                    pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                    let extra = joined.get(&index).map_or(&[][..], Vec::as_slice);
-                    self.walk(item, pointer, extra, findings);
-                    pointer.truncate(len);
-                }
             }
             _ => {}
         }
     }
 
     /// Known secrets that cross the boundary between adjacent string values, as ranges in each
-    /// piece (keyed by the value's index among its siblings).
-    fn adjacent_pieces<'v>(
-        &self,
-        siblings: impl Iterator<Item = &'v Value>,
-    ) -> HashMap<usize, Vec<Span>> {
-        let mut out: HashMap<usize, Vec<Span>> = HashMap::new();
+    /// piece, sorted by the value's index among its siblings.
+    fn adjacent_pieces<'v>(&self, siblings: impl Iterator<Item = &'v Value>) -> Vec<(usize, Span)> {
+        let mut out: Vec<(usize, Span)> = Vec::new();
         if self.0.known.is_empty() {
             return out;
         }
-        // Runs of consecutive strings: (first index, pieces).
-        let mut runs: Vec<(usize, Vec<&str>)> = Vec::new();
-        let mut current: Option<(usize, Vec<&str>)> = None;
-        for (index, value) in siblings.enumerate() {
-            match (value.as_str(), current.as_mut()) {
-                (Some(text), Some((_, pieces))) => pieces.push(text),
-                (Some(text), None) => current = Some((index, vec![text])),
-                (None, _) => runs.extend(current.take()),
+        let mut joined = zeroize::Zeroizing::new(String::new());
+        let mut starts: Vec<usize> = Vec::new();
+        let mut first = 0;
+        let mut siblings = siblings.enumerate().peekable();
+        while siblings.peek().is_some() {
+            // The next run of consecutive strings.
+            joined.clear();
+            starts.clear();
+            for (index, value) in siblings.by_ref() {
+                match value.as_str() {
+                    Some(text) => {
+                        if starts.is_empty() {
+                            first = index;
+                        }
+                        starts.push(joined.len());
+                        joined.push_str(text);
+                    }
+                    None if starts.is_empty() => continue,
+                    None => break,
+                }
             }
-        }
-        runs.extend(current);
-        for (first, pieces) in runs.into_iter().filter(|(_, p)| p.len() > 1) {
-            let mut joined = zeroize::Zeroizing::new(String::new());
-            let mut starts = Vec::with_capacity(pieces.len());
-            for piece in &pieces {
-                starts.push(joined.len());
-                joined.push_str(piece);
+            if starts.len() < 2 {
+                continue;
             }
             let mut found = Vec::new();
             self.0.known.find(&joined, 0, &mut found);
@@ -350,22 +363,27 @@ impl SecretScanner {
                     continue; // inside one value: that value's own scan finds it
                 }
                 for piece in first_piece..=last_piece {
-                    let (begin, len) = (starts[piece], pieces[piece].len());
+                    let begin = starts[piece];
+                    let piece_end = starts.get(piece + 1).copied().unwrap_or(joined.len());
                     let start = m.start.max(begin) - begin;
-                    let end = m.end.min(begin + len) - begin;
+                    let end = m.end.min(piece_end) - begin;
                     if start < end {
-                        out.entry(first + piece).or_default().push(Span {
-                            start,
-                            end,
-                            kind: SpanKind::Known {
-                                secret: m.secret,
-                                form: SecretForm::Fragment,
+                        out.push((
+                            first + piece,
+                            Span {
+                                start,
+                                end,
+                                kind: SpanKind::Known {
+                                    secret: m.secret,
+                                    form: SecretForm::Fragment,
+                                },
                             },
-                        });
+                        ));
                     }
                 }
             }
         }
+        out.sort_by_key(|(index, _)| *index);
         out
     }
 
@@ -373,9 +391,39 @@ impl SecretScanner {
     /// two overlap they become one range, named by a known secret if either is one, else by
     /// the rule that starts first (file order on a tie).
     fn spans(&self, text: &str, from: usize, extra: &[Span]) -> Vec<Span> {
-        let mut spans: Vec<Span> = extra.to_vec();
+        let spans: Vec<Span> = extra.to_vec();
         let mut known = Vec::new();
         self.0.known.find(text, from, &mut known);
+        let mut shapes = Vec::new();
+        self.0.rules.find(text, from, &mut shapes);
+        self.merge(spans, known, shapes)
+    }
+
+    /// [`SecretScanner::spans`] of a whole JSON string, looking only where `lead` says a match
+    /// can be.
+    fn spans_with(&self, text: &str, extra: &[Span], lead: Lead) -> Vec<Span> {
+        if lead.rules == 0 && !lead.known && extra.is_empty() {
+            return Vec::new();
+        }
+        let mut known = Vec::new();
+        if lead.known {
+            self.0.known.find(text, 0, &mut known);
+        }
+        let mut shapes = Vec::new();
+        self.0
+            .rules
+            .find_candidates(text, 0, lead.rules, &mut shapes);
+        self.merge(extra.to_vec(), known, shapes)
+    }
+
+    /// `extra`, the known-secret matches and the shape matches as one sorted list of disjoint
+    /// ranges.
+    fn merge(
+        &self,
+        mut spans: Vec<Span>,
+        known: Vec<known_secret::KnownMatch>,
+        shapes: Vec<shape_rule::ShapeMatch>,
+    ) -> Vec<Span> {
         spans.extend(known.into_iter().map(|m| Span {
             start: m.start,
             end: m.end,
@@ -384,8 +432,6 @@ impl SecretScanner {
                 form: m.form,
             },
         }));
-        let mut shapes = Vec::new();
-        self.0.rules.find(text, from, &mut shapes);
         spans.extend(shapes.into_iter().map(|m| Span {
             start: m.start,
             end: m.end,
@@ -456,6 +502,225 @@ impl SecretScanner {
                 end: base + span.end,
             },
             known_secret,
+        }
+    }
+}
+
+/// What the first pass of [`SecretScanner::scan_json`] found out about one string (a value
+/// or a key): which shape rules have a keyword in it, and whether a known-secret window is in
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lead {
+    rules: u128,
+    known: bool,
+}
+
+impl Lead {
+    const NONE: Lead = Lead {
+        rules: 0,
+        known: false,
+    };
+    /// Look at everything (a string the first pass did not see, which cannot happen).
+    const ANY: Lead = Lead {
+        rules: u128::MAX,
+        known: true,
+    };
+}
+
+/// The first pass of [`SecretScanner::scan_json`]: the lead of every string (value or key),
+/// in the order [`SecretScanner::walk`] visits them (an object's entries in map order, each key
+/// before its value), and for every array and object (in the same order) whether a known
+/// secret may be split across its adjacent string values.
+///
+/// The strings are copied into two buffers: keys, each followed by a NUL byte, and values, in
+/// which the string values that are neighbours in one array or object follow each other with
+/// nothing between (a NUL ends each such run). NUL is in no keyword and in no secret a policy
+/// can hold in practice, so a keyword or a window found in one string, or in one run, is
+/// there and nowhere else; and a secret split across neighbours is whole in the value buffer,
+/// so one of its windows is found inside the run. Neither buffer is zeroized: they copy the
+/// tool's text, which the value holds too.
+#[derive(Debug, Default)]
+struct JsonLeads {
+    strings: Vec<Lead>,
+    containers: Vec<bool>,
+    next_string: usize,
+    next_container: usize,
+}
+
+/// One of the two buffers of the first pass.
+#[derive(Debug, Default)]
+struct LeadText {
+    text: Vec<u8>,
+    /// `(offset in text, index in JsonLeads::strings)`, by offset.
+    strings: Vec<(usize, usize)>,
+    /// `(start, end, container index)` of every run of two or more neighbouring values.
+    runs: Vec<(usize, usize, usize)>,
+}
+
+impl LeadText {
+    fn push(&mut self, text: &str, string: usize) {
+        self.strings.push((self.text.len(), string));
+        self.text.extend_from_slice(text.as_bytes());
+    }
+
+    fn end_string(&mut self) {
+        self.text.push(0);
+    }
+
+    /// The strings that overlap `at..at + len`.
+    fn strings_at(&self, at: usize, len: usize) -> impl Iterator<Item = usize> + '_ {
+        let first = self
+            .strings
+            .partition_point(|&(s, _)| s <= at)
+            .saturating_sub(1);
+        self.strings[first..]
+            .iter()
+            .take_while(move |&&(s, _)| s < at + len.max(1))
+            .map(|&(_, string)| string)
+    }
+}
+
+impl JsonLeads {
+    fn of(scanner: &SecretScanner, value: &Value) -> JsonLeads {
+        let mut leads = JsonLeads::default();
+        let mut keys = LeadText::default();
+        let mut values = LeadText::default();
+        leads.collect(value, &mut keys, &mut values);
+        let window = scanner.0.known.window_len();
+        for buffer in [&keys, &values] {
+            scanner.0.rules.keyword_hits(&buffer.text, |at, rules| {
+                for string in buffer.strings_at(at, 1) {
+                    leads.strings[string].rules |= rules;
+                }
+                true
+            });
+            scanner.0.known.window_hits(&buffer.text, |at| {
+                for string in buffer.strings_at(at, window) {
+                    leads.strings[string].known = true;
+                }
+                let run = buffer.runs.partition_point(|&(start, ..)| start <= at);
+                if let Some(&(start, end, container)) = run.checked_sub(1).map(|r| &buffer.runs[r])
+                    && (start..end).contains(&at)
+                {
+                    leads.containers[container] = true;
+                }
+            });
+        }
+        leads
+    }
+
+    fn collect(&mut self, value: &Value, keys: &mut LeadText, values: &mut LeadText) {
+        match value {
+            Value::String(text) => {
+                let string = self.new_string();
+                values.push(text, string);
+                values.end_string();
+            }
+            Value::Array(items) => {
+                self.collect_siblings(items.iter().map(|v| (None, v)), keys, values)
+            }
+            Value::Object(map) => {
+                self.collect_siblings(map.iter().map(|(k, v)| (Some(k.as_str()), v)), keys, values)
+            }
+            _ => {}
+        }
+    }
+
+    fn collect_siblings<'v>(
+        &mut self,
+        siblings: impl Iterator<Item = (Option<&'v str>, &'v Value)>,
+        keys: &mut LeadText,
+        values: &mut LeadText,
+    ) {
+        let container = self.containers.len();
+        self.containers.push(false);
+        // The current run of neighbouring string values: (start in the buffer, pieces).
+        let mut run: Option<(usize, usize)> = None;
+        for (key, item) in siblings {
+            if let Some(key) = key {
+                let string = self.new_string();
+                keys.push(key, string);
+                keys.end_string();
+            }
+            match item {
+                Value::String(text) => {
+                    let string = self.new_string();
+                    run.get_or_insert((values.text.len(), 0)).1 += 1;
+                    values.push(text, string);
+                }
+                other => {
+                    self.end_run(run.take(), container, values);
+                    self.collect(other, keys, values);
+                }
+            }
+        }
+        self.end_run(run.take(), container, values);
+    }
+
+    fn end_run(&mut self, run: Option<(usize, usize)>, container: usize, values: &mut LeadText) {
+        if let Some((start, pieces)) = run {
+            if pieces > 1 {
+                values.runs.push((start, values.text.len(), container));
+            }
+            values.end_string();
+        }
+    }
+
+    fn new_string(&mut self) -> usize {
+        self.strings.push(Lead::NONE);
+        self.strings.len() - 1
+    }
+
+    /// The lead of the next string the walk visits.
+    fn next_string(&mut self) -> Lead {
+        let lead = self
+            .strings
+            .get(self.next_string)
+            .copied()
+            .unwrap_or(Lead::ANY);
+        self.next_string += 1;
+        lead
+    }
+
+    /// Whether the next array or object the walk visits may have a secret split across its
+    /// neighbouring values.
+    fn next_container(&mut self) -> bool {
+        let split = self
+            .containers
+            .get(self.next_container)
+            .copied()
+            .unwrap_or(true);
+        self.next_container += 1;
+        split
+    }
+}
+
+/// The spans `joined` holds for sibling `index` (`joined` is sorted by index).
+fn joined_at(joined: &[(usize, Span)], index: usize) -> Vec<Span> {
+    if joined.is_empty() {
+        return Vec::new();
+    }
+    let from = joined.partition_point(|(i, _)| *i < index);
+    joined[from..]
+        .iter()
+        .take_while(|(i, _)| *i == index)
+        .map(|(_, span)| *span)
+        .collect()
+}
+
+/// Appends `index` in decimal.
+fn push_index(pointer: &mut String, index: usize) {
+    use std::fmt::Write as _;
+    let _ = write!(pointer, "{index}");
+}
+
+/// Appends an object key as an RFC 6901 reference token (`~` → `~0`, `/` → `~1`).
+fn push_pointer_token(pointer: &mut String, key: &str) {
+    for c in key.chars() {
+        match c {
+            '~' => pointer.push_str("~0"),
+            '/' => pointer.push_str("~1"),
+            c => pointer.push(c),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Known secrets: the credential values the supervisor holds, found in text however a tool
 //! server may have re-encoded them, and in pieces.
 //!
-//! For each value one Aho-Corasick automaton (leftmost-longest) holds:
+//! For each value the matcher knows:
 //!
 //! - the **whole forms**: the value itself; its base64 and base64url in all three alignments
 //!   (the characters that depend on the value's bits only, so the value is found at any byte
@@ -9,38 +9,45 @@
 //!   upper- and lower-case escapes; JSON escaping as serde_json, as ECMAScript/Python with
 //!   `\uXXXX` for non-ASCII, and with `\/`. An encoded form shorter than [`MIN_ENCODED_LEN`]
 //!   characters is left out: it would occur by chance in ordinary text.
-//! - **tiles** of the value: its bytes cut at every multiple of [`TILE_LEN`]. A tile is only a
-//!   seed: where one occurs, the match is extended byte by byte left and right while the text
-//!   still agrees with the value, and counts if the agreeing run is at least
-//!   [`MIN_FRAGMENT_LEN`] bytes. Every run of `2 × TILE_LEN − 1` or more bytes of the value
-//!   contains a whole tile, so every fragment of [`MIN_FRAGMENT_LEN`] bytes or more is found,
-//!   wherever it is, and nothing shorter is reported.
+//! - **fragments**: any run of at least [`MIN_FRAGMENT_LEN`] bytes of the value.
+//!
+//! # How it is found in linear time without looking at every byte
+//!
+//! Every whole form, and every fragment worth reporting, is at least `W + S − 1` bytes long,
+//! where `W` is the window (8 bytes, or the shortest whole form if that is shorter) and `S` the
+//! stride (at most `MIN_FRAGMENT_LEN − W + 1` = 9). So every occurrence contains a whole window
+//! that starts at a multiple of `S` from where the scan starts. The matcher reads only those
+//! windows, one every `S` bytes, and looks each up in a hash table of every `W`-byte window of
+//! every whole form and of every value, at every offset. A hit is an anchor: a whole form is
+//! then compared in full where it would start, and a value's window is extended byte by byte
+//! left and right while the text agrees with the value (a fragment if the run is long
+//! enough). Reading one window in nine is what makes it fast (the Aho-Corasick automaton it
+//! replaces looked at every byte and ran at a quarter of the speed: docs/testing.md); a run
+//! already extended along one alignment is not extended again, which keeps it linear when the
+//! text repeats a piece of a secret.
 //!
 //! Why 16 bytes: a fragment that long of a random token carries ≥ 80 bits, which identifies
 //! the token and never occurs by chance; what a shorter piece reveals (at most 15 characters
 //! of a 40-character token) does not let anyone use the credential. Secrets of 16 bytes or
-//! fewer have no tiles (a fragment would be the whole value) and are matched whole only. Two
-//! pieces of a secret that sit next to each other (two chunks of a stream, two adjacent JSON
-//! strings) are joined before matching by the callers, so a split into short pieces is caught
-//! there even when each piece is below the fragment length.
+//! fewer have no fragments (a fragment would be the whole value) and are matched whole only.
+//! Two pieces of a secret that sit next to each other (two chunks of a stream, two adjacent
+//! JSON strings) are joined before matching by the callers, so a split into short pieces is
+//! caught there even when each piece is below the fragment length.
 
 use super::ScannerError;
 use crate::secret_store::SecretValue;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, Input, MatchKind};
 use base64::Engine as _;
 use serde::Serialize;
-use zeroize::Zeroizing;
+use zeroize::{Zeroize, Zeroizing};
 
 /// The shortest fragment of a known secret that is reported.
 pub const MIN_FRAGMENT_LEN: usize = 16;
 
-/// The length of the tiles that seed fragment matches: `2 × TILE_LEN − 1 ≤ MIN_FRAGMENT_LEN`.
-pub const TILE_LEN: usize = 8;
+/// The longest window the matcher reads (one `u64`).
+pub const WINDOW_LEN: usize = 8;
 
 /// The shortest encoded form of a secret that is matched.
 pub const MIN_ENCODED_LEN: usize = 8;
-
-const _: () = assert!(2 * TILE_LEN - 1 <= MIN_FRAGMENT_LEN);
 
 /// How a known secret appeared in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -63,13 +70,20 @@ pub enum SecretForm {
     Fragment,
 }
 
-/// What a pattern of the automaton stands for.
-#[derive(Debug, Clone, Copy)]
-enum Seed {
-    /// A whole form: a match is final.
-    Whole { secret: usize, form: SecretForm },
-    /// `TILE_LEN` bytes of the raw value at `offset`: extend, then check the length.
-    Tile { secret: usize, offset: usize },
+/// Where a window of the table comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Anchor {
+    /// Bytes `offset..offset + W` of whole form `form`: compare the form where it would start.
+    Form { form: u32, offset: u32 },
+    /// Bytes `offset..offset + W` of secret `secret`'s value: extend into a fragment.
+    Value { secret: u32, offset: u32 },
+}
+
+/// One whole form of one secret.
+struct WholeForm {
+    bytes: Zeroizing<Vec<u8>>,
+    secret: usize,
+    form: SecretForm,
 }
 
 /// A known secret found in text, in byte offsets of that text.
@@ -81,17 +95,108 @@ pub(crate) struct KnownMatch {
     pub end: usize,
 }
 
+/// An open-addressing hash table from a window (as a little-endian `u64`, zero-padded) to its
+/// anchors. At most a quarter full, so a miss (nearly every lookup) usually costs one probe.
+struct WindowTable {
+    keys: Vec<u64>,
+    /// Per slot: `anchors[start..end]`, or `EMPTY` for a free slot.
+    slots: Vec<(u32, u32)>,
+    anchors: Vec<Anchor>,
+    shift: u32,
+}
+
+const EMPTY: (u32, u32) = (u32::MAX, u32::MAX);
+
+impl WindowTable {
+    fn new(mut entries: Vec<(u64, Anchor)>) -> WindowTable {
+        // Stable: a window's anchors keep their order (forms, in secret order, before values),
+        // which decides the name and form reported when two give the same range.
+        entries.sort_by_key(|(key, _)| *key);
+        let distinct = entries.windows(2).filter(|w| w[0].0 != w[1].0).count() + 1;
+        let size = (distinct * 4).next_power_of_two().max(16);
+        let mut table = WindowTable {
+            keys: vec![0; size],
+            slots: vec![EMPTY; size],
+            anchors: Vec::with_capacity(entries.len()),
+            shift: 64 - size.trailing_zeros(),
+        };
+        let mut at = 0;
+        while at < entries.len() {
+            let key = entries[at].0;
+            let start = table.anchors.len() as u32;
+            while at < entries.len() && entries[at].0 == key {
+                if !table.anchors[start as usize..].contains(&entries[at].1) {
+                    table.anchors.push(entries[at].1);
+                }
+                at += 1;
+            }
+            let mut slot = table.slot(key);
+            while table.slots[slot] != EMPTY {
+                slot = (slot + 1) & (size - 1);
+            }
+            table.keys[slot] = key;
+            table.slots[slot] = (start, table.anchors.len() as u32);
+        }
+        // The keys are pieces of secrets; the entries' copies go now, the table's on drop.
+        for (key, _) in &mut entries {
+            key.zeroize();
+        }
+        table
+    }
+
+    fn slot(&self, key: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product mix every byte of the window.
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    #[inline]
+    fn get(&self, key: u64) -> &[Anchor] {
+        let mask = self.keys.len() - 1;
+        let mut slot = self.slot(key);
+        loop {
+            let (start, end) = self.slots[slot];
+            if start == u32::MAX {
+                return &[];
+            }
+            if self.keys[slot] == key {
+                return &self.anchors[start as usize..end as usize];
+            }
+            slot = (slot + 1) & mask;
+        }
+    }
+}
+
+impl Drop for WindowTable {
+    fn drop(&mut self) {
+        self.keys.zeroize();
+    }
+}
+
+/// An alignment of a form or a value with the text that was already checked: the anchor
+/// (offset 0), where the form or value would start in the text, and how far the check
+/// reached. A window met again on the same alignment before `end` gives nothing new.
+#[derive(Debug, Clone, Copy)]
+struct Tried {
+    anchor: Anchor,
+    start: isize,
+    end: usize,
+}
+
+/// How many bytes a check may compare before its alignment is remembered in [`Tried`]: a
+/// check that cheap is simply repeated when another window meets the same alignment, so the
+/// work per window read stays bounded (linear time) without a list lookup for every hit.
+const REMEMBERED_WORK: usize = 2 * MIN_FRAGMENT_LEN;
+
 /// The compiled known secrets.
 pub(crate) struct KnownSecrets {
     names: Vec<String>,
     values: Vec<Zeroizing<Vec<u8>>>,
-    automaton: Option<AhoCorasick>,
-    /// Per pattern: what it stands for (one pattern can stand for several secrets' forms).
-    seeds: Vec<Vec<Seed>>,
-    /// Per pattern: the whole-form patterns that are proper prefixes of it, tried when its
-    /// own seeds fail (leftmost-longest reports only the longest pattern at a position).
-    prefixes: Vec<Vec<usize>>,
-    pattern_lens: Vec<usize>,
+    forms: Vec<WholeForm>,
+    table: WindowTable,
+    /// `W`: bytes per window.
+    window: usize,
+    /// `S`: distance between the windows read.
+    stride: usize,
     longest_form: usize,
 }
 
@@ -99,8 +204,24 @@ impl std::fmt::Debug for KnownSecrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KnownSecrets")
             .field("names", &self.names)
-            .field("patterns", &self.seeds.len())
+            .field("forms", &self.forms.len())
+            .field("window", &self.window)
+            .field("stride", &self.stride)
             .finish_non_exhaustive()
+    }
+}
+
+/// The window at `text[at..at + len]` as a `u64` (`len` ≤ 8; zero-padded).
+#[inline]
+fn window_key(text: &[u8], at: usize, len: usize) -> u64 {
+    if len == WINDOW_LEN {
+        let mut bytes = [0u8; WINDOW_LEN];
+        bytes.copy_from_slice(&text[at..at + WINDOW_LEN]);
+        u64::from_le_bytes(bytes)
+    } else {
+        let mut bytes = [0u8; WINDOW_LEN];
+        bytes[..len].copy_from_slice(&text[at..at + len]);
+        u64::from_le_bytes(bytes)
     }
 }
 
@@ -110,18 +231,7 @@ impl KnownSecrets {
     ) -> Result<KnownSecrets, ScannerError> {
         let mut names = Vec::new();
         let mut values = Vec::new();
-        let mut patterns: Vec<Zeroizing<Vec<u8>>> = Vec::new();
-        let mut seeds: Vec<Vec<Seed>> = Vec::new();
-        let mut add = |pattern: Zeroizing<Vec<u8>>, seed: Seed| match patterns
-            .iter()
-            .position(|p| **p == *pattern)
-        {
-            Some(i) => seeds[i].push(seed),
-            None => {
-                patterns.push(pattern);
-                seeds.push(vec![seed]);
-            }
-        };
+        let mut whole: Vec<WholeForm> = Vec::new();
         for (name, value) in secrets {
             let raw = value.expose().as_bytes();
             if raw.is_empty() {
@@ -130,52 +240,67 @@ impl KnownSecrets {
             let secret = names.len();
             names.push(name.to_owned());
             values.push(Zeroizing::new(raw.to_vec()));
-            for (form, pattern) in forms(value.expose()) {
-                add(pattern, Seed::Whole { secret, form });
-            }
-            if raw.len() > MIN_FRAGMENT_LEN {
-                for offset in (0..=raw.len() - TILE_LEN).step_by(TILE_LEN) {
-                    let tile = Zeroizing::new(raw[offset..offset + TILE_LEN].to_vec());
-                    add(tile, Seed::Tile { secret, offset });
+            for (form, bytes) in forms(value.expose()) {
+                // Two secrets can share a form (the same value under two names): the first
+                // names it.
+                if !whole.iter().any(|w| *w.bytes == *bytes) {
+                    whole.push(WholeForm {
+                        bytes,
+                        secret,
+                        form,
+                    });
                 }
             }
         }
-        let pattern_lens: Vec<usize> = patterns.iter().map(|p| p.len()).collect();
-        let longest_form = pattern_lens.iter().copied().max().unwrap_or(0);
-        let prefixes = patterns
+        let shortest = whole
             .iter()
-            .map(|long| {
-                (0..patterns.len())
-                    .filter(|&i| {
-                        let short = &patterns[i];
-                        short.len() < long.len()
-                            && long.starts_with(short)
-                            && seeds[i].iter().any(|s| matches!(s, Seed::Whole { .. }))
-                    })
-                    .collect()
-            })
-            .collect();
-        let automaton = if patterns.is_empty() {
-            None
-        } else {
-            Some(
-                // A full DFA: a few hundred patterns with no common rare byte leave the
-                // prefilter nothing to skip, and the DFA's one lookup per byte is the fastest
-                // scan there is (measured: docs/testing.md, secret scanner benchmark).
-                AhoCorasickBuilder::new()
-                    .kind(Some(AhoCorasickKind::DFA))
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(patterns.iter().map(|p| p.as_slice()))
-                    .map_err(|e| ScannerError::Automaton(e.to_string()))?,
-            )
-        };
+            .map(|w| w.bytes.len())
+            .min()
+            .unwrap_or(WINDOW_LEN);
+        let window = shortest.min(WINDOW_LEN);
+        let has_fragments = values.iter().any(|v| v.len() > MIN_FRAGMENT_LEN);
+        let mut stride = shortest - window + 1;
+        if has_fragments {
+            stride = stride.min(MIN_FRAGMENT_LEN - window + 1);
+        }
+        let mut entries = Vec::new();
+        for (index, form) in whole.iter().enumerate() {
+            for offset in 0..=form.bytes.len() - window {
+                entries.push((
+                    window_key(&form.bytes, offset, window),
+                    Anchor::Form {
+                        form: index as u32,
+                        offset: offset as u32,
+                    },
+                ));
+            }
+        }
+        for (secret, value) in values.iter().enumerate() {
+            if value.len() > MIN_FRAGMENT_LEN {
+                for offset in 0..=value.len() - window {
+                    entries.push((
+                        window_key(value, offset, window),
+                        Anchor::Value {
+                            secret: secret as u32,
+                            offset: offset as u32,
+                        },
+                    ));
+                }
+            }
+        }
+        if u32::try_from(entries.len()).is_err() {
+            return Err(ScannerError::Automaton(
+                "the known secrets are too long to index".into(),
+            ));
+        }
+        let longest_form = whole.iter().map(|w| w.bytes.len()).max().unwrap_or(0);
         Ok(KnownSecrets {
             names,
             values,
-            automaton,
-            seeds,
-            prefixes,
-            pattern_lens,
+            forms: whole,
+            table: WindowTable::new(entries),
+            window,
+            stride,
             longest_form,
         })
     }
@@ -198,120 +323,166 @@ impl KnownSecrets {
         self.longest_form
     }
 
-    /// Every match in `text` starting at or after `from`, left to right, not overlapping.
-    /// Fragments are extended no further left than `from`.
-    pub(crate) fn find(&self, text: &str, from: usize, out: &mut Vec<KnownMatch>) {
-        let Some(automaton) = &self.automaton else {
+    /// How many bytes a window of [`KnownSecrets::window_hits`] covers.
+    pub(crate) fn window_len(&self) -> usize {
+        self.window
+    }
+
+    /// Calls `hit(position)` for every window the matcher reads in `text` that is in the
+    /// table: every match inside `text` has one inside it.
+    pub(crate) fn window_hits(&self, text: &[u8], mut hit: impl FnMut(usize)) {
+        if self.forms.is_empty() {
             return;
-        };
+        }
+        let mut at = 0;
+        while at + self.window <= text.len() {
+            if !self.table.get(window_key(text, at, self.window)).is_empty() {
+                hit(at);
+            }
+            at += self.stride;
+        }
+    }
+
+    /// Every match in `text` starting at or after `from`, left to right: at each place the
+    /// longest match that starts there, and after it only matches that reach further (two
+    /// that overlap are merged by the caller). Fragments are extended no further left than
+    /// `from`.
+    pub(crate) fn find(&self, text: &str, from: usize, out: &mut Vec<KnownMatch>) {
+        if self.forms.is_empty() {
+            return;
+        }
         let bytes = text.as_bytes();
+        let (window, stride) = (self.window, self.stride);
+        if bytes.len() < from + window {
+            return;
+        }
+        let mut found: Vec<KnownMatch> = Vec::new();
+        let mut tried: Vec<Tried> = Vec::new();
         let mut at = from;
-        while at < bytes.len() {
-            let Some(m) = automaton.find(Input::new(bytes).span(at..bytes.len())) else {
-                break;
-            };
-            let pattern = m.pattern().as_usize();
-            let best = self
-                .best_at(pattern, m.start(), m.end(), bytes, from)
-                .or_else(|| {
-                    // The longest pattern here was a tile that did not extend far enough; a
-                    // shorter whole form may still start here.
-                    self.prefixes[pattern]
-                        .iter()
-                        .rev()
-                        .find_map(|&p| self.whole(p, m.start()))
-                });
-            match best {
-                Some(found) => {
-                    let (start, end) = char_bounds(text, found.start, found.end);
-                    out.push(KnownMatch {
-                        start,
-                        end,
-                        ..found
-                    });
-                    at = end.max(m.start() + 1);
+        while at + window <= bytes.len() {
+            let anchors = self.table.get(window_key(bytes, at, window));
+            if !anchors.is_empty() {
+                tried.retain(|t| t.end > at);
+                for anchor in anchors {
+                    self.try_anchor(*anchor, at, bytes, from, &mut tried, &mut found);
                 }
-                None => at = m.start() + 1,
+            }
+            at += stride;
+        }
+        if found.is_empty() {
+            return;
+        }
+        found.sort_by_key(|m| (m.start, std::cmp::Reverse(m.end)));
+        let mut reached = from;
+        for m in found {
+            if m.end > reached {
+                let (start, end) = char_bounds(text, m.start, m.end);
+                out.push(KnownMatch { start, end, ..m });
+                reached = m.end;
             }
         }
     }
 
-    /// The longest match the seeds of `pattern`, found at `start..end`, make.
-    fn best_at(
+    /// Checks one anchor met at `at`.
+    fn try_anchor(
         &self,
-        pattern: usize,
-        start: usize,
-        end: usize,
-        text: &[u8],
-        from: usize,
-    ) -> Option<KnownMatch> {
-        let mut best: Option<KnownMatch> = None;
-        for seed in &self.seeds[pattern] {
-            let found = match *seed {
-                Seed::Whole { secret, form } => Some(KnownMatch {
-                    secret,
-                    form,
-                    start,
-                    end,
-                }),
-                Seed::Tile { secret, offset } => self.extend(secret, offset, start, text, from),
-            };
-            if let Some(found) = found
-                && best.is_none_or(|b| found.end - found.start > b.end - b.start)
-            {
-                best = Some(found);
-            }
-        }
-        best
-    }
-
-    /// A whole-form pattern's match at `start`, if one of its seeds is a whole form.
-    fn whole(&self, pattern: usize, start: usize) -> Option<KnownMatch> {
-        let end = start + self.pattern_lens[pattern];
-        self.seeds[pattern].iter().find_map(|seed| match *seed {
-            Seed::Whole { secret, form } => Some(KnownMatch {
-                secret,
-                form,
-                start,
-                end,
-            }),
-            Seed::Tile { .. } => None,
-        })
-    }
-
-    /// Grows a tile found at `at` (the value's bytes from `offset`) into the longest run that
-    /// agrees with the value; a fragment if it is long enough.
-    fn extend(
-        &self,
-        secret: usize,
-        offset: usize,
+        anchor: Anchor,
         at: usize,
         text: &[u8],
         from: usize,
-    ) -> Option<KnownMatch> {
-        let value = &self.values[secret];
-        let mut left = 0;
-        while at - left > from && offset > left && text[at - left - 1] == value[offset - left - 1] {
-            left += 1;
+        tried: &mut Vec<Tried>,
+        found: &mut Vec<KnownMatch>,
+    ) {
+        match anchor {
+            Anchor::Form { form, offset } => {
+                let whole = &self.forms[form as usize];
+                let len = whole.bytes.len();
+                let Some(start) = at.checked_sub(offset as usize).filter(|&s| s >= from) else {
+                    return;
+                };
+                if start + len > text.len() {
+                    return;
+                }
+                let alignment = (Anchor::Form { form, offset: 0 }, start as isize);
+                if tried.iter().any(|t| (t.anchor, t.start) == alignment) {
+                    return;
+                }
+                // Where the text stops agreeing with the form, if it does.
+                let differs = text[start..start + len]
+                    .iter()
+                    .zip(whole.bytes.iter())
+                    .position(|(a, b)| a != b);
+                match differs {
+                    None => {
+                        found.push(KnownMatch {
+                            secret: whole.secret,
+                            form: whole.form,
+                            start,
+                            end: start + len,
+                        });
+                        tried.push(Tried {
+                            anchor: alignment.0,
+                            start: alignment.1,
+                            end: start + len,
+                        });
+                    }
+                    // Remembered only when comparing again would cost more than a few
+                    // windows: most hits (every `https://` when a secret is a URL) differ
+                    // at once, and a short list keeps every other hit cheap.
+                    Some(agreed) if agreed > REMEMBERED_WORK => tried.push(Tried {
+                        anchor: alignment.0,
+                        start: alignment.1,
+                        end: start + len,
+                    }),
+                    Some(_) => {}
+                }
+            }
+            Anchor::Value { secret, offset } => {
+                let alignment = (
+                    Anchor::Value { secret, offset: 0 },
+                    at as isize - offset as isize,
+                );
+                if tried.iter().any(|t| (t.anchor, t.start) == alignment) {
+                    return;
+                }
+                let value = &self.values[secret as usize];
+                let offset = offset as usize;
+                let mut left = 0;
+                while at - left > from
+                    && offset > left
+                    && text[at - left - 1] == value[offset - left - 1]
+                {
+                    left += 1;
+                }
+                let mut right = self.window;
+                while at + right < text.len()
+                    && offset + right < value.len()
+                    && text[at + right] == value[offset + right]
+                {
+                    right += 1;
+                }
+                let len = left + right;
+                if len > REMEMBERED_WORK {
+                    tried.push(Tried {
+                        anchor: alignment.0,
+                        start: alignment.1,
+                        end: at + right,
+                    });
+                }
+                if len >= MIN_FRAGMENT_LEN {
+                    found.push(KnownMatch {
+                        secret: secret as usize,
+                        form: if len == value.len() {
+                            SecretForm::Raw
+                        } else {
+                            SecretForm::Fragment
+                        },
+                        start: at - left,
+                        end: at + right,
+                    });
+                }
+            }
         }
-        let mut right = TILE_LEN;
-        while at + right < text.len()
-            && offset + right < value.len()
-            && text[at + right] == value[offset + right]
-        {
-            right += 1;
-        }
-        let len = left + right;
-        (len >= MIN_FRAGMENT_LEN).then(|| KnownMatch {
-            secret,
-            form: if len == value.len() {
-                SecretForm::Raw
-            } else {
-                SecretForm::Fragment
-            },
-            start: at - left,
-            end: at + right,
-        })
     }
 }
 
@@ -574,5 +745,46 @@ mod tests {
         assert_eq!(out.len(), 1);
         assert!(text.is_char_boundary(out[0].start) && text.is_char_boundary(out[0].end));
         assert_eq!(&text[out[0].start..out[0].end], format!("{piece}о"));
+    }
+
+    #[test]
+    fn a_secret_shorter_than_a_window_narrows_the_window_and_is_still_found() {
+        let (k, _) = known(&[("pin", "7q2x"), ("api", TOKEN)]);
+        assert_eq!(
+            find(&k, "pin 7q2x and ...7q2"),
+            vec![(SecretForm::Raw, "7q2x".to_owned())]
+        );
+        // The other secret is still found whole and in fragments with the narrow window.
+        assert_eq!(find(&k, &format!("({TOKEN})")).len(), 1);
+        assert_eq!(find(&k, &format!("({})", &TOKEN[3..21])).len(), 1);
+    }
+
+    #[test]
+    fn overlapping_occurrences_of_two_secrets_are_both_reported() {
+        // The end of one secret is the start of the next in the text: the second reaches
+        // further, so the caller gets both and redacts their union.
+        let first = "Ab3dEf6hIj9lMn2pQr5t";
+        let second = "Qr5tUv8xYz1bCd4fGh7j";
+        let (k, _) = known(&[("first", first), ("second", second)]);
+        let text = format!("<{first}{}>", &second[4..]);
+        let mut out = Vec::new();
+        k.find(&text, 0, &mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!((out[0].start, out[0].end), (1, 1 + first.len()));
+        assert_eq!(out[1].end, text.len() - 1);
+    }
+
+    #[test]
+    fn a_text_that_repeats_a_piece_of_a_secret_is_matched_once_per_run() {
+        // Every window read hits the table; each run is extended once, not once per window.
+        let (k, _) = known(&[("api", TOKEN)]);
+        let text = format!("{} ", &TOKEN[..30]).repeat(1000);
+        let mut out = Vec::new();
+        k.find(&text, 0, &mut out);
+        assert_eq!(out.len(), 1000);
+        assert!(
+            out.iter()
+                .all(|m| m.form == SecretForm::Fragment && m.end - m.start == 30)
+        );
     }
 }

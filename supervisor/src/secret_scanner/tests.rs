@@ -131,6 +131,72 @@ fn json_strings_and_keys_are_redacted_in_place_with_pointers() {
     );
 }
 
+/// `scan_json` looks only where its first pass found a lead; it must redact exactly what
+/// scanning every string and key on its own does (no secret here is split across values).
+#[test]
+fn json_scanning_with_leads_redacts_what_scanning_each_string_does() {
+    let s = default_scanner();
+    let rules = ShapeRules::embedded().unwrap();
+    let base64 = base64::engine::general_purpose::STANDARD.encode(format!("u:{API_KEY}"));
+    let mut payloads: Vec<String> = rules
+        .rules()
+        .iter()
+        .flat_map(|r| [r.true_positive.clone(), r.false_positive.clone()])
+        .collect();
+    payloads.extend([
+        format!("pw={DB_PASSWORD}"),
+        format!("Basic {base64}"),
+        API_KEY[4..24].to_owned(),
+        "plain text, nothing here".to_owned(),
+        String::new(),
+        "ключ ✓".to_owned(),
+    ]);
+    // Every payload as an array item, an object value, an object key, nested, between
+    // numbers so that no two strings are neighbours.
+    let mut items = Vec::new();
+    for (i, payload) in payloads.iter().enumerate() {
+        items.push(serde_json::json!({
+            "n": i,
+            "value": payload,
+            payload.clone(): i,
+            "deep": [i, [payload], i],
+        }));
+        items.push(serde_json::json!(payload));
+        items.push(serde_json::json!(i));
+    }
+    let mut value = Value::Array(items);
+    let mut expected = value.clone();
+    fn each_string(value: &mut Value, s: &SecretScanner) {
+        match value {
+            Value::String(text) => *text = s.scan_text(text).0.into_owned(),
+            Value::Array(items) => items.iter_mut().for_each(|v| each_string(v, s)),
+            Value::Object(map) => {
+                let entries: Vec<(String, Value)> = std::mem::take(map).into_iter().collect();
+                for (key, mut item) in entries {
+                    each_string(&mut item, s);
+                    let key = s.scan_text(&key).0.into_owned();
+                    let mut unique = key.clone();
+                    let mut n = 2;
+                    while map.contains_key(&unique) {
+                        unique = format!("{key} ({n})");
+                        n += 1;
+                    }
+                    map.insert(unique, item);
+                }
+            }
+            _ => {}
+        }
+    }
+    each_string(&mut expected, &s);
+    let findings = s.scan_json(&mut value);
+    assert_eq!(value, expected);
+    assert!(
+        findings.len() > 4 * rules.rules().len(),
+        "{}",
+        findings.len()
+    );
+}
+
 #[test]
 fn keys_that_redact_alike_keep_their_values() {
     let s = default_scanner();
@@ -154,6 +220,9 @@ fn a_known_secret_split_across_adjacent_json_strings_is_caught() {
         for mut value in [
             serde_json::json!(["intro", a, b, "outro"]),
             serde_json::json!({"k1": a, "k2": b, "n": 1}),
+            // Nested, after containers and runs of their own (the first pass's buffers).
+            serde_json::json!({"outer": [0, ["x", "y"], {"k1": a, "k2": b, "n": 1}], "z": "w"}),
+            serde_json::json!([[1], "x", {"k": "v"}, "intro", a, b, {"z": [1]}]),
         ] {
             let findings = s.scan_json(&mut value);
             let text = value.to_string();
