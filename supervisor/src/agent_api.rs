@@ -31,6 +31,9 @@ pub enum Status {
     Ok,
     Error,
     Timeout,
+    /// The streaming client hung up before the end, and the program was stopped. Nobody
+    /// receives this response; it is what the audit log and the metrics record.
+    Cancelled,
 }
 
 /// The answer to an execution (also the last event of a streamed execution).
@@ -88,6 +91,10 @@ pub struct ToolCallRecord {
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::tool_source::ToolError>,
+    /// When the program made the call, in milliseconds from the start of the execution (the
+    /// same origin as `stats.total_ms`): calls that overlap in time ran concurrently.
+    #[serde(default)]
+    pub started_ms: f64,
     pub duration_ms: f64,
     /// Secrets the scanner replaced in this call's result before the program saw it: the
     /// rule and where (never the value).
@@ -100,7 +107,8 @@ pub struct ToolCallRecord {
 pub struct Redaction {
     /// `known-secret` or a shape rule's id (`github-token`).
     pub rule: String,
-    /// JSON pointer of the string it was in (`""` for the whole value).
+    /// JSON pointer of the string it was in (`""` for the whole value); absent when it was
+    /// in the call's error message or hint, or in one of its progress messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
 }

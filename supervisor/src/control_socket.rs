@@ -504,16 +504,11 @@ async fn execute(
             let _slot = slot;
             // The execution runs to its end under the policy it started with.
             let _generation = generation;
-            let events = tx.clone();
-            tokio::select! {
-                mut response = run_execution(&env, job, Some(events)) => {
-                    finished(&state, &audit, &mut response);
-                    let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
-                }
-                // The client hung up: nobody will read the result, so stop the program
-                // (dropping the execution kills and reaps its worker).
-                () = tx.closed() => debug!("streaming client went away; execution cancelled"),
-            }
+            // A client that hangs up is noticed by the execution itself, which stops the
+            // program and still returns its record for the audit log.
+            let mut response = run_execution(&env, job, Some(tx.clone())).await;
+            finished(&state, &audit, &mut response);
+            let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
         });
         let mut resp = Response::new(EventBody { rx }.boxed());
         resp.headers_mut().insert(
@@ -522,11 +517,24 @@ async fn execute(
         );
         resp
     } else {
-        let mut response = run_execution(&env, job, None).await;
-        drop(slot);
-        drop(generation);
-        finished(&state, &audit, &mut response);
-        json_response(StatusCode::OK, &response)
+        // In its own task: if the connection closes and hyper drops this handler, the
+        // execution still runs to its end (bounded by its deadline) and reaches the audit log.
+        let execution = tokio::spawn(async move {
+            let mut response = run_execution(&env, job, None).await;
+            drop(slot);
+            drop(generation);
+            finished(&state, &audit, &mut response);
+            response
+        });
+        match execution.await {
+            Ok(response) => json_response(StatusCode::OK, &response),
+            Err(e) => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("the execution task failed: {e}"),
+                Some("this is a daemon problem; the operator should check the airlockd log".into()),
+            ),
+        }
     }
 }
 

@@ -68,7 +68,7 @@ pub async fn rejected_execution(
     events: Option<mpsc::Sender<ExecutionEvent>>,
 ) -> ExecutionResponse {
     let total = Instant::now();
-    let mut run = Run::new(&job, events, None);
+    let mut run = Run::new(&job, events, None, total);
     run.emit(ExecutionEvent::Started { id: job.id.clone() })
         .await;
     run.failure = Some(error);
@@ -89,7 +89,7 @@ pub async fn run_execution(
     );
     async move {
         let total = Instant::now();
-        let mut run = Run::new(&job, events, Some(env.scanner.clone()));
+        let mut run = Run::new(&job, events, Some(env.scanner.clone()), total);
         run.emit(ExecutionEvent::Started { id: job.id.clone() })
             .await;
         let (worker, checkout) = match env.pool.checkout().await {
@@ -129,6 +129,9 @@ fn ms(d: Duration) -> f64 {
 
 /// The state of one execution while it runs.
 struct Run {
+    /// When the execution started: the origin of `stats.total_ms` and of each call's
+    /// `started_ms`.
+    origin: Instant,
     events: Option<mpsc::Sender<ExecutionEvent>>,
     /// Scans what the program prints and returns (`None` for a program refused before it ran:
     /// then everything agent-bound is the daemon's own text).
@@ -149,6 +152,8 @@ struct Run {
     /// worker's own report.
     failure: Option<ExecutionError>,
     timed_out: bool,
+    /// The streaming client hung up, and the program was told to stop.
+    client_gone: bool,
     worker_stats: Option<WorkerStats>,
     stats: ExecutionStats,
     timeout_ms: u64,
@@ -159,8 +164,10 @@ impl Run {
         job: &ExecutionJob,
         events: Option<mpsc::Sender<ExecutionEvent>>,
         scanner: Option<SecretScanner>,
+        origin: Instant,
     ) -> Run {
         Run {
+            origin,
             events,
             scanner,
             redacted_rules: Vec::new(),
@@ -175,6 +182,7 @@ impl Run {
             outcome: None,
             failure: None,
             timed_out: false,
+            client_gone: false,
             worker_stats: None,
             stats: ExecutionStats {
                 queue_ms: ms(job.queue_wait),
@@ -242,7 +250,17 @@ impl Run {
 
         let mut calls: JoinSet<CallOutcome> = JoinSet::new();
         let mut cancel_sent = false;
-        let kill_at = deadline + KILL_GRACE;
+        let mut kill_at = deadline + KILL_GRACE;
+        // Fires when a streaming client hangs up (the receiving end of its events is dropped);
+        // never for a client that waits for the whole response.
+        let watched = self.events.clone();
+        let client_gone = async move {
+            match watched {
+                Some(events) => events.closed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(client_gone);
         let exit = loop {
             tokio::select! {
                 msg = channel.recv() => match msg {
@@ -318,7 +336,23 @@ impl Run {
                     self.timed_out = true;
                     let _ = channel.send(&SupervisorMessage::Cancel).await;
                 }
+                () = &mut client_gone, if !self.client_gone => {
+                    // Nobody will read the result, so the program stops now rather than at
+                    // its deadline. It is still stopped the usual way, so that the calls it
+                    // made are in the record the audit log gets.
+                    self.client_gone = true;
+                    info!("streaming client went away; cancelling the execution");
+                    if !cancel_sent {
+                        cancel_sent = true;
+                        let _ = channel.send(&SupervisorMessage::Cancel).await;
+                    }
+                    kill_at = kill_at.min(tokio::time::Instant::now() + KILL_GRACE);
+                }
                 _ = tokio::time::sleep_until(kill_at) => {
+                    if self.client_gone {
+                        debug!("worker did not stop when cancelled; killing it");
+                        break process.kill_and_reap(Duration::from_secs(2)).await;
+                    }
                     self.timed_out = true;
                     warn!("worker missed its deadline; killing it");
                     break process.kill_and_reap(Duration::from_secs(2)).await;
@@ -429,6 +463,7 @@ impl Run {
             args: args.clone(),
             outcome: "pending".into(),
             error: None,
+            started_ms: ms(self.origin.elapsed()),
             duration_ms: 0.0,
             redactions: Vec::new(),
         });
@@ -489,7 +524,12 @@ impl Run {
             execution_id: job.id.clone(),
             principal: job.principal.name.clone(),
             call_id: id,
-            progress: ToolProgress::new(self.events.clone(), id, tool.clone()),
+            progress: ToolProgress::new(
+                self.events.clone(),
+                id,
+                tool.clone(),
+                Some(env.scanner.clone()),
+            ),
         };
         let scanner = env.scanner.clone();
         let namespace = tool.split('.').next().unwrap_or_default();
@@ -507,7 +547,8 @@ impl Run {
                 };
                 // Scanned before anything reaches the worker: the program never holds a
                 // credential a source let slip.
-                let (result, redactions) = scan_tool_result(&scanner, &tool, on_secret, result);
+                let (result, mut redactions) = scan_tool_result(&scanner, &tool, on_secret, result);
+                redactions.extend(ctx.progress.take_redactions());
                 (
                     id,
                     result.and_then(encode_result).map_err(to_failure),
@@ -559,7 +600,23 @@ impl Run {
         }
         self.stats.total_ms = ms(total.elapsed());
 
-        let (status, result, error) = if self.timed_out {
+        let (status, result, error) = if self.client_gone {
+            (
+                Status::Cancelled,
+                Value::Null,
+                Some(ExecutionError {
+                    kind: "cancelled".into(),
+                    name: None,
+                    message: "the client hung up before the program finished, so it was stopped"
+                        .into(),
+                    line: None,
+                    column: None,
+                    stack: None,
+                    excerpt: None,
+                    hint: Some("keep the connection open until the `result` event arrives".into()),
+                }),
+            )
+        } else if self.timed_out {
             // Whatever the worker managed to say, the deadline passed: report the timeout,
             // with the worker's position if it gave one.
             let (line, column, stack) = match &self.outcome {

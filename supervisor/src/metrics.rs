@@ -62,6 +62,7 @@ impl Metrics {
             Status::Ok => "ok",
             Status::Error => "error",
             Status::Timeout => "timeout",
+            Status::Cancelled => "cancelled",
         };
         *m.executions_by_status.entry(status).or_default() += 1;
         if let Some(err) = &response.error {

@@ -5,13 +5,14 @@
 //! anything is sent anywhere. Real sources (MCP, OpenAPI, GraphQL) implement the trait in
 //! later modules; tests inject in-process sources through [`ToolRegistry::register`].
 
-use crate::agent_api::ExecutionEvent;
+use crate::agent_api::{ExecutionEvent, Redaction};
+use crate::secret_scanner::SecretScanner;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A boxed future, so `ToolSource` can be used as a trait object.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
@@ -48,12 +49,16 @@ pub struct CallContext {
 }
 
 /// Progress of one tool call, streamed to the agent as `tool_progress` events when it asked
-/// for a stream, and dropped otherwise.
+/// for a stream, and dropped otherwise. A progress message is the tool's own text going
+/// straight to the agent, so it passes the secret scanner first, like the call's result; what
+/// the scanner replaced is kept for the call's `redactions` in the trace.
 #[derive(Debug, Clone, Default)]
 pub struct ToolProgress {
     events: Option<tokio::sync::mpsc::Sender<ExecutionEvent>>,
     call_id: u32,
     tool: String,
+    scanner: Option<SecretScanner>,
+    redactions: Arc<Mutex<Vec<Redaction>>>,
 }
 
 impl ToolProgress {
@@ -61,11 +66,14 @@ impl ToolProgress {
         events: Option<tokio::sync::mpsc::Sender<ExecutionEvent>>,
         call_id: u32,
         tool: String,
+        scanner: Option<SecretScanner>,
     ) -> Self {
         ToolProgress {
             events,
             call_id,
             tool,
+            scanner,
+            redactions: Arc::default(),
         }
     }
 
@@ -77,17 +85,41 @@ impl ToolProgress {
     /// Reports one step. Waits while the agent's stream is full rather than drop the event:
     /// the stream is bounded, and a slow reader slows only its own execution.
     pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
-        if let Some(events) = &self.events {
-            let _ = events
-                .send(ExecutionEvent::ToolProgress {
-                    id: self.call_id,
-                    tool: self.tool.clone(),
-                    progress,
-                    total,
-                    message,
-                })
-                .await;
-        }
+        let Some(events) = &self.events else {
+            return;
+        };
+        let message = match (message, &self.scanner) {
+            (Some(text), Some(scanner)) => {
+                let (clean, findings) = scanner.scan_text(&text);
+                if findings.is_empty() {
+                    Some(text)
+                } else {
+                    let clean = clean.into_owned();
+                    let mut kept = self.redactions.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.extend(findings.into_iter().map(|f| Redaction {
+                        rule: f.rule,
+                        pointer: None,
+                    }));
+                    Some(clean)
+                }
+            }
+            (message, _) => message,
+        };
+        let _ = events
+            .send(ExecutionEvent::ToolProgress {
+                id: self.call_id,
+                tool: self.tool.clone(),
+                progress,
+                total,
+                message,
+            })
+            .await;
+    }
+
+    /// What the scanner replaced in this call's progress messages so far (taken: a second
+    /// call returns only later ones).
+    pub fn take_redactions(&self) -> Vec<Redaction> {
+        std::mem::take(&mut *self.redactions.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 

@@ -34,6 +34,7 @@ fn response(n: u64) -> ExecutionResponse {
         args: json!({"owner": "octo", "repo": "hello-world", "number": 42, "body": "x".repeat(300)}),
         outcome: "ok".into(),
         error: None,
+        started_ms: f64::from(id),
         duration_ms: 1.5,
         redactions: Vec::new(),
     };

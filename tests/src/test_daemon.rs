@@ -203,6 +203,11 @@ impl TestDaemon {
         panic!("pool never reached {n} idle workers");
     }
 
+    /// Where this daemon's audit log is (`[audit] directory`).
+    pub fn audit_directory(&self) -> PathBuf {
+        self._dir.path().join("audit")
+    }
+
     pub fn socket_path(&self) -> &Path {
         &self.socket
     }

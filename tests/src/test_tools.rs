@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Tools: `echo` (returns its arguments), `add` ({a, b} → a + b), `sleep` ({ms} → waits),
-/// `fail` ({message} → ToolError), `count` (counts calls), `big` ({bytes} → a string).
+/// `fail` ({message} → ToolError), `count` (counts calls), `big` ({bytes} → a string),
+/// `progress` ({message, steps} → reports `steps` progress updates with that message).
 #[derive(Debug, Default)]
 pub struct TestTools {
     pub calls: AtomicU64,
@@ -39,7 +40,20 @@ impl ToolSource for TestTools {
         Box::pin(async { Ok(Self::descriptors().into()) })
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
+        if tool == "progress" {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            return Box::pin(async move {
+                let steps = args["steps"].as_u64().unwrap_or(1);
+                let message = args["message"].as_str().map(str::to_owned);
+                for step in 1..=steps {
+                    ctx.progress
+                        .report(step as f64, Some(steps as f64), message.clone())
+                        .await;
+                }
+                Ok(json!({ "steps": steps }))
+            });
+        }
         self.call_impl(tool, args)
     }
 }
@@ -53,6 +67,10 @@ impl TestTools {
             tool("fail", "always fails with the given message"),
             tool("count", "counts its calls"),
             tool("big", "returns a string of the given number of bytes"),
+            tool(
+                "progress",
+                "reports steps progress updates with the given message",
+            ),
         ]
     }
 

@@ -245,3 +245,75 @@ fn the_daemon_opens_its_log_and_refuses_a_shared_directory() {
     assert!(stderr.contains("writable by group or others"), "{stderr}");
     assert!(stderr.contains("enabled = false"), "{stderr}");
 }
+
+/// A streaming client that hangs up mid-execution: the program is stopped at once (not at its
+/// deadline), and the execution, with the calls it made, is still in the audit log, as
+/// `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_whose_client_hangs_up_is_stopped_and_audited() {
+    use airlock_supervisor::audit_log::{AuditQuery, query};
+    use airlock_tests::TestDaemon;
+    use std::io::{BufRead, BufReader, Write};
+    use std::time::{Duration, Instant};
+
+    let d = TestDaemon::start().await;
+    let socket = d.socket_path().to_owned();
+    let hung_up = tokio::task::spawn_blocking(move || {
+        let body = serde_json::json!({
+            "code": "await tools.test.echo({ a: 1 }); await tools.test.sleep({ ms: 60000 }); 1",
+            "timeout_ms": 90000,
+        })
+        .to_string();
+        let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            stream,
+            "POST /v1/executions HTTP/1.1\r\nHost: airlock\r\nAccept: application/x-ndjson\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        // Read events until the second call (the long sleep) has started, then hang up.
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "stream ended");
+            if line.contains("tool_call_started") && line.contains("test.sleep") {
+                break;
+            }
+        }
+        Instant::now()
+    })
+    .await
+    .unwrap();
+
+    let mut rows = Vec::new();
+    for _ in 0..500 {
+        match query::read(&d.audit_directory(), &AuditQuery::default()) {
+            Ok(found) if !found.is_empty() => {
+                rows = found;
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let stopped_after = hung_up.elapsed();
+    assert_eq!(rows.len(), 1, "the execution never reached the audit log");
+    let row = &rows[0];
+    assert_eq!(row.status, "cancelled", "{row:?}");
+    assert_eq!(row.error_kind.as_deref(), Some("cancelled"));
+    let calls: Vec<(&str, &str)> = row
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.outcome.as_str()))
+        .collect();
+    assert_eq!(calls, [("test.echo", "ok"), ("test.sleep", "pending")]);
+    // Stopped when the client left, not 60 s later when the sleep would have ended.
+    assert!(
+        row.total_ms < 20_000.0 && stopped_after < Duration::from_secs(20),
+        "{row:?}"
+    );
+}

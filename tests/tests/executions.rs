@@ -378,3 +378,31 @@ async fn metrics_count_executions_errors_and_tool_calls() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_says_when_each_call_was_made() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            "await tools.test.sleep({ ms: 120 }); \
+             await Promise.all([tools.test.echo({ a: 1 }), tools.test.echo({ a: 2 })]); 1",
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let [sleep, first, second] = &r.tool_calls[..] else {
+        panic!("{:?}", r.tool_calls);
+    };
+    // The echoes were made after the sleep had ended, together.
+    assert!(
+        first.started_ms >= sleep.started_ms + 120.0,
+        "{:?}",
+        r.tool_calls
+    );
+    assert!(second.started_ms >= first.started_ms);
+    assert!(
+        second.started_ms < first.started_ms + 100.0,
+        "{:?}",
+        r.tool_calls
+    );
+    assert!(second.started_ms + second.duration_ms <= r.stats.total_ms);
+}

@@ -162,3 +162,41 @@ async fn executions_reach_the_audit_trail() {
     let (_, metrics) = d.client().await.get("/metrics").await.unwrap();
     assert!(metrics.contains("airlock_audit"), "{metrics}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
+    use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest, RequestLanguage};
+    let d = TestDaemon::start().await;
+    let request = ExecutionRequest {
+        code: format!(
+            "await tools.test.progress({{ steps: 2, message: 'using {GITHUB_TOKEN} now' }}); 1"
+        ),
+        language: RequestLanguage::Typescript,
+        timeout_ms: None,
+    };
+    let mut messages = Vec::new();
+    let r = d
+        .client()
+        .await
+        .execute_streaming(&request, |event| {
+            if let ExecutionEvent::ToolProgress { message, .. } = event {
+                messages.push(message.clone());
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(
+        messages,
+        vec![Some("using [REDACTED:github-token] now".to_owned()); 2]
+    );
+    // The call's trace lists what was replaced in its progress, without a pointer (a progress
+    // message is not part of the result).
+    let call = &r.tool_calls[0];
+    let rules: Vec<(&str, Option<&str>)> = call
+        .redactions
+        .iter()
+        .map(|r| (r.rule.as_str(), r.pointer.as_deref()))
+        .collect();
+    assert_eq!(rules, [("github-token", None); 2], "{call:?}");
+}

@@ -39,7 +39,7 @@ pub struct ExecutionRecord {
     pub peer_uid: u32,
     pub peer_pid: Option<i32>,
     pub code_sha256: CodeHash,
-    /// `ok`, `error` or `timeout`.
+    /// `ok`, `error`, `timeout` or `cancelled` (the streaming client hung up).
     pub status: String,
     /// The error's kind (`runtime`, `timeout`, `sandbox_violation`, …) when it failed.
     pub error_kind: Option<String>,
@@ -71,16 +71,16 @@ pub struct ToolCallRecord {
     /// The error code (`denied`, `invalid_arguments`, `upstream_error`, …) of a failed call.
     pub error_code: Option<String>,
     pub duration_ms: f64,
-    /// When the call started, as far as the caller knows (see [`ToolCallRecord::from_trace`]).
+    /// When the program made the call.
     pub at: SystemTime,
 }
 
 impl ExecutionRecord {
     /// The record of a finished execution, from its response: `code` is the hash of the program
     /// as submitted (hash it before the request is moved into the job), `started` is when the
-    /// request was accepted. Tool-call arguments are summarised with `redact`. Every call is
-    /// stamped with `started` plus the queue wait, since the trace carries no per-call start
-    /// time yet.
+    /// request was accepted. Tool-call arguments are summarised with `redact`. Each call is
+    /// stamped with `started` plus the queue wait plus the call's `started_ms` (both measured
+    /// on the daemon's monotonic clock).
     pub fn from_response(
         response: &ExecutionResponse,
         code: CodeHash,
@@ -92,7 +92,7 @@ impl ExecutionRecord {
                 response.stats.total_ms + response.stats.queue_ms,
             ))
             .unwrap_or(started);
-        let calls_at = started
+        let run_started = started
             .checked_add(duration_from_ms(response.stats.queue_ms))
             .unwrap_or(started);
         ExecutionRecord {
@@ -112,7 +112,12 @@ impl ExecutionRecord {
             tool_calls: response
                 .tool_calls
                 .iter()
-                .map(|call| ToolCallRecord::from_trace(call, calls_at, redact))
+                .map(|call| {
+                    let at = run_started
+                        .checked_add(duration_from_ms(call.started_ms))
+                        .unwrap_or(run_started);
+                    ToolCallRecord::from_trace(call, at, redact)
+                })
                 .collect(),
         }
     }
@@ -172,6 +177,7 @@ fn status_name(status: Status) -> &'static str {
         Status::Ok => "ok",
         Status::Error => "error",
         Status::Timeout => "timeout",
+        Status::Cancelled => "cancelled",
     }
 }
 
@@ -221,6 +227,7 @@ mod tests {
                 args: json!({"title": "hello", "token": "s3cr3t"}),
                 outcome: "error".into(),
                 error: Some(ToolError::new("denied", "no")),
+                started_ms: 3.0,
                 duration_ms: 1.5,
                 redactions: Vec::new(),
             }],
@@ -271,6 +278,7 @@ mod tests {
             call.arguments,
             "{title: string(5) \"hello\", token: string(6) \"[redacted]\"}"
         );
-        assert_eq!(call.at, started + Duration::from_millis(2));
+        // Accepted, 2 ms in the queue, called 3 ms into the run.
+        assert_eq!(call.at, started + Duration::from_millis(5));
     }
 }

@@ -445,7 +445,8 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             };
             Ok(match response.status {
                 Status::Ok => ExitCode::SUCCESS,
-                Status::Error => ExitCode::from(EXIT_PROGRAM_FAILED),
+                // Cancelled only reaches a client that is gone; counted as a failure anyway.
+                Status::Error | Status::Cancelled => ExitCode::from(EXIT_PROGRAM_FAILED),
                 Status::Timeout => ExitCode::from(EXIT_TIMEOUT),
             })
         }
