@@ -51,6 +51,10 @@ pub struct ExecutionResponse {
     pub stats: ExecutionStats,
     pub peer: PeerInfo,
     pub principal: String,
+    /// Secrets the scanner replaced in what the program printed, reported or returned (those
+    /// in tool results are under each call's `redactions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<Redaction>,
     /// Things the agent should know that did not stop the program: secrets redacted from what
     /// it returned or printed, an audit record that could not be written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -96,8 +100,9 @@ pub struct ToolCallRecord {
     #[serde(default)]
     pub started_ms: f64,
     pub duration_ms: f64,
-    /// Secrets the scanner replaced in this call's result before the program saw it: the
-    /// rule and where (never the value).
+    /// Secrets the scanner replaced in this call's result, error or progress before the
+    /// program saw them, and in its arguments as the trace shows them: the rule and where
+    /// (never the value).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<Redaction>,
 }
@@ -107,10 +112,60 @@ pub struct ToolCallRecord {
 pub struct Redaction {
     /// `known-secret` or a shape rule's id (`github-token`).
     pub rule: String,
-    /// JSON pointer of the string it was in (`""` for the whole value); absent when it was
-    /// in the call's error message or hint, or in one of its progress messages.
+    /// What it was in.
+    #[serde(default)]
+    pub place: RedactionPlace,
+    /// JSON pointer of the string it was in, within `place`'s value (`""` for the whole
+    /// value); absent for text (an error message, a console line, a progress message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
+    /// For a known secret, its name in the policy: for the audit log, which operators read.
+    /// Never serialized: the agent must not learn which credential it reached.
+    #[serde(skip)]
+    pub secret: Option<String>,
+}
+
+/// Where a redaction was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedactionPlace {
+    /// A tool call's result, or the program's result.
+    #[default]
+    Result,
+    /// A tool call's error message or hint, or the program's error (message, stack, excerpt).
+    Error,
+    /// A tool call's progress message, or a value the program passed to `progress()`.
+    Progress,
+    /// A tool call's arguments as the trace shows them.
+    Arguments,
+    Stdout,
+    Stderr,
+}
+
+impl RedactionPlace {
+    /// The name in the API and the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RedactionPlace::Result => "result",
+            RedactionPlace::Error => "error",
+            RedactionPlace::Progress => "progress",
+            RedactionPlace::Arguments => "arguments",
+            RedactionPlace::Stdout => "stdout",
+            RedactionPlace::Stderr => "stderr",
+        }
+    }
+}
+
+impl Redaction {
+    /// The redaction a scanner finding in `place` stands for.
+    pub fn of(finding: &crate::secret_scanner::Finding, place: RedactionPlace) -> Redaction {
+        Redaction {
+            rule: finding.rule.clone(),
+            place,
+            pointer: finding.location.pointer.clone(),
+            secret: finding.known_secret.as_ref().map(|k| k.name.clone()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

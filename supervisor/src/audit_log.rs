@@ -28,8 +28,8 @@ mod writer;
 
 pub use argument_summary::{ArgumentSummary, Redact};
 pub use database::{FILE_NAME, SCHEMA_VERSION};
-pub use query::{AuditQuery, ExecutionRow, ToolCallRow};
-pub use record::{CodeHash, ExecutionRecord, ToolCallRecord};
+pub use query::{AuditQuery, ExecutionRow, RedactionRow, ToolCallRow};
+pub use record::{CodeHash, ExecutionRecord, RedactionRecord, ToolCallRecord};
 
 use airlock_policy::AuditSettings;
 use serde::Serialize;

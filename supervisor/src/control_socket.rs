@@ -553,9 +553,7 @@ fn finished(state: &DaemonState, audit: &AuditContext, response: &mut ExecutionR
     state.metrics.record(response);
     let scanner = &audit.scanner;
     let redact: &dyn Fn(&str) -> std::borrow::Cow<'_, str> = &|text| scanner.scan_text(text).0;
-    let redactions: usize = response.tool_calls.iter().map(|c| c.redactions.len()).sum();
-    let record = ExecutionRecord::from_response(response, audit.code, audit.accepted, redact)
-        .with_redactions(u32::try_from(redactions).unwrap_or(u32::MAX));
+    let record = ExecutionRecord::from_response(response, audit.code, audit.accepted, redact);
     if let Err(warning) = state.audit.record(record) {
         response.warnings.push(warning.to_string());
     }

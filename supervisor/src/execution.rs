@@ -4,7 +4,7 @@
 
 use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
-    Redaction, Status, ToolCallRecord,
+    Redaction, RedactionPlace, Status, ToolCallRecord,
 };
 use crate::rate_limiter::RateBucket;
 use crate::secret_scanner::{Finding, SecretScanner};
@@ -136,8 +136,9 @@ struct Run {
     /// Scans what the program prints and returns (`None` for a program refused before it ran:
     /// then everything agent-bound is the daemon's own text).
     scanner: Option<SecretScanner>,
-    /// Rules that redacted something agent-bound (console, progress, result, errors).
-    redacted_rules: Vec<String>,
+    /// What the scanner replaced in the program's own output (console, progress, result,
+    /// error).
+    redactions: Vec<Redaction>,
     stdout: String,
     stderr: String,
     output_bytes: u64,
@@ -170,7 +171,7 @@ impl Run {
             origin,
             events,
             scanner,
-            redacted_rules: Vec::new(),
+            redactions: Vec::new(),
             stdout: String::new(),
             stderr: String::new(),
             output_bytes: 0,
@@ -275,7 +276,7 @@ impl Run {
                     Ok(WorkerMessage::Console { level, text }) => self.console(level, text).await,
                     Ok(WorkerMessage::Progress { value_json }) => {
                         let mut value = serde_json::from_str(&value_json).unwrap_or(Value::String(value_json));
-                        self.scan_json(&mut value);
+                        self.scan_json(RedactionPlace::Progress, &mut value);
                         self.emit(ExecutionEvent::Progress { value }).await;
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
@@ -382,8 +383,8 @@ impl Run {
         None
     }
 
-    /// Redacts secrets in agent-bound text, remembering which rules fired.
-    fn scan_text(&mut self, text: String) -> String {
+    /// Redacts secrets in the program's agent-bound text, remembering what it replaced.
+    fn scan_text(&mut self, place: RedactionPlace, text: String) -> String {
         let Some(scanner) = &self.scanner else {
             return text;
         };
@@ -392,35 +393,26 @@ impl Run {
             return text;
         }
         let clean = clean.into_owned();
-        self.note_findings(&findings);
+        note_findings(&mut self.redactions, place, &findings);
         clean
     }
 
-    fn scan_json(&mut self, value: &mut Value) {
+    /// Redacts secrets in one of the program's agent-bound values.
+    fn scan_json(&mut self, place: RedactionPlace, value: &mut Value) {
         let Some(scanner) = &self.scanner else {
             return;
         };
         let findings = scanner.scan_json(value);
-        self.note_findings(&findings);
-    }
-
-    fn note_findings(&mut self, findings: &[Finding]) {
-        for finding in findings {
-            // The rule and place only: the value is what must not travel.
-            info!(rule = %finding.rule, pointer = ?finding.location.pointer, "secret redacted from agent-bound output");
-            if !self.redacted_rules.contains(&finding.rule) {
-                self.redacted_rules.push(finding.rule.clone());
-            }
-        }
+        note_findings(&mut self.redactions, place, &findings);
     }
 
     async fn console(&mut self, level: ConsoleLevel, text: String) {
-        let text = self.scan_text(text);
-        let stream = if level.is_stderr() {
-            ConsoleStream::Stderr
+        let (stream, place) = if level.is_stderr() {
+            (ConsoleStream::Stderr, RedactionPlace::Stderr)
         } else {
-            ConsoleStream::Stdout
+            (ConsoleStream::Stdout, RedactionPlace::Stdout)
         };
+        let text = self.scan_text(place, text);
         // The worker enforces the output limit; this is the supervisor's own backstop so a
         // misbehaving worker cannot make the daemon buffer without bound.
         let room = self.max_output.saturating_sub(self.output_bytes) as usize;
@@ -696,28 +688,51 @@ impl Run {
             err.excerpt = code_excerpt(&job.code, line, err.column);
         }
         let mut result = result;
-        self.scan_json(&mut result);
+        self.scan_json(RedactionPlace::Result, &mut result);
         if let Some(mut err) = error.take() {
-            err.message = self.scan_text(err.message);
-            err.stack = err.stack.map(|s| self.scan_text(s));
-            err.excerpt = err.excerpt.map(|s| self.scan_text(s));
+            err.message = self.scan_text(RedactionPlace::Error, err.message);
+            err.stack = err.stack.map(|s| self.scan_text(RedactionPlace::Error, s));
+            err.excerpt = err
+                .excerpt
+                .map(|s| self.scan_text(RedactionPlace::Error, s));
             error = Some(err);
         }
         let mut tool_calls = std::mem::take(&mut self.tool_calls);
-        for call in &mut tool_calls {
-            self.scan_json(&mut call.args);
+        if let Some(scanner) = &self.scanner {
+            // The arguments as the trace shows them: the program's own data, but agent-bound.
+            for call in &mut tool_calls {
+                let findings = scanner.scan_json(&mut call.args);
+                note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
+            }
         }
         let mut warnings = Vec::new();
-        let from_results: usize = tool_calls.iter().map(|c| c.redactions.len()).sum();
-        if from_results > 0 {
+        let from_tools = tool_calls
+            .iter()
+            .flat_map(|c| &c.redactions)
+            .filter(|r| r.place != RedactionPlace::Arguments)
+            .count();
+        if from_tools > 0 {
             warnings.push(format!(
-                "{from_results} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
+                "{from_tools} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
             ));
         }
-        if !self.redacted_rules.is_empty() {
+        let mut rules: Vec<&str> = self
+            .redactions
+            .iter()
+            .chain(
+                tool_calls
+                    .iter()
+                    .flat_map(|c| &c.redactions)
+                    .filter(|r| r.place == RedactionPlace::Arguments),
+            )
+            .map(|r| r.rule.as_str())
+            .collect();
+        rules.sort_unstable();
+        rules.dedup();
+        if !rules.is_empty() {
             warnings.push(format!(
-                "secrets were redacted from the program's output ({})",
-                self.redacted_rules.join(", ")
+                "secrets were redacted from the program's output ({}; see redactions)",
+                rules.join(", ")
             ));
         }
         if self.output_truncated {
@@ -737,8 +752,18 @@ impl Run {
             stats: self.stats,
             peer: job.peer,
             principal: job.principal.name.clone(),
+            redactions: self.redactions,
             warnings,
         }
+    }
+}
+
+/// Keeps what the scanner replaced in agent-bound output, and logs the rule and the place (the
+/// value is what must not travel).
+fn note_findings(out: &mut Vec<Redaction>, place: RedactionPlace, findings: &[Finding]) {
+    for finding in findings {
+        info!(rule = %finding.rule, place = place.as_str(), pointer = ?finding.location.pointer, "secret redacted from agent-bound output");
+        out.push(Redaction::of(finding, place));
     }
 }
 
@@ -759,10 +784,7 @@ fn scan_tool_result(
             }
             let redactions: Vec<Redaction> = findings
                 .iter()
-                .map(|f| Redaction {
-                    rule: f.rule.clone(),
-                    pointer: f.location.pointer.clone(),
-                })
+                .map(|f| Redaction::of(f, RedactionPlace::Result))
                 .collect();
             for finding in &findings {
                 let audit = finding.audit_record();
@@ -800,10 +822,7 @@ fn scan_tool_result(
             let redactions = m
                 .iter()
                 .chain(&h)
-                .map(|f| Redaction {
-                    rule: f.rule.clone(),
-                    pointer: None,
-                })
+                .map(|f| Redaction::of(f, RedactionPlace::Error))
                 .collect();
             error.message = message;
             error.hint = hint;

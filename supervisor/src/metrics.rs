@@ -246,6 +246,7 @@ mod tests {
                 pid: None,
             },
             principal: "p".into(),
+            redactions: Vec::new(),
             warnings: Vec::new(),
         }
     }

@@ -5,7 +5,7 @@
 //! anything is sent anywhere. Real sources (MCP, OpenAPI, GraphQL) implement the trait in
 //! later modules; tests inject in-process sources through [`ToolRegistry::register`].
 
-use crate::agent_api::{ExecutionEvent, Redaction};
+use crate::agent_api::{ExecutionEvent, Redaction, RedactionPlace};
 use crate::secret_scanner::SecretScanner;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -96,10 +96,11 @@ impl ToolProgress {
                 } else {
                     let clean = clean.into_owned();
                     let mut kept = self.redactions.lock().unwrap_or_else(|e| e.into_inner());
-                    kept.extend(findings.into_iter().map(|f| Redaction {
-                        rule: f.rule,
-                        pointer: None,
-                    }));
+                    kept.extend(
+                        findings
+                            .iter()
+                            .map(|f| Redaction::of(f, RedactionPlace::Progress)),
+                    );
                     Some(clean)
                 }
             }

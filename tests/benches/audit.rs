@@ -58,6 +58,7 @@ fn response(n: u64) -> ExecutionResponse {
             pid: Some(1),
         },
         principal: "local".into(),
+        redactions: Vec::new(),
         warnings: Vec::new(),
     }
 }

@@ -130,6 +130,12 @@ impl TestDaemon {
         let listener = tokio::net::UnixListener::from_std(listener).expect("listener");
         if let Some(file) = &options.policy_file {
             policy = Policy::load(file).expect("the test's policy file is valid");
+            // Unless the file names one, the log of this daemon only: the default is the
+            // user's state directory, which daemons of tests running at the same time would
+            // share (and wait on each other's locks in).
+            if policy.audit.directory.is_none() {
+                policy.audit.directory = Some(dir.path().join("audit"));
+            }
         }
         let config = DaemonConfig {
             tools: registry,

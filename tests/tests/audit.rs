@@ -34,7 +34,7 @@ fn record(id: &str, principal: &str, started: SystemTime, tools: &[&str]) -> Exe
         queued_ms: 0.1,
         run_ms: 2.0,
         total_ms: 2.5,
-        redactions: 0,
+        redactions: Vec::new(),
         started,
         finished: started + Duration::from_millis(3),
         tool_calls: tools

@@ -448,3 +448,62 @@ async fn a_malformed_document_on_reload_is_named_and_the_sources_stay() {
     assert_eq!(report["generation"], json!(1));
     assert_eq!(d.exec(ECHO_OR_CODE).await.result, json!("called"));
 }
+
+/// A caller the policy admits, but who is neither root nor the daemon's user, may run programs
+/// and may not reload: `airlock reload` as uid 65534 gets the daemon's 403 and its hint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
+            "AIRLOCK_REQUIRE_ROOT is set but the tests do not run as root"
+        );
+        eprintln!(
+            "SKIPPED reload_is_refused_to_an_admitted_user…: needs root to connect as uid 65534"
+        );
+        return;
+    }
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.principals.push(airlock_policy::Principal::new(
+            "nobody",
+            vec![65534],
+            &["test.*"],
+        ));
+    }))
+    .await;
+    // Opened up so that the daemon, not the file system, answers.
+    let dir = d.socket.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        use std::os::unix::process::CommandExt as _;
+        let out = std::process::Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(args)
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    // Admitted: it may run a program.
+    let (ok, text) = as_nobody(&["exec", "-e", "40 + 2"]);
+    assert!(ok && text.contains("42"), "{text}");
+    // Not permitted to reload.
+    let (ok, text) = as_nobody(&["reload"]);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains("uid 65534 may not reload") && text.contains("SIGHUP"),
+        "{text}"
+    );
+    let (_, body) = d.client().await.get("/v1/health").await.unwrap();
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert!(health["last_reload"].is_null(), "{health}");
+}

@@ -34,7 +34,7 @@ async fn the_sdk_lists_reads_and_searches_the_callers_tools() {
     ] {
         assert!(paths.contains(&expected), "{paths:?}");
     }
-    assert_eq!(listing["tools"], 6);
+    assert_eq!(listing["tools"], 7);
 
     let (status, readme) = get(&d, "/v1/sdk/README.md").await;
     assert_eq!(status, 200);

@@ -6,7 +6,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::agent_api::Status;
+use airlock_supervisor::agent_api::{RedactionPlace, Status};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 
@@ -31,9 +31,20 @@ async fn secret_shaped_results_are_redacted_before_the_program_sees_them() {
     assert_eq!(r.result["note"], json!("token: [REDACTED:github-token]"));
     // The trace names the rule and the place, never the value.
     let call = &r.tool_calls[0];
-    assert_eq!(call.redactions.len(), 1, "{call:?}");
-    assert_eq!(call.redactions[0].rule, "github-token");
-    assert_eq!(call.redactions[0].pointer.as_deref(), Some("/note"));
+    let places: Vec<(RedactionPlace, &str, Option<&str>)> = call
+        .redactions
+        .iter()
+        .map(|x| (x.place, x.rule.as_str(), x.pointer.as_deref()))
+        .collect();
+    // In the result the program got, and in its arguments as the trace shows them.
+    assert_eq!(
+        places,
+        [
+            (RedactionPlace::Result, "github-token", Some("/note")),
+            (RedactionPlace::Arguments, "github-token", Some("/note"))
+        ],
+        "{call:?}"
+    );
     assert!(
         r.warnings
             .iter()
@@ -126,6 +137,7 @@ async fn known_secrets_are_caught_in_encoded_forms() {
     let rules: Vec<&str> = r.tool_calls[0]
         .redactions
         .iter()
+        .filter(|x| x.place == RedactionPlace::Result)
         .map(|x| x.rule.as_str())
         .collect();
     assert!(
@@ -196,7 +208,94 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
     let rules: Vec<(&str, Option<&str>)> = call
         .redactions
         .iter()
+        .filter(|r| r.place == RedactionPlace::Progress)
         .map(|r| (r.rule.as_str(), r.pointer.as_deref()))
         .collect();
     assert_eq!(rules, [("github-token", None); 2], "{call:?}");
+}
+
+/// Every redaction is in the audit log with its rule, place and pointer (and, for a known
+/// secret, the secret's name), under its call or the program's output; the values are in no
+/// file of the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redactions_reach_the_audit_log_by_rule_and_place_never_by_value() {
+    use airlock_supervisor::audit_log::{AuditQuery, query};
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .secret("canary", CANARY)
+            .policy(|p| {
+                let mut policy = airlock_policy::Policy::parse(
+                    "[[server]]\nname = \"holder\"\ncommand = \"/bin/false\"\nenv = { TOKEN = { secret = \"canary\" } }\n",
+                    "test",
+                )
+                .unwrap();
+                p.servers.append(&mut policy.servers);
+            }),
+    )
+    .await;
+    let r = d
+        .exec(&format!(
+            "const a = await tools.test.echo({{ deep: {{ key: '{CANARY}' }} }}); \
+             console.error('printed {GITHUB_TOKEN}'); a"
+        ))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    // The response's own lists, as the agent sees them: no secret name.
+    assert_eq!(r.redactions.len(), 1, "{:?}", r.redactions);
+    assert!(r.redactions.iter().all(|x| x.secret.is_none()));
+    let response = serde_json::to_string(&r).unwrap();
+    assert!(!response.contains("canary\""), "{response}");
+
+    let mut rows = Vec::new();
+    for _ in 0..500 {
+        rows = query::read(&d.audit_directory(), &AuditQuery::default()).unwrap_or_default();
+        if !rows.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let row = rows.first().expect("the execution reached the audit log");
+    let call: Vec<(&str, &str, Option<&str>, Option<&str>)> = row.tool_calls[0]
+        .redactions
+        .iter()
+        .map(|x| {
+            (
+                x.place.as_str(),
+                x.rule.as_str(),
+                x.pointer.as_deref(),
+                x.secret.as_deref(),
+            )
+        })
+        .collect();
+    // The program's arguments held the canary too (the trace shows them redacted).
+    assert!(
+        call.contains(&("result", "known-secret", Some("/deep/key"), Some("canary"))),
+        "{call:?}"
+    );
+    assert!(
+        call.contains(&(
+            "arguments",
+            "known-secret",
+            Some("/deep/key"),
+            Some("canary")
+        )),
+        "{call:?}"
+    );
+    let output: Vec<(&str, &str)> = row
+        .output_redactions
+        .iter()
+        .map(|x| (x.place.as_str(), x.rule.as_str()))
+        .collect();
+    // The result is the echo's already-redacted value: only the console line is new.
+    assert_eq!(output, [("stderr", "github-token")]);
+    assert_eq!(row.redactions as usize, call.len() + output.len());
+    for entry in std::fs::read_dir(d.audit_directory()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        for value in [CANARY, GITHUB_TOKEN] {
+            assert!(
+                !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
+                "a secret's value is in the audit log"
+            );
+        }
+    }
 }

@@ -15,7 +15,10 @@ use std::time::Duration;
 pub const FILE_NAME: &str = "audit.sqlite";
 
 /// `PRAGMA user_version` of the schema below. Readers refuse a file with a newer version.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Version 2 added `redactions`; a version 1 file gets the table when the writer opens it
+/// (every statement of the schema is `IF NOT EXISTS`), and readers of a rotated version 1
+/// file find none.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The schema. Times are milliseconds since the Unix epoch, UTC. `executions.execution_id` is
 /// indexed but not unique: a duplicate (a bug elsewhere) must not make a whole batch fail.
@@ -51,6 +54,15 @@ CREATE TABLE IF NOT EXISTS tool_calls (
 );
 CREATE INDEX IF NOT EXISTS tool_calls_by_execution ON tool_calls (execution_id, call_index);
 CREATE INDEX IF NOT EXISTS tool_calls_by_tool ON tool_calls (tool, at);
+CREATE TABLE IF NOT EXISTS redactions (
+    execution_id TEXT NOT NULL,
+    call_index INTEGER,
+    place TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    pointer TEXT,
+    secret TEXT
+);
+CREATE INDEX IF NOT EXISTS redactions_by_execution ON redactions (execution_id, call_index);
 ";
 
 /// How long a connection waits for a lock held by another (a reader's checkpoint, the writer).
@@ -203,6 +215,10 @@ pub fn insert(conn: &mut Connection, batch: &[ExecutionRecord]) -> rusqlite::Res
                 error_code, duration_ms, at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         )?;
+        let mut redaction = tx.prepare_cached(
+            "INSERT INTO redactions (execution_id, call_index, place, rule, pointer, secret)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
         for record in batch {
             execution.execute(params![
                 record.execution_id,
@@ -216,7 +232,7 @@ pub fn insert(conn: &mut Connection, batch: &[ExecutionRecord]) -> rusqlite::Res
                 record.run_ms,
                 record.total_ms,
                 record.tool_calls.len() as i64,
-                record.redactions,
+                record.redactions.len() as i64,
                 unix_ms(record.started),
                 unix_ms(record.finished),
             ])?;
@@ -230,6 +246,16 @@ pub fn insert(conn: &mut Connection, batch: &[ExecutionRecord]) -> rusqlite::Res
                     c.error_code,
                     c.duration_ms,
                     unix_ms(c.at),
+                ])?;
+            }
+            for r in &record.redactions {
+                redaction.execute(params![
+                    record.execution_id,
+                    r.call_index,
+                    r.place,
+                    r.rule,
+                    r.pointer,
+                    r.secret,
                 ])?;
             }
         }

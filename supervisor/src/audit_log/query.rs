@@ -108,7 +108,11 @@ pub struct ExecutionRow {
     pub total_ms: f64,
     /// Every call the execution made (also when `tool_calls` lists only the matching ones).
     pub tool_call_count: u32,
+    /// How many secret-scanner replacements (in its tools' answers and its own output).
     pub redactions: u32,
+    /// The replacements in the program's own output (console, progress, result, error).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub output_redactions: Vec<RedactionRow>,
     pub tool_calls: Vec<ToolCallRow>,
     #[serde(skip)]
     started_ms: i64,
@@ -125,6 +129,38 @@ pub struct ToolCallRow {
     pub duration_ms: f64,
     /// RFC 3339, UTC.
     pub at: String,
+    /// Secret-scanner replacements in this call's result, error, progress or arguments.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub redactions: Vec<RedactionRow>,
+}
+
+/// One secret-scanner replacement as read back: never the value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RedactionRow {
+    pub place: String,
+    pub rule: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    /// The known secret's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+impl std::fmt::Display for RedactionRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} in {}", printable(&self.rule), printable(&self.place))?;
+        if let Some(pointer) = &self.pointer {
+            write!(
+                f,
+                " at {}",
+                printable(if pointer.is_empty() { "/" } else { pointer })
+            )?;
+        }
+        if let Some(secret) = &self.secret {
+            write!(f, " (secret `{}`)", printable(secret))?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs `query` over every database file in `directory`, newest execution first.
@@ -211,6 +247,19 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
         }
     };
     let mut calls = conn.prepare(calls_sql)?;
+    // A rotated file of schema version 1 has no redactions table.
+    let has_redactions: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'redactions'",
+        [],
+        |row| row.get(0),
+    )?;
+    let mut redactions = match has_redactions {
+        true => Some(conn.prepare(
+            "SELECT call_index, place, rule, pointer, secret FROM redactions
+             WHERE execution_id = ?1 ORDER BY rowid",
+        )?),
+        false => None,
+    };
     for execution in &mut executions {
         execution.tool_calls = calls
             .query_map(
@@ -218,6 +267,37 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
                 tool_call_row,
             )?
             .collect::<rusqlite::Result<_>>()?;
+        let Some(redactions) = redactions.as_mut() else {
+            continue;
+        };
+        let found: Vec<(Option<u32>, RedactionRow)> = redactions
+            .query_map([&execution.execution_id], |row| {
+                Ok((
+                    row.get(0)?,
+                    RedactionRow {
+                        place: row.get(1)?,
+                        rule: row.get(2)?,
+                        pointer: row.get(3)?,
+                        secret: row.get(4)?,
+                    },
+                ))
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        for (call_index, row) in found {
+            match call_index {
+                None => execution.output_redactions.push(row),
+                Some(index) => {
+                    // Under `--tool`, only the matching calls are listed.
+                    if let Some(call) = execution
+                        .tool_calls
+                        .iter_mut()
+                        .find(|c| c.call_index == index)
+                    {
+                        call.redactions.push(row);
+                    }
+                }
+            }
+        }
     }
     Ok(executions)
 }
@@ -239,6 +319,7 @@ fn execution_row(row: &Row<'_>) -> rusqlite::Result<ExecutionRow> {
         total_ms: row.get(11)?,
         tool_call_count: row.get(12)?,
         redactions: row.get(13)?,
+        output_redactions: Vec::new(),
         tool_calls: Vec::new(),
         started_ms,
     })
@@ -253,6 +334,7 @@ fn tool_call_row(row: &Row<'_>) -> rusqlite::Result<ToolCallRow> {
         error_code: row.get(4)?,
         duration_ms: row.get(5)?,
         at: format_utc(row.get(6)?),
+        redactions: Vec::new(),
     })
 }
 
@@ -335,6 +417,12 @@ pub fn format_table(rows: &[ExecutionRow]) -> String {
                 format_ms(call.duration_ms),
                 call.arguments
             );
+            for redaction in &call.redactions {
+                let _ = writeln!(out, "        redacted: {redaction}");
+            }
+        }
+        for redaction in &row.output_redactions {
+            let _ = writeln!(out, "    redacted from the output: {redaction}");
         }
     }
     if rows.is_empty() {

@@ -48,9 +48,9 @@ pub struct ExecutionRecord {
     /// From sending the program to the worker to its final message.
     pub run_ms: f64,
     pub total_ms: f64,
-    /// Secret-scanner replacements in everything this execution sent back (0 until the scanner
-    /// reports them).
-    pub redactions: u32,
+    /// Every secret-scanner replacement in what this execution's tools returned and what it
+    /// sent back: rule and place, never the value.
+    pub redactions: Vec<RedactionRecord>,
     /// When the request was accepted (before the slot wait).
     pub started: SystemTime,
     pub finished: SystemTime,
@@ -73,6 +73,34 @@ pub struct ToolCallRecord {
     pub duration_ms: f64,
     /// When the program made the call.
     pub at: SystemTime,
+}
+
+/// One secret-scanner replacement as the audit log stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedactionRecord {
+    /// The tool call it was in (its result, error, progress or arguments), or `None` for the
+    /// program's own output.
+    pub call_index: Option<u32>,
+    /// `result`, `error`, `progress`, `arguments`, `stdout` or `stderr`.
+    pub place: &'static str,
+    /// `known-secret` or a shape rule's id.
+    pub rule: String,
+    /// JSON pointer within the place's value, when it was in JSON.
+    pub pointer: Option<String>,
+    /// The known secret's name in the policy (never its value).
+    pub secret: Option<String>,
+}
+
+impl RedactionRecord {
+    fn of(call_index: Option<u32>, redaction: &agent_api::Redaction) -> RedactionRecord {
+        RedactionRecord {
+            call_index,
+            place: redaction.place.as_str(),
+            rule: redaction.rule.clone(),
+            pointer: redaction.pointer.clone(),
+            secret: redaction.secret.clone(),
+        }
+    }
 }
 
 impl ExecutionRecord {
@@ -106,7 +134,21 @@ impl ExecutionRecord {
             queued_ms: response.stats.queue_ms,
             run_ms: response.stats.run_ms,
             total_ms: response.stats.total_ms,
-            redactions: 0,
+            redactions: response
+                .tool_calls
+                .iter()
+                .flat_map(|call| {
+                    call.redactions
+                        .iter()
+                        .map(|r| RedactionRecord::of(Some(call.id), r))
+                })
+                .chain(
+                    response
+                        .redactions
+                        .iter()
+                        .map(|r| RedactionRecord::of(None, r)),
+                )
+                .collect(),
             started,
             finished,
             tool_calls: response
@@ -120,12 +162,6 @@ impl ExecutionRecord {
                 })
                 .collect(),
         }
-    }
-
-    /// Sets the number of secret-scanner replacements (the scanner's count for this execution).
-    pub fn with_redactions(mut self, redactions: u32) -> ExecutionRecord {
-        self.redactions = redactions;
-        self
     }
 }
 
@@ -229,7 +265,12 @@ mod tests {
                 error: Some(ToolError::new("denied", "no")),
                 started_ms: 3.0,
                 duration_ms: 1.5,
-                redactions: Vec::new(),
+                redactions: vec![agent_api::Redaction {
+                    rule: "known-secret".into(),
+                    place: agent_api::RedactionPlace::Result,
+                    pointer: Some("/token".into()),
+                    secret: Some("github-token".into()),
+                }],
             }],
             stats: ExecutionStats {
                 queue_ms: 2.0,
@@ -243,6 +284,12 @@ mod tests {
                 pid: Some(42),
             },
             principal: "local".into(),
+            redactions: vec![agent_api::Redaction {
+                rule: "jwt".into(),
+                place: agent_api::RedactionPlace::Stdout,
+                pointer: None,
+                secret: None,
+            }],
             warnings: Vec::new(),
         };
         let started = UNIX_EPOCH + Duration::from_secs(1_000);
@@ -253,8 +300,7 @@ mod tests {
                 Cow::Borrowed(text)
             }
         }
-        let record = ExecutionRecord::from_response(&response, CodeHash::of("1"), started, &hide)
-            .with_redactions(3);
+        let record = ExecutionRecord::from_response(&response, CodeHash::of("1"), started, &hide);
         assert_eq!(record.execution_id, "ex_1");
         assert_eq!(record.principal, "local");
         assert_eq!((record.peer_uid, record.peer_pid), (1000, Some(42)));
@@ -264,7 +310,26 @@ mod tests {
             (record.queued_ms, record.run_ms, record.total_ms),
             (2.0, 5.0, 8.0)
         );
-        assert_eq!(record.redactions, 3);
+        // Every redaction, with its call (or none for the program's output), never a value.
+        assert_eq!(
+            record.redactions,
+            [
+                RedactionRecord {
+                    call_index: Some(1),
+                    place: "result",
+                    rule: "known-secret".into(),
+                    pointer: Some("/token".into()),
+                    secret: Some("github-token".into()),
+                },
+                RedactionRecord {
+                    call_index: None,
+                    place: "stdout",
+                    rule: "jwt".into(),
+                    pointer: None,
+                    secret: None,
+                },
+            ]
+        );
         assert_eq!(
             record.finished.duration_since(started).unwrap(),
             Duration::from_millis(10)

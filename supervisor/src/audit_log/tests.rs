@@ -32,7 +32,7 @@ fn execution(id: &str, principal: &str, started: u64, tools: &[&str]) -> Executi
         queued_ms: 0.5,
         run_ms: 3.25,
         total_ms: 4.0,
-        redactions: 0,
+        redactions: Vec::new(),
         started: at(started),
         finished: at(started) + Duration::from_millis(4),
         tool_calls: tools
@@ -107,6 +107,8 @@ fn schema_version_wal_indexes_and_modes() {
         "tool_calls",
         "tool_calls_by_execution",
         "tool_calls_by_tool",
+        "redactions",
+        "redactions_by_execution",
     ] {
         assert!(
             names.iter().any(|n| n == expected),
@@ -123,6 +125,49 @@ fn schema_version_wal_indexes_and_modes() {
         .unwrap()
         .join("; ");
     assert!(plan.contains("tool_calls_by_tool"), "{plan}");
+}
+
+/// A log written by the first schema (no `redactions` table) is still read, and the writer
+/// upgrades it in place when it opens it.
+#[test]
+fn a_version_1_log_is_read_and_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.record(execution("ex_old", "local", 1000, &["a.b"]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    drop(log);
+    let path = dir.path().join(FILE_NAME);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DROP INDEX redactions_by_execution; DROP TABLE redactions; PRAGMA user_version = 1",
+        )
+        .unwrap();
+    let rows = all(dir.path());
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].output_redactions.is_empty() && rows[0].tool_calls[0].redactions.is_empty());
+
+    let log = open(dir.path());
+    let mut new = execution("ex_new", "local", 2000, &["a.b"]);
+    new.redactions = vec![RedactionRecord {
+        call_index: None,
+        place: "result",
+        rule: "jwt".into(),
+        pointer: Some(String::new()),
+        secret: None,
+    }];
+    log.record(new).unwrap();
+    assert!(log.flush(FLUSH));
+    let version: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let rows = all(dir.path());
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].output_redactions[0].rule, "jwt");
+    assert_eq!(rows[0].redactions, 1);
 }
 
 #[test]
@@ -152,7 +197,22 @@ fn records_round_trip() {
     let mut failed = execution("ex_2", "ci", 2000, &["github.get_issue", "slack.post"]);
     failed.status = "error".into();
     failed.error_kind = Some("runtime".into());
-    failed.redactions = 2;
+    failed.redactions = vec![
+        RedactionRecord {
+            call_index: Some(2),
+            place: "result",
+            rule: "known-secret".into(),
+            pointer: Some("/text".into()),
+            secret: Some("slack-bot-token".into()),
+        },
+        RedactionRecord {
+            call_index: None,
+            place: "stderr",
+            rule: "github-token".into(),
+            pointer: None,
+            secret: None,
+        },
+    ];
     failed.tool_calls[1].outcome = "error".into();
     failed.tool_calls[1].error_code = Some("denied".into());
     log.record(execution("ex_1", "local", 1000, &[])).unwrap();
@@ -196,6 +256,32 @@ fn records_round_trip() {
     assert_eq!(
         row.tool_calls[0].arguments,
         "{body: string(100), owner: string(4) \"octo\"}"
+    );
+    // Each redaction comes back under its call, or the output's, with rule and place.
+    assert!(row.tool_calls[0].redactions.is_empty());
+    assert_eq!(
+        row.tool_calls[1].redactions,
+        [RedactionRow {
+            place: "result".into(),
+            rule: "known-secret".into(),
+            pointer: Some("/text".into()),
+            secret: Some("slack-bot-token".into()),
+        }]
+    );
+    assert_eq!(
+        row.output_redactions,
+        [RedactionRow {
+            place: "stderr".into(),
+            rule: "github-token".into(),
+            pointer: None,
+            secret: None,
+        }]
+    );
+    let table = format_table(&rows);
+    assert!(
+        table.contains("redacted: known-secret in result at /text (secret `slack-bot-token`)")
+            && table.contains("redacted from the output: github-token in stderr"),
+        "{table}"
     );
     assert_eq!(rows[1].execution_id, "ex_1");
     assert!(rows[1].tool_calls.is_empty());
