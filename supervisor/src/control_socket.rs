@@ -506,7 +506,7 @@ async fn execute(
             let _generation = generation;
             // A client that hangs up is noticed by the execution itself, which stops the
             // program and still returns its record for the audit log.
-            let mut response = run_execution(&env, job, Some(tx.clone())).await;
+            let mut response = run_execution(&env, job, Some(tx.clone()), None).await;
             finished(&state, &audit, &mut response);
             let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
         });
@@ -517,10 +517,12 @@ async fn execute(
         );
         resp
     } else {
-        // In its own task: if the connection closes and hyper drops this handler, the
-        // execution still runs to its end (bounded by its deadline) and reaches the audit log.
+        // In its own task, so that it ends properly and reaches the audit log even if the
+        // client hangs up: hyper then drops this handler, with `_client`, which tells the
+        // execution to stop the program.
+        let (_client, gone) = tokio::sync::oneshot::channel::<()>();
         let execution = tokio::spawn(async move {
-            let mut response = run_execution(&env, job, None).await;
+            let mut response = run_execution(&env, job, None, Some(gone)).await;
             drop(slot);
             drop(generation);
             finished(&state, &audit, &mut response);

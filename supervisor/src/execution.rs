@@ -20,7 +20,7 @@ use airlock_proto::{
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -75,10 +75,15 @@ pub async fn rejected_execution(
     run.finish(&job, total)
 }
 
+///
+/// The client is gone when the receiver of `events` is dropped (streaming) or when the sender
+/// of `client` is (a plain request whose handler hyper dropped): the program is then stopped
+/// and the response, with status `cancelled`, is still returned for the audit log.
 pub async fn run_execution(
     env: &ExecutionEnv,
     job: ExecutionJob,
     events: Option<mpsc::Sender<ExecutionEvent>>,
+    client: Option<oneshot::Receiver<()>>,
 ) -> ExecutionResponse {
     let span = info_span!(
         "execution",
@@ -106,7 +111,7 @@ pub async fn run_execution(
             from_pool = checkout.from_pool,
             "worker checked out"
         );
-        if let Some(exit) = run.drive(env, &job, worker).await {
+        if let Some(exit) = run.drive(env, &job, worker, client).await {
             debug!(worker = %exit.describe(), "worker ended abnormally");
         }
         env.pool.replenish();
@@ -221,6 +226,7 @@ impl Run {
         env: &ExecutionEnv,
         job: &ExecutionJob,
         worker: ReadyWorker,
+        client: Option<oneshot::Receiver<()>>,
     ) -> Option<WorkerExit> {
         let ReadyWorker {
             mut process,
@@ -252,13 +258,16 @@ impl Run {
         let mut calls: JoinSet<CallOutcome> = JoinSet::new();
         let mut cancel_sent = false;
         let mut kill_at = deadline + KILL_GRACE;
-        // Fires when a streaming client hangs up (the receiving end of its events is dropped);
-        // never for a client that waits for the whole response.
+        // Fires when the client hangs up: a streaming client's events receiver is dropped, or
+        // a plain request's handler (holding the sender of `client`) is.
         let watched = self.events.clone();
         let client_gone = async move {
-            match watched {
-                Some(events) => events.closed().await,
-                None => std::future::pending().await,
+            match (watched, client) {
+                (Some(events), _) => events.closed().await,
+                (None, Some(client)) => {
+                    let _ = client.await;
+                }
+                (None, None) => std::future::pending().await,
             }
         };
         tokio::pin!(client_gone);
@@ -342,7 +351,7 @@ impl Run {
                     // its deadline. It is still stopped the usual way, so that the calls it
                     // made are in the record the audit log gets.
                     self.client_gone = true;
-                    info!("streaming client went away; cancelling the execution");
+                    info!("the client went away; cancelling the execution");
                     if !cancel_sent {
                         cancel_sent = true;
                         let _ = channel.send(&SupervisorMessage::Cancel).await;
@@ -605,7 +614,7 @@ impl Run {
                     column: None,
                     stack: None,
                     excerpt: None,
-                    hint: Some("keep the connection open until the `result` event arrives".into()),
+                    hint: Some("keep the connection open until the response arrives".into()),
                 }),
             )
         } else if self.timed_out {

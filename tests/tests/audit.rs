@@ -246,18 +246,19 @@ fn the_daemon_opens_its_log_and_refuses_a_shared_directory() {
     assert!(stderr.contains("enabled = false"), "{stderr}");
 }
 
-/// A streaming client that hangs up mid-execution: the program is stopped at once (not at its
-/// deadline), and the execution, with the calls it made, is still in the audit log, as
-/// `cancelled`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_execution_whose_client_hangs_up_is_stopped_and_audited() {
+/// A client that hangs up mid-execution (streaming, or waiting for the whole response): the
+/// program is stopped at once (not at its deadline), and the execution, with the calls it
+/// made, is still in the audit log, as `cancelled`.
+async fn hanging_up_is_audited(streaming: bool) {
     use airlock_supervisor::audit_log::{AuditQuery, query};
     use airlock_tests::TestDaemon;
     use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
 
     let d = TestDaemon::start().await;
     let socket = d.socket_path().to_owned();
+    let tools = d.tools.clone();
     let hung_up = tokio::task::spawn_blocking(move || {
         let body = serde_json::json!({
             "code": "await tools.test.echo({ a: 1 }); await tools.test.sleep({ ms: 60000 }); 1",
@@ -268,22 +269,35 @@ async fn an_execution_whose_client_hangs_up_is_stopped_and_audited() {
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
+        let accept = if streaming {
+            "Accept: application/x-ndjson\r\n"
+        } else {
+            ""
+        };
         write!(
             stream,
-            "POST /v1/executions HTTP/1.1\r\nHost: airlock\r\nAccept: application/x-ndjson\r\n\
+            "POST /v1/executions HTTP/1.1\r\nHost: airlock\r\n{accept}\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
-        // Read events until the second call (the long sleep) has started, then hang up.
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(reader.read_line(&mut line).unwrap() > 0, "stream ended");
-            if line.contains("tool_call_started") && line.contains("test.sleep") {
-                break;
+        if streaming {
+            // Read events until the second call (the long sleep) has started.
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                assert!(reader.read_line(&mut line).unwrap() > 0, "stream ended");
+                if line.contains("tool_call_started") && line.contains("test.sleep") {
+                    break;
+                }
             }
+        } else {
+            // Nothing to read before the end: wait until the sleep has been called.
+            assert!(airlock_tests::processes::wait_until(10, || {
+                tools.calls.load(Ordering::Relaxed) >= 2
+            }));
+            drop(stream);
         }
         Instant::now()
     })
@@ -316,4 +330,14 @@ async fn an_execution_whose_client_hangs_up_is_stopped_and_audited() {
         row.total_ms < 20_000.0 && stopped_after < Duration::from_secs(20),
         "{row:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_whose_streaming_client_hangs_up_is_stopped_and_audited() {
+    hanging_up_is_audited(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_whose_plain_client_hangs_up_is_stopped_and_audited() {
+    hanging_up_is_audited(false).await;
 }

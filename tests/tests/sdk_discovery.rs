@@ -38,7 +38,7 @@ async fn the_sdk_lists_reads_and_searches_the_callers_tools() {
 
     let (status, readme) = get(&d, "/v1/sdk/README.md").await;
     assert_eq!(status, 200);
-    assert!(readme.contains("`tools.test`: 6 tool(s)"), "{readme}");
+    assert!(readme.contains("`tools.test`: 7 tool(s)"), "{readme}");
     let (status, add) = get(&d, "/v1/sdk/servers/test/add.ts").await;
     assert_eq!(status, 200);
     assert!(add.contains("export type Add = (input: AddInput)"), "{add}");
