@@ -67,6 +67,22 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Whether the tests run as root, which `test` needs (to act as another uid). If not, says
+/// that `test` is skipped and why, unless CI set `AIRLOCK_REQUIRE_ROOT`, where skipping would
+/// hide the test: then it fails.
+pub fn runs_as_root(test: &str, why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
+        "AIRLOCK_REQUIRE_ROOT is set but the tests do not run as root"
+    );
+    eprintln!("SKIPPED {test}: needs root {why}");
+    false
+}
+
 /// Polls `cond` every 10 ms for up to `secs` seconds.
 pub fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);

@@ -572,13 +572,10 @@ async fn discovery_paths_cannot_leave_the_sdk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unadmitted_uid_is_refused() {
     let _serial = serial().await;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
-            "AIRLOCK_REQUIRE_ROOT is set but the tests do not run as root"
-        );
-        eprintln!("SKIPPED an_unadmitted_uid_is_refused: needs root to connect as uid 65534");
+    if !airlock_tests::processes::runs_as_root(
+        "an_unadmitted_uid_is_refused",
+        "to connect as uid 65534",
+    ) {
         return;
     }
     let d = corpus_daemon().await;

@@ -453,15 +453,10 @@ async fn a_malformed_document_on_reload_is_named_and_the_sources_stay() {
 /// and may not reload: `airlock reload` as uid 65534 gets the daemon's 403 and its hint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
-            "AIRLOCK_REQUIRE_ROOT is set but the tests do not run as root"
-        );
-        eprintln!(
-            "SKIPPED reload_is_refused_to_an_admitted_user…: needs root to connect as uid 65534"
-        );
+    if !airlock_tests::processes::runs_as_root(
+        "reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon",
+        "to connect as uid 65534",
+    ) {
         return;
     }
     let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {

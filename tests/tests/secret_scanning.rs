@@ -100,12 +100,10 @@ async fn a_source_set_to_fail_fails_the_call_instead() {
     assert!(!message.contains("ghp_"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn known_secrets_are_caught_in_encoded_forms() {
-    use base64::Engine as _;
-    // The policy references the secret (a server that is never started), so the daemon holds
-    // it and its scanner knows it.
-    let d = TestDaemon::start_with(
+/// A daemon holding CANARY: the policy references the secret (a server that is never
+/// started), so the daemon holds it and its scanner knows it.
+async fn canary_daemon() -> TestDaemon {
+    TestDaemon::start_with(
         DaemonOptions::default()
             .secret("canary", CANARY)
             .policy(|p| {
@@ -117,7 +115,13 @@ async fn known_secrets_are_caught_in_encoded_forms() {
                 p.servers.append(&mut policy.servers);
             }),
     )
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn known_secrets_are_caught_in_encoded_forms() {
+    use base64::Engine as _;
+    let d = canary_daemon().await;
     let encoded = base64::engine::general_purpose::STANDARD.encode(format!("x:{CANARY}"));
     let hex: String = CANARY.bytes().map(|b| format!("{b:02x}")).collect();
     let r = d
@@ -220,19 +224,7 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redactions_reach_the_audit_log_by_rule_and_place_never_by_value() {
     use airlock_supervisor::audit_log::{AuditQuery, query};
-    let d = TestDaemon::start_with(
-        DaemonOptions::default()
-            .secret("canary", CANARY)
-            .policy(|p| {
-                let mut policy = airlock_policy::Policy::parse(
-                    "[[server]]\nname = \"holder\"\ncommand = \"/bin/false\"\nenv = { TOKEN = { secret = \"canary\" } }\n",
-                    "test",
-                )
-                .unwrap();
-                p.servers.append(&mut policy.servers);
-            }),
-    )
-    .await;
+    let d = canary_daemon().await;
     let r = d
         .exec(&format!(
             "const a = await tools.test.echo({{ deep: {{ key: '{CANARY}' }} }}); \
