@@ -106,7 +106,10 @@ fn main() {
         percentile(&costs, 0.99),
         costs.last().unwrap()
     );
+    // The first log goes before the second is written: two full logs of this size at once
+    // filled a machine's disk.
     drop(log);
+    drop(dir);
 
     // 3. Writer throughput with the default queue: the sender retries when the queue is full.
     let dir = tempfile::tempdir().unwrap();
