@@ -5,6 +5,7 @@ use crate::binaries;
 use crate::test_tools::TestTools;
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
+use airlock_supervisor::audit_log::{AuditQuery, ExecutionRow, query as audit_query};
 use airlock_supervisor::client::{Client, ClientError};
 use airlock_supervisor::tool_source::{ToolRegistry, ToolSource};
 use airlock_supervisor::{DaemonConfig, run};
@@ -212,6 +213,18 @@ impl TestDaemon {
     /// Where this daemon's audit log is (`[audit] directory`).
     pub fn audit_directory(&self) -> PathBuf {
         self._dir.path().join("audit")
+    }
+
+    /// What this daemon's audit log holds, newest first, once it holds anything: the log's
+    /// own thread writes it, so this waits for it (up to 10 s; empty if nothing came).
+    pub async fn audited_executions(&self) -> Vec<ExecutionRow> {
+        for _ in 0..500 {
+            match audit_query::read(&self.audit_directory(), &AuditQuery::default()) {
+                Ok(rows) if !rows.is_empty() => return rows,
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+        Vec::new()
     }
 
     pub fn socket_path(&self) -> &Path {

@@ -250,7 +250,6 @@ fn the_daemon_opens_its_log_and_refuses_a_shared_directory() {
 /// program is stopped at once (not at its deadline), and the execution, with the calls it
 /// made, is still in the audit log, as `cancelled`.
 async fn hanging_up_is_audited(streaming: bool) {
-    use airlock_supervisor::audit_log::{AuditQuery, query};
     use airlock_tests::TestDaemon;
     use std::io::{BufRead, BufReader, Write};
     use std::sync::atomic::Ordering;
@@ -304,16 +303,7 @@ async fn hanging_up_is_audited(streaming: bool) {
     .await
     .unwrap();
 
-    let mut rows = Vec::new();
-    for _ in 0..500 {
-        match query::read(&d.audit_directory(), &AuditQuery::default()) {
-            Ok(found) if !found.is_empty() => {
-                rows = found;
-                break;
-            }
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
+    let rows = d.audited_executions().await;
     let stopped_after = hung_up.elapsed();
     assert_eq!(rows.len(), 1, "the execution never reached the audit log");
     let row = &rows[0];

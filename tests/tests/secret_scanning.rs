@@ -223,7 +223,6 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
 /// file of the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redactions_reach_the_audit_log_by_rule_and_place_never_by_value() {
-    use airlock_supervisor::audit_log::{AuditQuery, query};
     let d = canary_daemon().await;
     let r = d
         .exec(&format!(
@@ -238,14 +237,7 @@ async fn redactions_reach_the_audit_log_by_rule_and_place_never_by_value() {
     let response = serde_json::to_string(&r).unwrap();
     assert!(!response.contains("canary\""), "{response}");
 
-    let mut rows = Vec::new();
-    for _ in 0..500 {
-        rows = query::read(&d.audit_directory(), &AuditQuery::default()).unwrap_or_default();
-        if !rows.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let rows = d.audited_executions().await;
     let row = rows.first().expect("the execution reached the audit log");
     let call: Vec<(&str, &str, Option<&str>, Option<&str>)> = row.tool_calls[0]
         .redactions

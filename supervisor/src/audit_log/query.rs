@@ -253,12 +253,13 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
         [],
         |row| row.get(0),
     )?;
-    let mut redactions = match has_redactions {
-        true => Some(conn.prepare(
+    let mut redactions = if has_redactions {
+        Some(conn.prepare(
             "SELECT call_index, place, rule, pointer, secret FROM redactions
              WHERE execution_id = ?1 ORDER BY rowid",
-        )?),
-        false => None,
+        )?)
+    } else {
+        None
     };
     for execution in &mut executions {
         execution.tool_calls = calls
