@@ -331,16 +331,36 @@ impl KnownSecrets {
     /// Calls `hit(position)` for every window the matcher reads in `text` that is in the
     /// table: every match inside `text` has one inside it.
     pub(crate) fn window_hits(&self, text: &[u8], mut hit: impl FnMut(usize)) {
-        if self.forms.is_empty() {
-            return;
+        for (at, _) in self.anchored_windows(text, 0) {
+            hit(at);
         }
-        let mut at = 0;
-        while at + self.window <= text.len() {
-            if !self.table.get(window_key(text, at, self.window)).is_empty() {
-                hit(at);
+    }
+
+    /// The windows read in `text` from `from` on (one every stride) that are in the table,
+    /// with their anchors.
+    fn anchored_windows<'s>(
+        &'s self,
+        text: &'s [u8],
+        from: usize,
+    ) -> impl Iterator<Item = (usize, &'s [Anchor])> + 's {
+        let (window, stride) = (self.window, self.stride);
+        // No window at all when there are no secrets: `at` starts past the end.
+        let mut at = if self.forms.is_empty() {
+            text.len()
+        } else {
+            from
+        };
+        std::iter::from_fn(move || {
+            while at + window <= text.len() {
+                let here = at;
+                at += stride;
+                let anchors = self.table.get(window_key(text, here, window));
+                if !anchors.is_empty() {
+                    return Some((here, anchors));
+                }
             }
-            at += self.stride;
-        }
+            None
+        })
     }
 
     /// Every match in `text` starting at or after `from`, left to right: at each place the
@@ -348,26 +368,14 @@ impl KnownSecrets {
     /// that overlap are merged by the caller). Fragments are extended no further left than
     /// `from`.
     pub(crate) fn find(&self, text: &str, from: usize, out: &mut Vec<KnownMatch>) {
-        if self.forms.is_empty() {
-            return;
-        }
         let bytes = text.as_bytes();
-        let (window, stride) = (self.window, self.stride);
-        if bytes.len() < from + window {
-            return;
-        }
         let mut found: Vec<KnownMatch> = Vec::new();
         let mut tried: Vec<Tried> = Vec::new();
-        let mut at = from;
-        while at + window <= bytes.len() {
-            let anchors = self.table.get(window_key(bytes, at, window));
-            if !anchors.is_empty() {
-                tried.retain(|t| t.end > at);
-                for anchor in anchors {
-                    self.try_anchor(*anchor, at, bytes, from, &mut tried, &mut found);
-                }
+        for (at, anchors) in self.anchored_windows(bytes, from) {
+            tried.retain(|t| t.end > at);
+            for anchor in anchors {
+                self.try_anchor(*anchor, at, bytes, from, &mut tried, &mut found);
             }
-            at += stride;
         }
         if found.is_empty() {
             return;
