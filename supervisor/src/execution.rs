@@ -158,7 +158,7 @@ struct Run {
     /// worker's own report.
     failure: Option<ExecutionError>,
     timed_out: bool,
-    /// The streaming client hung up, and the program was told to stop.
+    /// The client hung up (streaming or not), and the program was told to stop.
     client_gone: bool,
     worker_stats: Option<WorkerStats>,
     stats: ExecutionStats,
@@ -458,17 +458,18 @@ impl Run {
         let parsed = serde_json::from_str::<Value>(&args_json);
         let unreadable = parsed.as_ref().err().map(|e| e.to_string());
         let args = parsed.unwrap_or(Value::Null);
+        let now = Instant::now();
         self.tool_calls.push(ToolCallRecord {
             id,
             tool: tool.clone(),
             args: args.clone(),
             outcome: "pending".into(),
             error: None,
-            started_ms: ms(self.origin.elapsed()),
+            started_ms: ms(now - self.origin),
             duration_ms: 0.0,
             redactions: Vec::new(),
         });
-        self.call_started.push(Instant::now());
+        self.call_started.push(now);
         self.emit(ExecutionEvent::ToolCallStarted {
             id,
             tool: tool.clone(),
