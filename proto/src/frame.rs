@@ -205,6 +205,32 @@ mod tests {
                     seccomp_allowed_syscalls: 20,
                 },
             },
+            WorkerMessage::ToolReferences(ToolReferences {
+                calls: vec![ToolReference {
+                    namespace: "github".into(),
+                    name: "search_issues".into(),
+                    at: SourcePosition { line: 2, column: 7 },
+                    argument: Some(LiteralObject {
+                        at: SourcePosition {
+                            line: 2,
+                            column: 28,
+                        },
+                        open: false,
+                        properties: vec![LiteralProperty {
+                            key: "q".into(),
+                            at: SourcePosition {
+                                line: 2,
+                                column: 30,
+                            },
+                            value_at: SourcePosition {
+                                line: 2,
+                                column: 33,
+                            },
+                            value: Some(LiteralKind::String),
+                        }],
+                    }),
+                }],
+            }),
             WorkerMessage::ToolCall {
                 id: 7,
                 tool: "github.search_issues".into(),
@@ -265,6 +291,7 @@ mod tests {
                 }),
             },
             SupervisorMessage::Cancel,
+            SupervisorMessage::Proceed,
         ];
         for msg in msgs {
             let frame = encode(&msg).unwrap();

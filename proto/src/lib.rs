@@ -17,14 +17,15 @@ pub mod message;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, encode};
 pub use message::{
-    ConsoleLevel, ErrorKind, ExecError, Language, Limits, LockdownReport, Outcome, StartExecution,
-    SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
+    ConsoleLevel, ErrorKind, ExecError, Language, Limits, LiteralKind, LiteralObject,
+    LiteralProperty, LockdownReport, Outcome, SourcePosition, StartExecution, SupervisorMessage,
+    ToolFailure, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
 };
 
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
 /// supervisor refuses a worker whose version differs, because a worker binary left over from
 /// another build would otherwise misread every message.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;

@@ -15,6 +15,12 @@ pub enum WorkerMessage {
         protocol_version: u32,
         lockdown: LockdownReport,
     },
+    /// The program's literal tool calls, found by the worker's own parse (after lockdown; the
+    /// supervisor never parses a program). Sent at most once, after `Start` and before the
+    /// program is evaluated, and only when the program names at least one tool; the worker
+    /// then waits for [`SupervisorMessage::Proceed`] (or `Cancel`). The supervisor judges
+    /// the calls against the catalogue: the contract check.
+    ToolReferences(ToolReferences),
     /// A call of `tools.<namespace>.<name>(args)`. `id` is unique within one execution and
     /// increases in call order, so a trace is a pure function of code and ordered results.
     ToolCall {
@@ -45,8 +51,86 @@ pub enum SupervisorMessage {
         id: u32,
         result: Result<String, ToolFailure>,
     },
-    /// Stop the program as soon as possible and report [`ErrorKind::Cancelled`].
+    /// Stop the program as soon as possible and report [`ErrorKind::Cancelled`]. Also the
+    /// answer to [`WorkerMessage::ToolReferences`] when the contract check refuses the
+    /// program: the supervisor then reports the refusal itself.
     Cancel,
+    /// The answer to [`WorkerMessage::ToolReferences`] when the contract check passes:
+    /// evaluate the program.
+    Proceed,
+}
+
+/// The literal tool calls of one program, in source order.
+///
+/// Flat on purpose: no field nests a value of its own type, so decoding it needs no
+/// recursion whatever the program looked like.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolReferences {
+    pub calls: Vec<ToolReference>,
+}
+
+/// One `tools.<namespace>.<name>(…)` (or `tools["namespace"]["name"](…)`) call site.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolReference {
+    pub namespace: String,
+    pub name: String,
+    pub at: SourcePosition,
+    /// The first argument, when it is an object literal.
+    pub argument: Option<LiteralObject>,
+}
+
+/// A 1-based line and column (UTF-16 code units) in the code the agent sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SourcePosition {
+    pub line: u32,
+    pub column: u32,
+}
+
+/// An object literal passed as a tool call's first argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiteralObject {
+    pub at: SourcePosition,
+    /// It spreads another object or has a computed key: any property may be present.
+    pub open: bool,
+    pub properties: Vec<LiteralProperty>,
+}
+
+/// One `key: value` of a [`LiteralObject`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiteralProperty {
+    pub key: String,
+    pub at: SourcePosition,
+    pub value_at: SourcePosition,
+    /// The value's JSON type, when the value is a literal.
+    pub value: Option<LiteralKind>,
+}
+
+/// The JSON type of a literal value (what the contract check can judge without running it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LiteralKind {
+    String,
+    /// A numeric literal with a fraction (or outside the range where that is known).
+    Number,
+    /// A numeric literal without a fraction: also a JSON Schema `integer`.
+    Integer,
+    Boolean,
+    Null,
+    Array,
+    Object,
+}
+
+impl LiteralKind {
+    /// The JSON Schema type name (`integer` literals are `number`s).
+    pub fn json_type(self) -> &'static str {
+        match self {
+            LiteralKind::String => "string",
+            LiteralKind::Number | LiteralKind::Integer => "number",
+            LiteralKind::Boolean => "boolean",
+            LiteralKind::Null => "null",
+            LiteralKind::Array => "array",
+            LiteralKind::Object => "object",
+        }
+    }
 }
 
 /// Everything the worker needs to run one program.

@@ -5,17 +5,15 @@
 //! all. A connection no principal admits gets one clear `403` and is closed.
 
 use crate::agent_api::{
-    ApiError, ErrorBody, ExecutionError, ExecutionEvent, ExecutionRequest, ExecutionResponse,
-    PeerInfo, RequestLanguage,
+    ApiError, ErrorBody, ExecutionEvent, ExecutionRequest, ExecutionResponse, PeerInfo,
+    RequestLanguage,
 };
 use crate::audit_log::{CodeHash, ExecutionRecord};
 use crate::daemon::DaemonState;
-use crate::execution::{ExecutionJob, rejected_execution, run_execution};
+use crate::execution::{ExecutionJob, run_execution};
 use crate::policy_generation::PolicyGeneration;
-use crate::program_contract::{self, Leniency, ToolCalls};
 use crate::rate_limiter::RateKind;
 use crate::secret_scanner::SecretScanner;
-use crate::tool_source::ToolRegistry;
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
 use bytes::Bytes;
@@ -132,45 +130,6 @@ pub async fn serve_connection(
             _ = shutdown.changed() => conn.as_mut().graceful_shutdown(),
         }
     }
-}
-
-/// The contract check (`program_contract`) for a program that mentions `tools` at all.
-async fn contract_violation(tools: &ToolRegistry, job: &ExecutionJob) -> Option<ExecutionError> {
-    if !job.code.contains("tools") {
-        return None;
-    }
-    let calls = ToolCalls::find(&job.code, job.language == Language::TypeScript)?;
-    let named = calls.namespaces();
-    if named.is_empty() {
-        return None;
-    }
-    let mut lists = Vec::new();
-    let mut lenient = Vec::new();
-    for source in tools.sources() {
-        let namespace = source.namespace().to_owned();
-        if !named.contains(&namespace.as_str()) {
-            // Not called: known by name (for suggestions) but not listed, since listing
-            // starts a lazily started server.
-            lists.push((namespace, None));
-            continue;
-        }
-        match source.tools().await {
-            Ok(tools) => {
-                if source.tools_may_change() {
-                    lenient.push((namespace.clone(), Leniency::Changing));
-                }
-                lists.push((namespace, Some(tools)));
-            }
-            // Its calls will fail at run time with the reason; the check cannot judge them.
-            Err(_) => lenient.push((namespace, Leniency::Unlisted)),
-        }
-    }
-    let catalogue = program_contract::catalogue(
-        lists
-            .iter()
-            .map(|(ns, tools)| (ns.as_str(), tools.as_deref().unwrap_or_default())),
-    );
-    calls.check(&job.code, &catalogue, &lenient)
 }
 
 const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
@@ -474,30 +433,6 @@ async fn execute(
         queue_wait: queued.elapsed(),
     };
     let env = generation.execution_env();
-    let rejection = contract_violation(&generation.tools, &job).await;
-    if let Some(error) = rejection {
-        let events = if streaming {
-            let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
-            tokio::spawn(async move {
-                let _slot = slot;
-                let mut response = rejected_execution(job, error, Some(tx.clone())).await;
-                finished(&state, &audit, &mut response);
-                let _ = tx.send(ExecutionEvent::Result(Box::new(response))).await;
-            });
-            let mut resp = Response::new(EventBody { rx }.boxed());
-            resp.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("application/x-ndjson"),
-            );
-            return resp;
-        } else {
-            None
-        };
-        let mut response = rejected_execution(job, error, events).await;
-        drop(slot);
-        finished(&state, &audit, &mut response);
-        return json_response(StatusCode::OK, &response);
-    }
     if streaming {
         let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
         tokio::spawn(async move {

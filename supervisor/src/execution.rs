@@ -6,6 +6,7 @@ use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
     Redaction, RedactionPlace, Status, ToolCallRecord,
 };
+use crate::program_contract;
 use crate::rate_limiter::RateBucket;
 use crate::secret_scanner::{Finding, SecretScanner};
 use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
@@ -18,6 +19,8 @@ use airlock_proto::{
     Outcome, StartExecution, SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
 };
 use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -60,21 +63,6 @@ pub struct ExecutionJob {
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
 /// returned response is also the final event's payload.
-/// The response for a program refused before it ran (the contract check): no worker was
-/// started and no tool called.
-pub async fn rejected_execution(
-    job: ExecutionJob,
-    error: ExecutionError,
-    events: Option<mpsc::Sender<ExecutionEvent>>,
-) -> ExecutionResponse {
-    let total = Instant::now();
-    let mut run = Run::new(&job, events, None, total);
-    run.emit(ExecutionEvent::Started { id: job.id.clone() })
-        .await;
-    run.failure = Some(error);
-    run.finish(&job, total)
-}
-
 ///
 /// The client is gone when the receiver of `events` is dropped (streaming) or when the sender
 /// of `client` is (a plain request whose handler hyper dropped): the program is then stopped
@@ -256,6 +244,16 @@ impl Run {
         }
 
         let mut calls: JoinSet<CallOutcome> = JoinSet::new();
+        // The contract check of the program's literal tool calls, while it lists the tools
+        // of the namespaces they name (which may start a server): it runs inside this loop,
+        // so the deadline and a client hanging up still apply.
+        let mut contract: Option<
+            Pin<Box<dyn Future<Output = Option<ExecutionError>> + Send + '_>>,
+        > = None;
+        // The worker sent its tool references and has not been told to proceed: it may not
+        // call tools now (and never will, if the program was refused).
+        let mut held = false;
+        let mut references_seen = false;
         let mut cancel_sent = false;
         let mut kill_at = deadline + KILL_GRACE;
         // Fires when the client hangs up: a streaming client's events receiver is dropped, or
@@ -288,12 +286,31 @@ impl Run {
                         self.scan_json(RedactionPlace::Progress, &mut value);
                         self.emit(ExecutionEvent::Progress { value }).await;
                     }
+                    Ok(WorkerMessage::ToolReferences(references)) => {
+                        // Once, before the program runs: after a tool call it could only be
+                        // a compromised or mismatched worker.
+                        if references_seen || self.last_call_id > 0 {
+                            let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+                            warn!("worker sent tool references out of order; killed");
+                            self.failure = Some(protocol_error("tool references out of order"));
+                            break exit;
+                        }
+                        references_seen = true;
+                        held = true;
+                        let tools = &env.tools;
+                        contract = Some(Box::pin(async move {
+                            program_contract::check(tools, &references).await
+                        }));
+                    }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
                         // The worker numbers calls 1, 2, 3, ... and never sends more than
                         // it accepts itself; anything else is a compromised or mismatched
                         // worker, and answering it would corrupt the trace (two calls under
-                        // one id) or hold unbounded argument text.
-                        let broken = if id <= self.last_call_id {
+                        // one id) or hold unbounded argument text. A worker waiting for the
+                        // contract check's verdict makes no calls.
+                        let broken = if held {
+                            Some(format!("tool call {id} before the contract check's verdict"))
+                        } else if id <= self.last_call_id {
                             Some(format!("tool call id {id} after id {}", self.last_call_id))
                         } else if args_json.len() > MAX_TOOL_ARGS_BYTES {
                             Some(format!("tool call arguments of {} bytes, over the {} byte limit", args_json.len(), MAX_TOOL_ARGS_BYTES))
@@ -330,6 +347,32 @@ impl Run {
                         break exit;
                     }
                 },
+                verdict = async {
+                    match contract.as_mut() {
+                        Some(check) => check.await,
+                        None => std::future::pending().await,
+                    }
+                }, if contract.is_some() => {
+                    contract = None;
+                    match verdict {
+                        None => {
+                            held = false;
+                            if let Err(e) = channel.send(&SupervisorMessage::Proceed).await {
+                                debug!(error = %e, "could not let the worker proceed; it is gone");
+                            }
+                        }
+                        Some(refusal) => {
+                            // Nothing of the program ran; it is stopped and the refusal is
+                            // the answer (it wins over the worker's own `cancelled`).
+                            debug!(message = %refusal.message, "the contract check refused the program");
+                            self.failure = Some(refusal);
+                            if !cancel_sent {
+                                cancel_sent = true;
+                                let _ = channel.send(&SupervisorMessage::Cancel).await;
+                            }
+                        }
+                    }
+                }
                 Some(done) = calls.join_next(), if !calls.is_empty() => {
                     let Ok((id, result, redactions)) = done else { continue };
                     self.finish_call(id, &result, redactions).await;

@@ -1,6 +1,13 @@
-//! The contract check: before any worker starts, the program's literal tool calls are held
-//! against the catalogue, so a model learns of an unknown tool or a wrong argument in
-//! milliseconds, with the expected signature, instead of after half its calls ran.
+//! The contract check: before a program runs, its literal tool calls are held against the
+//! catalogue, so a model learns of an unknown tool or a wrong argument in milliseconds, with
+//! the expected signature, instead of after half its calls ran.
+//!
+//! The daemon never parses a program: the worker finds the calls in its own parse, after
+//! lockdown, and sends them as [`ToolReferences`] before it evaluates anything; the
+//! execution answers `Proceed` or refuses with the error [`check`] returns. A program that
+//! crashes the parser costs one sandboxed worker, never the daemon. A worker that skipped
+//! the message would only skip this courtesy: policy and argument schemas are enforced at
+//! every call regardless.
 //!
 //! What is judged (everything else runs normally, and the schema check at call time still
 //! applies):
@@ -11,20 +18,17 @@
 //!   object), and literal values (strings, numbers, booleans, null, arrays, objects) of a type
 //!   the schema does not accept.
 //!
-//! A program that declares its own `tools` binding is not judged at all, and namespaces that
+//! A program that declares its own `tools` binding sends no references, and namespaces that
 //! could not be listed are skipped: the check must never reject a program that would work.
+//!
+//! The references come from the worker, so they are untrusted: every site is judged with a
+//! bounded amount of work, and the costly part of an answer (the did-you-mean search over a
+//! catalogue) is done once, for the first violation only.
 
 use crate::agent_api::ExecutionError;
-use crate::tool_source::{ToolDescriptor, closest, quote_list};
+use crate::tool_source::{ToolDescriptor, ToolRegistry, closest, quote_list};
 use crate::typescript_sdk::tool_search::call_signature;
-use oxc::allocator::Allocator;
-use oxc::ast::ast::{
-    Argument, BindingIdentifier, CallExpression, Expression, ObjectExpression, ObjectPropertyKind,
-    PropertyKey,
-};
-use oxc::ast_visit::{Visit, walk};
-use oxc::parser::{ParseOptions, Parser};
-use oxc::span::{GetSpan as _, SourceType};
+use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -58,178 +62,221 @@ pub enum Leniency {
     Changing,
 }
 
-/// A program's literal tool calls, found in one parse: the namespaces they name (so only
-/// those sources are asked for their tools, which starts a lazily started server) and what
-/// the check judges.
-#[derive(Debug, Default)]
-pub struct ToolCalls {
-    sites: Vec<CallSite>,
-}
-
-/// One `tools.<ns>.<name>(…)` call.
-#[derive(Debug)]
-struct CallSite {
-    namespace: String,
-    name: String,
-    offset: u32,
-    /// The first argument, when it is an object literal.
-    argument: Option<LiteralObject>,
-}
-
-#[derive(Debug)]
-struct LiteralObject {
-    offset: u32,
-    /// It spreads another object or has a computed key: any property may be present.
-    open: bool,
-    properties: Vec<LiteralProperty>,
-}
-
-#[derive(Debug)]
-struct LiteralProperty {
-    key: String,
-    offset: u32,
-    value_offset: u32,
-    /// The value's JSON type, when the value is a literal.
-    literal: Option<Literal>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Literal {
-    json_type: &'static str,
-    /// A numeric literal's value (an `integer` must have no fraction).
-    number: Option<f64>,
-}
-
-impl ToolCalls {
-    /// Parses the program once. `None` when it does not parse (the worker reports syntax
-    /// errors with full detail) or binds its own `tools`: then nothing is judged.
-    pub fn find(code: &str, typescript: bool) -> Option<ToolCalls> {
-        let allocator = Allocator::default();
-        let source_type = if typescript {
-            SourceType::ts().with_module(true)
-        } else {
-            SourceType::mjs()
-        };
-        let parsed = Parser::new(&allocator, code, source_type)
-            .with_options(ParseOptions {
-                allow_return_outside_function: true,
-                ..ParseOptions::default()
-            })
-            .parse();
-        if !parsed.diagnostics.is_empty() {
-            return None;
-        }
-        let mut finder = Finder::default();
-        finder.visit_program(&parsed.program);
-        (!finder.shadowed).then_some(finder.calls)
-    }
-
-    /// The namespaces the calls name, sorted, once each.
-    pub fn namespaces(&self) -> Vec<&str> {
-        let mut named: Vec<&str> = self.sites.iter().map(|s| s.namespace.as_str()).collect();
-        named.sort_unstable();
-        named.dedup();
-        named
-    }
-
-    /// The first violation in source order, as the execution error the agent receives (kind
-    /// `contract`), or `None` when nothing the check can judge is wrong. `code` is the
-    /// program the calls were found in (for the position).
-    pub fn check(
-        &self,
-        code: &str,
-        catalogue: &ContractCatalogue<'_>,
-        lenient: &[(String, Leniency)],
-    ) -> Option<ExecutionError> {
-        let mut violations = Vec::new();
-        for site in &self.sites {
-            judge(site, catalogue, lenient, &mut violations);
-        }
-        let (offset, message, hint) = violations.into_iter().min_by_key(|v| v.0)?;
-        let (line, column) = line_column(code, offset);
-        Some(ExecutionError {
-            kind: "contract".into(),
-            name: None,
-            message,
-            line: Some(line),
-            column: Some(column),
-            stack: None,
-            excerpt: None,
-            hint: Some(hint),
-        })
-    }
-}
-
-/// Collects the call sites while walking the program.
-#[derive(Default)]
-struct Finder {
-    calls: ToolCalls,
-    /// The program binds its own `tools`; nothing about it can be judged.
-    shadowed: bool,
-}
-
-impl<'a> Visit<'a> for Finder {
-    fn visit_binding_identifier(&mut self, ident: &BindingIdentifier<'a>) {
-        if ident.name == "tools" {
-            self.shadowed = true;
-        }
-    }
-
-    fn visit_call_expression(&mut self, call: &CallExpression<'a>) {
-        if let Some((namespace, name)) = tool_reference(&call.callee) {
-            let argument = match call.arguments.first() {
-                Some(Argument::ObjectExpression(object)) => Some(literal_object(object)),
-                _ => None,
-            };
-            self.calls.sites.push(CallSite {
-                namespace: namespace.to_owned(),
-                name: name.to_owned(),
-                offset: call.span.start,
-                argument,
-            });
-        }
-        walk::walk_call_expression(self, call);
-    }
-}
-
-fn literal_object(object: &ObjectExpression<'_>) -> LiteralObject {
-    let mut open = false;
-    let mut properties = Vec::new();
-    for property in &object.properties {
-        let ObjectPropertyKind::ObjectProperty(property) = property else {
-            open = true;
+/// The contract check of a program's literal tool calls against the daemon's tools: the
+/// first violation in source order, as the execution error the agent receives (kind
+/// `contract`), or `None` when nothing the check can judge is wrong.
+///
+/// Only the namespaces the calls name are listed (listing starts a lazily started server).
+pub async fn check(tools: &ToolRegistry, references: &ToolReferences) -> Option<ExecutionError> {
+    let mut named: Vec<&str> = references
+        .calls
+        .iter()
+        .map(|c| c.namespace.as_str())
+        .collect();
+    named.sort_unstable();
+    named.dedup();
+    let mut lists = Vec::new();
+    let mut lenient = Vec::new();
+    for source in tools.sources() {
+        let namespace = source.namespace().to_owned();
+        if named.binary_search(&namespace.as_str()).is_err() {
+            // Not called: known by name (for suggestions) but not listed.
+            lists.push((namespace, None));
             continue;
-        };
-        let key = match &property.key {
-            PropertyKey::StaticIdentifier(id) => id.name.as_str(),
-            PropertyKey::StringLiteral(s) => s.value.as_str(),
-            _ => {
-                // A computed key could be anything, required ones included.
-                open = true;
-                continue;
+        }
+        match source.tools().await {
+            Ok(tools) => {
+                if source.tools_may_change() {
+                    lenient.push((namespace.clone(), Leniency::Changing));
+                }
+                lists.push((namespace, Some(tools)));
             }
-        };
-        properties.push(LiteralProperty {
-            key: key.to_owned(),
-            offset: property.span.start,
-            value_offset: property.value.span().start,
-            literal: literal(&property.value),
-        });
+            // Its calls will fail at run time with the reason; the check cannot judge them.
+            Err(_) => lenient.push((namespace, Leniency::Unlisted)),
+        }
     }
-    LiteralObject {
-        offset: object.span.start,
-        open,
-        properties,
-    }
+    let catalogue = catalogue(
+        lists
+            .iter()
+            .map(|(ns, tools)| (ns.as_str(), tools.as_deref().unwrap_or_default())),
+    );
+    judge(references, &catalogue, &lenient)
 }
 
-/// Holds one call against the catalogue, adding (offset, message, hint) per problem.
-fn judge(
-    site: &CallSite,
+/// [`check`] against a catalogue already listed.
+pub fn judge(
+    references: &ToolReferences,
     catalogue: &ContractCatalogue<'_>,
     lenient: &[(String, Leniency)],
-    violations: &mut Vec<(u32, String, String)>,
+) -> Option<ExecutionError> {
+    let mut first: Option<Violation<'_>> = None;
+    for site in &references.calls {
+        judge_site(site, catalogue, lenient, &mut first);
+    }
+    let violation = first?;
+    let (message, hint) = violation.problem.explain(catalogue);
+    Some(ExecutionError {
+        kind: "contract".into(),
+        name: None,
+        message,
+        line: Some(violation.at.line),
+        column: Some(violation.at.column),
+        stack: None,
+        excerpt: None,
+        hint: Some(hint),
+    })
+}
+
+/// One thing wrong with a call, at a position in the program.
+#[derive(Debug)]
+struct Violation<'r> {
+    at: SourcePosition,
+    problem: Problem<'r>,
+}
+
+/// What is wrong, with just enough to explain it later: the explanation (did-you-mean over
+/// the catalogue, the tool's signature) is built for the reported violation only.
+#[derive(Debug)]
+enum Problem<'r> {
+    UnknownNamespace {
+        namespace: &'r str,
+    },
+    UnknownTool {
+        namespace: &'r str,
+        name: &'r str,
+    },
+    UnknownArgument {
+        tool: &'r ToolReference,
+        key: &'r str,
+    },
+    WrongType {
+        tool: &'r ToolReference,
+        key: &'r str,
+        expected: Vec<String>,
+        given: LiteralKind,
+    },
+    MissingArgument {
+        tool: &'r ToolReference,
+        missing: String,
+    },
+}
+
+impl Problem<'_> {
+    /// The message and the hint the agent gets.
+    fn explain(&self, catalogue: &ContractCatalogue<'_>) -> (String, String) {
+        match self {
+            Problem::UnknownNamespace { namespace } => {
+                let near = closest(namespace, catalogue.keys().copied(), 3);
+                let hint = if near.is_empty() {
+                    let all: Vec<String> = catalogue.keys().map(|k| format!("tools.{k}")).collect();
+                    format!("the namespaces are {}", all.join(", "))
+                } else {
+                    format!("did you mean {}?", quote_list(&near, "tools.", ""))
+                };
+                (
+                    format!("there is no tool namespace `tools.{namespace}`"),
+                    hint,
+                )
+            }
+            Problem::UnknownTool { namespace, name } => {
+                let tools = catalogue.get(namespace).into_iter().flat_map(|t| t.keys());
+                let near = closest(name, tools.copied(), 3);
+                let hint = if near.is_empty() {
+                    format!("search for it: GET /v1/tools/search?q={name}")
+                } else {
+                    format!(
+                        "did you mean {}?",
+                        quote_list(&near, &format!("tools.{namespace}."), "()")
+                    )
+                };
+                (format!("`tools.{namespace}` has no tool `{name}`"), hint)
+            }
+            Problem::UnknownArgument { tool, key } => {
+                let schema = input_schema(catalogue, tool);
+                let properties = schema
+                    .and_then(|s| s.get("properties"))
+                    .and_then(Value::as_object);
+                let near = closest(
+                    key,
+                    properties.into_iter().flatten().map(|(k, _)| k.as_str()),
+                    3,
+                );
+                let did_you_mean = if near.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (did you mean {}?)", quote_list(&near, "`", "`"))
+                };
+                (
+                    format!(
+                        "tools.{}.{}: unknown argument `{key}`{did_you_mean}",
+                        tool.namespace, tool.name
+                    ),
+                    signature_hint(catalogue, tool),
+                )
+            }
+            Problem::WrongType {
+                tool,
+                key,
+                expected,
+                given,
+            } => (
+                format!(
+                    "tools.{}.{}: argument `{key}` must be {}, not {}",
+                    tool.namespace,
+                    tool.name,
+                    expected.join(" or "),
+                    given.json_type()
+                ),
+                signature_hint(catalogue, tool),
+            ),
+            Problem::MissingArgument { tool, missing } => (
+                format!(
+                    "tools.{}.{}: the required argument `{missing}` is missing",
+                    tool.namespace, tool.name
+                ),
+                signature_hint(catalogue, tool),
+            ),
+        }
+    }
+}
+
+fn input_schema<'c>(
+    catalogue: &'c ContractCatalogue<'_>,
+    tool: &ToolReference,
+) -> Option<&'c Value> {
+    catalogue
+        .get(tool.namespace.as_str())?
+        .get(tool.name.as_str())
+        .map(|t| &t.input_schema)
+}
+
+fn signature_hint(catalogue: &ContractCatalogue<'_>, tool: &ToolReference) -> String {
+    let schema = input_schema(catalogue, tool).unwrap_or(&Value::Null);
+    format!(
+        "the tool takes {}",
+        call_signature(&tool.namespace, &tool.name, schema)
+    )
+}
+
+/// Keeps the violation that comes first in the program (the first found, among equals).
+fn note<'r>(first: &mut Option<Violation<'r>>, at: SourcePosition, problem: Problem<'r>) {
+    if first.as_ref().is_none_or(|v| at < v.at) {
+        *first = Some(Violation { at, problem });
+    }
+}
+
+/// Holds one call against the catalogue, keeping its problem if it comes before `first`.
+fn judge_site<'r>(
+    site: &'r ToolReference,
+    catalogue: &ContractCatalogue<'_>,
+    lenient: &[(String, Leniency)],
+    first: &mut Option<Violation<'r>>,
 ) {
+    // Nothing in this call can come before what is already found (its own problems all lie
+    // at or after the call's position).
+    if first.as_ref().is_some_and(|v| v.at <= site.at) {
+        return;
+    }
     let (namespace, name) = (site.namespace.as_str(), site.name.as_str());
     let leniency = lenient
         .iter()
@@ -239,38 +286,13 @@ fn judge(
         return;
     }
     let Some(tools) = catalogue.get(namespace) else {
-        let near = closest(namespace, catalogue.keys().copied(), 3);
-        let hint = if near.is_empty() {
-            let all: Vec<String> = catalogue.keys().map(|k| format!("tools.{k}")).collect();
-            format!("the namespaces are {}", all.join(", "))
-        } else {
-            format!("did you mean {}?", quote_list(&near, "tools.", ""))
-        };
-        violations.push((
-            site.offset,
-            format!("there is no tool namespace `tools.{namespace}`"),
-            hint,
-        ));
+        note(first, site.at, Problem::UnknownNamespace { namespace });
         return;
     };
     let Some(tool) = tools.get(name) else {
-        if leniency == Some(Leniency::Changing) {
-            return;
+        if leniency != Some(Leniency::Changing) {
+            note(first, site.at, Problem::UnknownTool { namespace, name });
         }
-        let near = closest(name, tools.keys().copied(), 3);
-        let hint = if near.is_empty() {
-            format!("search for it: GET /v1/tools/search?q={name}")
-        } else {
-            format!(
-                "did you mean {}?",
-                quote_list(&near, &format!("tools.{namespace}."), "()")
-            )
-        };
-        violations.push((
-            site.offset,
-            format!("`tools.{namespace}` has no tool `{name}`"),
-            hint,
-        ));
         return;
     };
     let Some(object) = &site.argument else {
@@ -284,41 +306,29 @@ fn judge(
             Some(Value::Bool(true) | Value::Object(_))
         )
         && schema.get("patternProperties").is_none();
-    let hint = format!("the tool takes {}", call_signature(namespace, name, schema));
     for property in &object.properties {
         let key = property.key.as_str();
         match properties.and_then(|p| p.get(key)) {
-            None if closed => {
-                let near = closest(
-                    key,
-                    properties.into_iter().flatten().map(|(k, _)| k.as_str()),
-                    3,
-                );
-                let did_you_mean = if near.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (did you mean {}?)", quote_list(&near, "`", "`"))
-                };
-                violations.push((
-                    property.offset,
-                    format!("tools.{namespace}.{name}: unknown argument `{key}`{did_you_mean}"),
-                    hint.clone(),
-                ));
-            }
+            None if closed => note(
+                first,
+                property.at,
+                Problem::UnknownArgument { tool: site, key },
+            ),
             Some(declared) => {
-                if let Some(given) = property.literal
+                if let Some(given) = property.value
                     && let Some(expected) = accepted_types(declared)
                     && !accepts(&expected, given)
                 {
-                    violations.push((
-                        property.value_offset,
-                        format!(
-                            "tools.{namespace}.{name}: argument `{key}` must be {}, not {}",
-                            expected.join(" or "),
-                            given.json_type
-                        ),
-                        hint.clone(),
-                    ));
+                    note(
+                        first,
+                        property.value_at,
+                        Problem::WrongType {
+                            tool: site,
+                            key,
+                            expected,
+                            given,
+                        },
+                    );
                 }
             }
             None => {}
@@ -332,55 +342,16 @@ fn judge(
             .flatten()
             .filter_map(Value::as_str);
         for missing in required.filter(|r| !object.properties.iter().any(|p| p.key == *r)) {
-            violations.push((
-                object.offset,
-                format!("tools.{namespace}.{name}: the required argument `{missing}` is missing"),
-                hint.clone(),
-            ));
+            note(
+                first,
+                object.at,
+                Problem::MissingArgument {
+                    tool: site,
+                    missing: missing.to_owned(),
+                },
+            );
         }
     }
-}
-
-/// `tools.ns.name` or `tools["ns"]["name"]` as the callee.
-fn tool_reference<'e>(callee: &'e Expression<'_>) -> Option<(&'e str, &'e str)> {
-    let (object, name) = member(callee)?;
-    let (root, namespace) = member(object)?;
-    match root {
-        Expression::Identifier(id) if id.name == "tools" => Some((namespace, name)),
-        _ => None,
-    }
-}
-
-fn member<'e>(expression: &'e Expression<'_>) -> Option<(&'e Expression<'e>, &'e str)> {
-    match expression {
-        Expression::StaticMemberExpression(m) if !m.optional => {
-            Some((&m.object, m.property.name.as_str()))
-        }
-        Expression::ComputedMemberExpression(m) if !m.optional => match &m.expression {
-            Expression::StringLiteral(s) => Some((&m.object, s.value.as_str())),
-            _ => None,
-        },
-        Expression::ParenthesizedExpression(p) => member(&p.expression),
-        _ => None,
-    }
-}
-
-/// A literal argument value's JSON type (and number), when the value is a literal.
-fn literal(value: &Expression<'_>) -> Option<Literal> {
-    let json_type = match value {
-        Expression::StringLiteral(_) | Expression::TemplateLiteral(_) => "string",
-        Expression::NumericLiteral(_) => "number",
-        Expression::BooleanLiteral(_) => "boolean",
-        Expression::NullLiteral(_) => "null",
-        Expression::ArrayExpression(_) => "array",
-        Expression::ObjectExpression(_) => "object",
-        _ => return None,
-    };
-    let number = match value {
-        Expression::NumericLiteral(n) => Some(n.value),
-        _ => None,
-    };
-    Some(Literal { json_type, number })
 }
 
 /// The JSON types a property schema accepts, when it says (`type`, no unions to reason
@@ -407,42 +378,61 @@ fn accepted_types(schema: &Value) -> Option<Vec<String>> {
     Some(types)
 }
 
-fn accepts(expected: &[String], given: Literal) -> bool {
+fn accepts(expected: &[String], given: LiteralKind) -> bool {
     expected.iter().any(|t| match t.as_str() {
-        "integer" => given.number.is_some_and(|n| n.fract() == 0.0),
-        other => other == given.json_type,
+        "integer" => given == LiteralKind::Integer,
+        other => other == given.json_type(),
     })
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-fn line_column(code: &str, offset: u32) -> (u32, u32) {
-    let offset = (offset as usize).min(code.len());
-    let before = code.get(..offset).unwrap_or(code);
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    (
-        u32::try_from(line).unwrap_or(u32::MAX),
-        u32::try_from(column).unwrap_or(u32::MAX),
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use airlock_proto::{LiteralObject, LiteralProperty};
     use serde_json::json;
 
-    /// Finds the calls and checks them, as the daemon does.
-    fn check(
-        code: &str,
-        catalogue: &ContractCatalogue<'_>,
-        lenient: &[(String, Leniency)],
-    ) -> Option<ExecutionError> {
-        ToolCalls::find(code, true)?.check(code, catalogue, lenient)
+    fn at(line: u32, column: u32) -> SourcePosition {
+        SourcePosition { line, column }
     }
 
-    fn referenced_namespaces(code: &str, typescript: bool) -> Option<Vec<String>> {
-        let calls = ToolCalls::find(code, typescript)?;
-        Some(calls.namespaces().into_iter().map(str::to_owned).collect())
+    /// `tools.<ns>.<name>(…)` at `line`:`column`, with no literal argument.
+    fn call(ns: &str, name: &str, line: u32, column: u32) -> ToolReference {
+        ToolReference {
+            namespace: ns.into(),
+            name: name.into(),
+            at: at(line, column),
+            argument: None,
+        }
+    }
+
+    /// The same call with an object literal right after the parenthesis; each property is
+    /// `(key, value kind)`, laid out as `{ k: v, k: v }` would be on one line.
+    fn with_object(
+        mut site: ToolReference,
+        open: bool,
+        props: &[(&str, Option<LiteralKind>)],
+    ) -> ToolReference {
+        let start = site.at.column + site.namespace.len() as u32 + site.name.len() as u32 + 8;
+        let mut column = start + 2;
+        let properties = props
+            .iter()
+            .map(|(key, value)| {
+                let property = LiteralProperty {
+                    key: (*key).into(),
+                    at: at(site.at.line, column),
+                    value_at: at(site.at.line, column + key.len() as u32 + 2),
+                    value: *value,
+                };
+                column += key.len() as u32 + 6;
+                property
+            })
+            .collect();
+        site.argument = Some(LiteralObject {
+            at: at(site.at.line, start),
+            open,
+            properties,
+        });
+        site
     }
 
     fn tools() -> Vec<ToolDescriptor> {
@@ -462,40 +452,92 @@ mod tests {
         ]
     }
 
-    fn run(code: &str) -> Option<ExecutionError> {
+    fn run_lenient(
+        calls: Vec<ToolReference>,
+        lenient: &[(String, Leniency)],
+    ) -> Option<ExecutionError> {
         let tools = tools();
-        check(code, &catalogue([("math", tools.as_slice())]), &[])
+        judge(
+            &ToolReferences { calls },
+            &catalogue([("math", tools.as_slice())]),
+            lenient,
+        )
     }
 
+    fn run(calls: Vec<ToolReference>) -> Option<ExecutionError> {
+        run_lenient(calls, &[])
+    }
+
+    use LiteralKind::{Integer, Null, Number, String as Str};
+
     #[test]
-    fn correct_and_dynamic_programs_pass() {
-        assert!(run("const r = await tools.math.add({ a: 1, b: 2 }); r").is_none());
-        assert!(run("await tools['math']['add']({ a: 1.5, b: 2, label: `x` })").is_none());
-        // Not judged: computed names, non-literal arguments, spreads, shadowed `tools`.
-        assert!(run("const n = 'nope'; await tools.math[n]({})").is_none());
-        assert!(run("const args = {}; await tools.math.add(args)").is_none());
-        assert!(run("const rest = { b: 2 }; await tools.math.add({ a: 1, ...rest })").is_none());
-        assert!(run("const tools = { x: { y: () => 1 } }; tools.x.y({})").is_none());
-        assert!(run("await tools.math.open({ x: 'a', extra: 1 })").is_none());
-        // Syntax errors are the worker's to report.
-        assert!(run("await tools.math.add({ a: ").is_none());
+    fn correct_calls_pass() {
+        let add = with_object(
+            call("math", "add", 1, 17),
+            false,
+            &[("a", Some(Integer)), ("b", Some(Integer))],
+        );
+        assert!(run(vec![add]).is_none());
+        let add = with_object(
+            call("math", "add", 1, 1),
+            false,
+            &[
+                ("a", Some(Number)),
+                ("b", Some(Integer)),
+                ("label", Some(Str)),
+            ],
+        );
+        assert!(run(vec![add]).is_none());
+        // Not judged: non-literal values and arguments, spreads, open schemas.
+        assert!(run(vec![call("math", "add", 1, 1)]).is_none());
+        let add = with_object(
+            call("math", "add", 1, 1),
+            false,
+            &[("a", None), ("b", None)],
+        );
+        assert!(run(vec![add]).is_none());
+        let spread = with_object(call("math", "add", 1, 1), true, &[("a", Some(Integer))]);
+        assert!(run(vec![spread]).is_none());
+        let open = with_object(
+            call("math", "open", 1, 1),
+            false,
+            &[("x", Some(Str)), ("extra", Some(Integer))],
+        );
+        assert!(run(vec![open]).is_none());
+        assert!(run(vec![]).is_none());
     }
 
     #[test]
     fn unknown_tools_and_namespaces_suggest_near_names() {
-        let e = run("let x = 1;\nawait tools.math.addd({ a: 1, b: 2 })").unwrap();
+        let e = run(vec![call("math", "addd", 2, 7)]).unwrap();
         assert_eq!(e.kind, "contract");
         assert_eq!(e.message, "`tools.math` has no tool `addd`");
         assert_eq!(e.hint.as_deref(), Some("did you mean tools.math.add()?"));
         assert_eq!((e.line, e.column), (Some(2), Some(7)));
-        let e = run("await tools.maht.add({})").unwrap();
+        let e = run(vec![call("maht", "add", 1, 7)]).unwrap();
         assert_eq!(e.message, "there is no tool namespace `tools.maht`");
         assert_eq!(e.hint.as_deref(), Some("did you mean tools.math?"));
+        let e = run(vec![call("zzzzzzzz", "add", 1, 7)]).unwrap();
+        assert_eq!(e.hint.as_deref(), Some("the namespaces are tools.math"));
+        let e = run(vec![call("math", "qqqqqqqqq", 1, 7)]).unwrap();
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("search for it: GET /v1/tools/search?q=qqqqqqqqq")
+        );
     }
 
     #[test]
     fn arguments_are_held_against_the_schema() {
-        let e = run("await tools.math.add({ a: 1, b: 2, lable: 'x' })").unwrap();
+        let e = run(vec![with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[
+                ("a", Some(Integer)),
+                ("b", Some(Integer)),
+                ("lable", Some(Str)),
+            ],
+        )])
+        .unwrap();
         assert_eq!(
             e.message,
             "tools.math.add: unknown argument `lable` (did you mean `label`?)"
@@ -504,51 +546,91 @@ mod tests {
             e.hint.as_deref(),
             Some("the tool takes tools.math.add({ a: number, b: number, label?: string })")
         );
-        let e = run("await tools.math.add({ a: 1 })").unwrap();
+        let e = run(vec![with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[("a", Some(Integer))],
+        )])
+        .unwrap();
         assert_eq!(
             e.message,
             "tools.math.add: the required argument `b` is missing"
         );
-        let e = run("await tools.math.add({ a: '1', b: 2 })").unwrap();
+        let e = run(vec![with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[("a", Some(Str)), ("b", Some(Integer))],
+        )])
+        .unwrap();
         assert_eq!(
             e.message,
             "tools.math.add: argument `a` must be number, not string"
         );
-        let e = run("await tools.math.add({ a: 1, b: 2.5 })").unwrap();
+        let e = run(vec![with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[("a", Some(Integer)), ("b", Some(Number))],
+        )])
+        .unwrap();
         assert_eq!(
             e.message,
             "tools.math.add: argument `b` must be integer, not number"
         );
-        // The first problem in source order is the one reported.
-        let e = run("await tools.math.add({ a: 1, b: 2 });\nawait tools.math.add({ a: null, b: 1 });\nawait tools.nope.x({})").unwrap();
+    }
+
+    #[test]
+    fn the_first_problem_in_source_order_is_reported() {
+        let fine = with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[("a", Some(Integer)), ("b", Some(Integer))],
+        );
+        let null_a = with_object(
+            call("math", "add", 2, 7),
+            false,
+            &[("a", Some(Null)), ("b", Some(Integer))],
+        );
+        let e = run(vec![fine, null_a, call("nope", "x", 3, 7)]).unwrap();
         assert_eq!(e.line, Some(2));
+        assert_eq!(
+            e.message,
+            "tools.math.add: argument `a` must be number, not null"
+        );
+        // Sites need not arrive in order: a nested call inside an argument comes after its
+        // outer call, but its problem may come before the outer call's later property.
+        let outer = with_object(
+            call("math", "add", 1, 1),
+            false,
+            &[
+                ("a", Some(Integer)),
+                ("b", Some(Integer)),
+                ("zz", Some(Integer)),
+            ],
+        );
+        let inner = call("math", "nope", 1, 28);
+        let e = run(vec![outer, inner]).unwrap();
+        assert_eq!(e.message, "`tools.math` has no tool `nope`");
+        // Within one call, a missing argument (at the object) comes before a wrong property.
+        let e = run(vec![with_object(
+            call("math", "add", 1, 7),
+            false,
+            &[("a", Some(Str))],
+        )])
+        .unwrap();
+        assert_eq!(
+            e.message,
+            "tools.math.add: the required argument `b` is missing"
+        );
     }
 
     #[test]
     fn namespaces_that_could_not_be_listed_are_not_judged() {
-        let tools = tools();
-        let cat = catalogue([("math", tools.as_slice())]);
         let unlisted = [("down".to_owned(), Leniency::Unlisted)];
-        assert!(check("await tools.down.anything({})", &cat, &unlisted).is_none());
+        assert!(run_lenient(vec![call("down", "anything", 1, 1)], &unlisted).is_none());
         // A namespace whose list may change: unknown tools pass, known ones are judged.
         let changing = [("math".to_owned(), Leniency::Changing)];
-        assert!(check("await tools.math.added_later({})", &cat, &changing).is_none());
-        assert!(check("await tools.math.add({ a: 1 })", &cat, &changing).is_some());
-    }
-
-    #[test]
-    fn only_named_namespaces_are_listed() {
-        assert_eq!(
-            referenced_namespaces(
-                "await tools.b.x({}); await tools['a'].y(); tools.c; f(tools.d.z)",
-                true
-            ),
-            Some(vec!["a".to_owned(), "b".to_owned()])
-        );
-        assert_eq!(
-            referenced_namespaces("const tools = 1; tools.a.b()", true),
-            None
-        );
-        assert_eq!(referenced_namespaces("syntax error (", true), None);
+        assert!(run_lenient(vec![call("math", "added_later", 1, 1)], &changing).is_none());
+        let short = with_object(call("math", "add", 1, 1), false, &[("a", Some(Integer))]);
+        assert!(run_lenient(vec![short], &changing).is_some());
     }
 }

@@ -197,6 +197,7 @@ pub async fn start_worker(
 pub fn message_name(msg: &WorkerMessage) -> &'static str {
     match msg {
         WorkerMessage::Ready { .. } => "Ready",
+        WorkerMessage::ToolReferences(_) => "ToolReferences",
         WorkerMessage::ToolCall { .. } => "ToolCall",
         WorkerMessage::Console { .. } => "Console",
         WorkerMessage::Progress { .. } => "Progress",

@@ -616,6 +616,17 @@ async fn a_compromised_worker_cannot_harm_the_supervisor() {
         ("duplicate-id", 5_000, "tool call id 1 after id 1"),
         ("decreasing-id", 5_000, "tool call id 2 after id 5"),
         ("oversized-args", 5_000, "over the 16777216 byte limit"),
+        ("references-twice", 5_000, "tool references out of order"),
+        (
+            "call-before-verdict",
+            5_000,
+            "tool call 1 before the contract check's verdict",
+        ),
+        (
+            "references-after-call",
+            5_000,
+            "tool references out of order",
+        ),
     ] {
         let started = Instant::now();
         let r = d.exec_timeout(program, timeout_ms).await;

@@ -14,6 +14,7 @@
 //!
 //! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
 //! [`ipc`] (fd 3 framing), [`engine`] (QuickJS + bridge), [`typescript`] (oxc type stripping),
+//! [`tool_references`] (the literal tool calls for the supervisor's contract check),
 //! and, only in test builds with the `escape-probe` feature, [`escape_probe`].
 
 mod ipc;
@@ -22,6 +23,8 @@ mod syscall_allowlist;
 
 #[cfg(feature = "engine")]
 mod engine;
+#[cfg(feature = "engine")]
+mod tool_references;
 #[cfg(feature = "engine")]
 mod typescript;
 

@@ -22,7 +22,8 @@
 //!
 //! Columns are 1-based and count UTF-16 code units (as editors and source maps do).
 
-use airlock_proto::{ErrorKind, ExecError, Language};
+use crate::tool_references;
+use airlock_proto::{ErrorKind, ExecError, Language, ToolReferences};
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{ImportDeclarationSpecifier, Statement};
 use oxc::ast::builder::AstBuilder;
@@ -49,6 +50,9 @@ pub struct PreparedProgram {
     pub filename: &'static str,
     /// Maps positions in [`PreparedProgram::script`] back to the agent's code.
     pub positions: PositionMap,
+    /// The literal tool calls the supervisor's contract check judges before the program runs
+    /// (`None`: nothing to judge).
+    pub tool_references: Option<ToolReferences>,
 }
 
 /// Parses, checks and rewrites `code` into a [`PreparedProgram`].
@@ -81,6 +85,8 @@ pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram
     let mut program = parsed.program;
 
     reject_module_declarations(&program.body, &lines)?;
+    // Before the transformer rewrites anything: the positions are in the agent's code.
+    let tool_references = tool_references::find(code, &program, &lines);
 
     let semantic = SemanticBuilder::new()
         .with_check_syntax_error(true)
@@ -147,6 +153,7 @@ pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram
         script,
         filename,
         positions,
+        tool_references,
     })
 }
 

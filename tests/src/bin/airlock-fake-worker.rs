@@ -11,6 +11,9 @@
 //! - `duplicate-id`: sends two `ToolCall`s with id 1;
 //! - `decreasing-id`: sends `ToolCall` id 5, then id 2;
 //! - `oversized-args`: sends a `ToolCall` whose arguments exceed `MAX_TOOL_ARGS_BYTES`;
+//! - `references-twice`: sends `ToolReferences` twice without waiting for the verdict;
+//! - `call-before-verdict`: sends `ToolReferences`, then a `ToolCall` at once;
+//! - `references-after-call`: sends `ToolReferences` after the verdict and a `ToolCall`;
 //! - `after-done`: answers `Done` with `"fake"`, then a console line and a `ToolCall`;
 //! - `scm-rights`: answers `Done` with `"fake"` in a message that also carries file
 //!   descriptors (`SCM_RIGHTS`: an open file and both ends of a pipe);
@@ -19,7 +22,8 @@
 use airlock_proto::frame::blocking::{read_message, write_message};
 use airlock_proto::{
     ConsoleLevel, LockdownReport, MAX_FRAME_LEN, MAX_TOOL_ARGS_BYTES, Outcome, PROTOCOL_VERSION,
-    SupervisorMessage, WorkerMessage, WorkerStats, encode,
+    SourcePosition, SupervisorMessage, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
+    encode,
 };
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -79,6 +83,24 @@ fn main() {
             let big = format!("{{\"s\":\"{}\"}}", "x".repeat(MAX_TOOL_ARGS_BYTES));
             let _ = write_message(&mut sock, &call(1, big));
         }
+        "references-twice" => {
+            let _ = write_message(&mut sock, &references());
+            let _ = write_message(&mut sock, &references());
+        }
+        "call-before-verdict" => {
+            let _ = write_message(&mut sock, &references());
+            let _ = write_message(&mut sock, &call(1, "{}".into()));
+        }
+        "references-after-call" => {
+            let _ = write_message(&mut sock, &references());
+            let Ok(SupervisorMessage::Proceed) =
+                read_message::<SupervisorMessage>(&mut sock, MAX_FRAME_LEN)
+            else {
+                return;
+            };
+            let _ = write_message(&mut sock, &call(1, "{}".into()));
+            let _ = write_message(&mut sock, &references());
+        }
         "after-done" => {
             let _ = write_message(&mut sock, &done());
             let _ = write_message(
@@ -109,6 +131,18 @@ fn done() -> WorkerMessage {
         },
         stats: WorkerStats::default(),
     }
+}
+
+/// The literal call `tools.test.count()`, which the contract check lets through.
+fn references() -> WorkerMessage {
+    WorkerMessage::ToolReferences(ToolReferences {
+        calls: vec![ToolReference {
+            namespace: "test".into(),
+            name: "count".into(),
+            at: SourcePosition { line: 1, column: 1 },
+            argument: None,
+        }],
+    })
 }
 
 fn call(id: u32, args_json: String) -> WorkerMessage {

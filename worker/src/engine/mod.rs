@@ -24,7 +24,8 @@ mod result_value;
 use crate::ipc::Ipc;
 use crate::typescript;
 use airlock_proto::{
-    ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerStats,
+    ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage,
+    ToolReferences, WorkerMessage, WorkerStats,
 };
 use bridge::{Bridge, Hooks, Stop};
 use rquickjs::context::EvalOptions;
@@ -153,13 +154,16 @@ impl Engine {
         stats.compile_us = micros(started.elapsed());
         let prepared = prepared?;
 
-        let run_started = Instant::now();
         self.configure(
             &start.limits,
             started,
             prepared.positions,
             prepared.filename,
         );
+        if let Some(references) = prepared.tool_references {
+            self.await_contract_check(references)?;
+        }
+        let run_started = Instant::now();
         let result = self.evaluate(&prepared.script, prepared.filename);
         stats.run_us = micros(run_started.elapsed());
         stats.heap_used_bytes = self.runtime.memory_usage().malloc_size.max(0) as u64;
@@ -199,6 +203,40 @@ impl Engine {
             .set_host_promise_rejection_tracker(Some(Box::new(move |ctx, _promise, reason, _| {
                 bridge.note_rejection(&ctx, &reason)
             })));
+    }
+
+    /// Hands the program's literal tool calls to the supervisor and waits for its verdict
+    /// before anything of the program runs, so a program the contract check refuses has no
+    /// effect at all.
+    fn await_contract_check(&self, references: ToolReferences) -> Result<(), ExecError> {
+        if let Err(e) = self
+            .bridge
+            .ipc
+            .send(&WorkerMessage::ToolReferences(references))
+        {
+            return Err(internal(format!(
+                "cannot send the program's tool calls to the supervisor: {e}"
+            )));
+        }
+        match self.bridge.ipc.recv() {
+            Ok(SupervisorMessage::Proceed) => Ok(()),
+            // A refusal, the deadline passing while the supervisor listed tools, or a client
+            // that went away: the supervisor reports which.
+            Ok(SupervisorMessage::Cancel) => Err(if self.bridge.deadline_passed() {
+                self.stop_error(None)
+            } else {
+                ExecError::new(
+                    ErrorKind::Cancelled,
+                    "the supervisor stopped the program before it ran",
+                )
+            }),
+            Ok(other) => Err(internal(format!(
+                "the supervisor answered the program's tool calls with {other:?} instead of Proceed"
+            ))),
+            Err(e) => Err(internal(format!(
+                "no answer to the program's tool calls: {e}"
+            ))),
+        }
     }
 
     /// Evaluates the script and pumps jobs and tool results until the program settles.
@@ -311,6 +349,11 @@ impl Engine {
                 }
                 Ok(SupervisorMessage::Start(_)) => {
                     return Err(internal("the supervisor sent a second Start message"));
+                }
+                Ok(SupervisorMessage::Proceed) => {
+                    return Err(internal(
+                        "the supervisor sent Proceed while the program was running",
+                    ));
                 }
                 Err(e) => {
                     self.bridge.set_stop(Stop::Ipc(e.to_string()));

@@ -25,6 +25,9 @@ struct Run {
     messages: Vec<WorkerMessage>,
     /// Tool results the engine ignored (unknown or repeated ids).
     ignored_results: u32,
+    /// The `ToolReferences` message, if the program sent one (answered by the harness, not
+    /// part of `messages`).
+    references: Option<ToolReferences>,
 }
 
 impl Run {
@@ -80,6 +83,18 @@ fn run_with(
     code: &str,
     language: Language,
     limits: Limits,
+    respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    run_judged(code, language, limits, SupervisorMessage::Proceed, respond)
+}
+
+/// [`run_with`], with `verdict` as the answer to the program's `ToolReferences` (the contract
+/// check's go or refusal).
+fn run_judged(
+    code: &str,
+    language: Language,
+    limits: Limits,
+    verdict: SupervisorMessage,
     mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
     let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
@@ -88,20 +103,29 @@ fn run_with(
         .expect("timeout");
     let supervisor = std::thread::spawn(move || {
         let mut seen = Vec::new();
+        let mut references = None;
         loop {
             match read_message::<WorkerMessage>(&mut supervisor_end, MAX_FRAME_LEN) {
+                Ok(WorkerMessage::ToolReferences(refs)) => {
+                    assert!(seen.is_empty(), "tool references after {seen:?}");
+                    assert!(references.is_none(), "tool references sent twice");
+                    references = Some(refs);
+                    if write_message(&mut supervisor_end, &verdict).is_err() {
+                        return (seen, references);
+                    }
+                }
                 Ok(msg) => {
                     seen.push(msg);
                     for reply in respond(&seen) {
                         if write_message(&mut supervisor_end, &reply).is_err() {
-                            return seen;
+                            return (seen, references);
                         }
                     }
                 }
                 // The worker is done (a reset: it exited with replies still unread).
-                Err(IoFrameError::Closed) => return seen,
+                Err(IoFrameError::Closed) => return (seen, references),
                 Err(IoFrameError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => {
-                    return seen;
+                    return (seen, references);
                 }
                 Err(e) => panic!("supervisor side: {e}"),
             }
@@ -125,12 +149,13 @@ fn run_with(
         })
         .expect("spawn");
     let (outcome, stats, ignored_results) = worker.join().expect("engine thread panicked");
-    let messages = supervisor.join().expect("supervisor thread panicked");
+    let (messages, references) = supervisor.join().expect("supervisor thread panicked");
     Run {
         outcome,
         stats,
         messages,
         ignored_results,
+        references,
     }
 }
 
@@ -1240,4 +1265,35 @@ fn atomics_wait_cannot_block() {
 fn lone_surrogates_are_escaped_in_json() {
     let run = js("['\\ud800', 'a\\udc00b', '\\ud83d\\ude00']");
     assert_eq!(run.value(), r#"["\ud800","a\udc00b","😀"]"#);
+}
+
+#[test]
+fn literal_tool_calls_are_judged_before_anything_runs() {
+    let code = "console.log('before');\nawait tools.a.b({ x: 1 })";
+    // Go: the program runs and makes its call.
+    let run = run_with(
+        code,
+        Language::TypeScript,
+        limits(),
+        answering(|_, _| Ok("2".into())),
+    );
+    assert_eq!(run.value(), "2");
+    let references = run.references.as_ref().expect("the references were sent");
+    assert_eq!(references.calls.len(), 1);
+    assert_eq!(references.calls[0].namespace, "a");
+    // Refused: nothing of the program ran, not even its first console line.
+    let run = run_judged(
+        code,
+        Language::TypeScript,
+        limits(),
+        SupervisorMessage::Cancel,
+        answering(|_, _| Ok("2".into())),
+    );
+    assert_eq!(run.error().kind, ErrorKind::Cancelled);
+    assert!(run.references.is_some());
+    assert!(run.messages.is_empty(), "{:?}", run.messages);
+    // A program without literal tool calls is not held up.
+    let run = run_with("1 + 1", Language::TypeScript, limits(), |_| vec![]);
+    assert_eq!(run.value(), "2");
+    assert!(run.references.is_none());
 }
