@@ -1,4 +1,4 @@
-//! Compiles the sandbox prelude (`src/engine/prelude.js`) to QuickJS bytecode at build time.
+//! Compiles the sandbox prelude (`src/language/javascript/prelude.js`) to QuickJS bytecode at build time.
 //!
 //! Parsing the 18 KB prelude costs every new worker about 0.8 ms of its start-up; loading
 //! bytecode skips the parser. The bytecode is made by the same QuickJS sources (the same
@@ -10,9 +10,9 @@ fn main() {
     use rquickjs::{Context, Runtime, qjs};
     use std::ffi::CString;
 
-    println!("cargo:rerun-if-changed=src/engine/prelude.js");
-    let source =
-        std::fs::read_to_string("src/engine/prelude.js").expect("read src/engine/prelude.js");
+    println!("cargo:rerun-if-changed=src/language/javascript/prelude.js");
+    let source = std::fs::read_to_string("src/language/javascript/prelude.js")
+        .expect("read src/language/javascript/prelude.js");
     let out =
         std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("prelude.bc");
 
@@ -22,7 +22,7 @@ fn main() {
         let len = source.len();
         // JS_Eval needs a NUL after the source.
         let code = CString::new(source).expect("prelude.js contains a NUL byte");
-        // Must match PRELUDE_FILENAME in src/engine/bridge.rs: stack frames with this name are
+        // Must match PRELUDE_FILENAME in src/language/javascript/bridge.rs: stack frames with this name are
         // recognised as the prelude's own and hidden from programs.
         let filename = CString::new("<airlock>").expect("filename");
         let raw = ctx.as_raw().as_ptr();
@@ -41,7 +41,10 @@ fn main() {
         };
         // SAFETY: inspecting the tag of a value returned by QuickJS.
         if unsafe { qjs::JS_IsException(compiled) } {
-            panic!("src/engine/prelude.js does not compile: {:?}", ctx.catch());
+            panic!(
+                "src/language/javascript/prelude.js does not compile: {:?}",
+                ctx.catch()
+            );
         }
         let mut size: qjs::size_t = 0;
         // SAFETY: `compiled` is a live bytecode object; QuickJS allocates the buffer, which is

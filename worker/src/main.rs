@@ -5,16 +5,16 @@
 //!
 //! 1. [`lockdown::prepare_process`]: fds, environment, working directory, rlimits, parent-death
 //!    signal, non-dumpable (design §4 steps 1–2).
-//! 2. [`engine::Engine::new`]: create the JavaScript runtime while the process can still
+//! 2. [`LanguageRuntime::start`]: start the language's engine while the process can still
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
 //! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
-//! 5. [`engine::Engine::run`] evaluates it and sends `Done`; the worker exits when the
+//! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
 //!    supervisor closes the socket.
 //!
 //! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
-//! [`ipc`] (fd 3 framing), [`engine`] (QuickJS + bridge), [`typescript`] (oxc type stripping),
-//! [`tool_references`] (the literal tool calls for the supervisor's contract check),
+//! [`ipc`] (fd 3 framing), [`language`] (one folder per language behind
+//! [`LanguageRuntime`]: today [`language::javascript`], QuickJS with oxc for TypeScript),
 //! and, only in test builds with the `escape-probe` feature, [`escape_probe`].
 
 mod ipc;
@@ -22,11 +22,14 @@ mod lockdown;
 mod syscall_allowlist;
 
 #[cfg(feature = "engine")]
-mod engine;
+mod language;
+
 #[cfg(feature = "engine")]
-mod tool_references;
+use language::LanguageRuntime;
+/// The runtime this worker starts before lockdown. Programs in another language are refused
+/// (the pool starts workers before it knows a program's language; there is one today).
 #[cfg(feature = "engine")]
-mod typescript;
+type Program = language::javascript::Engine;
 
 #[cfg(feature = "escape-probe")]
 mod escape_probe;
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
 
     // Still trusted territory: nothing from the program has been read yet.
     #[cfg(feature = "engine")]
-    let engine = match engine::Engine::new() {
+    let engine = match Program::start() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("airlock-worker: engine initialisation failed: {e}");
@@ -112,7 +115,20 @@ fn main() -> ExitCode {
     };
 
     #[cfg(all(feature = "engine", not(feature = "escape-probe")))]
-    let (outcome, stats) = engine.run(start, &mut ipc);
+    let (outcome, stats) = if Program::runs(start.language) {
+        engine.run(start, &mut ipc)
+    } else {
+        (
+            airlock_proto::Outcome::Error(airlock_proto::ExecError::new(
+                airlock_proto::ErrorKind::Internal,
+                format!(
+                    "this airlock-worker cannot run {:?} programs",
+                    start.language
+                ),
+            )),
+            airlock_proto::WorkerStats::default(),
+        )
+    };
 
     #[cfg(all(not(feature = "engine"), not(feature = "escape-probe")))]
     let (outcome, stats) = {

@@ -11,8 +11,8 @@
 //! The natives are handed to the prelude (`prelude.js`) as arguments and live only in its
 //! closures. They never panic on program input and never touch anything but the IPC channel.
 
+use super::typescript::PositionMap;
 use crate::ipc::Ipc;
-use crate::typescript::PositionMap;
 use airlock_proto::frame::blocking::IoFrameError;
 use airlock_proto::{ConsoleLevel, Limits, SupervisorMessage, ToolFailure, WorkerMessage};
 use rquickjs::function::Opt;
@@ -82,7 +82,7 @@ impl IpcLease {
     /// Makes `ipc` available to [`IpcLease::send`] and [`IpcLease::recv`] while `f` runs.
     ///
     /// The natives are `'static` closures stored in the JavaScript heap, so they cannot hold
-    /// the `&mut Ipc` that `Engine::run` receives; they reach it through this lease instead.
+    /// the `&mut Ipc` that `LanguageRuntime::run` receives; they reach it through this lease instead.
     /// The pointer exists only inside this call (cleared on return and on unwind), and it is
     /// dereferenced only by `send`/`recv`, which never call back into JavaScript, so no two
     /// mutable references to the `Ipc` are ever live at once.

@@ -8,10 +8,10 @@
 //! its own `tools` gives no references at all: the check must never refuse a program that
 //! would work.
 //!
-//! The walk recurses once per level of the syntax tree; [`crate::typescript::check_nesting`]
+//! The walk recurses once per level of the syntax tree; [`super::typescript::check_nesting`]
 //! bounds that depth before the parser runs, exactly as for oxc's own visitors.
 
-use crate::typescript::LineIndex;
+use super::typescript::LineIndex;
 use airlock_proto::{
     LiteralKind, LiteralObject, LiteralProperty, SourcePosition, ToolReference, ToolReferences,
 };
@@ -157,8 +157,8 @@ fn literal_kind(value: &Expression<'_>) -> Option<LiteralKind> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::typescript::prepare_program;
     use super::*;
-    use crate::typescript::prepare_program;
     use airlock_proto::Language;
 
     fn references(code: &str) -> Option<ToolReferences> {

@@ -1,15 +1,18 @@
-//! The JavaScript engine: QuickJS (through `rquickjs`) and the bridge to the supervisor.
+//! JavaScript and TypeScript programs: the QuickJS engine (through `rquickjs`), the bridge to
+//! the supervisor (`bridge`: `tools`, `console`, `progress`), TypeScript stripping with oxc
+//! (`typescript`) and the literal tool calls for the contract check (`tool_references`).
 //!
-//! This is the one module that knows which engine runs programs (design §3); everything else
-//! in the worker sees [`Engine::new`] and [`Engine::run`].
+//! This is the one folder that knows which engine runs programs (design §3); the worker's
+//! `main` sees it only as a [`LanguageRuntime`]. It may not touch the lockdown or any file,
+//! thread or socket but the lent IPC channel.
 //!
 //! - [`Engine::new`] runs before lockdown. It creates the runtime and one context with the
 //!   standard ECMAScript built-ins only (no module loader, no `std`/`os` modules, no timers),
 //!   evaluates the prelude (`prelude.js`) that installs `console`, `progress`, `tools` and
 //!   `ToolError`, and evaluates one `new Date().toString()` so glibc loads the time zone while
 //!   files can still be opened.
-//! - [`Engine::run`] runs after lockdown, exactly once. It strips types
-//!   ([`crate::typescript`]), applies the limits, evaluates the program, then pumps the job
+//! - [`LanguageRuntime::run`] runs after lockdown, exactly once. It strips types
+//!   ([`typescript`]), applies the limits, evaluates the program, then pumps the job
 //!   queue: run every pending job (checking the deadline between jobs); when none is left,
 //!   look at the program's promise; if it is still pending and tool calls are outstanding,
 //!   block on the IPC socket for the next `ToolResult` (or `Cancel`); if nothing is
@@ -20,9 +23,11 @@
 
 mod bridge;
 mod result_value;
+mod tool_references;
+mod typescript;
 
 use crate::ipc::Ipc;
-use crate::typescript;
+use crate::language::LanguageRuntime;
 use airlock_proto::{
     ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage,
     ToolReferences, WorkerMessage, WorkerStats,
@@ -76,6 +81,38 @@ impl Drop for Engine {
     }
 }
 
+impl LanguageRuntime for Engine {
+    type StartError = EngineError;
+
+    fn start() -> Result<Engine, EngineError> {
+        Engine::new()
+    }
+
+    fn runs(language: Language) -> bool {
+        matches!(language, Language::JavaScript | Language::TypeScript)
+    }
+
+    fn run(self, start: StartExecution, ipc: &mut Ipc) -> (Outcome, WorkerStats) {
+        let started = Instant::now();
+        let mut stats = WorkerStats::default();
+        let bridge = Rc::clone(&self.bridge);
+        let outcome = bridge
+            .ipc
+            .lend(ipc, || match self.execute(&start, started, &mut stats) {
+                Ok(value_json) => Outcome::Ok { value_json },
+                Err(error) => Outcome::Error(error),
+            });
+        if cfg!(test) {
+            drop(self);
+        } else {
+            // The process exits right after `Done`; freeing every object first would only
+            // delay the answer.
+            std::mem::forget(self);
+        }
+        (outcome, stats)
+    }
+}
+
 /// Where an exception surfaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -120,28 +157,6 @@ impl Engine {
             Language::TypeScript,
         );
         Ok(engine)
-    }
-
-    /// Runs the program of `start` to completion. Runs after lockdown; never panics on any
-    /// program.
-    pub fn run(self, start: StartExecution, ipc: &mut Ipc) -> (Outcome, WorkerStats) {
-        let started = Instant::now();
-        let mut stats = WorkerStats::default();
-        let bridge = Rc::clone(&self.bridge);
-        let outcome = bridge
-            .ipc
-            .lend(ipc, || match self.execute(&start, started, &mut stats) {
-                Ok(value_json) => Outcome::Ok { value_json },
-                Err(error) => Outcome::Error(error),
-            });
-        if cfg!(test) {
-            drop(self);
-        } else {
-            // The process exits right after `Done`; freeing every object first would only
-            // delay the answer.
-            std::mem::forget(self);
-        }
-        (outcome, stats)
     }
 
     fn execute(

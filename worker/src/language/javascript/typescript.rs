@@ -22,7 +22,7 @@
 //!
 //! Columns are 1-based and count UTF-16 code units (as editors and source maps do).
 
-use crate::tool_references;
+use super::tool_references;
 use airlock_proto::{ErrorKind, ExecError, Language, ToolReferences};
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{ImportDeclarationSpecifier, Statement};
