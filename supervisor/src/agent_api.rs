@@ -94,7 +94,7 @@ pub struct ToolCallRecord {
     /// `ok`, `error`, or `pending` (the execution ended before the call returned).
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<crate::tool_source::ToolError>,
+    pub error: Option<crate::tools::ToolError>,
     /// When the program made the call, in milliseconds from the start of the execution (the
     /// same origin as `stats.total_ms`): calls that overlap in time ran concurrently.
     #[serde(default)]
@@ -158,7 +158,7 @@ impl RedactionPlace {
 
 impl Redaction {
     /// The redaction a scanner finding in `place` stands for.
-    pub fn of(finding: &crate::secret_scanner::Finding, place: RedactionPlace) -> Redaction {
+    pub fn of(finding: &crate::secrets::scanner::Finding, place: RedactionPlace) -> Redaction {
         Redaction {
             rule: finding.rule.clone(),
             place,

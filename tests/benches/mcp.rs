@@ -23,8 +23,8 @@
 use airlock_policy::{ServerTransport, ToolServer};
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
 use airlock_supervisor::client::Client;
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::{DaemonOptions, TestDaemon, fault_server, mcp_peers};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};

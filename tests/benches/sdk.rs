@@ -18,9 +18,9 @@
 #![allow(clippy::print_stdout)]
 
 use airlock_policy::OpenApiSource as OpenApiConfig;
-use airlock_supervisor::openapi_source::OpenApiSource;
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::typescript_sdk::{Sdk, SdkTool};
+use airlock_supervisor::sdk::{Sdk, SdkTool};
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::openapi::OpenApiSource;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -14,8 +14,8 @@
 // Benchmark code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::secret_scanner::SecretScanner;
-use airlock_supervisor::secret_store::SecretValue;
+use airlock_supervisor::secrets::scanner::SecretScanner;
+use airlock_supervisor::secrets::store::SecretValue;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 

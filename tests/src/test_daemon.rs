@@ -7,7 +7,7 @@ use airlock_policy::Policy;
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
 use airlock_supervisor::audit_log::{AuditQuery, ExecutionRow, query as audit_query};
 use airlock_supervisor::client::{Client, ClientError};
-use airlock_supervisor::tool_source::{ToolRegistry, ToolSource};
+use airlock_supervisor::tools::{ToolRegistry, ToolSource};
 use airlock_supervisor::{DaemonConfig, run};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -127,7 +127,8 @@ impl TestDaemon {
         for source in options.sources {
             registry.register(source);
         }
-        let listener = airlock_supervisor::socket_path::bind(&socket, 0o660).expect("bind socket");
+        let listener =
+            airlock_supervisor::daemon::socket_path::bind(&socket, 0o660).expect("bind socket");
         let listener = tokio::net::UnixListener::from_std(listener).expect("listener");
         if let Some(file) = &options.policy_file {
             policy = Policy::load(file).expect("the test's policy file is valid");
@@ -141,9 +142,9 @@ impl TestDaemon {
         let config = DaemonConfig {
             tools: registry,
             policy_path: options.policy_file,
-            secrets: Arc::new(airlock_supervisor::secret_store::SecretStore::with_values(
-                options.secrets,
-            )),
+            secrets: Arc::new(
+                airlock_supervisor::secrets::store::SecretStore::with_values(options.secrets),
+            ),
             ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();

@@ -1,6 +1,6 @@
 //! The `test` tool namespace: in-process tools for end-to-end tests and the benchmark.
 
-use airlock_supervisor::tool_source::{
+use airlock_supervisor::tools::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
 };
 use serde_json::{Value, json};

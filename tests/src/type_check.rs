@@ -2,7 +2,7 @@
 //! that programs using it type-check (or fail with the expected error codes).
 
 use crate::mcp_peers::npm_package;
-use airlock_supervisor::typescript_sdk::SdkFiles;
+use airlock_supervisor::sdk::SdkFiles;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;

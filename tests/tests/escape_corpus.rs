@@ -10,8 +10,8 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_supervisor::agent_api::{ExecutionResponse, Status};
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::processes::{children_named, fd_count, vm_rss_kib, wait_until};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries, fault_server, raw_http};
 use serde_json::json;

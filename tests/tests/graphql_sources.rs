@@ -8,9 +8,9 @@
 
 use airlock_policy::{GraphQlSource, SchemaFormat, SettingValue};
 use airlock_supervisor::agent_api::Status;
-use airlock_supervisor::graphql_source::{GraphQlApi, parses_as_document};
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::ToolSource;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::ToolSource;
+use airlock_supervisor::tools::sources::graphql::{GraphQlApi, parses_as_document};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -331,7 +331,7 @@ async fn a_missing_credential_fails_the_call_not_the_source() {
         .call(
             "viewer",
             json!({}),
-            &airlock_supervisor::tool_source::CallContext {
+            &airlock_supervisor::tools::CallContext {
                 execution_id: "e".into(),
                 principal: "p".into(),
                 call_id: 1,
@@ -432,7 +432,7 @@ fn githubs_real_schema_loads_into_tools_with_valid_selections() {
         );
         checked += 1;
         // Every argument schema compiles and accepts `{}` or reports missing arguments.
-        let _ = airlock_supervisor::argument_schema::ArgumentSchema::compile(&tool.input_schema)
+        let _ = airlock_supervisor::tools::arguments::ArgumentSchema::compile(&tool.input_schema)
             .check(&tool.name, &json!({}));
     }
     assert!(checked >= 100, "{checked}");

@@ -12,9 +12,9 @@
 
 use airlock_policy::{SettingValue, ToolServer};
 use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest, ExecutionResponse, Status};
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::ToolError;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::ToolError;
+use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::fault_server::{self, HttpFaultServer};
 use airlock_tests::processes::{alive, children_named, wait_until};
 use airlock_tests::{DaemonOptions, TestDaemon};

@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_supervisor::agent_api::{ExecutionRequest, RequestLanguage, Status};
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::mcp_peers::{HttpServerEverything, python_module_server, server_everything};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;

@@ -8,9 +8,9 @@
 
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, OpenApiSource as OpenApiConfig, SettingValue};
 use airlock_supervisor::agent_api::Status;
-use airlock_supervisor::argument_schema::ArgumentSchema;
-use airlock_supervisor::openapi_source::{MAX_EXCERPT_BYTES, OpenApiSource};
-use airlock_supervisor::secret_store::SecretStore;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::arguments::ArgumentSchema;
+use airlock_supervisor::tools::sources::openapi::{MAX_EXCERPT_BYTES, OpenApiSource};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

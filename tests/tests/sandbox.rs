@@ -64,8 +64,8 @@ async fn landlock_alone_refuses_files_network_and_signals() {
     use airlock_proto::{
         Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage,
     };
-    use airlock_supervisor::worker_pool::start_worker;
-    use airlock_supervisor::worker_process::{Spawner, WorkerCeiling};
+    use airlock_supervisor::workers::pool::start_worker;
+    use airlock_supervisor::workers::process::{Spawner, WorkerCeiling};
 
     let spawner = Spawner::start(binaries::escape_probe_worker()).unwrap();
     let ceiling = WorkerCeiling {

@@ -12,12 +12,12 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_policy::{GraphQlSource, OpenApiSource as OpenApiConfig, SchemaFormat};
-use airlock_supervisor::graphql_source::GraphQlApi;
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::openapi_source::OpenApiSource;
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::{ToolDescriptor, ToolSource};
-use airlock_supervisor::typescript_sdk::{SdkFiles, SdkTool};
+use airlock_supervisor::sdk::{SdkFiles, SdkTool};
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::graphql::GraphQlApi;
+use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_supervisor::tools::sources::openapi::OpenApiSource;
+use airlock_supervisor::tools::{ToolDescriptor, ToolSource};
 use airlock_tests::binaries;
 use airlock_tests::type_check::{check, tsc};
 use airlock_tests::{DaemonOptions, TestDaemon};

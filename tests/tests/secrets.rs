@@ -18,7 +18,7 @@ use airlock_supervisor::agent_api::{
     ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
 };
 use airlock_supervisor::client::Client;
-use airlock_supervisor::secret_store::KernelKeyring;
+use airlock_supervisor::secrets::store::KernelKeyring;
 use airlock_tests::binaries;
 use airlock_tests::mcp_peers::server_everything;
 use airlock_tests::processes::wait_until;
@@ -450,7 +450,7 @@ async fn environment_secrets_need_the_development_flag() {
         return;
     };
     let name = unique("dev.env");
-    let var = airlock_supervisor::secret_store::env_var_name(&name);
+    let var = airlock_supervisor::secrets::store::env_var_name(&name);
     let value = format!("env-value-{}", random_hex(12));
     let policy = principal(&["everything.*"], &[])
         + &server_toml(

@@ -5,10 +5,10 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::ToolSource;
-use airlock_supervisor::typescript_sdk::{SdkFiles, SdkTool};
+use airlock_supervisor::sdk::{SdkFiles, SdkTool};
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::ToolSource;
+use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::type_check::{check, tsc};
 use serde_json::{Value, json};
 use std::sync::Arc;

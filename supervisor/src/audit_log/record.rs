@@ -225,7 +225,7 @@ fn duration_from_ms(ms: f64) -> Duration {
 mod tests {
     use super::*;
     use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
-    use crate::tool_source::ToolError;
+    use crate::tools::ToolError;
     use serde_json::json;
     use std::borrow::Cow;
     use std::time::UNIX_EPOCH;

@@ -17,10 +17,10 @@ use airlock_supervisor::agent_api::{
 };
 use airlock_supervisor::audit_log;
 use airlock_supervisor::client::Client;
-use airlock_supervisor::policy_generation::{ReloadReport, check_policy};
-use airlock_supervisor::secret_store::{KernelKeyring, SecretStore, kernel_keyring};
-use airlock_supervisor::socket_path;
-use airlock_supervisor::token_figures::{self, ToolDefinition};
+use airlock_supervisor::daemon::socket_path;
+use airlock_supervisor::generation::{ReloadReport, check_policy};
+use airlock_supervisor::sdk::token_figures::{self, ToolDefinition};
+use airlock_supervisor::secrets::store::{KernelKeyring, SecretStore, kernel_keyring};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};

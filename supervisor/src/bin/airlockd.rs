@@ -4,11 +4,12 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
-use airlock_supervisor::policy_generation::check_policy;
-use airlock_supervisor::secret_scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::ToolRegistry;
-use airlock_supervisor::{DaemonConfig, run, socket_path, systemd};
+use airlock_supervisor::daemon::{socket_path, systemd};
+use airlock_supervisor::generation::check_policy;
+use airlock_supervisor::secrets::scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::ToolRegistry;
+use airlock_supervisor::{DaemonConfig, run};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use std::io::IsTerminal as _;

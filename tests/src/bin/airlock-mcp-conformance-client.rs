@@ -2,15 +2,15 @@
 //! mode): the suite starts a test server for one scenario and runs this program with the
 //! server's URL as its last argument and the scenario's name in `MCP_CONFORMANCE_SCENARIO`.
 //!
-//! What is tested is Airlock's own MCP client, `airlock_supervisor::mcp_server::McpServer`,
+//! What is tested is Airlock's own MCP client, `airlock_supervisor::tools::sources::mcp::McpServer`,
 //! used exactly as the daemon uses it: a `[[server]]` with a `url`, its tools listed, and
 //! tools called through `ToolSource::call` (schema check included). The program exits 0 when
 //! every step the scenario needs succeeded, 1 otherwise, and prints what it did.
 
 use airlock_policy::{ServerTransport, StartMode, ToolServer};
-use airlock_supervisor::mcp_server::McpServer;
-use airlock_supervisor::secret_store::SecretStore;
-use airlock_supervisor::tool_source::{CallContext, ToolProgress, ToolSource};
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_supervisor::tools::{CallContext, ToolProgress, ToolSource};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use std::sync::Arc;

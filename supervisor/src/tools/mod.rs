@@ -5,8 +5,12 @@
 //! anything is sent anywhere. Real sources (MCP, OpenAPI, GraphQL) implement the trait in
 //! later modules; tests inject in-process sources through [`ToolRegistry::register`].
 
+pub mod arguments;
+pub mod catalogue;
+pub mod sources;
+
 use crate::agent_api::{ExecutionEvent, Redaction, RedactionPlace};
-use crate::secret_scanner::SecretScanner;
+use crate::secrets::scanner::SecretScanner;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;

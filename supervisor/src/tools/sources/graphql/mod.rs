@@ -2,7 +2,7 @@
 //! (SDL, or the JSON result of an introspection query) is read once at start-up and every field
 //! of the query and mutation root types becomes a tool.
 //!
-//! Tool names (all sanitised with [`crate::mcp_server::identifiers`]):
+//! Tool names (all sanitised with [`crate::tools::sources::mcp::identifiers`]):
 //! - a query field `repository` is the tool `repository`;
 //! - a mutation field `createIssue` is the tool `mutation_createIssue` (queries and mutations
 //!   are separate namespaces in GraphQL, so the prefix keeps them from colliding, and lets an
@@ -25,12 +25,10 @@
 //! always valid: GitHub's has duplicate field definitions. A duplicate field, or a type defined
 //! twice, is merged and the first definition of each field wins.
 
-use crate::argument_schema::ArgumentSchema;
-use crate::outbound_http;
-use crate::secret_store::{SecretStore, SecretValue, redact};
-use crate::tool_source::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
-};
+use crate::secrets::store::{SecretStore, SecretValue, redact};
+use crate::tools::arguments::ArgumentSchema;
+use crate::tools::sources::http;
+use crate::tools::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture};
 use airlock_policy::{GraphQlSource, SchemaFormat, SettingValue};
 use graphql_parser::query as gq;
 use graphql_parser::schema as gs;
@@ -87,7 +85,7 @@ pub enum GraphQlLoadError {
     #[error("GraphQL source `{name}`: {cause}")]
     Http {
         name: String,
-        cause: outbound_http::OutboundHttpError,
+        cause: http::OutboundHttpError,
     },
 }
 
@@ -639,7 +637,7 @@ impl GraphQlApi {
                 path: config.schema.clone(),
                 cause,
             })?;
-        let client = outbound_http::client().map_err(|cause| GraphQlLoadError::Http {
+        let client = http::client().map_err(|cause| GraphQlLoadError::Http {
             name: config.name.clone(),
             cause,
         })?;
@@ -801,7 +799,7 @@ impl GraphQlApi {
             e.message = redact(&e.message, &used).into_owned();
             e
         })?;
-        crate::secret_store::redact_json(&mut answer, &used);
+        crate::secrets::store::redact_json(&mut answer, &used);
         Ok(answer)
     }
 
@@ -1060,7 +1058,7 @@ fn build_tools(config: &GraphQlSource, text: &str) -> Result<Vec<Tool>, GraphQlL
         .iter()
         .flat_map(|(op, def)| def.fields.iter().map(move |f| (*op, f)))
         .collect();
-    let names = crate::mcp_server::identifiers(fields.iter().map(|(op, f)| match op {
+    let names = crate::tools::sources::mcp::identifiers(fields.iter().map(|(op, f)| match op {
         Operation::Query => f.name.clone(),
         Operation::Mutation => format!("mutation_{}", f.name),
     }));
@@ -1755,7 +1753,7 @@ input CreateIssueInput {
     /// The output type names exactly the selected fields, with GraphQL's nullability.
     #[test]
     fn graphql_output_schema_follows_the_default_selection() {
-        use crate::typescript_sdk::schema_types::TypeScriptTypes;
+        use crate::sdk::schema_types::TypeScriptTypes;
         let tools = tools(2);
         let typed = |name: &str| {
             let schema = find(&tools, name).descriptor.output_schema.clone().unwrap();

@@ -35,7 +35,7 @@
 //! caught there even when each piece is below the fragment length.
 
 use super::ScannerError;
-use crate::secret_store::SecretValue;
+use crate::secrets::store::SecretValue;
 use base64::Engine as _;
 use serde::Serialize;
 use zeroize::{Zeroize, Zeroizing};

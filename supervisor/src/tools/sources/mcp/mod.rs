@@ -12,10 +12,10 @@
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
-use crate::argument_schema::ArgumentSchema;
-use crate::outbound_http;
-use crate::secret_store::{SecretStore, SecretValue, redact};
-use crate::tool_source::{
+use crate::secrets::store::{SecretStore, SecretValue, redact};
+use crate::tools::arguments::ArgumentSchema;
+use crate::tools::sources::http;
+use crate::tools::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
@@ -357,7 +357,7 @@ impl SecretsInUse {
         if values.is_empty() {
             return;
         }
-        crate::secret_store::redact_json(value, &values);
+        crate::secrets::store::redact_json(value, &values);
     }
 }
 
@@ -772,8 +772,8 @@ impl McpServer {
             value.set_sensitive(true);
             custom.insert(name, value);
         }
-        let client = outbound_http::client()
-            .map_err(|e| self.unavailable(format!("cannot set up HTTP: {e}")))?;
+        let client =
+            http::client().map_err(|e| self.unavailable(format!("cannot set up HTTP: {e}")))?;
         let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
             .custom_headers(custom)
             .max_concurrent_requests(self.config.max_concurrent_calls);

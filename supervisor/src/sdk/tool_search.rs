@@ -251,7 +251,7 @@ pub fn call_signature(namespace: &str, name: &str, schema: &Value) -> String {
 const SHOWN_PARAMETERS: usize = 12;
 
 /// `{ a: number, b?: string }`: an input schema's top-level properties with their short
-/// types (also the hint of an `invalid_arguments` error, see [`crate::argument_schema`]).
+/// types (also the hint of an `invalid_arguments` error, see [`crate::tools::arguments`]).
 pub fn parameters(schema: &Value) -> String {
     let required: Vec<&str> = schema
         .get("required")

@@ -6,8 +6,8 @@
 //! not compile fails only the calls of its own tool, and remote `$ref`s are never fetched (the
 //! `jsonschema` crate is built without its HTTP and file resolvers).
 
-use crate::tool_source::{ToolError, closest};
-use crate::typescript_sdk::tool_search::{parameters, short_type};
+use crate::sdk::tool_search::{parameters, short_type};
+use crate::tools::{ToolError, closest};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 

@@ -20,7 +20,7 @@
 //! # For the integrator
 //!
 //! - Build a [`SecretScanner`] with [`SecretScanner::new`] from `(name, &SecretValue)` pairs
-//!   (from [`crate::secret_store::SecretStore::get`] for every secret the policy names). It is
+//!   (from [`crate::secrets::store::SecretStore::get`] for every secret the policy names). It is
 //!   an `Arc` inside: clone it freely; on a policy reload build a new one and swap it in (a
 //!   [`SharedScanner`] does that for holders that must see the new one, such as the log
 //!   writer). The shape rules are compiled once per process and shared by every scanner.
@@ -47,7 +47,7 @@ pub use log_writer::{RedactingMakeWriter, RedactingWriter, SharedScanner};
 pub use shape_rule::{ShapeRule, ShapeRules};
 pub use stream::{StreamOutput, StreamScanner};
 
-use crate::secret_store::SecretValue;
+use crate::secrets::store::SecretValue;
 use known_secret::KnownSecrets;
 use serde::Serialize;
 use serde_json::Value;

@@ -1,19 +1,26 @@
 //! The daemon as a whole: [`run`] serves the agent API on a listener until a shutdown
 //! future resolves, then drains. `airlockd`'s `main` is a thin wrapper around it, and tests
-//! call it in-process with their own listener and tool sources.
+//! call it in-process with their own listener and tool sources. Beside it: the socket's
+//! default place and safe binding (`socket_path`) and systemd's notify protocol and socket
+//! activation (`systemd`).
+//!
+//! This is where the parts are put together; nothing below it imports it.
 
+pub mod socket_path;
+pub mod systemd;
+
+use crate::api::http::serve_connection;
 use crate::audit_log::{AuditLog, AuditLogError, AuditStatus};
-use crate::control_socket::serve_connection;
-use crate::metrics::{Gauges, Metrics};
-use crate::policy_generation::{
+use crate::generation::{
     PolicyGeneration, PolicyLoader, ReloadReport, SourceFailure, unix_now, warning_lines,
 };
+use crate::metrics::{Gauges, Metrics};
 use crate::rate_limiter::RateLimiter;
-use crate::secret_scanner::SharedScanner;
-use crate::secret_store::SecretStore;
-use crate::tool_source::ToolRegistry;
-use crate::worker_pool::{PoolStatus, WorkerPool};
-use crate::worker_process::{Spawner, WorkerCeiling};
+use crate::secrets::scanner::SharedScanner;
+use crate::secrets::store::SecretStore;
+use crate::tools::ToolRegistry;
+use crate::workers::pool::{PoolStatus, WorkerPool};
+use crate::workers::process::{Spawner, WorkerCeiling};
 use airlock_policy::{LimitSettings, Policy, Principal};
 use serde::Serialize;
 use std::future::Future;
@@ -419,8 +426,8 @@ pub async fn run(
         metrics: Metrics::default(),
         audit,
     });
-    crate::systemd::notify_ready();
-    let watchdog = crate::systemd::spawn_watchdog();
+    crate::daemon::systemd::notify_ready();
+    let watchdog = crate::daemon::systemd::spawn_watchdog();
     let reloader = config
         .reload_on_sighup
         .then(|| tokio::spawn(reload_on_sighup(state.clone())));
@@ -446,7 +453,7 @@ pub async fn run(
     }
 
     info!("shutting down: no new connections; waiting for running executions");
-    crate::systemd::notify_stopping();
+    crate::daemon::systemd::notify_stopping();
     if let Some(task) = reloader {
         task.abort();
     }

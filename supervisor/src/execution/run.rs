@@ -6,12 +6,12 @@ use crate::agent_api::{
     ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats, PeerInfo,
     Redaction, RedactionPlace, Status, ToolCallRecord,
 };
-use crate::program_contract;
+use crate::execution::contract;
 use crate::rate_limiter::RateBucket;
-use crate::secret_scanner::{Finding, SecretScanner};
-use crate::tool_source::{CallContext, ToolError, ToolProgress, ToolRegistry};
-use crate::worker_pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
-use crate::worker_process::{WorkerExit, signal_name};
+use crate::secrets::scanner::{Finding, SecretScanner};
+use crate::tools::{CallContext, ToolError, ToolProgress, ToolRegistry};
+use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, WorkerStartError, message_name};
+use crate::workers::process::{WorkerExit, signal_name};
 use airlock_policy::Principal;
 use airlock_policy::{SecretAction, SecretScanning};
 use airlock_proto::{
@@ -299,7 +299,7 @@ impl Run {
                         held = true;
                         let tools = &env.tools;
                         contract = Some(Box::pin(async move {
-                            program_contract::check(tools, &references).await
+                            contract::check(tools, &references).await
                         }));
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {

@@ -4,7 +4,7 @@
 //! Loading (once, at startup): the document is read as JSON or YAML (by extension, else by its
 //! first character); a syntax error names the file, line and column, a structural one the file
 //! and the JSON pointer. Each operation under `paths` becomes a tool named by its sanitised
-//! `operationId` (`repos/get` → `repos_get`, see [`crate::mcp_server::identifiers`]), or by
+//! `operationId` (`repos/get` → `repos_get`, see [`crate::tools::sources::mcp::identifiers`]), or by
 //! method and path (`get /pets/{id}` → `get_pets_id`) when it has none.
 //!
 //! Arguments: one object. Path, query, header and cookie parameters are properties under their
@@ -33,13 +33,11 @@
 //! [`MAX_EXCERPT_BYTES`] of the body. Secret values used for a call are redacted from whatever
 //! comes back.
 
-use crate::argument_schema::ArgumentSchema;
-use crate::mcp_server::identifiers;
-use crate::outbound_http::{self, OutboundHttpError};
-use crate::secret_store::{SecretStore, SecretValue, redact};
-use crate::tool_source::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
-};
+use crate::secrets::store::{SecretStore, SecretValue, redact};
+use crate::tools::arguments::ArgumentSchema;
+use crate::tools::sources::http::{self, OutboundHttpError};
+use crate::tools::sources::mcp::identifiers;
+use crate::tools::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture};
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, OpenApiSource as OpenApiConfig, SettingValue};
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -283,7 +281,7 @@ impl OpenApiSource {
             operations.insert(name, operation);
         }
         descriptors.sort_by(|a, b| a.name.cmp(&b.name));
-        let client = outbound_http::client().map_err(|source| OpenApiError::Client {
+        let client = http::client().map_err(|source| OpenApiError::Client {
             name: config.name.clone(),
             source,
         })?;
@@ -351,7 +349,7 @@ impl OpenApiSource {
         // Whatever the API said back may echo a credential (an error quoting the request).
         match result {
             Ok(mut value) => {
-                crate::secret_store::redact_json(&mut value, &used);
+                crate::secrets::store::redact_json(&mut value, &used);
                 Ok(value)
             }
             Err(mut e) => {

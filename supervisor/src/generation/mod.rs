@@ -10,14 +10,14 @@
 //! generation is done.
 
 use crate::execution::ExecutionEnv;
-use crate::graphql_source::GraphQlApi;
-use crate::mcp_server::McpServer;
-use crate::openapi_source::OpenApiSource as OpenApiTools;
-use crate::secret_scanner::SecretScanner;
-use crate::secret_store::{SecretStore, SecretValue};
-use crate::tool_catalogue::{CatalogueView, ToolCatalogue};
-use crate::tool_source::{ToolRegistry, ToolSource};
-use crate::worker_pool::WorkerPool;
+use crate::secrets::scanner::SecretScanner;
+use crate::secrets::store::{SecretStore, SecretValue};
+use crate::tools::catalogue::{CatalogueView, ToolCatalogue};
+use crate::tools::sources::graphql::GraphQlApi;
+use crate::tools::sources::mcp::McpServer;
+use crate::tools::sources::openapi::OpenApiSource as OpenApiTools;
+use crate::tools::{ToolRegistry, ToolSource};
+use crate::workers::pool::WorkerPool;
 use airlock_policy::{Policy, PolicyWarning, Principal, ToolServer};
 use serde::Serialize;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -254,7 +254,7 @@ impl Drop for PolicyGeneration {
 fn policy_scanner(
     policy: &Policy,
     secrets: &SecretStore,
-) -> Result<SecretScanner, crate::secret_scanner::ScannerError> {
+) -> Result<SecretScanner, crate::secrets::scanner::ScannerError> {
     let mut names: Vec<&str> = Vec::new();
     for server in &policy.servers {
         names.extend(server.transport.secrets());

@@ -6,7 +6,7 @@
 //! added to the pool only after it has sent `Ready`, which it does only after every
 //! lockdown layer is in force.
 
-use crate::worker_process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
+use crate::workers::process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
 use airlock_proto::frame::{FrameDecoder, FrameError, decode, encode};
 use airlock_proto::{
     LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage,

@@ -3,7 +3,7 @@
 //! error message or a debug field never reaches the journal.
 //!
 //! ```no_run
-//! use airlock_supervisor::secret_scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
+//! use airlock_supervisor::secrets::scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
 //! let scanner = SharedScanner::new(SecretScanner::new([]).expect("embedded rules"));
 //! tracing_subscriber::fmt()
 //!     .with_writer(RedactingMakeWriter::new(std::io::stderr, scanner.clone()))

@@ -6,9 +6,9 @@
 //! not free, so the result is cached per principal and rebuilt only when a source's tool list
 //! changed (each source hands out its list as an `Arc`, so a changed list is a new pointer).
 
-use crate::token_figures::ToolDefinition;
-use crate::tool_source::{ToolDescriptor, ToolRegistry};
-use crate::typescript_sdk::{Sdk, SdkTool};
+use crate::sdk::token_figures::ToolDefinition;
+use crate::sdk::{Sdk, SdkTool};
+use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_policy::Principal;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -142,7 +142,7 @@ fn same_lists(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool_source::{CallContext, ToolError, ToolFuture, ToolSource, ToolsFuture};
+    use crate::tools::{CallContext, ToolError, ToolFuture, ToolSource, ToolsFuture};
     use serde_json::json;
 
     /// A source whose list can be swapped for a new one of the same size.

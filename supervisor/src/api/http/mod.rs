@@ -11,9 +11,9 @@ use crate::agent_api::{
 use crate::audit_log::{CodeHash, ExecutionRecord};
 use crate::daemon::DaemonState;
 use crate::execution::{ExecutionJob, run_execution};
-use crate::policy_generation::PolicyGeneration;
+use crate::generation::PolicyGeneration;
 use crate::rate_limiter::RateKind;
-use crate::secret_scanner::SecretScanner;
+use crate::secrets::scanner::SecretScanner;
 use airlock_policy::Principal;
 use airlock_proto::{Language, Limits};
 use bytes::Bytes;

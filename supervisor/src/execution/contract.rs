@@ -26,8 +26,8 @@
 //! catalogue) is done once, for the first violation only.
 
 use crate::agent_api::ExecutionError;
-use crate::tool_source::{ToolDescriptor, ToolRegistry, closest, quote_list};
-use crate::typescript_sdk::tool_search::call_signature;
+use crate::sdk::tool_search::call_signature;
+use crate::tools::{ToolDescriptor, ToolRegistry, closest, quote_list};
 use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
 use std::collections::BTreeMap;
