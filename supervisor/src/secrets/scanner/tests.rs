@@ -592,7 +592,7 @@ fn collect_rust(dir: &std::path::Path, out: &mut String) {
     let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
     entries.sort();
     for path in entries {
-        if path.ends_with("secret_scanner") || path.ends_with("secret_scanner.rs") {
+        if path.ends_with("secrets/scanner") || path.ends_with("secrets/scanner.rs") {
             continue;
         }
         if path.is_dir() {
