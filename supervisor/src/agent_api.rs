@@ -1,8 +1,157 @@
 //! The JSON shapes of the agent API (`/v1/...`), shared by the daemon, the `airlock` CLI and
 //! the tests, so a field cannot be renamed on one side only.
+//!
+//! A leaf: it imports nothing else of the crate, so every part of the daemon can speak it.
+//! The codes agents act on (an execution's error kind, a tool error's code, an API error's
+//! code, a call's outcome) are enums here, written as their snake_case names on the wire.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// A code agents read: a unit-variant enum serialised as its snake_case name, comparable with
+/// that name (`kind == "contract"`) and printable as it.
+macro_rules! wire_code {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal,)+ }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vmeta])* #[serde(rename = $text)] $variant,)+
+        }
+
+        impl $name {
+            /// The name on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+    };
+}
+
+wire_code! {
+    /// Why an execution failed (`error.kind`).
+    pub enum ExecutionErrorKind {
+        /// The contract check refused a literal tool call before the program ran.
+        Contract => "contract",
+        Syntax => "syntax",
+        Runtime => "runtime",
+        Timeout => "timeout",
+        MemoryLimit => "memory_limit",
+        StackOverflow => "stack_overflow",
+        ResultNotJson => "result_not_json",
+        OutputLimit => "output_limit",
+        ToolCallLimit => "tool_call_limit",
+        Deadlock => "deadlock",
+        Cancelled => "cancelled",
+        SandboxViolation => "sandbox_violation",
+        WorkerCrashed => "worker_crashed",
+        Internal => "internal",
+    }
+}
+
+wire_code! {
+    /// Why a tool call failed (`ToolError.code`, in the program and in the trace).
+    pub enum ToolErrorCode {
+        /// No such namespace or tool.
+        UnknownTool => "unknown_tool",
+        /// The principal's policy does not grant the tool.
+        Denied => "denied",
+        /// The arguments break the tool's schema (or are not JSON at all).
+        InvalidArguments => "invalid_arguments",
+        /// The tool's own schema (from its document) cannot be used.
+        InvalidSchema => "invalid_schema",
+        /// The tool, or the service behind it, answered with an error.
+        UpstreamError => "upstream_error",
+        /// The answer is bigger than one result may be.
+        ResultTooLarge => "result_too_large",
+        /// The execution reached its `max_tool_calls`.
+        ToolCallLimit => "tool_call_limit",
+        /// The principal's `tool_calls_per_minute` is used up.
+        RateLimited => "rate_limited",
+        /// The source cannot be reached or started (configuration, a missing secret, a crash).
+        ServerUnavailable => "server_unavailable",
+        /// No answer within the source's `call_timeout_ms`.
+        Timeout => "timeout",
+        /// The answer carried a secret and the policy fails such calls.
+        SecretInResult => "secret_in_result",
+        /// A fault of the daemon, not of the program or the tool.
+        Internal => "internal",
+    }
+}
+
+wire_code! {
+    /// Why a request to the API itself was refused (`{ "error": { "code" } }`).
+    pub enum ApiErrorCode {
+        BadRequest => "bad_request",
+        Internal => "internal",
+        InvalidJson => "invalid_json",
+        InvalidTimeout => "invalid_timeout",
+        MethodNotAllowed => "method_not_allowed",
+        NotAdmitted => "not_admitted",
+        NotFound => "not_found",
+        NotPermitted => "not_permitted",
+        ProgramTooLarge => "program_too_large",
+        RateLimited => "rate_limited",
+        RequestTooLarge => "request_too_large",
+        ShuttingDown => "shutting_down",
+    }
+}
+
+wire_code! {
+    /// How a tool call ended, as the trace and the events say.
+    pub enum CallOutcome {
+        Ok => "ok",
+        Error => "error",
+        /// The execution ended before the call returned.
+        Pending => "pending",
+    }
+}
+
+/// A failed tool call as the program sees it (a `ToolError` in JavaScript), and as the trace
+/// records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub code: ToolErrorCode,
+    pub message: String,
+    /// What the program (or its author) can do about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl ToolError {
+    pub fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
 
 /// `POST /v1/executions` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,10 +213,7 @@ pub struct ExecutionResponse {
 /// Why an execution failed, with where in the submitted code.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExecutionError {
-    /// `syntax`, `runtime`, `timeout`, `memory_limit`, `stack_overflow`, `result_not_json`,
-    /// `output_limit`, `tool_call_limit`, `deadlock`, `cancelled`, `sandbox_violation`,
-    /// `worker_crashed`, `internal`.
-    pub kind: String,
+    pub kind: ExecutionErrorKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub message: String,
@@ -91,10 +237,9 @@ pub struct ToolCallRecord {
     pub id: u32,
     pub tool: String,
     pub args: Value,
-    /// `ok`, `error`, or `pending` (the execution ended before the call returned).
-    pub outcome: String,
+    pub outcome: CallOutcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<crate::tools::ToolError>,
+    pub error: Option<ToolError>,
     /// When the program made the call, in milliseconds from the start of the execution (the
     /// same origin as `stats.total_ms`): calls that overlap in time ran concurrently.
     #[serde(default)]
@@ -152,18 +297,6 @@ impl RedactionPlace {
             RedactionPlace::Arguments => "arguments",
             RedactionPlace::Stdout => "stdout",
             RedactionPlace::Stderr => "stderr",
-        }
-    }
-}
-
-impl Redaction {
-    /// The redaction a scanner finding in `place` stands for.
-    pub fn of(finding: &crate::secrets::scanner::Finding, place: RedactionPlace) -> Redaction {
-        Redaction {
-            rule: finding.rule.clone(),
-            place,
-            pointer: finding.location.pointer.clone(),
-            secret: finding.known_secret.as_ref().map(|k| k.name.clone()),
         }
     }
 }
@@ -230,7 +363,7 @@ pub enum ExecutionEvent {
     ToolCallFinished {
         id: u32,
         tool: String,
-        outcome: String,
+        outcome: CallOutcome,
         duration_ms: f64,
     },
     Result(Box<ExecutionResponse>),
@@ -251,7 +384,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ApiError {
-    pub code: String,
+    pub code: ApiErrorCode,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,

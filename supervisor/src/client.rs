@@ -166,7 +166,7 @@ fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorBody>(bytes) {
         Ok(body) => ClientError::Api {
             status,
-            code: body.error.code,
+            code: body.error.code.as_str().to_owned(),
             message: body.error.message,
             hint: body.error.hint,
         },

@@ -66,11 +66,13 @@ impl Metrics {
         };
         *m.executions_by_status.entry(status).or_default() += 1;
         if let Some(err) = &response.error {
-            *m.errors_by_kind.entry(err.kind.clone()).or_default() += 1;
+            *m.errors_by_kind
+                .entry(err.kind.as_str().to_owned())
+                .or_default() += 1;
         }
         for call in &response.tool_calls {
             *m.tool_calls_by_outcome
-                .entry(call.outcome.clone())
+                .entry(call.outcome.as_str().to_owned())
                 .or_default() += 1;
         }
         let seconds = response.stats.total_ms / 1e3;
@@ -216,17 +218,21 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
+    use crate::agent_api::{ExecutionError, ExecutionErrorKind, ExecutionStats, PeerInfo};
 
-    fn response(status: Status, kind: Option<&str>, total_ms: f64) -> ExecutionResponse {
+    fn response(
+        status: Status,
+        kind: Option<ExecutionErrorKind>,
+        total_ms: f64,
+    ) -> ExecutionResponse {
         ExecutionResponse {
             id: "ex".into(),
             status,
             result: serde_json::Value::Null,
             stdout: String::new(),
             stderr: String::new(),
-            error: kind.map(|k| ExecutionError {
-                kind: k.into(),
+            error: kind.map(|kind| ExecutionError {
+                kind,
                 name: None,
                 message: String::new(),
                 line: None,
@@ -255,8 +261,16 @@ mod tests {
     fn counts_statuses_kinds_and_durations() {
         let m = Metrics::default();
         m.record(&response(Status::Ok, None, 2.0));
-        m.record(&response(Status::Error, Some("syntax"), 3.0));
-        m.record(&response(Status::Timeout, Some("timeout"), 1500.0));
+        m.record(&response(
+            Status::Error,
+            Some(ExecutionErrorKind::Syntax),
+            3.0,
+        ));
+        m.record(&response(
+            Status::Timeout,
+            Some(ExecutionErrorKind::Timeout),
+            1500.0,
+        ));
         m.connection_refused();
         let text = m.render(Gauges {
             running: 1,

@@ -32,7 +32,7 @@ fn response(n: u64) -> ExecutionResponse {
         id,
         tool: tool.into(),
         args: json!({"owner": "octo", "repo": "hello-world", "number": 42, "body": "x".repeat(300)}),
-        outcome: "ok".into(),
+        outcome: airlock_supervisor::agent_api::CallOutcome::Ok,
         error: None,
         started_ms: f64::from(id),
         duration_ms: 1.5,

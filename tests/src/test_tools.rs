@@ -1,5 +1,6 @@
 //! The `test` tool namespace: in-process tools for end-to-end tests and the benchmark.
 
+use airlock_supervisor::tools::ToolErrorCode;
 use airlock_supervisor::tools::{
     CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
 };
@@ -90,7 +91,7 @@ impl TestTools {
                     Ok(json!({ "slept": ms }))
                 }
                 "fail" => Err(ToolError::new(
-                    "upstream_error",
+                    ToolErrorCode::UpstreamError,
                     args["message"].as_str().unwrap_or("failed on purpose"),
                 )),
                 "count" => Ok(json!(self.calls.load(Ordering::Relaxed))),
@@ -98,7 +99,10 @@ impl TestTools {
                     let n = args["bytes"].as_u64().unwrap_or(0) as usize;
                     Ok(Value::String("x".repeat(n)))
                 }
-                other => Err(ToolError::new("unknown_tool", format!("no tool {other}"))),
+                other => Err(ToolError::new(
+                    ToolErrorCode::UnknownTool,
+                    format!("no tool {other}"),
+                )),
             }
         })
     }

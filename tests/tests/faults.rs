@@ -33,7 +33,7 @@ async fn expect_failure(d: &TestDaemon, code: &str, timeout_ms: u64) -> Executio
 }
 
 fn kind(r: &ExecutionResponse) -> &str {
-    &r.error.as_ref().unwrap().kind
+    r.error.as_ref().unwrap().kind.as_str()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

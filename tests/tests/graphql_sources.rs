@@ -331,12 +331,7 @@ async fn a_missing_credential_fails_the_call_not_the_source() {
         .call(
             "viewer",
             json!({}),
-            &airlock_supervisor::tools::CallContext {
-                execution_id: "e".into(),
-                principal: "p".into(),
-                call_id: 1,
-                progress: Default::default(),
-            },
+            &airlock_supervisor::tools::CallContext::new("e", "p", 1),
         )
         .await
         .unwrap_err();

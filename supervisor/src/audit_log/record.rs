@@ -130,7 +130,7 @@ impl ExecutionRecord {
             peer_pid: response.peer.pid,
             code_sha256: code,
             status: status_name(response.status).to_owned(),
-            error_kind: response.error.as_ref().map(|e| e.kind.clone()),
+            error_kind: response.error.as_ref().map(|e| e.kind.as_str().to_owned()),
             queued_ms: response.stats.queue_ms,
             run_ms: response.stats.run_ms,
             total_ms: response.stats.total_ms,
@@ -176,7 +176,7 @@ impl ToolCallRecord {
             call.id,
             &call.tool,
             &call.args,
-            &call.outcome,
+            call.outcome.as_str(),
             call.error.as_ref().map(|e| e.code.as_str()),
             call.duration_ms,
             at,
@@ -225,7 +225,7 @@ fn duration_from_ms(ms: f64) -> Duration {
 mod tests {
     use super::*;
     use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
-    use crate::tools::ToolError;
+    use crate::tools::{ToolError, ToolErrorCode};
     use serde_json::json;
     use std::borrow::Cow;
     use std::time::UNIX_EPOCH;
@@ -248,7 +248,7 @@ mod tests {
             stdout: String::new(),
             stderr: String::new(),
             error: Some(ExecutionError {
-                kind: "runtime".into(),
+                kind: agent_api::ExecutionErrorKind::Runtime,
                 name: None,
                 message: "boom".into(),
                 line: None,
@@ -261,8 +261,8 @@ mod tests {
                 id: 1,
                 tool: "github.create_issue".into(),
                 args: json!({"title": "hello", "token": "s3cr3t"}),
-                outcome: "error".into(),
-                error: Some(ToolError::new("denied", "no")),
+                outcome: agent_api::CallOutcome::Error,
+                error: Some(ToolError::new(ToolErrorCode::Denied, "no")),
                 started_ms: 3.0,
                 duration_ms: 1.5,
                 redactions: vec![agent_api::Redaction {

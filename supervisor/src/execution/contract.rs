@@ -25,9 +25,10 @@
 //! bounded amount of work, and the costly part of an answer (the did-you-mean search over a
 //! catalogue) is done once, for the first violation only.
 
-use crate::agent_api::ExecutionError;
+use crate::agent_api::{ExecutionError, ExecutionErrorKind};
 use crate::sdk::tool_search::call_signature;
-use crate::tools::{ToolDescriptor, ToolRegistry, closest, quote_list};
+use crate::tools::naming::{closest, quote_list};
+use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -116,7 +117,7 @@ pub fn judge(
     let violation = first?;
     let (message, hint) = violation.problem.explain(catalogue);
     Some(ExecutionError {
-        kind: "contract".into(),
+        kind: ExecutionErrorKind::Contract,
         name: None,
         message,
         line: Some(violation.at.line),

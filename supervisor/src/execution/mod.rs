@@ -1,12 +1,15 @@
 //! Executions: from a validated request to its response. The run loop (`run`) takes a
 //! worker, sends the program, judges its literal tool calls (`contract`), hands every tool
-//! call to the call pipeline (`crate::tools::call`), and turns whatever happened into the
-//! response.
+//! call to the call pipeline ([`crate::tools::call`]), and the response (`response`) turns
+//! whatever happened into what the agent reads, with errors that say what to do next
+//! (`error`).
 //!
-//! What lives here may not speak HTTP (that is `crate::api`) nor any tool protocol (that is
-//! `crate::tools`); it sees workers only through `crate::workers`.
+//! What lives here may not speak HTTP (that is [`crate::api`]) nor any tool protocol (that is
+//! [`crate::tools`]); it sees workers only through [`crate::workers`].
 
 pub mod contract;
+pub mod error;
+mod response;
 mod run;
 
 pub use run::{ExecutionEnv, ExecutionJob, KILL_GRACE, run_execution};

@@ -47,6 +47,7 @@ pub use log_writer::{RedactingMakeWriter, RedactingWriter, SharedScanner};
 pub use shape_rule::{ShapeRule, ShapeRules};
 pub use stream::{StreamOutput, StreamScanner};
 
+use crate::agent_api::{Redaction, RedactionPlace};
 use crate::secrets::store::SecretValue;
 use known_secret::KnownSecrets;
 use serde::Serialize;
@@ -125,6 +126,17 @@ pub struct AuditFinding<'a> {
 }
 
 impl Finding {
+    /// The redaction this finding stands for, made in `place` (what the trace, the response
+    /// and the audit log carry).
+    pub fn redaction(&self, place: RedactionPlace) -> Redaction {
+        Redaction {
+            rule: self.rule.clone(),
+            place,
+            pointer: self.location.pointer.clone(),
+            secret: self.known_secret.as_ref().map(|k| k.name.clone()),
+        }
+    }
+
     /// The finding with the secret's name and form, for the audit log.
     pub fn audit_record(&self) -> AuditFinding<'_> {
         AuditFinding {

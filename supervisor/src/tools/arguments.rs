@@ -7,7 +7,8 @@
 //! `jsonschema` crate is built without its HTTP and file resolvers).
 
 use crate::sdk::tool_search::{parameters, short_type};
-use crate::tools::{ToolError, closest};
+use crate::tools::naming::closest;
+use crate::tools::{ToolError, ToolErrorCode};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
@@ -54,8 +55,7 @@ impl ArgumentSchema {
         let validator = match &self.validator {
             Ok(v) => v,
             Err(e) => {
-                return Err(ToolError::new(
-                    "invalid_schema",
+                return Err(ToolError::new(ToolErrorCode::InvalidSchema,
                     format!("the tool server's input schema for `{tool}` is not valid JSON Schema ({e}), so calls to it cannot be checked and are refused"),
                 )
                 .with_hint("this is a problem of the tool server; the operator should report it"));
@@ -80,7 +80,7 @@ impl ArgumentSchema {
             ""
         };
         Err(ToolError::new(
-            "invalid_arguments",
+            ToolErrorCode::InvalidArguments,
             format!("invalid arguments for {tool}: {}{more}", shown.join("; ")),
         )
         .with_hint(format!("{tool} takes {}", self.signature)))

@@ -142,7 +142,9 @@ fn same_lists(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::{CallContext, ToolError, ToolFuture, ToolSource, ToolsFuture};
+    use crate::tools::{
+        CallContext, ToolError, ToolErrorCode, ToolFuture, ToolSource, ToolsFuture,
+    };
     use serde_json::json;
 
     /// A source whose list can be swapped for a new one of the same size.
@@ -171,7 +173,7 @@ mod tests {
             _: serde_json::Value,
             _: &'a CallContext,
         ) -> ToolFuture<'a> {
-            Box::pin(async { Err(ToolError::new("unknown_tool", "none")) })
+            Box::pin(async { Err(ToolError::new(ToolErrorCode::UnknownTool, "none")) })
         }
     }
 

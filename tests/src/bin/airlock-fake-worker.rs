@@ -12,7 +12,9 @@
 //! - `decreasing-id`: sends `ToolCall` id 5, then id 2;
 //! - `oversized-args`: sends a `ToolCall` whose arguments exceed `MAX_TOOL_ARGS_BYTES`;
 //! - `references-twice`: sends `ToolReferences` twice without waiting for the verdict;
-//! - `call-before-verdict`: sends `ToolReferences`, then a `ToolCall` at once;
+//! - `call-before-verdict`: sends `ToolReferences` the contract check refuses, then a
+//!   `ToolCall` at once (whichever the supervisor reads first, the call is one it must not
+//!   make);
 //! - `references-after-call`: sends `ToolReferences` after the verdict and a `ToolCall`;
 //! - `after-done`: answers `Done` with `"fake"`, then a console line and a `ToolCall`;
 //! - `scm-rights`: answers `Done` with `"fake"` in a message that also carries file
@@ -88,7 +90,7 @@ fn main() {
             let _ = write_message(&mut sock, &references());
         }
         "call-before-verdict" => {
-            let _ = write_message(&mut sock, &references());
+            let _ = write_message(&mut sock, &references_to("nope"));
             let _ = write_message(&mut sock, &call(1, "{}".into()));
         }
         "references-after-call" => {
@@ -135,10 +137,15 @@ fn done() -> WorkerMessage {
 
 /// The literal call `tools.test.count()`, which the contract check lets through.
 fn references() -> WorkerMessage {
+    references_to("count")
+}
+
+/// The literal call `tools.test.<name>()`.
+fn references_to(name: &str) -> WorkerMessage {
     WorkerMessage::ToolReferences(ToolReferences {
         calls: vec![ToolReference {
             namespace: "test".into(),
-            name: "count".into(),
+            name: name.into(),
             at: SourcePosition { line: 1, column: 1 },
             argument: None,
         }],

@@ -10,7 +10,7 @@
 use airlock_policy::{ServerTransport, StartMode, ToolServer};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
-use airlock_supervisor::tools::{CallContext, ToolProgress, ToolSource};
+use airlock_supervisor::tools::{CallContext, ToolSource};
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -77,12 +77,11 @@ async fn run() -> anyhow::Result<()> {
     };
     let mut failed = 0;
     for (i, (tool, args)) in calls.into_iter().enumerate() {
-        let ctx = CallContext {
-            execution_id: "conformance".into(),
-            principal: "conformance".into(),
-            call_id: u32::try_from(i + 1).unwrap_or(u32::MAX),
-            progress: ToolProgress::default(),
-        };
+        let ctx = CallContext::new(
+            "conformance",
+            "conformance",
+            u32::try_from(i + 1).unwrap_or(u32::MAX),
+        );
         match server.call(tool, args, &ctx).await {
             Ok(value) => println!("{tool}: ok: {value}"),
             Err(e) => {

@@ -5,8 +5,8 @@
 //! all. A connection no principal admits gets one clear `403` and is closed.
 
 use crate::agent_api::{
-    ApiError, ErrorBody, ExecutionEvent, ExecutionRequest, ExecutionResponse, PeerInfo,
-    RequestLanguage,
+    ApiError, ApiErrorCode, ErrorBody, ExecutionEvent, ExecutionRequest, ExecutionResponse,
+    PeerInfo, RequestLanguage,
 };
 use crate::audit_log::{CodeHash, ExecutionRecord};
 use crate::daemon::DaemonState;
@@ -158,7 +158,7 @@ async fn route(
     let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
         return error_response(
             StatusCode::FORBIDDEN,
-            "not_admitted",
+            ApiErrorCode::NotAdmitted,
             format!(
                 "uid {} (gid {}) is not admitted by any principal in the policy ({})",
                 peer.info.uid,
@@ -184,7 +184,7 @@ async fn route(
             if !state.may_reload(peer.info.uid) {
                 return error_response(
                     StatusCode::FORBIDDEN,
-                    "not_permitted",
+                    ApiErrorCode::NotPermitted,
                     format!("uid {} may not reload the policy", peer.info.uid),
                     Some("only root and the daemon's own user may reload; they can also send SIGHUP (systemctl reload airlockd)".into()),
                 );
@@ -235,7 +235,7 @@ async fn route(
                 }
                 None => error_response(
                     StatusCode::NOT_FOUND,
-                    "not_found",
+                    ApiErrorCode::NotFound,
                     format!("the SDK has no file `{file}`"),
                     Some("GET /v1/sdk lists the files; start with README.md".into()),
                 ),
@@ -260,7 +260,7 @@ async fn route(
             if query.trim().is_empty() {
                 return error_response(
                     StatusCode::BAD_REQUEST,
-                    "bad_request",
+                    ApiErrorCode::BadRequest,
                     "the search needs words: GET /v1/tools/search?q=<words>".into(),
                     Some("for example ?q=create+issue&limit=5".into()),
                 );
@@ -282,13 +282,13 @@ async fn route(
             | "/v1/tools/search" | "/v1/reload",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            ApiErrorCode::MethodNotAllowed,
             format!("{} is not supported on {path}", req.method()),
             Some(ROUTES.into()),
         ),
         _ => error_response(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ApiErrorCode::NotFound,
             format!("no route for {} {path}", req.method()),
             Some(ROUTES.into()),
         ),
@@ -319,7 +319,7 @@ async fn execute(
             {
                 return error_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "request_too_large",
+                    ApiErrorCode::RequestTooLarge,
                     format!("the request body exceeds {body_limit} bytes"),
                     Some(format!(
                         "programs may be at most {} bytes (limits.max_code)",
@@ -329,7 +329,7 @@ async fn execute(
             }
             return error_response(
                 StatusCode::BAD_REQUEST,
-                "bad_request",
+                ApiErrorCode::BadRequest,
                 format!("cannot read the request body: {e}"),
                 None,
             );
@@ -340,7 +340,7 @@ async fn execute(
         Err(e) => {
             return error_response(
                 StatusCode::BAD_REQUEST,
-                "invalid_json",
+                ApiErrorCode::InvalidJson,
                 format!("the request body is not a valid execution request: {e}"),
                 Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>}"#.into()),
             );
@@ -349,7 +349,7 @@ async fn execute(
     if request.code.len() as u64 > limits_policy.max_code_bytes {
         return error_response(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "program_too_large",
+            ApiErrorCode::ProgramTooLarge,
             format!(
                 "the program is {} bytes; the limit is {} bytes",
                 request.code.len(),
@@ -362,7 +362,7 @@ async fn execute(
     if timeout_ms == 0 || timeout_ms > limits_policy.max_timeout_ms {
         return error_response(
             StatusCode::BAD_REQUEST,
-            "invalid_timeout",
+            ApiErrorCode::InvalidTimeout,
             format!(
                 "timeout_ms must be between 1 and {} (the policy's limits.max_timeout_ms), got {timeout_ms}",
                 limits_policy.max_timeout_ms
@@ -380,7 +380,7 @@ async fn execute(
         let retry_after = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
         let mut resp = error_response(
             StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
+            ApiErrorCode::RateLimited,
             format!(
                 "principal `{}` may start {} executions per minute and has used them",
                 principal.name, limited.per_minute
@@ -414,7 +414,7 @@ async fn execute(
     let Ok(slot) = state.execution_slot().await else {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
+            ApiErrorCode::ShuttingDown,
             "the daemon is shutting down and accepts no new executions".into(),
             Some("retry once the daemon is back".into()),
         );
@@ -467,7 +467,7 @@ async fn execute(
             Ok(response) => json_response(StatusCode::OK, &response),
             Err(e) => error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
+                ApiErrorCode::Internal,
                 format!("the execution task failed: {e}"),
                 Some("this is a daemon problem; the operator should check the airlockd log".into()),
             ),
@@ -527,7 +527,7 @@ pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Resp
         Err(e) => {
             return error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
+                ApiErrorCode::Internal,
                 format!("cannot serialise the response: {e}"),
                 None,
             );
@@ -542,13 +542,13 @@ pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Resp
 
 pub fn error_response(
     status: StatusCode,
-    code: &str,
+    code: ApiErrorCode,
     message: String,
     hint: Option<String>,
 ) -> Response<ApiBody> {
     let body = ErrorBody {
         error: ApiError {
-            code: code.to_owned(),
+            code,
             message,
             hint,
         },

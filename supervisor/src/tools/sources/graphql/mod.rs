@@ -14,7 +14,7 @@
 //!
 //! A field tool's arguments are the field's arguments, as a JSON Schema (scalars as JSON types,
 //! custom scalars as any value, enums as string enums, input objects under `$defs`), checked
-//! with [`ArgumentSchema`] before anything is sent. Its document selects a default selection
+//! by the call pipeline before anything is sent. Its document selects a default selection
 //! set: the return type's scalar and enum fields, down to `selection_depth` levels of object
 //! fields, skipping deprecated fields and fields that need arguments, with `__typename` on
 //! interfaces and unions, `first: 10` on Relay connections, and a cap on the number of fields
@@ -25,20 +25,21 @@
 //! always valid: GitHub's has duplicate field definitions. A duplicate field, or a type defined
 //! twice, is merged and the first definition of each field wins.
 
-use crate::secrets::store::{SecretStore, SecretValue, redact};
-use crate::tools::arguments::ArgumentSchema;
+use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
-use crate::tools::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture};
-use airlock_policy::{GraphQlSource, SchemaFormat, SettingValue};
+use crate::tools::sources::settings::Settings;
+use crate::tools::{
+    CallContext, CallGate, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource,
+    ToolsFuture,
+};
+use airlock_policy::{GraphQlSource, SchemaFormat};
 use graphql_parser::query as gq;
 use graphql_parser::schema as gs;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-use tokio::sync::Semaphore;
+use std::sync::Arc;
 
 /// Fields one default selection set may hold in all (leaves and object fields), so that a tool's
 /// document and its answer stay small whatever the schema.
@@ -601,15 +602,6 @@ enum ToolKind {
 struct Tool {
     descriptor: ToolDescriptor,
     kind: ToolKind,
-    /// Compiled on first use: a schema like GitHub's has hundreds of tools, most never called.
-    schema: OnceLock<Arc<ArgumentSchema>>,
-}
-
-impl Tool {
-    fn argument_schema(&self) -> &ArgumentSchema {
-        self.schema
-            .get_or_init(|| Arc::new(ArgumentSchema::compile(&self.descriptor.input_schema)))
-    }
 }
 
 /// One configured GraphQL endpoint with its tools.
@@ -621,7 +613,7 @@ pub struct GraphQlApi {
     by_name: HashMap<String, usize>,
     descriptors: Arc<[ToolDescriptor]>,
     client: reqwest::Client,
-    permits: Semaphore,
+    gate: CallGate,
 }
 
 impl GraphQlApi {
@@ -648,7 +640,7 @@ impl GraphQlApi {
             .map(|(i, t)| (t.descriptor.name.clone(), i))
             .collect();
         let descriptors = tools.iter().map(|t| t.descriptor.clone()).collect();
-        let permits = Semaphore::new(config.max_concurrent_calls);
+        let gate = CallGate::new(config.max_concurrent_calls, config.call_timeout_ms);
         Ok(GraphQlApi {
             config,
             secrets,
@@ -656,7 +648,7 @@ impl GraphQlApi {
             by_name,
             descriptors,
             client,
-            permits,
+            gate,
         })
     }
 
@@ -701,10 +693,15 @@ impl GraphQlApi {
         }
     }
 
-    async fn perform(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
+    async fn perform(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<Value, ToolError> {
         let Some(&index) = self.by_name.get(tool) else {
             return Err(ToolError::new(
-                "unknown_tool",
+                ToolErrorCode::UnknownTool,
                 format!(
                     "GraphQL source `{}` has no tool named `{tool}`",
                     self.config.name
@@ -713,7 +710,6 @@ impl GraphQlApi {
         };
         let entry = &self.tools[index];
         let label = format!("{}.{tool}", self.config.name);
-        entry.argument_schema().check(&label, &args)?;
         match &entry.kind {
             ToolKind::Field {
                 operation,
@@ -723,7 +719,7 @@ impl GraphQlApi {
             } => {
                 let query = field_document(*operation, field, declared, selection, &args);
                 let mut data = self
-                    .post(&label, json!({"query": query, "variables": args}))
+                    .post(&label, json!({"query": query, "variables": args}), ctx)
                     .await?;
                 Ok(data
                     .as_object_mut()
@@ -742,24 +738,22 @@ impl GraphQlApi {
                         body[key] = v.clone();
                     }
                 }
-                self.post(&label, body).await
+                self.post(&label, body, ctx).await
             }
         }
     }
 
     /// Sends one request and returns its `data`, or the GraphQL errors as a `ToolError`.
-    async fn post(&self, label: &str, body: Value) -> Result<Value, ToolError> {
-        let (headers, used) = self.headers()?;
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ToolError::new("internal", format!("cannot encode the request: {e}")))?;
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| self.unavailable("it is shutting down".to_owned()))?;
-        let timeout = Duration::from_millis(self.config.call_timeout_ms);
+    async fn post(&self, label: &str, body: Value, ctx: &CallContext) -> Result<Value, ToolError> {
+        let headers = self.headers(ctx)?;
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            ToolError::new(
+                ToolErrorCode::Internal,
+                format!("cannot encode the request: {e}"),
+            )
+        })?;
         let exchange = async {
-            let response = self
+            let mut response = self
                 .client
                 .post(&self.config.endpoint)
                 .headers(headers)
@@ -773,112 +767,65 @@ impl GraphQlApi {
                 .await
                 .map_err(|e| {
                     ToolError::new(
-                        "upstream_error",
+                        ToolErrorCode::UpstreamError,
                         format!(
                             "{label} failed: cannot reach the GraphQL endpoint: {}",
-                            without_url(&e)
+                            http::describe(e)
                         ),
                     )
                 })?;
             let status = response.status();
-            let bytes = read_limited(response, label).await?;
-            Ok::<_, ToolError>((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(timeout, exchange)
-            .await
-            .map_err(|_| {
-                ToolError::new(
-                    "timeout",
-                    format!(
-                        "{label} did not answer within {} ms",
-                        self.config.call_timeout_ms
-                    ),
+            let body = http::read_limited(&mut response, MAX_RESPONSE_BYTES)
+                .await
+                .map_err(|e| {
+                    ToolError::new(
+                        ToolErrorCode::UpstreamError,
+                        format!(
+                            "{label} failed while reading the answer: {}",
+                            http::describe(e)
+                        ),
+                    )
+                })?;
+            if body.over_limit {
+                return Err(ToolError::new(
+                    ToolErrorCode::ResultTooLarge,
+                    format!("{label}: the GraphQL answer is over {MAX_RESPONSE_BYTES} bytes"),
                 )
-            })??;
-        let mut answer = interpret(label, status, &bytes).map_err(|mut e| {
-            e.message = redact(&e.message, &used).into_owned();
-            e
-        })?;
-        crate::secrets::store::redact_json(&mut answer, &used);
-        Ok(answer)
+                .with_hint("select fewer fields or ask for a smaller page (first: N)"));
+            }
+            Ok::<_, ToolError>((status, body.bytes))
+        };
+        let (status, bytes) = ctx.before_deadline(label, exchange).await?;
+        interpret(label, status, &bytes)
     }
 
-    /// The policy's headers, secrets read now, and the secret values (to redact answers).
-    fn headers(&self) -> Result<(reqwest::header::HeaderMap, Vec<SecretValue>), ToolError> {
+    /// The policy's headers, secrets read now (and noted in the call's context).
+    fn headers(&self, ctx: &CallContext) -> Result<reqwest::header::HeaderMap, ToolError> {
+        let settings = self.settings();
         let mut map = reqwest::header::HeaderMap::new();
-        let mut used = Vec::new();
         for (key, value) in &self.config.headers {
-            let (text, sensitive) = match value {
-                SettingValue::Literal(text) => (text.clone(), false),
-                SettingValue::Secret(secret) => match self.secrets.get(secret) {
-                    Ok(v) => {
-                        let text = v.expose().to_owned();
-                        used.push(v);
-                        (text, true)
-                    }
-                    Err(e) => {
-                        return Err(self
-                            .unavailable(format!("header `{key}` needs secret `{secret}`: {e}")));
-                    }
-                },
-            };
+            let resolved = settings.value("headers", key, value, &ctx.secrets)?;
             let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
-                .map_err(|_| self.unavailable(format!("`{key}` is not a valid header name")))?;
-            let mut header = reqwest::header::HeaderValue::from_str(&text).map_err(|_| {
-                self.unavailable(format!(
-                    "the value of header `{key}` has characters HTTP headers cannot carry"
-                ))
-            })?;
-            header.set_sensitive(sensitive);
+                .map_err(|_| settings.unavailable(format!("`{key}` is not a valid header name")))?;
+            let mut header =
+                reqwest::header::HeaderValue::from_str(&resolved.value).map_err(|_| {
+                    settings.unavailable(format!(
+                        "the value of header `{key}` has characters HTTP headers cannot carry"
+                    ))
+                })?;
+            header.set_sensitive(resolved.secret);
             map.append(name, header);
         }
-        Ok((map, used))
+        Ok(map)
     }
 
-    fn unavailable(&self, why: String) -> ToolError {
-        ToolError::new(
-            "server_unavailable",
-            format!("GraphQL source `{}` is unavailable: {why}", self.config.name),
-        )
-        .with_hint("this is a problem of the daemon's configuration, not of the program; the operator should check the airlockd log")
-    }
-}
-
-/// A transport error's text without the URL (which the operator wrote, but the program need
-/// not see).
-fn without_url(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    if let Some(url) = e.url() {
-        text = text
-            .replace(&format!(" ({url})"), "")
-            .replace(url.as_str(), "the endpoint");
-    }
-    text
-}
-
-async fn read_limited(mut response: reqwest::Response, label: &str) -> Result<Vec<u8>, ToolError> {
-    let mut bytes = Vec::new();
-    loop {
-        let chunk = response.chunk().await.map_err(|e| {
-            ToolError::new(
-                "upstream_error",
-                format!(
-                    "{label} failed while reading the answer: {}",
-                    without_url(&e)
-                ),
-            )
-        })?;
-        let Some(chunk) = chunk else { break };
-        if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-            return Err(ToolError::new(
-                "result_too_large",
-                format!("{label}: the GraphQL answer is over {MAX_RESPONSE_BYTES} bytes"),
-            )
-            .with_hint("select fewer fields or ask for a smaller page (first: N)"));
+    fn settings(&self) -> Settings<'_> {
+        Settings {
+            kind: "GraphQL source",
+            name: &self.config.name,
+            store: &self.secrets,
         }
-        bytes.extend_from_slice(&chunk);
     }
-    Ok(bytes)
 }
 
 /// A GraphQL response → its `data`, or a `ToolError` with the `errors` messages.
@@ -888,7 +835,7 @@ fn interpret(label: &str, status: reqwest::StatusCode, bytes: &[u8]) -> Result<V
         let text = String::from_utf8_lossy(bytes);
         let snippet: String = text.chars().take(200).collect();
         return Err(ToolError::new(
-            "upstream_error",
+            ToolErrorCode::UpstreamError,
             format!(
                 "{label} failed: the endpoint answered HTTP {status} with a body that is not a GraphQL response: {snippet}"
             ),
@@ -923,13 +870,13 @@ fn interpret(label: &str, status: reqwest::StatusCode, bytes: &[u8]) -> Result<V
             String::new()
         };
         return Err(ToolError::new(
-            "upstream_error",
+            ToolErrorCode::UpstreamError,
             format!("{label} failed: {}{more}", messages.join("; ")),
         ));
     }
     if !status.is_success() {
         return Err(ToolError::new(
-            "upstream_error",
+            ToolErrorCode::UpstreamError,
             format!("{label} failed: the endpoint answered HTTP {status}"),
         ));
     }
@@ -974,8 +921,7 @@ fn field_document(
 fn check_custom_document(label: &str, query: &str, allowed: Operation) -> Result<(), ToolError> {
     let document = gq::parse_query::<&str>(query).map_err(|e| {
         let (line, column, message) = parse_error(&e.to_string());
-        ToolError::new(
-            "invalid_arguments",
+        ToolError::new(ToolErrorCode::InvalidArguments,
             format!("invalid arguments for {label}: the GraphQL document does not parse at {line}:{column}: {message}"),
         )
     })?;
@@ -994,8 +940,7 @@ fn check_custom_document(label: &str, query: &str, allowed: Operation) -> Result
             } else {
                 "subscriptions need a long-lived connection, which tools do not have".to_owned()
             };
-            return Err(ToolError::new(
-                "invalid_arguments",
+            return Err(ToolError::new(ToolErrorCode::InvalidArguments,
                 format!("invalid arguments for {label}: the document contains a {kind}, which this tool does not run"),
             )
             .with_hint(hint));
@@ -1114,7 +1059,6 @@ fn custom_tool(config: &GraphQlSource, operation: Operation) -> Tool {
             output_schema: None,
         },
         kind: ToolKind::Custom(operation),
-        schema: OnceLock::new(),
     }
 }
 
@@ -1229,7 +1173,6 @@ fn field_tool(
                 .collect(),
             selection,
         },
-        schema: OnceLock::new(),
     }
 }
 
@@ -1571,8 +1514,12 @@ impl ToolSource for GraphQlApi {
         Box::pin(async move { Ok(descriptors) })
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
-        Box::pin(self.perform(tool, args))
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
+        Box::pin(self.perform(tool, args, ctx))
+    }
+
+    fn gate(&self) -> Option<&CallGate> {
+        Some(&self.gate)
     }
 }
 
@@ -1580,6 +1527,7 @@ impl ToolSource for GraphQlApi {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::tools::arguments::ArgumentSchema;
 
     const SDL: &str = r#"
 "A custom date."

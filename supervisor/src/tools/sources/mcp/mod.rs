@@ -4,19 +4,21 @@
 //! The daemon spawns a stdio server itself (with only the environment the policy gives it), on
 //! first use unless the policy says `start = "eager"`, logs its stderr under its name, caches
 //! its tool list (refreshed when the server says `notifications/tools/list_changed`), and
-//! connects again on the next call after the server died or the connection broke. Every call
-//! has the server's timeout and waits for one of its concurrency permits; progress
-//! notifications of a call are forwarded to the agent.
+//! connects again on the next call after the server died or the connection broke. A call ends
+//! at the deadline the call pipeline gives it (the server's `call_timeout_ms`), with
+//! `notifications/cancelled` to the server; progress notifications of a call are forwarded to
+//! the agent.
 //!
 //! Protocol revisions: rmcp negotiates. Servers of the 2025 revisions get `initialize`; servers
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
-use crate::secrets::store::{SecretStore, SecretValue, redact};
-use crate::tools::arguments::ArgumentSchema;
+use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
+use crate::tools::sources::settings::Settings;
 use crate::tools::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
+    CallContext, CallDeadline, CallGate, SecretsUsed, ToolDescriptor, ToolError, ToolErrorCode,
+    ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
 use rmcp::ClientHandler;
@@ -41,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::sync::{Mutex, mpsc};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long a server may take to start and answer the handshake and `tools/list`.
@@ -71,7 +73,7 @@ pub struct McpServer {
     /// Where `{ secret = "…" }` values in `env` and `headers` come from, read at each start.
     secrets: Arc<SecretStore>,
     connection: Mutex<Option<Connection>>,
-    permits: Semaphore,
+    gate: CallGate,
     /// Failed starts in a row, and when the next attempt is allowed.
     backoff: std::sync::Mutex<Backoff>,
     /// Connections made so far.
@@ -194,7 +196,7 @@ struct Live {
     oversized: Arc<std::sync::atomic::AtomicU64>,
     dropped: Arc<tokio::sync::Notify>,
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
-    secrets: SecretsInUse,
+    secrets: SecretsUsed,
     peer: Peer<RoleClient>,
     catalogue: Catalogue,
     progress: Arc<ProgressRoutes>,
@@ -240,8 +242,6 @@ struct ServerTool {
     descriptor: ToolDescriptor,
     /// The server's own name, which is what is sent.
     original: String,
-    /// Its `inputSchema`, compiled once per listing.
-    schema: Arc<ArgumentSchema>,
     /// Its `outputSchema`, compiled once per listing, when it has one that compiles: results
     /// are checked against it, so the SDK's output type is what a program receives.
     output: Option<Arc<jsonschema::Validator>>,
@@ -263,8 +263,9 @@ struct ServerEvents {
     progress: Arc<ProgressRoutes>,
     /// Set by `notifications/tools/list_changed`; the next use lists the tools again.
     tools_changed: Arc<AtomicBool>,
-    /// The secret values this connection was given, redacted from what the server says.
-    secrets: SecretsInUse,
+    /// The secret values this connection was given: every call on it hands them to the
+    /// pipeline for redaction, and its stderr has them redacted before it is logged.
+    secrets: SecretsUsed,
     /// Messages dropped for their size (stdio).
     oversized: Arc<std::sync::atomic::AtomicU64>,
     /// Signalled when one is dropped.
@@ -278,7 +279,7 @@ impl ServerEvents {
         ServerEvents {
             progress: Arc::new(ProgressRoutes::default()),
             tools_changed: Arc::new(AtomicBool::new(false)),
-            secrets: SecretsInUse::default(),
+            secrets: SecretsUsed::default(),
             oversized: Arc::default(),
             dropped: Arc::default(),
             in_flight: Arc::default(),
@@ -317,47 +318,6 @@ impl ClientHandler for ServerEvents {
             Implementation::new("airlock", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
-}
-
-/// The secret values a connection was started with. Whatever comes back from the server (its
-/// stderr, results, error messages, progress messages) has them replaced by `[redacted]`
-/// before it is logged or goes towards the program: a server that echoes its own token must
-/// not hand it to the sandbox. (Shape-based scanning of everything else is the secret
-/// scanner's job.)
-#[derive(Debug, Clone, Default)]
-struct SecretsInUse(Arc<std::sync::RwLock<Arc<[SecretValue]>>>);
-
-impl SecretsInUse {
-    fn set(&self, values: Vec<SecretValue>) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = values.into();
-    }
-
-    fn values(&self) -> Arc<[SecretValue]> {
-        self.0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    fn redact<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        let values = self.values();
-        if values.is_empty() {
-            return std::borrow::Cow::Borrowed(text);
-        }
-        redact(text, &values)
-    }
-
-    /// Redacts every string (and key) in a JSON value, in place.
-    fn redact_value(&self, value: &mut Value) {
-        let values = self.values();
-        if values.is_empty() {
-            return;
-        }
-        crate::secrets::store::redact_json(value, &values);
     }
 }
 
@@ -481,12 +441,14 @@ impl Drop for AbandonedCall {
 
 impl McpServer {
     pub fn new(config: ToolServer, secrets: Arc<SecretStore>) -> McpServer {
-        let permits = Semaphore::new(config.max_concurrent_calls);
+        // After a missed deadline the call asks the server whether it is alive (`ping`).
+        let gate = CallGate::new(config.max_concurrent_calls, config.call_timeout_ms)
+            .with_grace(PING_TIMEOUT + Duration::from_millis(500));
         McpServer {
             config,
             secrets,
             connection: Mutex::new(None),
-            permits,
+            gate,
             backoff: std::sync::Mutex::new(Backoff::default()),
             generations: std::sync::atomic::AtomicU64::new(0),
             legacy_only: AtomicBool::new(false),
@@ -683,9 +645,7 @@ impl McpServer {
         events: &ServerEvents,
     ) -> Result<(StdioTransport, tokio::process::Child), ToolError> {
         let secrets = &events.secrets;
-        let mut used = Vec::new();
-        let env = self.resolve("env", env, &mut used)?;
-        secrets.set(used);
+        let env = self.settings().table("env", env, secrets)?;
         let mut cmd = tokio::process::Command::new(command);
         cmd.args(args)
             .env_clear()
@@ -739,7 +699,7 @@ impl McpServer {
                     let mut lines = BufReader::new(stderr).lines();
                     while let Ok(Some(line)) = lines.next_line().await {
                         // A server may print the token it was given; the log must not.
-                        let line = secrets.redact(&line);
+                        let line = secrets.redact_text(line);
                         info!(target: "airlock::mcp_server::stderr", "{line}");
                     }
                 }
@@ -754,12 +714,10 @@ impl McpServer {
         &self,
         url: &str,
         headers: &[(String, SettingValue)],
-        secrets: &SecretsInUse,
+        secrets: &SecretsUsed,
     ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
         let mut custom = HashMap::new();
-        let mut used = Vec::new();
-        let resolved = self.resolve("headers", headers, &mut used)?;
-        secrets.set(used);
+        let resolved = self.settings().table("headers", headers, secrets)?;
         for (key, value) in resolved {
             let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|e| self.unavailable(format!("header `{key}` is not valid: {e}")))?;
@@ -841,7 +799,6 @@ impl McpServer {
                     None => None,
                 };
                 ServerTool {
-                    schema: Arc::new(ArgumentSchema::compile(&input_schema)),
                     descriptor: ToolDescriptor {
                         name: id,
                         description: tool.description.as_deref().unwrap_or_default().to_owned(),
@@ -860,42 +817,16 @@ impl McpServer {
         })
     }
 
-    /// The values of `env` or `headers`, secrets read from the store now (so a secret set or
-    /// rotated while the daemon runs is used at the next start). A missing secret fails this
-    /// server only, and the error names the secret and the key, never a value.
-    /// Every secret value used is added to `used`, so what the server says can be redacted.
-    fn resolve(
-        &self,
-        table: &str,
-        settings: &[(String, SettingValue)],
-        used: &mut Vec<SecretValue>,
-    ) -> Result<Vec<(String, String)>, ToolError> {
-        settings
-            .iter()
-            .map(|(key, value)| match value {
-                SettingValue::Literal(text) => Ok((key.clone(), text.clone())),
-                SettingValue::Secret(name) => match self.secrets.get(name) {
-                    Ok(secret) => {
-                        let value = secret.expose().to_owned();
-                        used.push(secret);
-                        Ok((key.clone(), value))
-                    }
-                    Err(e) => Err(self
-                        .unavailable(format!("{table}.{key} needs a secret: {e}"))
-                        .with_hint(format!(
-                            "the operator provides it with `airlock secret set {name}` (value on stdin) or as the systemd credential `{name}`"
-                        ))),
-                },
-            })
-            .collect()
+    fn settings(&self) -> Settings<'_> {
+        Settings {
+            kind: "tool server",
+            name: &self.config.name,
+            store: &self.secrets,
+        }
     }
 
     fn unavailable(&self, why: String) -> ToolError {
-        ToolError::new(
-            "server_unavailable",
-            format!("tool server `{}` is unavailable: {why}", self.config.name),
-        )
-        .with_hint("this is a problem of the daemon's configuration or the server, not of the program; the operator should check the airlockd log")
+        self.settings().unavailable(why)
     }
 
     /// Stops the server, if it runs.
@@ -906,43 +837,13 @@ impl McpServer {
         }
     }
 
-    /// One call, with the connection's secret values redacted from whatever the server
-    /// answered (result, error message) before it goes towards the program.
+    /// One call on the running server (started if needed).
     async fn call_tool(
         &self,
         tool: &str,
         args: Value,
         ctx: &CallContext,
     ) -> Result<Value, ToolError> {
-        let mut secrets = None;
-        let result = self.call_tool_inner(tool, args, ctx, &mut secrets).await;
-        let Some(secrets) = secrets else {
-            return result;
-        };
-        match result {
-            Ok(mut value) => {
-                secrets.redact_value(&mut value);
-                Ok(value)
-            }
-            Err(mut e) => {
-                e.message = secrets.redact(&e.message).into_owned();
-                Err(e)
-            }
-        }
-    }
-
-    async fn call_tool_inner(
-        &self,
-        tool: &str,
-        args: Value,
-        ctx: &CallContext,
-        secrets_used: &mut Option<SecretsInUse>,
-    ) -> Result<Value, ToolError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| self.unavailable("the daemon is shutting down".into()))?;
         let Live {
             generation,
             oversized,
@@ -953,26 +854,28 @@ impl McpServer {
             catalogue,
             progress: routes,
         } = self.connected().await?;
-        *secrets_used = Some(secrets.clone());
+        // Whatever this server says may echo what it was started with.
+        ctx.secrets.add_from(&secrets);
         let oversized_before = oversized.load(Ordering::Relaxed);
         let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
-                "unknown_tool",
+                ToolErrorCode::UnknownTool,
                 format!("server `{}` has no tool named `{tool}`", self.config.name),
             ));
         };
-        // Nothing reaches the server for a call that cannot be valid.
-        found
-            .schema
-            .check(&format!("{}.{tool}", self.config.name), &args)?;
         let Value::Object(arguments) = args else {
             return Err(ToolError::new(
-                "invalid_arguments",
+                ToolErrorCode::InvalidArguments,
                 "arguments must be an object",
             ));
         };
         let params = CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
-        let timeout = Duration::from_millis(self.config.call_timeout_ms);
+        // The pipeline's deadline (a direct call without one gets the server's own timeout).
+        let deadline = ctx.deadline.unwrap_or(CallDeadline {
+            at: tokio::time::Instant::now() + self.gate.timeout(),
+            after: self.gate.timeout(),
+        });
+        let timeout = deadline.remaining();
         // rmcp sends `notifications/cancelled` itself when this timeout passes.
         let handle = peer
             .send_request_with_option(
@@ -997,7 +900,7 @@ impl McpServer {
                 answer = &mut response => break answer,
                 Some(update) = progress.recv() => {
                     last_progress = Some((update.progress, update.total));
-                    forward(&ctx.progress, update, &secrets).await;
+                    forward(&ctx.progress, update).await;
                 }
                 () = &mut notified => {
                     // A message was too big to read. With no other call waiting it can only
@@ -1015,7 +918,7 @@ impl McpServer {
         let mut last = last_progress;
         while let Ok(update) = progress.try_recv() {
             last = Some((update.progress, update.total));
-            forward(&ctx.progress, update, &secrets).await;
+            forward(&ctx.progress, update).await;
         }
         // rmcp hands notifications to the handler on their own tasks, so the last updates can
         // land just after the answer. When the last one seen was short of its total, give
@@ -1029,7 +932,7 @@ impl McpServer {
                 tokio::select! {
                     Some(update) = progress.recv() => {
                         let finished = update.total.is_some_and(|t| update.progress >= t);
-                        forward(&ctx.progress, update, &secrets).await;
+                        forward(&ctx.progress, update).await;
                         if finished {
                             break;
                         }
@@ -1042,7 +945,7 @@ impl McpServer {
             Ok(ServerResult::CallToolResult(result)) => result,
             Ok(ServerResult::InputRequiredResult(_)) => {
                 return Err(ToolError::new(
-                    "upstream_error",
+                    ToolErrorCode::UpstreamError,
                     format!(
                         "{}.{tool} asked for input from a user, which a sandboxed program cannot give",
                         self.config.name
@@ -1051,7 +954,7 @@ impl McpServer {
             }
             Ok(ServerResult::CreateTaskResult(_)) => {
                 return Err(ToolError::new(
-                    "upstream_error",
+                    ToolErrorCode::UpstreamError,
                     format!(
                         "{}.{tool} answered with a long-running task, which Airlock does not follow yet",
                         self.config.name
@@ -1068,14 +971,7 @@ impl McpServer {
             }
             Err(ServiceError::Timeout { .. }) => {
                 self.discard_if_unresponsive(&peer, generation).await;
-                return Err(ToolError::new(
-                    "timeout",
-                    format!(
-                        "{}.{tool} did not answer within {} ms",
-                        self.config.name, self.config.call_timeout_ms
-                    ),
-                )
-                .with_hint("the server's call_timeout_ms is set in the policy"));
+                return Err(deadline.error(&format!("{}.{tool}", self.config.name)));
             }
             Err(e) => {
                 if matches!(
@@ -1136,8 +1032,7 @@ impl McpServer {
     }
 
     fn too_large(&self, tool: &str) -> ToolError {
-        ToolError::new(
-            "result_too_large",
+        ToolError::new(ToolErrorCode::ResultTooLarge,
             format!(
                 "{}.{tool}: the server sent a message of over {} MiB, which was dropped unread; the result cannot reach the program",
                 self.config.name,
@@ -1163,7 +1058,7 @@ impl McpServer {
             other => other.to_string(),
         };
         ToolError::new(
-            "upstream_error",
+            ToolErrorCode::UpstreamError,
             format!("calling {}.{tool} failed: {detail}", self.config.name),
         )
     }
@@ -1196,14 +1091,9 @@ fn answered_discover_badly(e: &ClientInitializeError) -> bool {
     )
 }
 
-async fn forward(
-    progress: &ToolProgress,
-    update: ProgressNotificationParam,
-    secrets: &SecretsInUse,
-) {
-    let message = update.message.map(|m| secrets.redact(&m).into_owned());
+async fn forward(progress: &ToolProgress, update: ProgressNotificationParam) {
     progress
-        .report(update.progress, update.total, message)
+        .report(update.progress, update.total, update.message)
         .await;
 }
 
@@ -1218,6 +1108,10 @@ impl ToolSource for McpServer {
 
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
         Box::pin(self.call_tool(tool, args, ctx))
+    }
+
+    fn gate(&self) -> Option<&CallGate> {
+        Some(&self.gate)
     }
 
     fn starts_eagerly(&self) -> bool {
@@ -1261,7 +1155,7 @@ fn to_value(
     if result.is_error == Some(true) {
         let message = texts();
         return Err(ToolError::new(
-            "upstream_error",
+            ToolErrorCode::UpstreamError,
             format!(
                 "{server}.{tool} failed: {}",
                 if message.is_empty() {
@@ -1274,8 +1168,7 @@ fn to_value(
     }
     if let Some(validator) = output {
         let broken = |why: String| {
-            ToolError::new(
-                "upstream_error",
+            ToolError::new(ToolErrorCode::UpstreamError,
                 format!("{server}.{tool} answered with a result that breaks its own outputSchema: {why}"),
             )
             .with_hint("this is a problem of the tool server; the result was withheld because the program's types promise that shape")
@@ -1311,7 +1204,7 @@ fn to_value(
         }
         blocks => serde_json::to_value(blocks).map_err(|e| {
             ToolError::new(
-                "upstream_error",
+                ToolErrorCode::UpstreamError,
                 format!("cannot represent the result of {server}.{tool}: {e}"),
             )
         }),

@@ -21,35 +21,34 @@
 //! `nullable` and boolean `exclusiveMinimum`/`exclusiveMaximum` are rewritten to their JSON
 //! Schema 2020-12 forms. A schema that is too deep, too large, refers to something missing or
 //! remote, or cannot be compiled fails only its own tool (every call gets `invalid_schema`
-//! naming the reason); the rest of the document works. The [`ArgumentSchema`] that checks a
-//! call is compiled on the tool's first call, so a large document loads quickly.
+//! naming the reason); the rest of the document works. The call pipeline compiles a tool's
+//! input schema on its first call, so a large document loads quickly.
 //!
 //! Calls: the URL is `base_url` + the path template with percent-encoded path parameters, plus
 //! query parameters. Credentials (`auth`) are added only when the request's scheme, host and
 //! port equal the base URL's. Redirects are never followed (a 3xx answer becomes a `ToolError`
 //! naming the target host, and nothing is sent there), so credentials cannot follow one to
 //! another host. Answers: JSON when the content type says so, else text, at most
-//! [`MAX_RESPONSE_BYTES`]; a non-2xx status is an `upstream_error` with the status and at most
-//! [`MAX_EXCERPT_BYTES`] of the body. Secret values used for a call are redacted from whatever
-//! comes back.
+//! [`http::MAX_RESPONSE_BYTES`]; a non-2xx status is an `upstream_error` with the status and at
+//! most [`MAX_EXCERPT_BYTES`] of the body. The secret values a call used are redacted from
+//! whatever comes back by the call pipeline.
 
-use crate::secrets::store::{SecretStore, SecretValue, redact};
-use crate::tools::arguments::ArgumentSchema;
+use crate::secrets::store::SecretStore;
 use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::sources::mcp::identifiers;
-use crate::tools::{CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture};
+use crate::tools::sources::settings::Settings;
+use crate::tools::{
+    CallContext, CallGate, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource,
+    ToolsFuture,
+};
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, OpenApiSource as OpenApiConfig, SettingValue};
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
-use tokio::sync::Semaphore;
+use std::sync::Arc;
 
-/// The largest answer body a call accepts.
-pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
 /// How much of a failed answer's body its `ToolError` quotes.
 pub const MAX_EXCERPT_BYTES: usize = 1024;
 /// The largest document the daemon reads (GitHub's is 13 MB).
@@ -109,7 +108,7 @@ pub struct OpenApiSource {
     base: Url,
     client: reqwest::Client,
     secrets: Arc<SecretStore>,
-    permits: Semaphore,
+    gate: CallGate,
     descriptors: Arc<[ToolDescriptor]>,
     operations: HashMap<String, Operation>,
 }
@@ -124,9 +123,8 @@ struct Operation {
     body: Option<BodyKind>,
     /// Why the tool cannot be called (its schema is unusable), if it cannot.
     problem: Option<String>,
-    /// The input schema, compiled on first call.
+    /// The input schema (the call pipeline checks arguments against it).
     input_schema: Value,
-    compiled: OnceLock<ArgumentSchema>,
     /// The success response's JSON schema, when the document gives one (see [`output_schema`]).
     output_schema: Option<Value>,
 }
@@ -286,7 +284,7 @@ impl OpenApiSource {
             source,
         })?;
         Ok(OpenApiSource {
-            permits: Semaphore::new(config.max_concurrent_calls),
+            gate: CallGate::new(config.max_concurrent_calls, config.call_timeout_ms),
             config,
             base,
             client,
@@ -319,11 +317,16 @@ impl OpenApiSource {
         format!("{}.{tool}", self.config.name)
     }
 
-    async fn call_tool(&self, tool: &str, args: Value) -> Result<Value, ToolError> {
+    async fn call_tool(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+    ) -> Result<Value, ToolError> {
         let full = self.full_name(tool);
         let Some(op) = self.operations.get(tool) else {
             return Err(ToolError::new(
-                "unknown_tool",
+                ToolErrorCode::UnknownTool,
                 format!(
                     "openapi source `{}` has no operation named `{tool}`",
                     self.config.name
@@ -332,56 +335,29 @@ impl OpenApiSource {
         };
         if let Some(problem) = &op.problem {
             return Err(ToolError::new(
-                "invalid_schema",
+                ToolErrorCode::InvalidSchema,
                 format!("{full} cannot be called: {problem}"),
             )
             .with_hint("this is a problem of the OpenAPI document; the operator should fix or exclude the operation"));
         }
-        op.compiled
-            .get_or_init(|| ArgumentSchema::compile(&op.input_schema))
-            .check(&full, &args)?;
         let empty = Map::new();
         let args = args.as_object().unwrap_or(&empty);
-
-        let mut used = Vec::new();
-        let credentials = self.credentials(&mut used)?;
-        let result = self.send(&full, op, args, credentials).await;
-        // Whatever the API said back may echo a credential (an error quoting the request).
-        match result {
-            Ok(mut value) => {
-                crate::secrets::store::redact_json(&mut value, &used);
-                Ok(value)
-            }
-            Err(mut e) => {
-                e.message = redact(&e.message, &used).into_owned();
-                Err(e)
-            }
-        }
+        let credentials = self.credentials(ctx)?;
+        self.send(&full, op, args, credentials, ctx).await
     }
 
     /// The auth values, secrets read from the store now (so a rotated secret is used at once).
-    fn credentials(&self, used: &mut Vec<SecretValue>) -> Result<Option<Credentials>, ToolError> {
+    fn credentials(&self, ctx: &CallContext) -> Result<Option<Credentials>, ToolError> {
         let Some(auth) = &self.config.auth else {
             return Ok(None);
         };
-        let mut value = |key: &str, setting: &SettingValue| -> Result<String, ToolError> {
-            match setting {
-                SettingValue::Literal(text) => Ok(text.clone()),
-                SettingValue::Secret(name) => match self.secrets.get(name) {
-                    Ok(secret) => {
-                        let text = secret.expose().to_owned();
-                        used.push(secret);
-                        Ok(text)
-                    }
-                    Err(e) => Err(ToolError::new(
-                        "server_unavailable",
-                        format!("openapi source `{}` is unavailable: auth.{key} needs a secret: {e}", self.config.name),
-                    )
-                    .with_hint(format!(
-                        "the operator provides it with `airlock secret set {name}` (value on stdin) or as the systemd credential `{name}`"
-                    ))),
-                },
-            }
+        let settings = Settings {
+            kind: "openapi source",
+            name: &self.config.name,
+            store: &self.secrets,
+        };
+        let value = |key: &str, setting: &SettingValue| -> Result<String, ToolError> {
+            Ok(settings.value("auth", key, setting, &ctx.secrets)?.value)
         };
         Ok(Some(match auth {
             OpenApiAuth::Bearer { token } => Credentials::Bearer(value("token", token)?),
@@ -404,8 +380,9 @@ impl OpenApiSource {
         op: &Operation,
         args: &Map<String, Value>,
         credentials: Option<Credentials>,
+        ctx: &CallContext,
     ) -> Result<Value, ToolError> {
-        let invalid = |message: String| ToolError::new("invalid_arguments", message);
+        let invalid = |message: String| ToolError::new(ToolErrorCode::InvalidArguments, message);
         let mut path = String::new();
         for piece in template_pieces(&op.path) {
             match piece {
@@ -475,7 +452,7 @@ impl OpenApiSource {
         // checked anyway because a credential sent to the wrong origin cannot be taken back.
         if !same_origin(&url, &self.base) {
             return Err(ToolError::new(
-                "denied",
+                ToolErrorCode::Denied,
                 format!(
                     "{full}: the request would go to {}, not to the configured base URL's origin; nothing was sent",
                     origin(&url)
@@ -503,7 +480,7 @@ impl OpenApiSource {
             Some(Credentials::Header(name, value)) => {
                 let value = HeaderValue::from_str(&value).map_err(|_| {
                     ToolError::new(
-                        "server_unavailable",
+                        ToolErrorCode::ServerUnavailable,
                         format!(
                             "openapi source `{}`: the API key cannot be sent as a header value",
                             self.config.name
@@ -554,24 +531,9 @@ impl OpenApiSource {
             };
         }
 
-        let _permit = self.permits.acquire().await.map_err(|_| {
-            ToolError::new(
-                "server_unavailable",
-                format!("openapi source `{}` is shutting down", self.config.name),
-            )
-        })?;
-        let timeout = Duration::from_millis(self.config.call_timeout_ms);
         let display_url = format!("{} {}{}", op.method, origin(&url), url.path());
-        match tokio::time::timeout(timeout, self.exchange(full, &display_url, request)).await {
-            Ok(result) => result,
-            Err(_) => Err(ToolError::new(
-                "timeout",
-                format!(
-                    "{full}: {display_url} did not answer within {} ms",
-                    self.config.call_timeout_ms
-                ),
-            )),
-        }
+        ctx.before_deadline(full, self.exchange(full, &display_url, request))
+            .await
     }
 
     async fn exchange(
@@ -580,12 +542,11 @@ impl OpenApiSource {
         display_url: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, ToolError> {
-        let upstream = |message: String| ToolError::new("upstream_error", message);
-        // `without_url`: the URL may carry an API key in its query.
+        let upstream = |message: String| ToolError::new(ToolErrorCode::UpstreamError, message);
         let mut response = request.send().await.map_err(|e| {
             upstream(format!(
                 "{full}: {display_url} failed: {}",
-                error_chain(&e.without_url())
+                http::describe(e)
             ))
         })?;
         let status = response.status();
@@ -609,31 +570,19 @@ impl OpenApiSource {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-            && status.is_success()
-        {
-            return Err(too_large(full));
-        }
-        let mut body = Vec::new();
-        loop {
-            let chunk = response.chunk().await.map_err(|e| {
+        let body = http::read_limited(&mut response, http::MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| {
                 upstream(format!(
                     "{full}: reading the answer of {display_url} failed: {}",
-                    error_chain(&e.without_url())
+                    http::describe(e)
                 ))
             })?;
-            let Some(chunk) = chunk else { break };
-            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                if !status.is_success() {
-                    // Enough for the excerpt; the rest of an error page does not matter.
-                    break;
-                }
-                return Err(too_large(full));
-            }
-            body.extend_from_slice(&chunk);
+        // Of an error page, what was read is enough for the excerpt.
+        if body.over_limit && status.is_success() {
+            return Err(too_large(full));
         }
+        let body = body.bytes;
         let text = String::from_utf8_lossy(&body);
         if !status.is_success() {
             return Err(upstream(format!(
@@ -664,8 +613,12 @@ impl ToolSource for OpenApiSource {
         Box::pin(async move { Ok(tools) })
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
-        Box::pin(self.call_tool(tool, args))
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
+        Box::pin(self.call_tool(tool, args, ctx))
+    }
+
+    fn gate(&self) -> Option<&CallGate> {
+        Some(&self.gate)
     }
 }
 
@@ -679,10 +632,10 @@ enum Credentials {
 
 fn too_large(full: &str) -> ToolError {
     ToolError::new(
-        "result_too_large",
+        ToolErrorCode::ResultTooLarge,
         format!(
             "{full}: the answer is larger than {} MiB",
-            MAX_RESPONSE_BYTES >> 20
+            http::MAX_RESPONSE_BYTES >> 20
         ),
     )
 }
@@ -701,18 +654,6 @@ fn same_origin(a: &Url, b: &Url) -> bool {
     a.scheme() == b.scheme()
         && a.host_str() == b.host_str()
         && a.port_or_known_default() == b.port_or_known_default()
-}
-
-/// An error and its causes ("error sending request: connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 /// At most [`MAX_EXCERPT_BYTES`] of `text`, cut at a character boundary, and a note of how
@@ -928,7 +869,6 @@ fn build_operation(
         body: None,
         problem: None,
         input_schema: json!({ "type": "object" }),
-        compiled: OnceLock::new(),
         output_schema: output_schema(document, op),
     };
     match input_schema(document, path, item, op, api_key_header) {
@@ -1463,6 +1403,7 @@ fn query_pairs(param: &Param, value: &Value) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::arguments::ArgumentSchema;
 
     fn config(spec: &Path) -> OpenApiConfig {
         OpenApiConfig {
@@ -1757,7 +1698,7 @@ mod tests {
             .build()
             .unwrap();
         let e = rt
-            .block_on(source.call_tool("post_many", json!({})))
+            .block_on(source.call_tool("post_many", json!({}), &CallContext::new("e", "p", 1)))
             .unwrap_err();
         assert_eq!(e.code, "invalid_schema");
         assert!(

@@ -1,0 +1,154 @@
+//! The errors an execution ends with, as the agent reads them: each one with its kind (an
+//! [`ExecutionErrorKind`]) and a hint that says what to do next.
+
+use crate::agent_api::{ExecutionError, ExecutionErrorKind};
+use crate::workers::pool::WorkerStartError;
+use crate::workers::process::{WorkerExit, signal_name};
+use airlock_proto::{ErrorKind, ExecError};
+
+impl ExecutionError {
+    /// An error of `kind` with no position, stack or hint yet.
+    pub fn new(kind: ExecutionErrorKind, message: impl Into<String>) -> ExecutionError {
+        ExecutionError {
+            kind,
+            name: None,
+            message: message.into(),
+            line: None,
+            column: None,
+            stack: None,
+            excerpt: None,
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> ExecutionError {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+/// The worker's own report of how the program failed, with the hint for its kind.
+pub fn from_worker(e: ExecError) -> ExecutionError {
+    ExecutionError {
+        kind: kind_of(e.kind),
+        hint: hint_for(e.kind),
+        name: e.name,
+        message: e.message,
+        line: e.line,
+        column: e.column,
+        stack: e.stack,
+        excerpt: None,
+    }
+}
+
+fn kind_of(kind: ErrorKind) -> ExecutionErrorKind {
+    match kind {
+        ErrorKind::Syntax => ExecutionErrorKind::Syntax,
+        ErrorKind::Runtime => ExecutionErrorKind::Runtime,
+        ErrorKind::Timeout => ExecutionErrorKind::Timeout,
+        ErrorKind::MemoryLimit => ExecutionErrorKind::MemoryLimit,
+        ErrorKind::StackOverflow => ExecutionErrorKind::StackOverflow,
+        ErrorKind::ResultNotJson => ExecutionErrorKind::ResultNotJson,
+        ErrorKind::OutputLimit => ExecutionErrorKind::OutputLimit,
+        ErrorKind::ToolCallLimit => ExecutionErrorKind::ToolCallLimit,
+        ErrorKind::Deadlock => ExecutionErrorKind::Deadlock,
+        ErrorKind::Cancelled => ExecutionErrorKind::Cancelled,
+        ErrorKind::SandboxViolation => ExecutionErrorKind::SandboxViolation,
+        ErrorKind::Internal => ExecutionErrorKind::Internal,
+    }
+}
+
+fn hint_for(kind: ErrorKind) -> Option<String> {
+    Some(match kind {
+        ErrorKind::Syntax => "fix the syntax at the given line and column; programs are TypeScript (or JavaScript) scripts, not modules: no import/export".into(),
+        ErrorKind::Timeout => timeout_hint(),
+        ErrorKind::MemoryLimit => "process data in smaller pieces or keep fewer values alive; the heap limit is set by the operator (limits.memory)".into(),
+        ErrorKind::StackOverflow => "the program recursed too deeply; use a loop or an explicit stack".into(),
+        ErrorKind::ResultNotJson => "return plain JSON data: convert BigInt with Number() or String(), remove cycles and functions".into(),
+        ErrorKind::OutputLimit => "print less (summaries, counts) and return data as the program's result instead".into(),
+        ErrorKind::ToolCallLimit => "make fewer tool calls per execution (batch, filter upstream), or split the work across executions".into(),
+        ErrorKind::Deadlock => "every awaited promise must eventually settle; there are no timers or events in the sandbox besides tool calls".into(),
+        ErrorKind::SandboxViolation => sandbox_hint(),
+        ErrorKind::Runtime | ErrorKind::Cancelled | ErrorKind::Internal => return None,
+    })
+}
+
+pub fn timeout_hint() -> String {
+    "split the work into smaller programs, await fewer slow tool calls, or pass a larger timeout_ms (up to the policy's limits.max_timeout_ms)".into()
+}
+
+fn sandbox_hint() -> String {
+    "the sandbox allows computation and tool calls only; no files, network, processes or system calls".into()
+}
+
+/// The program did not finish within its deadline (`timeout_ms`).
+pub fn deadline_passed(timeout_ms: u64) -> ExecutionError {
+    ExecutionError::new(
+        ExecutionErrorKind::Timeout,
+        format!("the program did not finish within its {timeout_ms} ms deadline"),
+    )
+    .with_hint(timeout_hint())
+}
+
+/// The client hung up, so the program was stopped.
+pub fn client_gone() -> ExecutionError {
+    ExecutionError::new(
+        ExecutionErrorKind::Cancelled,
+        "the client hung up before the program finished, so it was stopped",
+    )
+    .with_hint("keep the connection open until the response arrives")
+}
+
+/// No worker could be had for the execution.
+pub fn no_worker(e: &WorkerStartError) -> ExecutionError {
+    ExecutionError::new(
+        ExecutionErrorKind::Internal,
+        format!("could not start a sandboxed worker: {e}"),
+    )
+    .with_hint("this is a daemon problem, not a problem with the program; the operator should check the airlockd log and `GET /v1/health`")
+}
+
+/// The worker broke the supervisor protocol and was stopped.
+pub fn protocol(detail: &str) -> ExecutionError {
+    ExecutionError::new(
+        ExecutionErrorKind::Internal,
+        format!("the worker broke the supervisor protocol ({detail}); it was stopped"),
+    )
+    .with_hint("run the program again; if this repeats, the operator should check that airlock-worker matches this airlockd")
+}
+
+/// Explains a worker that ended without `Done`, from its exit status.
+pub fn crashed(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
+    match exit {
+        Some(WorkerExit { signal: Some(libc::SIGSYS), .. }) => ExecutionError::new(
+            ExecutionErrorKind::SandboxViolation,
+            "the program attempted a system call the sandbox forbids; the worker was killed by the seccomp filter (SIGSYS)",
+        )
+        .with_hint(sandbox_hint()),
+        Some(WorkerExit { signal: Some(libc::SIGXCPU), .. }) => ExecutionError::new(
+            ExecutionErrorKind::Timeout,
+            "the worker used up its CPU-time limit (RLIMIT_CPU) and was killed",
+        )
+        .with_hint(timeout_hint()),
+        Some(WorkerExit { signal: Some(libc::SIGKILL), .. }) => ExecutionError::new(
+            ExecutionErrorKind::WorkerCrashed,
+            format!("{context}: the worker was killed by SIGKILL (from outside the daemon, or by the kernel's OOM killer)"),
+        )
+        .with_hint("run the program again; if it keeps happening, it may be using too much memory"),
+        Some(exit) => ExecutionError::new(
+            ExecutionErrorKind::WorkerCrashed,
+            format!("{context}: the worker {} ", exit.describe()).trim_end(),
+        )
+        .with_hint(match exit.signal {
+            Some(s) if s == libc::SIGSEGV || s == libc::SIGABRT => format!(
+                "the worker crashed with {}; very deeply nested or very large programs can do this — simplify the program",
+                signal_name(s)
+            ),
+            _ => "run the program again; if it repeats, report it to the operator with the execution id".into(),
+        }),
+        None => ExecutionError::new(
+            ExecutionErrorKind::WorkerCrashed,
+            format!("{context}: the worker vanished"),
+        ),
+    }
+}

@@ -1,0 +1,213 @@
+//! The response of an execution: status, result, output, error and trace, everything an agent
+//! gets scanned for secrets on the way out.
+
+use super::error;
+use super::run::{ExecutionJob, Run, ms};
+use crate::agent_api::{
+    ExecutionError, ExecutionErrorKind, ExecutionResponse, Redaction, RedactionPlace, Status,
+};
+use crate::secrets::scanner::Finding;
+use crate::tools::call::{JsonLimit, unreadable_json_error};
+use airlock_proto::{ErrorKind, Outcome};
+use serde_json::Value;
+use std::time::Instant;
+use tracing::info;
+
+impl Run {
+    /// The response: what the program returned, printed and called, or why it failed (the
+    /// supervisor's findings win over the worker's own report), everything agent-bound
+    /// scanned for secrets.
+    pub(super) fn finish(mut self, job: &ExecutionJob, total: Instant) -> ExecutionResponse {
+        if let Some(stats) = self.worker_stats {
+            self.stats.compile_us = Some(stats.compile_us);
+            self.stats.engine_run_us = Some(stats.run_us);
+            self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
+        }
+        self.stats.total_ms = ms(total.elapsed());
+
+        let (status, result, error) = if self.client_gone {
+            (Status::Cancelled, Value::Null, Some(error::client_gone()))
+        } else if self.timed_out {
+            // Whatever the worker managed to say, the deadline passed: report the timeout,
+            // with the worker's position if it gave one.
+            let mut timeout = error::deadline_passed(self.timeout_ms);
+            if let Some(Outcome::Error(e)) = &self.outcome {
+                (timeout.line, timeout.column, timeout.stack) = (e.line, e.column, e.stack.clone());
+            }
+            (Status::Timeout, Value::Null, Some(timeout))
+        } else if let Some(failure) = self.failure.take() {
+            (Status::Error, Value::Null, Some(failure))
+        } else {
+            match self.outcome.take() {
+                Some(Outcome::Ok { value_json }) => match serde_json::from_str(&value_json) {
+                    Ok(v) => (Status::Ok, v, None),
+                    // JSON the engine may legitimately produce but serde_json does not
+                    // take: the program's data, not a broken worker.
+                    Err(e) if JsonLimit::of(&e.to_string()).is_some() => {
+                        let tool_error =
+                            unreadable_json_error("the program's result", &e.to_string());
+                        let mut failure = ExecutionError::new(
+                            ExecutionErrorKind::ResultNotJson,
+                            tool_error.message,
+                        );
+                        failure.hint = tool_error.hint;
+                        (Status::Error, Value::Null, Some(failure))
+                    }
+                    Err(e) => (
+                        Status::Error,
+                        Value::Null,
+                        Some(error::protocol(&format!(
+                            "the worker's result is not valid JSON: {e}"
+                        ))),
+                    ),
+                },
+                Some(Outcome::Error(e)) => {
+                    let status = if e.kind == ErrorKind::Timeout {
+                        Status::Timeout
+                    } else {
+                        Status::Error
+                    };
+                    (status, Value::Null, Some(error::from_worker(e)))
+                }
+                None => (
+                    Status::Error,
+                    Value::Null,
+                    Some(error::protocol("the worker ended without a result")),
+                ),
+            }
+        };
+        let mut error = error;
+        if let Some(err) = error.as_mut()
+            && let Some(line) = err.line
+        {
+            err.excerpt = code_excerpt(&job.code, line, err.column);
+        }
+        let mut result = result;
+        self.scan_json(RedactionPlace::Result, &mut result);
+        if let Some(mut err) = error.take() {
+            err.message = self.scan_text(RedactionPlace::Error, err.message);
+            err.stack = err.stack.map(|s| self.scan_text(RedactionPlace::Error, s));
+            err.excerpt = err
+                .excerpt
+                .map(|s| self.scan_text(RedactionPlace::Error, s));
+            error = Some(err);
+        }
+        let mut tool_calls = std::mem::take(&mut self.tool_calls);
+        {
+            // The arguments as the trace shows them: the program's own data, but agent-bound.
+            for call in &mut tool_calls {
+                let findings = self.scanner.scan_json(&mut call.args);
+                note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
+            }
+        }
+        let mut warnings = Vec::new();
+        let from_tools = tool_calls
+            .iter()
+            .flat_map(|c| &c.redactions)
+            .filter(|r| r.place != RedactionPlace::Arguments)
+            .count();
+        if from_tools > 0 {
+            warnings.push(format!(
+                "{from_tools} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
+            ));
+        }
+        let mut rules: Vec<&str> = self
+            .redactions
+            .iter()
+            .chain(
+                tool_calls
+                    .iter()
+                    .flat_map(|c| &c.redactions)
+                    .filter(|r| r.place == RedactionPlace::Arguments),
+            )
+            .map(|r| r.rule.as_str())
+            .collect();
+        rules.sort_unstable();
+        rules.dedup();
+        if !rules.is_empty() {
+            warnings.push(format!(
+                "secrets were redacted from the program's output ({}; see redactions)",
+                rules.join(", ")
+            ));
+        }
+        if self.output_truncated {
+            self.stderr.push_str(&format!(
+                "[airlock: console output over the {}-byte limit was dropped]\n",
+                self.max_output
+            ));
+        }
+        ExecutionResponse {
+            id: job.id.clone(),
+            status,
+            result,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            error,
+            tool_calls,
+            stats: self.stats,
+            peer: job.peer,
+            principal: job.principal.name.clone(),
+            redactions: self.redactions,
+            warnings,
+        }
+    }
+}
+
+/// Keeps what the scanner replaced in agent-bound output, and logs the rule and the place (the
+/// value is what must not travel).
+pub(super) fn note_findings(out: &mut Vec<Redaction>, place: RedactionPlace, findings: &[Finding]) {
+    for finding in findings {
+        info!(rule = %finding.rule, place = place.as_str(), pointer = ?finding.location.pointer, "secret redacted from agent-bound output");
+        out.push(finding.redaction(place));
+    }
+}
+
+/// Up to two lines either side of `line` (1-based), numbered, the line itself marked with `>`
+/// and, when the column is known, a `^` under it.
+fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
+    let target = usize::try_from(line).ok()?.checked_sub(1)?;
+    let first = target.saturating_sub(2);
+    // Only the window is collected: programs may be megabytes long.
+    let window: Vec<&str> = code.lines().skip(first).take(target + 3 - first).collect();
+    if window.len() <= target - first {
+        return None;
+    }
+    let last = first + window.len() - 1;
+    let width = (last + 1).to_string().len();
+    let mut out = String::new();
+    for (i, text) in (first..).zip(window) {
+        // Very long lines (minified code, data) are cut so the excerpt stays readable.
+        let shown: String = text.chars().take(200).collect();
+        let marker = if i == target { '>' } else { ' ' };
+        out.push_str(&format!("{marker} {:>width$} | {shown}\n", i + 1));
+        if i == target
+            && let Some(col) = column.filter(|c| (1..=200).contains(c))
+        {
+            out.push_str(&format!(
+                "  {:>width$} | {}^\n",
+                "",
+                " ".repeat(col as usize - 1)
+            ));
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::code_excerpt;
+
+    #[test]
+    fn excerpts_mark_the_line_and_column() {
+        let code =
+            "const a = 1;\nconst b = 2;\nnull.x;\nconst c = 3;\nconst d = 4;\nconst e = 5;\n";
+        let ex = code_excerpt(code, 3, Some(5)).unwrap();
+        assert_eq!(
+            ex,
+            "  1 | const a = 1;\n  2 | const b = 2;\n> 3 | null.x;\n    |     ^\n  4 | const c = 3;\n  5 | const d = 4;\n"
+        );
+        assert_eq!(code_excerpt("x", 1, None).unwrap(), "> 1 | x\n");
+        assert!(code_excerpt("x", 2, None).is_none());
+        assert!(code_excerpt("x", 0, None).is_none());
+    }
+}

@@ -1,0 +1,464 @@
+//! The call pipeline: every tool call a program makes goes through these stages, in this
+//! order, and through nothing else.
+//!
+//! At arrival, in call order (so the execution's budget and the principal's rate are spent
+//! the same way whenever the program runs), [`admit`]:
+//! 1. **budget**: at most `max_tool_calls` per execution;
+//! 2. **policy**: the principal's `allow`/`deny`;
+//! 3. **readable arguments**: JSON the daemon can take (depth, surrogates), and an object;
+//! 4. **rate**: the principal's `tool_calls_per_minute`, spent only by a call that would be
+//!    made.
+//!
+//! Then concurrently with the execution's other calls, [`Admitted::complete`]:
+//! 5. **resolve**: namespace and tool (may start a lazily started server);
+//! 6. **arguments**: the tool's input schema, so nothing reaches a service for a call that
+//!    cannot be valid;
+//! 7. **gate**: a permit of the source's `max_concurrent_calls`, and its `call_timeout_ms`
+//!    as the call's deadline;
+//! 8. **the source**: the adapter speaks its protocol;
+//! 9. **redact and scan**: the secret values the call used are redacted, then the secret
+//!    scanner runs over the answer (redact, or fail for `[secret_scanning] fail` sources);
+//! 10. **size**: the answer must fit in one frame to the worker.
+//!
+//! The execution records what comes out (the trace, the audit log). Later stages of the
+//! roadmap (the journal, coercion, approvals, client-owned tools) are stages or sources here.
+
+use crate::agent_api::{Redaction, RedactionPlace};
+use crate::rate_limiter::RateBucket;
+use crate::secrets::scanner::SecretScanner;
+use crate::tools::{
+    CallContext, CallDeadline, SecretsUsed, ToolError, ToolErrorCode, ToolProgress, ToolRegistry,
+    ToolSource,
+};
+use airlock_policy::{Principal, SecretAction, SecretScanning};
+use airlock_proto::MAX_FRAME_LEN;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, mpsc};
+use tracing::warn;
+
+/// How long past its deadline the pipeline waits, by default, for a source that did not
+/// answer by then itself (see [`CallGate::with_grace`]).
+pub const DEADLINE_GRACE: Duration = Duration::from_millis(250);
+
+/// A source's concurrency limit and call timeout, from its policy entry.
+#[derive(Debug)]
+pub struct CallGate {
+    permits: Semaphore,
+    timeout: Duration,
+    grace: Duration,
+}
+
+impl CallGate {
+    pub fn new(max_concurrent_calls: usize, call_timeout_ms: u64) -> CallGate {
+        CallGate {
+            permits: Semaphore::new(max_concurrent_calls),
+            timeout: Duration::from_millis(call_timeout_ms),
+            grace: DEADLINE_GRACE,
+        }
+    }
+
+    /// How long past the deadline the source may take to end a call properly (an MCP source
+    /// asks a server that missed a deadline whether it is still alive, so the next call does
+    /// not meet a dead connection). The pipeline stops waiting after that regardless.
+    pub fn with_grace(mut self, grace: Duration) -> CallGate {
+        self.grace = grace;
+        self
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Refuses further calls (the daemon stops the source).
+    pub fn close(&self) {
+        self.permits.close();
+    }
+}
+
+/// What the calls of one execution share.
+#[derive(Debug)]
+pub struct CallScope {
+    pub execution_id: String,
+    pub principal: Arc<Principal>,
+    pub registry: ToolRegistry,
+    pub max_tool_calls: u32,
+    /// The principal's `tool_calls_per_minute` bucket, shared by all its executions.
+    pub rate: Option<Arc<RateBucket>>,
+    pub scanner: SecretScanner,
+    pub secret_scanning: SecretScanning,
+    /// The agent's event stream, for tool progress (when it asked for a stream).
+    pub events: Option<mpsc::Sender<crate::agent_api::ExecutionEvent>>,
+}
+
+/// One call as the worker sent it.
+#[derive(Debug, Clone)]
+pub struct CallRequest {
+    pub id: u32,
+    /// `namespace.name` exactly as the program wrote it.
+    pub tool: String,
+    pub args_json: String,
+}
+
+/// A call that passed (or failed) the stages at arrival.
+#[derive(Debug)]
+pub struct Admitted {
+    scope: Arc<CallScope>,
+    id: u32,
+    tool: String,
+    /// The arguments as the trace shows them (`null` when they were not readable).
+    args: Value,
+    /// The first stage that refused the call, if one did.
+    refused: Option<ToolError>,
+}
+
+/// What the pipeline hands back for one call.
+#[derive(Debug)]
+pub struct CallAnswer {
+    pub id: u32,
+    /// The result as JSON text for the worker, or why the call failed.
+    pub result: Result<String, ToolError>,
+    /// What was redacted from the answer (and from its progress) before anyone saw it.
+    pub redactions: Vec<Redaction>,
+}
+
+/// Stages 1-4, at arrival. `made` counts this execution's calls, this one included.
+pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admitted {
+    let CallRequest {
+        id,
+        tool,
+        args_json,
+    } = request;
+    let parsed = serde_json::from_str::<Value>(&args_json);
+    let unreadable = parsed.as_ref().err().map(|e| e.to_string());
+    let args = parsed.unwrap_or(Value::Null);
+    let refused = if made > scope.max_tool_calls as usize {
+        Some(
+            ToolError::new(
+                ToolErrorCode::ToolCallLimit,
+                format!(
+                    "this execution reached its limit of {} tool calls",
+                    scope.max_tool_calls
+                ),
+            )
+            .with_hint(
+                "batch the work into fewer calls, or ask the operator to raise limits.max_tool_calls",
+            ),
+        )
+    } else if !scope.principal.allows_tool(&tool) {
+        Some(
+            ToolError::new(
+                ToolErrorCode::Denied,
+                format!(
+                    "principal `{}` is not allowed to call `{tool}`",
+                    scope.principal.name
+                ),
+            )
+            .with_hint("the operator grants tools with `allow` in the principal's policy entry"),
+        )
+    } else if let Some(reason) = unreadable {
+        Some(unreadable_json_error(
+            &format!("arguments of `{tool}`"),
+            &reason,
+        ))
+    } else if !args.is_object() {
+        Some(
+            ToolError::new(
+                ToolErrorCode::InvalidArguments,
+                format!(
+                    "arguments of `{tool}` must be an object, got {}",
+                    json_type(&args)
+                ),
+            )
+            .with_hint(format!("call it as tools.{tool}({{ ... }})")),
+        )
+    } else if let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take()) {
+        Some(
+            ToolError::new(
+                ToolErrorCode::RateLimited,
+                format!(
+                    "principal `{}` may make {} tool calls per minute and has used them",
+                    scope.principal.name, limited.per_minute
+                ),
+            )
+            .with_hint(format!(
+                "wait {:.1} s before the next call, or make fewer calls; the operator sets principal.tool_calls_per_minute",
+                limited.retry_after.as_secs_f64()
+            )),
+        )
+    } else {
+        None
+    };
+    Admitted {
+        scope: scope.clone(),
+        id,
+        tool,
+        args,
+        refused,
+    }
+}
+
+impl Admitted {
+    /// The arguments as the trace shows them.
+    pub fn args(&self) -> &Value {
+        &self.args
+    }
+
+    /// Stages 5-10.
+    pub async fn complete(self) -> CallAnswer {
+        let Admitted {
+            scope,
+            id,
+            tool,
+            args,
+            refused,
+        } = self;
+        let secrets = SecretsUsed::default();
+        let ctx = CallContext {
+            execution_id: scope.execution_id.clone(),
+            principal: scope.principal.name.clone(),
+            call_id: id,
+            progress: ToolProgress::new(
+                scope.events.clone(),
+                id,
+                tool.clone(),
+                Some(scope.scanner.clone()),
+                secrets.clone(),
+            ),
+            deadline: None,
+            secrets,
+        };
+        let result = match refused {
+            Some(error) => Err(error),
+            None => call_source(&scope.registry, &tool, args, ctx.clone()).await,
+        };
+        // 9. The values the call used, then anything else secret-shaped.
+        let result = match result {
+            Ok(mut value) => {
+                ctx.secrets.redact_value(&mut value);
+                Ok(value)
+            }
+            Err(mut error) => {
+                error.message = ctx.secrets.redact_text(error.message);
+                error.hint = error.hint.map(|hint| ctx.secrets.redact_text(hint));
+                Err(error)
+            }
+        };
+        let namespace = tool.split('.').next().unwrap_or_default();
+        let on_secret = scope.secret_scanning.action(namespace);
+        let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
+        redactions.extend(ctx.progress.take_redactions());
+        // 10.
+        CallAnswer {
+            id,
+            result: result.and_then(encode_result),
+            redactions,
+        }
+    }
+}
+
+/// Stages 5-8: resolve, arguments, gate, the source.
+async fn call_source(
+    registry: &ToolRegistry,
+    tool: &str,
+    args: Value,
+    mut ctx: CallContext,
+) -> Result<Value, ToolError> {
+    let resolved = registry.resolve(tool).await?;
+    resolved.schema.check(tool, &args)?;
+    let source: &dyn ToolSource = resolved.source.as_ref();
+    let Some(gate) = source.gate() else {
+        return source.call(&resolved.name, args, &ctx).await;
+    };
+    let _permit = gate.permits.acquire().await.map_err(|_| {
+        ToolError::new(
+            ToolErrorCode::ServerUnavailable,
+            format!("tool source `{}` is shutting down", source.namespace()),
+        )
+        .with_hint("the daemon is reloading or stopping; run the program again")
+    })?;
+    let deadline = CallDeadline {
+        at: tokio::time::Instant::now() + gate.timeout,
+        after: gate.timeout,
+    };
+    ctx.deadline = Some(deadline);
+    match tokio::time::timeout_at(
+        deadline.at + gate.grace,
+        source.call(&resolved.name, args, &ctx),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(deadline.error(tool)),
+    }
+}
+
+/// Scans a tool's answer: a result is redacted in place (or, for a source the policy lists under
+/// `[secret_scanning] fail`, turned into an error naming the rules), and an error's message and
+/// hint are redacted too, since they reach the program as well.
+fn scan_tool_result(
+    scanner: &SecretScanner,
+    tool: &str,
+    on_secret: SecretAction,
+    result: Result<Value, ToolError>,
+) -> (Result<Value, ToolError>, Vec<Redaction>) {
+    match result {
+        Ok(mut value) => {
+            let findings = scanner.scan_json(&mut value);
+            if findings.is_empty() {
+                return (Ok(value), Vec::new());
+            }
+            let redactions: Vec<Redaction> = findings
+                .iter()
+                .map(|f| f.redaction(RedactionPlace::Result))
+                .collect();
+            for finding in &findings {
+                let audit = finding.audit_record();
+                warn!(tool, rule = %finding.rule, pointer = ?finding.location.pointer, secret = ?audit.secret, "a tool result carried a secret; it was redacted before the program saw it");
+            }
+            match on_secret {
+                SecretAction::Redact => (Ok(value), redactions),
+                SecretAction::Fail => {
+                    let mut rules: Vec<&str> = findings.iter().map(|f| f.rule.as_str()).collect();
+                    rules.sort_unstable();
+                    rules.dedup();
+                    let error = ToolError::new(ToolErrorCode::SecretInResult,
+                        format!(
+                            "the result of `{tool}` carried {} secret(s) ({}), and the operator has set this source to fail such calls",
+                            findings.len(),
+                            rules.join(", ")
+                        ),
+                    )
+                    .with_hint("ask for less (a narrower query or fewer fields), or ask the operator why this source returns credentials");
+                    (Err(error), redactions)
+                }
+            }
+        }
+        Err(mut error) => {
+            let (message, m) = scanner.scan_text(&error.message);
+            let message = message.into_owned();
+            let (hint, h) = match &error.hint {
+                Some(hint) => {
+                    let (clean, found) = scanner.scan_text(hint);
+                    (Some(clean.into_owned()), found)
+                }
+                None => (None, Vec::new()),
+            };
+            let redactions = m
+                .iter()
+                .chain(&h)
+                .map(|f| f.redaction(RedactionPlace::Error))
+                .collect();
+            error.message = message;
+            error.hint = hint;
+            (Err(error), redactions)
+        }
+    }
+}
+
+/// Serialises a tool's result for the worker, refusing what cannot fit in one frame.
+fn encode_result(value: Value) -> Result<String, ToolError> {
+    let text = serde_json::to_string(&value).map_err(|e| {
+        ToolError::new(
+            ToolErrorCode::Internal,
+            format!("cannot serialise the tool result: {e}"),
+        )
+    })?;
+    // Leave room for the envelope of the ToolResult frame.
+    let max = MAX_FRAME_LEN as usize - 1024;
+    if text.len() > max {
+        return Err(ToolError::new(
+            ToolErrorCode::ResultTooLarge,
+            format!(
+                "the tool returned {} bytes, over the {} byte limit for one result",
+                text.len(),
+                max
+            ),
+        )
+        .with_hint("ask the tool for less data (filters, pagination)"));
+    }
+    Ok(text)
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// JSON text from the engine that serde_json refuses although the engine wrote it correctly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonLimit {
+    /// Nested deeper than serde_json's 128 levels (the limit keeps the daemon's own stack
+    /// safe from a hostile worker, so it stays).
+    Depth,
+    /// A lone UTF-16 surrogate (`\ud800`): valid in JavaScript strings and JSON text, but it
+    /// has no UTF-8 form.
+    LoneSurrogate,
+}
+
+impl JsonLimit {
+    /// Classifies a serde_json error message (serde_json has no public error code for these).
+    pub fn of(message: &str) -> Option<JsonLimit> {
+        if message.starts_with("recursion limit exceeded") {
+            Some(JsonLimit::Depth)
+        } else if message.contains("surrogate")
+            || message.starts_with("unexpected end of hex escape")
+        {
+            Some(JsonLimit::LoneSurrogate)
+        } else {
+            None
+        }
+    }
+}
+
+/// The error for `what` (arguments or result) whose JSON text serde_json refused with `reason`.
+pub fn unreadable_json_error(what: &str, reason: &str) -> ToolError {
+    match JsonLimit::of(reason) {
+        Some(JsonLimit::Depth) => ToolError::new(
+            ToolErrorCode::InvalidArguments,
+            format!("{what}: JSON nested more than 128 levels deep"),
+        )
+        .with_hint("flatten the data (an array of records instead of a chain of nested objects)"),
+        Some(JsonLimit::LoneSurrogate) => ToolError::new(
+            ToolErrorCode::InvalidArguments,
+            format!(
+                "{what}: a string with a lone UTF-16 surrogate, which has no UTF-8 form ({reason})"
+            ),
+        )
+        .with_hint("repair such strings with s.toWellFormed() (lone surrogates become U+FFFD)"),
+        None => ToolError::new(
+            ToolErrorCode::InvalidArguments,
+            format!("{what}: not valid JSON ({reason})"),
+        )
+        .with_hint("pass plain data: objects, arrays, strings, numbers, booleans and null"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{JsonLimit, Value};
+
+    #[test]
+    fn serde_json_refusals_of_engine_json_are_recognised() {
+        // Pins serde_json's messages: if they change, JsonLimit::of must follow.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for (text, expected) in [
+            (deep.as_str(), Some(JsonLimit::Depth)),
+            (r#""\ud800""#, Some(JsonLimit::LoneSurrogate)),
+            (r#""\udc00""#, Some(JsonLimit::LoneSurrogate)),
+            (r#"{"s":"a\ud800b"}"#, Some(JsonLimit::LoneSurrogate)),
+            ("{\"a\":", None),
+            ("nonsense", None),
+        ] {
+            let e = serde_json::from_str::<Value>(text).unwrap_err();
+            assert_eq!(JsonLimit::of(&e.to_string()), expected, "{text}: {e}");
+        }
+    }
+}

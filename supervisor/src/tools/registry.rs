@@ -1,0 +1,224 @@
+//! All tool sources of a daemon by namespace, and name resolution: `namespace.tool` to a
+//! source, with did-you-mean when nothing matches.
+
+use crate::tools::arguments::ArgumentSchema;
+use crate::tools::naming::{closest, quote_list};
+use crate::tools::{ToolDescriptor, ToolError, ToolErrorCode, ToolSource};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// All tool sources of a daemon, by namespace.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    sources: BTreeMap<String, Arc<dyn ToolSource>>,
+    /// Compiled input schemas, per namespace for the tool list they were compiled from
+    /// (shared by the registry's clones; a changed list starts afresh).
+    schemas: Arc<Mutex<BTreeMap<String, CompiledList>>>,
+}
+
+/// The compiled schemas of one tool list, compiled on first use of each tool.
+#[derive(Debug)]
+struct CompiledList {
+    tools: Arc<[ToolDescriptor]>,
+    schemas: Vec<Option<Arc<ArgumentSchema>>>,
+}
+
+/// A tool found by [`ToolRegistry::resolve`]: its source, its name there and its compiled
+/// input schema.
+pub struct ResolvedTool {
+    pub source: Arc<dyn ToolSource>,
+    pub name: String,
+    pub schema: Arc<ArgumentSchema>,
+}
+
+impl std::fmt::Debug for ResolvedTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolvedTool")
+            .field("namespace", &self.source.namespace())
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("namespaces", &self.sources.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a source; a later source with the same namespace replaces the earlier one.
+    pub fn register(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.insert(source.namespace().to_owned(), source);
+    }
+
+    pub fn sources(&self) -> impl Iterator<Item = &Arc<dyn ToolSource>> {
+        self.sources.values()
+    }
+
+    pub fn namespaces(&self) -> impl Iterator<Item = &str> {
+        self.sources.keys().map(String::as_str)
+    }
+
+    /// Resolves `namespace.tool` to its source, the tool's name there and its compiled input
+    /// schema, or a `ToolError` that suggests near names.
+    pub async fn resolve(&self, full_name: &str) -> Result<ResolvedTool, ToolError> {
+        let Some((namespace, tool)) = full_name.split_once('.') else {
+            return Err(ToolError::new(
+                ToolErrorCode::UnknownTool,
+                format!("`{full_name}` is not a tool name"),
+            )
+            .with_hint("call tools as tools.<server>.<tool>(args)"));
+        };
+        let Some(source) = self.sources.get(namespace) else {
+            let known: Vec<&str> = self.namespaces().collect();
+            let mut err = ToolError::new(
+                ToolErrorCode::UnknownTool,
+                format!(
+                    "there is no tool server named `{namespace}` (called as tools.{full_name})"
+                ),
+            );
+            err.hint = Some(
+                match closest(namespace, known.iter().copied(), 3).as_slice() {
+                    [] if known.is_empty() => {
+                        "no tool servers are configured on this daemon".to_owned()
+                    }
+                    [] => format!("available servers: {}", known.join(", ")),
+                    near => format!("did you mean {}?", quote_list(near, "tools.", "")),
+                },
+            );
+            return Err(err);
+        };
+        let tools = source.tools().await?;
+        let Some(index) = tools.iter().position(|t| t.name == tool) else {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let near = closest(tool, names.iter().copied(), 3);
+            let mut err = ToolError::new(
+                ToolErrorCode::UnknownTool,
+                format!("server `{namespace}` has no tool named `{tool}`"),
+            );
+            err.hint = Some(if near.is_empty() {
+                format!("tools on `{namespace}`: {}", names.join(", "))
+            } else {
+                format!(
+                    "did you mean {}?",
+                    quote_list(&near, &format!("tools.{namespace}."), "")
+                )
+            });
+            return Err(err);
+        };
+        Ok(ResolvedTool {
+            source: source.clone(),
+            name: tool.to_owned(),
+            schema: self.schema(namespace, &tools, index),
+        })
+    }
+
+    /// The compiled input schema of `tools[index]`, compiled once per tool list.
+    fn schema(
+        &self,
+        namespace: &str,
+        tools: &Arc<[ToolDescriptor]>,
+        index: usize,
+    ) -> Arc<ArgumentSchema> {
+        let mut lists = self.schemas.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = lists
+            .entry(namespace.to_owned())
+            .or_insert_with(|| CompiledList::new(tools.clone()));
+        if !Arc::ptr_eq(&list.tools, tools) {
+            *list = CompiledList::new(tools.clone());
+        }
+        let slot = &mut list.schemas[index];
+        slot.get_or_insert_with(|| Arc::new(ArgumentSchema::compile(&tools[index].input_schema)))
+            .clone()
+    }
+}
+
+impl CompiledList {
+    fn new(tools: Arc<[ToolDescriptor]>) -> CompiledList {
+        CompiledList {
+            schemas: vec![None; tools.len()],
+            tools,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::{CallContext, ToolFuture, ToolsFuture};
+    use serde_json::Value;
+
+    struct Fixed;
+    impl ToolSource for Fixed {
+        fn namespace(&self) -> &str {
+            "github"
+        }
+        fn tools(&self) -> ToolsFuture<'_> {
+            Box::pin(async {
+                Ok(["search_issues", "create_issue", "get_repo"]
+                    .iter()
+                    .map(|n| ToolDescriptor {
+                        name: (*n).into(),
+                        description: String::new(),
+                        input_schema: serde_json::json!({"type": "object"}),
+                        output_schema: None,
+                    })
+                    .collect::<Vec<_>>()
+                    .into())
+            })
+        }
+        fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
+            Box::pin(async move { Ok(args) })
+        }
+    }
+
+    fn registry() -> ToolRegistry {
+        let mut r = ToolRegistry::new();
+        r.register(Arc::new(Fixed));
+        r
+    }
+
+    fn resolve(r: &ToolRegistry, name: &str) -> Result<(Arc<dyn ToolSource>, String), ToolError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(r.resolve(name))
+            .map(|t| (t.source, t.name))
+    }
+
+    #[test]
+    fn resolves_known_tools() {
+        let r = registry();
+        let (_, tool) = resolve(&r, "github.get_repo").unwrap();
+        assert_eq!(tool, "get_repo");
+    }
+
+    #[test]
+    fn unknown_tool_suggests_the_nearest_names() {
+        let err = resolve(&registry(), "github.search_issue").err().unwrap();
+        assert_eq!(err.code, "unknown_tool");
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("did you mean tools.github.search_issues?")
+        );
+    }
+
+    #[test]
+    fn unknown_namespace_suggests_servers() {
+        let err = resolve(&registry(), "gthub.get_repo").err().unwrap();
+        assert!(err.message.contains("`gthub`"), "{}", err.message);
+        assert_eq!(err.hint.as_deref(), Some("did you mean tools.github?"));
+        let err = resolve(&ToolRegistry::new(), "x.y").err().unwrap();
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("no tool servers are configured on this daemon")
+        );
+    }
+}
