@@ -100,6 +100,20 @@ impl Client {
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
+    /// `DELETE /v1/executions/<id>`: asks a running execution of this caller to stop.
+    pub async fn cancel(&mut self, id: &str) -> Result<(), ClientError> {
+        let req = Request::delete(format!("/v1/executions/{id}"))
+            .header("host", "airlock")
+            .body(Full::new(Bytes::new()))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        Ok(())
+    }
+
     /// Runs a program and waits for the whole response.
     pub async fn execute(
         &mut self,

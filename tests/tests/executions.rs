@@ -406,3 +406,56 @@ async fn the_trace_says_when_each_call_was_made() {
     );
     assert!(second.started_ms + second.duration_ms <= r.stats.total_ms);
 }
+
+/// `DELETE /v1/executions/<id>` stops a running execution of the caller's: it ends as
+/// `cancelled`, with the calls it made; an id that runs no execution is a clear 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_execution_can_be_cancelled_by_id() {
+    let d = TestDaemon::start().await;
+    let mut runner = d.client().await;
+    let (id_tx, id_rx) = tokio::sync::oneshot::channel::<String>();
+    let running = tokio::spawn(async move {
+        let mut id = None;
+        let mut id_tx = Some(id_tx);
+        runner
+            .execute_streaming(
+                &ExecutionRequest {
+                    code: "await tools.test.sleep({ ms: 20000 }); 'finished'".into(),
+                    language: RequestLanguage::Typescript,
+                    timeout_ms: Some(30_000),
+                },
+                |event| match event {
+                    ExecutionEvent::Started { id: started } => id = Some(started.clone()),
+                    // Once the call is under way, so the trace has it.
+                    ExecutionEvent::ToolCallStarted { .. } => {
+                        if let (Some(tx), Some(id)) = (id_tx.take(), id.take()) {
+                            let _ = tx.send(id);
+                        }
+                    }
+                    _ => {}
+                },
+            )
+            .await
+            .unwrap()
+    });
+    let id = id_rx.await.unwrap();
+    let mut c = d.client().await;
+    let e = c.cancel("ex_not_running").await.unwrap_err();
+    assert!(e.to_string().contains("no running execution"), "{e}");
+    let asked = std::time::Instant::now();
+    c.cancel(&id).await.unwrap();
+    let r = running.await.unwrap();
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(10),
+        "the cancellation took {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(r.status, Status::Cancelled, "{r:?}");
+    let err = r.error.as_ref().unwrap();
+    assert_eq!(err.kind, "cancelled");
+    assert!(err.message.contains("cancelled on request"), "{err:?}");
+    assert_eq!(r.tool_calls.len(), 1, "{r:?}");
+    // It has ended: cancelling again finds nothing.
+    assert!(c.cancel(&id).await.is_err());
+    assert_eq!(d.exec("1 + 1").await.result, json!(2));
+}

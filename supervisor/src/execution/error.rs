@@ -99,6 +99,15 @@ pub fn client_gone() -> ExecutionError {
     .with_hint("keep the connection open until the response arrives")
 }
 
+/// The execution was cancelled on request (`DELETE /v1/executions/{id}`).
+pub fn cancelled() -> ExecutionError {
+    ExecutionError::new(
+        ExecutionErrorKind::Cancelled,
+        "the execution was cancelled on request before the program finished",
+    )
+    .with_hint("its tool calls so far are in tool_calls; run the program again to redo the work")
+}
+
 /// No worker could be had for the execution.
 pub fn no_worker(e: &WorkerStartError) -> ExecutionError {
     ExecutionError::new(

@@ -2,14 +2,20 @@
 //! worker, sends the program, judges its literal tool calls (`contract`), hands every tool
 //! call to the call pipeline ([`crate::tools::call`]), and the response (`response`) turns
 //! whatever happened into what the agent reads, with errors that say what to do next
-//! (`error`).
+//! (`error`). The service (`service`) is what front doors submit programs to: admission,
+//! limits, slots, metrics and the audit trail; the registry (`registry`) knows the running
+//! executions by id.
 //!
 //! What lives here may not speak HTTP (that is [`crate::api`]) nor any tool protocol (that is
 //! [`crate::tools`]); it sees workers only through [`crate::workers`].
 
 pub mod contract;
 pub mod error;
+pub mod registry;
 mod response;
 mod run;
+pub mod service;
 
+pub use registry::{CancelError, LiveExecutions, StopSignals};
 pub use run::{ExecutionEnv, ExecutionJob, KILL_GRACE, run_execution};
+pub use service::{ExecutionService, Started, Submission, SubmitError};

@@ -2,7 +2,7 @@
 //! gets scanned for secrets on the way out.
 
 use super::error;
-use super::run::{ExecutionJob, Run, ms};
+use super::run::{ExecutionJob, Run, StopReason, ms};
 use crate::agent_api::{
     ExecutionError, ExecutionErrorKind, ExecutionResponse, Redaction, RedactionPlace, Status,
 };
@@ -25,8 +25,12 @@ impl Run {
         }
         self.stats.total_ms = ms(total.elapsed());
 
-        let (status, result, error) = if self.client_gone {
-            (Status::Cancelled, Value::Null, Some(error::client_gone()))
+        let (status, result, error) = if let Some(reason) = self.stopped {
+            let error = match reason {
+                StopReason::ClientGone => error::client_gone(),
+                StopReason::Cancelled => error::cancelled(),
+            };
+            (Status::Cancelled, Value::Null, Some(error))
         } else if self.timed_out {
             // Whatever the worker managed to say, the deadline passed: report the timeout,
             // with the worker's position if it gave one.

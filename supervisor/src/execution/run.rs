@@ -4,11 +4,13 @@
 
 use super::contract;
 use super::error;
+use super::registry::StopSignals;
 use super::response::note_findings;
 use crate::agent_api::{
     CallOutcome, ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats,
     PeerInfo, Redaction, RedactionPlace, ToolCallRecord,
 };
+use crate::generation::PolicyGeneration;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
@@ -25,7 +27,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{Instrument, debug, info, info_span, warn};
 
@@ -33,6 +35,15 @@ use tracing::{Instrument, debug, info, info_span, warn};
 /// killed. The engine's interrupt handler normally stops it at the deadline; this bounds the
 /// case where it does not (blocked, or stuck in native code).
 pub const KILL_GRACE: Duration = Duration::from_millis(100);
+
+/// Why an execution was stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StopReason {
+    /// The client hung up.
+    ClientGone,
+    /// Someone asked (through the registry).
+    Cancelled,
+}
 
 /// Everything an execution needs from the daemon.
 #[derive(Debug, Clone)]
@@ -43,6 +54,18 @@ pub struct ExecutionEnv {
     pub scanner: SecretScanner,
     /// Which sources' calls fail, rather than being redacted, when a result carries a secret.
     pub secret_scanning: SecretScanning,
+}
+
+impl ExecutionEnv {
+    /// What an execution under `generation` runs with.
+    pub fn of(generation: &PolicyGeneration) -> ExecutionEnv {
+        ExecutionEnv {
+            pool: generation.pool.clone(),
+            tools: generation.tools.clone(),
+            scanner: generation.scanner.clone(),
+            secret_scanning: generation.policy.secret_scanning.clone(),
+        }
+    }
 }
 
 /// A request that passed validation.
@@ -63,13 +86,14 @@ pub struct ExecutionJob {
 /// returned response is also the final event's payload.
 ///
 /// The client is gone when the receiver of `events` is dropped (streaming) or when the sender
-/// of `client` is (a plain request whose handler hyper dropped): the program is then stopped
-/// and the response, with status `cancelled`, is still returned for the audit log.
+/// of `stop.client` is (a plain request whose handler hyper dropped); `stop.cancel` is a
+/// cancellation asked for through the registry. Either way the program is stopped and the
+/// response, with status `cancelled`, is still returned for the audit log.
 pub async fn run_execution(
     env: &ExecutionEnv,
     job: ExecutionJob,
     events: Option<mpsc::Sender<ExecutionEvent>>,
-    client: Option<oneshot::Receiver<()>>,
+    stop: StopSignals,
 ) -> ExecutionResponse {
     let span = info_span!(
         "execution",
@@ -98,7 +122,7 @@ pub async fn run_execution(
             from_pool = checkout.from_pool,
             "worker checked out"
         );
-        if let Some(exit) = run.drive(env, &job, worker, client).await {
+        if let Some(exit) = run.drive(env, &job, worker, stop).await {
             debug!(worker = %exit.describe(), "worker ended abnormally");
         }
         env.pool.replenish();
@@ -146,8 +170,8 @@ pub(super) struct Run {
     /// error), which wins over the worker's own report.
     pub(super) failure: Option<ExecutionError>,
     pub(super) timed_out: bool,
-    /// The client hung up (streaming or not), and the program was told to stop.
-    pub(super) client_gone: bool,
+    /// The program was told to stop before its end, and why.
+    pub(super) stopped: Option<StopReason>,
     pub(super) worker_stats: Option<WorkerStats>,
     pub(super) stats: ExecutionStats,
     pub(super) timeout_ms: u64,
@@ -187,7 +211,7 @@ impl Run {
             outcome: None,
             failure: None,
             timed_out: false,
-            client_gone: false,
+            stopped: None,
             worker_stats: None,
             stats: ExecutionStats {
                 queue_ms: ms(job.queue_wait),
@@ -211,7 +235,7 @@ impl Run {
         env: &ExecutionEnv,
         job: &ExecutionJob,
         worker: ReadyWorker,
-        client: Option<oneshot::Receiver<()>>,
+        stop: StopSignals,
     ) -> Option<WorkerExit> {
         let ReadyWorker {
             mut process,
@@ -253,19 +277,33 @@ impl Run {
         let mut references_seen = false;
         let mut cancel_sent = false;
         let mut kill_at = deadline + KILL_GRACE;
-        // Fires when the client hangs up: a streaming client's events receiver is dropped, or
-        // a plain request's handler (holding the sender of `client`) is.
+        // Fires when the client hangs up (a streaming client's events receiver is dropped, or
+        // a plain request's handler holding the sender of `stop.client` is), or when the
+        // execution is cancelled through the registry.
         let watched = self.events.clone();
-        let client_gone = async move {
-            match (watched, client) {
-                (Some(events), _) => events.closed().await,
-                (None, Some(client)) => {
-                    let _ = client.await;
+        let StopSignals { client, mut cancel } = stop;
+        let stop_requested = async move {
+            let gone = async {
+                match (watched, client) {
+                    (Some(events), _) => events.closed().await,
+                    (None, Some(client)) => {
+                        let _ = client.await;
+                    }
+                    (None, None) => std::future::pending().await,
                 }
-                (None, None) => std::future::pending().await,
+            };
+            let cancelled = async {
+                // The sender goes with the registry entry: no cancellation then.
+                if cancel.wait_for(|c| *c).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                () = gone => StopReason::ClientGone,
+                () = cancelled => StopReason::Cancelled,
             }
         };
-        tokio::pin!(client_gone);
+        tokio::pin!(stop_requested);
         let exit = loop {
             tokio::select! {
                 msg = channel.recv() => match msg {
@@ -386,12 +424,12 @@ impl Run {
                     self.timed_out = true;
                     let _ = channel.send(&SupervisorMessage::Cancel).await;
                 }
-                () = &mut client_gone, if !self.client_gone => {
-                    // Nobody will read the result, so the program stops now rather than at
-                    // its deadline. It is still stopped the usual way, so that the calls it
-                    // made are in the record the audit log gets.
-                    self.client_gone = true;
-                    info!("the client went away; cancelling the execution");
+                reason = &mut stop_requested, if self.stopped.is_none() => {
+                    // The program stops now rather than at its deadline. It is still stopped
+                    // the usual way, so that the calls it made are in the record the audit
+                    // log gets.
+                    self.stopped = Some(reason);
+                    info!(?reason, "cancelling the execution");
                     if !cancel_sent {
                         cancel_sent = true;
                         let _ = channel.send(&SupervisorMessage::Cancel).await;
@@ -399,7 +437,7 @@ impl Run {
                     kill_at = kill_at.min(tokio::time::Instant::now() + KILL_GRACE);
                 }
                 _ = tokio::time::sleep_until(kill_at) => {
-                    if self.client_gone {
+                    if self.stopped.is_some() {
                         debug!("worker did not stop when cancelled; killing it");
                         break process.kill_and_reap(Duration::from_secs(2)).await;
                     }

@@ -9,7 +9,6 @@
 //! unchanged carry over running; the others are shut down once the last execution of the old
 //! generation is done.
 
-use crate::execution::ExecutionEnv;
 use crate::secrets::scanner::SecretScanner;
 use crate::secrets::store::{SecretStore, SecretValue};
 use crate::tools::catalogue::{CatalogueView, ToolCatalogue};
@@ -21,10 +20,16 @@ use crate::workers::pool::WorkerPool;
 use airlock_policy::{Policy, PolicyWarning, Principal, ToolServer};
 use serde::Serialize;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::{Path, PathBuf};
+
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::{info, warn};
+
+mod check;
+mod reload;
+
+pub use check::{PolicyCheck, check_policy};
+pub use reload::{Generations, PolicyLoader, ReloadReport, start_eager_sources, worker_ceiling};
 
 /// One loaded policy and what was built from it.
 #[derive(Debug)]
@@ -172,16 +177,6 @@ impl PolicyGeneration {
         }
     }
 
-    /// What an execution under this generation runs with.
-    pub fn execution_env(&self) -> ExecutionEnv {
-        ExecutionEnv {
-            pool: self.pool.clone(),
-            tools: self.tools.clone(),
-            scanner: self.scanner.clone(),
-            secret_scanning: self.policy.secret_scanning.clone(),
-        }
-    }
-
     /// The SDK and search index for `principal` (may start lazily started servers).
     pub async fn catalogue_view(&self, principal: &Principal) -> CatalogueView {
         self.catalogue.view(&self.tools, principal).await
@@ -283,89 +278,6 @@ pub struct SourceProblem {
     pub message: String,
 }
 
-/// Where a reload reads the policy from.
-#[derive(Debug, Clone)]
-pub struct PolicyLoader {
-    /// The main policy file; drop-ins are read from `policy.d` beside it.
-    pub path: PathBuf,
-}
-
-/// The outcome of a reload, as `POST /v1/reload` and `GET /v1/health` report it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct ReloadReport {
-    /// Whether the new policy is now in force.
-    pub ok: bool,
-    /// When the reload was attempted (seconds since the Unix epoch).
-    pub at: u64,
-    /// The generation in force after the attempt.
-    pub generation: u64,
-    /// The policy files read.
-    pub files: Vec<String>,
-    /// Every problem that made the reload fail (empty when it succeeded).
-    pub problems: Vec<String>,
-    /// Warnings about the new policy.
-    pub warnings: Vec<String>,
-    /// `[daemon]` keys that changed but take effect only when the daemon restarts.
-    pub restart_needed: Vec<String>,
-}
-
-impl PolicyLoader {
-    /// Reads and validates the policy files and builds the next generation from them, or says
-    /// every reason it cannot.
-    pub fn next_generation(
-        &self,
-        current: &PolicyGeneration,
-        secrets: &Arc<SecretStore>,
-        extra: &ToolRegistry,
-    ) -> Result<(PolicyGeneration, Vec<String>), Vec<String>> {
-        let policy = Policy::load_all(&self.path)
-            .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;
-        let restart_needed = daemon_changes(&current.policy, &policy);
-        // The caller replaces the pool if the new limits need other ceilings.
-        let pool = current.pool.clone();
-        let next = PolicyGeneration::build(
-            current.number + 1,
-            policy,
-            secrets,
-            extra,
-            pool,
-            Some(current),
-            SourceFailure::RejectsGeneration,
-        )
-        .map_err(|problems| {
-            problems
-                .iter()
-                .map(|p| format!("tool source `{}`: {}", p.source, p.message))
-                .collect::<Vec<_>>()
-        })?;
-        current.retire(&next);
-        Ok((next, restart_needed))
-    }
-}
-
-/// The `[daemon]` keys whose new value needs a restart (the socket is bound, the semaphore
-/// sized, the worker binary chosen once). `pool_size` is applied by a reload.
-fn daemon_changes(old: &Policy, new: &Policy) -> Vec<String> {
-    let (a, b) = (&old.daemon, &new.daemon);
-    let mut changed = Vec::new();
-    if a.socket != b.socket {
-        changed.push("daemon.socket".to_owned());
-    }
-    if a.socket_mode != b.socket_mode {
-        changed.push("daemon.socket_mode".to_owned());
-    }
-    if a.worker_path != b.worker_path {
-        changed.push("daemon.worker_path".to_owned());
-    }
-    if a.shutdown_grace_ms != b.shutdown_grace_ms {
-        changed.push("daemon.shutdown_grace_ms".to_owned());
-    }
-    if a.max_concurrent_executions != b.max_concurrent_executions {
-        changed.push("daemon.max_concurrent_executions".to_owned());
-    }
-    changed
-}
-
 /// Detects a changed secret without keeping its value: a hash of each referenced secret's
 /// value (or of its absence). Collisions only cost a server restart that was not needed.
 fn secret_fingerprint<'a>(secrets: &SecretStore, names: impl Iterator<Item = &'a str>) -> u64 {
@@ -390,118 +302,4 @@ pub fn unix_now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// What `airlock policy check` and `airlockd --check-config` report about a policy.
-#[derive(Debug, Default, Serialize)]
-pub struct PolicyCheck {
-    /// The files read (main file, then drop-ins), when they could be parsed.
-    pub files: Vec<String>,
-    /// Every problem: with these the daemon would not start, and a reload would be refused.
-    pub problems: Vec<String>,
-    /// Valid but noteworthy.
-    pub warnings: Vec<String>,
-    /// One line per principal and source, when the policy is valid.
-    pub summary: Vec<String>,
-}
-
-impl PolicyCheck {
-    pub fn ok(&self) -> bool {
-        self.problems.is_empty()
-    }
-}
-
-/// Validates the policy at `path` (and its drop-ins) the way a reload does: every file, every
-/// OpenAPI and GraphQL document. With `secrets`, secrets the sources need but this process
-/// cannot read are warnings (they fail only their own source at run time).
-pub fn check_policy(path: &Path, secrets: Option<&SecretStore>) -> PolicyCheck {
-    let mut check = PolicyCheck::default();
-    let policy = match Policy::load_all(path) {
-        Ok(policy) => policy,
-        Err(errors) => {
-            check.problems = errors.iter().map(ToString::to_string).collect();
-            return check;
-        }
-    };
-    check.files = policy.files().map(str::to_owned).collect();
-    check.warnings = warning_lines(&policy.warnings);
-    for p in &policy.principals {
-        let members = if p.any_user {
-            "every user".to_owned()
-        } else {
-            format!("{} user(s), {} group(s)", p.uids.len(), p.gids.len())
-        };
-        check.summary.push(format!(
-            "principal `{}`: {members}; {} allow, {} deny pattern(s); timeout {} ms, memory {} MiB",
-            p.name,
-            p.allow.len(),
-            p.deny.len(),
-            p.limits.timeout_ms,
-            p.limits.memory_bytes >> 20
-        ));
-    }
-    if policy.principals.is_empty() {
-        check.warnings.push(format!(
-            "{}: warning: the policy has no [[principal]]: every connection will be refused",
-            policy.origin
-        ));
-    }
-    let no_secrets = Arc::new(SecretStore::empty());
-    for server in &policy.servers {
-        check.summary.push(format!("server `{}`", server.name));
-        if let Some(secrets) = secrets {
-            for problem in secrets.check_server(server) {
-                check.warnings.push(format!("warning: {problem}"));
-            }
-        }
-    }
-    for config in &policy.openapi {
-        if let Some(secrets) = secrets {
-            for name in config.secrets() {
-                if let Err(e) = secrets.get(name) {
-                    check.warnings.push(format!(
-                        "warning: openapi source `{}` needs a secret: {e}",
-                        config.name
-                    ));
-                }
-            }
-        }
-        match OpenApiTools::load(config.clone(), no_secrets.clone()) {
-            Ok(source) => check.summary.push(format!(
-                "openapi source `{}`: {} tools from {}",
-                config.name,
-                source.descriptors().len(),
-                config.spec.display()
-            )),
-            Err(e) => check
-                .problems
-                .push(format!("openapi source `{}`: {e}", config.name)),
-        }
-    }
-    for config in &policy.graphql {
-        match GraphQlApi::load(config.clone(), no_secrets.clone()) {
-            Ok(source) => {
-                check.summary.push(format!(
-                    "graphql source `{}`: {} tools from {}",
-                    config.name,
-                    source.descriptors().len(),
-                    config.schema.display()
-                ));
-                if let Some(secrets) = secrets {
-                    for name in config.secrets() {
-                        if let Err(e) = secrets.get(name) {
-                            check.warnings.push(format!(
-                                "warning: graphql source `{}` needs a secret: {e}",
-                                config.name
-                            ));
-                        }
-                    }
-                }
-            }
-            Err(e) => check
-                .problems
-                .push(format!("graphql source `{}`: {e}", config.name)),
-        }
-    }
-    check
 }

@@ -1,0 +1,132 @@
+//! `POST /v1/executions`: the body read with a size limit, the request parsed, and the
+//! program handed to the execution service; the answer is one JSON response, or NDJSON events
+//! as they happen for `Accept: application/x-ndjson`.
+
+use super::responses::{ApiBody, EventBody, error_response, json_response};
+use super::{HttpState, Peer};
+use crate::agent_api::{ApiErrorCode, ExecutionEvent, ExecutionRequest};
+use crate::execution::{Submission, SubmitError};
+use crate::generation::PolicyGeneration;
+use airlock_policy::Principal;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+pub(super) async fn execute(
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
+    let limits_policy = &principal.limits;
+    let streaming = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"));
+    // JSON escaping can double a program's size (and \u escapes grow it further); the exact
+    // code-size check follows after parsing.
+    let body_limit = (limits_policy.max_code_bytes as usize).saturating_mul(2) + 1024 * 1024;
+    let body = match Limited::new(req.into_body(), body_limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    ApiErrorCode::RequestTooLarge,
+                    format!("the request body exceeds {body_limit} bytes"),
+                    Some(format!(
+                        "programs may be at most {} bytes (limits.max_code)",
+                        limits_policy.max_code_bytes
+                    )),
+                );
+            }
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::BadRequest,
+                format!("cannot read the request body: {e}"),
+                None,
+            );
+        }
+    };
+    let request: ExecutionRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidJson,
+                format!("the request body is not a valid execution request: {e}"),
+                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>}"#.into()),
+            );
+        }
+    };
+    let (events, rx) = if streaming {
+        let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
+    let submission = Submission {
+        request,
+        peer: peer.info,
+        principal,
+        generation,
+        events,
+    };
+    let started = match state.executions.submit(submission).await {
+        Ok(started) => started,
+        Err(e) => return refused(&e),
+    };
+    if let Some(rx) = rx {
+        // The execution sends its result as the last event; a client that hangs up is
+        // noticed by the execution itself.
+        drop(started);
+        let mut resp = Response::new(EventBody { rx }.boxed());
+        resp.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
+        return resp;
+    }
+    // If the client hangs up, hyper drops this handler and `started` with it, which tells
+    // the execution to stop the program; it still ends properly and reaches the audit log.
+    match started.response().await {
+        Ok(response) => json_response(StatusCode::OK, &response),
+        Err(e) => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ApiErrorCode::Internal,
+            format!("the execution task failed: {e}"),
+            Some("this is a daemon problem; the operator should check the airlockd log".into()),
+        ),
+    }
+}
+
+/// The answer to a program the service did not start.
+fn refused(e: &SubmitError) -> Response<ApiBody> {
+    let (status, code) = match e {
+        SubmitError::ProgramTooLarge { .. } => {
+            (StatusCode::PAYLOAD_TOO_LARGE, ApiErrorCode::ProgramTooLarge)
+        }
+        SubmitError::InvalidTimeout { .. } => {
+            (StatusCode::BAD_REQUEST, ApiErrorCode::InvalidTimeout)
+        }
+        SubmitError::RateLimited { .. } => {
+            (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::RateLimited)
+        }
+        SubmitError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorCode::ShuttingDown),
+    };
+    let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
+    if let SubmitError::RateLimited { retry_after_s, .. } = e {
+        resp.headers_mut().insert(
+            hyper::header::RETRY_AFTER,
+            HeaderValue::from(*retry_after_s),
+        );
+    }
+    resp
+}

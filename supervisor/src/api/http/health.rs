@@ -1,0 +1,79 @@
+//! `GET /v1/health` and `GET /metrics`: the daemon's state, assembled from the generation in
+//! force, the execution service and the audit trail.
+
+use super::HttpState;
+use crate::audit_log::AuditStatus;
+use crate::generation::{ReloadReport, warning_lines};
+use crate::metrics::Gauges;
+use crate::workers::pool::PoolStatus;
+use serde::Serialize;
+
+/// `GET /v1/health`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+    pub version: &'static str,
+    pub uptime_s: u64,
+    /// The main policy file in force (or `<embedded default>`).
+    pub policy: String,
+    /// Every file of the policy in force: the main file, then the drop-ins.
+    pub policy_files: Vec<String>,
+    /// 1 at start, one more per successful reload.
+    pub policy_generation: u64,
+    /// When the policy in force was loaded (seconds since the Unix epoch).
+    pub policy_loaded_at: u64,
+    pub policy_warnings: Vec<String>,
+    /// The last reload attempt, failed or not; `null` before the first.
+    pub last_reload: Option<ReloadReport>,
+    /// The audit trail: `ok`, `degraded` (with the reason, naming the file) or `disabled`.
+    pub audit: AuditStatus,
+    pub pool: PoolStatus,
+    pub executions: ExecutionCounts,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExecutionCounts {
+    pub running: usize,
+    pub total: u64,
+    pub max_concurrent: usize,
+}
+
+/// `GET /v1/health`.
+pub(super) fn health(state: &HttpState) -> Health {
+    let generation = state.generations.current();
+    let (running, total, max_concurrent) = state.executions.counts();
+    Health {
+        status: "ok",
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_s: state.started.elapsed().as_secs(),
+        policy: generation.policy.origin.clone(),
+        policy_files: generation.policy.files().map(str::to_owned).collect(),
+        policy_generation: generation.number,
+        policy_loaded_at: generation.loaded_at,
+        policy_warnings: warning_lines(&generation.policy.warnings),
+        last_reload: state.generations.last_reload(),
+        audit: state.executions.audit.status(),
+        pool: generation.pool.status(),
+        executions: ExecutionCounts {
+            running,
+            total,
+            max_concurrent,
+        },
+    }
+}
+
+/// `GET /metrics` (Prometheus text).
+pub(super) fn metrics_text(state: &HttpState) -> String {
+    let pool = state.generations.current().pool.status();
+    let (running, _, max_concurrent) = state.executions.counts();
+    let mut text = state.executions.metrics.render(Gauges {
+        running,
+        max_concurrent,
+        pool_idle: pool.idle,
+        pool_target: pool.target,
+        pool_starting: pool.starting,
+        uptime_s: state.started.elapsed().as_secs(),
+    });
+    text.push_str(&state.executions.audit.status().metrics_text());
+    text
+}

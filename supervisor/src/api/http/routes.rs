@@ -1,0 +1,193 @@
+//! The routes of the agent API, each answered from the generation in force or handed to the
+//! execution service.
+
+use super::responses::{ApiBody, error_response, json_response};
+use super::{HttpState, Peer, executions, health};
+use crate::agent_api::ApiErrorCode;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use std::sync::Arc;
+
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, DELETE /v1/executions/<id>, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
+
+/// One parameter of a query string, percent-decoded (`+` is a space).
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| percent_decoded(&v.replace('+', " ")))
+}
+
+fn percent_decoded(text: &str) -> String {
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+pub(super) async fn route(
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
+    let generation = state.generations.current();
+    let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::NotAdmitted,
+            format!(
+                "uid {} (gid {}) is not admitted by any principal in the policy ({})",
+                peer.info.uid,
+                peer.info.gid,
+                generation.policy.origin
+            ),
+            Some("the operator must add this user or one of its groups to a [[principal]] entry in the policy".into()),
+        );
+    };
+    let path = req.uri().path().to_owned();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &health::health(&state)),
+        (&Method::GET, "/metrics") => {
+            let mut resp =
+                Response::new(Full::new(Bytes::from(health::metrics_text(&state))).boxed());
+            resp.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            resp
+        }
+        (&Method::DELETE, execution) if execution.starts_with("/v1/executions/") => {
+            let id = percent_decoded(&execution["/v1/executions/".len()..]);
+            match state.executions.live.cancel(&id, &principal.name) {
+                Ok(()) => json_response(
+                    StatusCode::ACCEPTED,
+                    &serde_json::json!({ "id": id, "status": "cancelling" }),
+                ),
+                Err(e) => error_response(
+                    StatusCode::NOT_FOUND,
+                    ApiErrorCode::NotFound,
+                    e.to_string(),
+                    Some("the id is the `id` of a running execution you started (the first event of a stream, or `airlock exec --json`); finished executions cannot be cancelled".into()),
+                ),
+            }
+        }
+        (&Method::POST, "/v1/executions") => {
+            executions::execute(state, peer, generation, principal, req).await
+        }
+        (&Method::POST, "/v1/reload") => {
+            if !state.generations.may_reload(peer.info.uid) {
+                return error_response(
+                    StatusCode::FORBIDDEN,
+                    ApiErrorCode::NotPermitted,
+                    format!("uid {} may not reload the policy", peer.info.uid),
+                    Some("only root and the daemon's own user may reload; they can also send SIGHUP (systemctl reload airlockd)".into()),
+                );
+            }
+            drop(generation);
+            let report = state.generations.reload().await;
+            let status = if report.ok {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            json_response(status, &report)
+        }
+        (&Method::GET, "/v1/sdk") => {
+            let view = generation.catalogue_view(&principal).await;
+            let files: Vec<serde_json::Value> = view
+                .sdk
+                .files
+                .tree()
+                .into_iter()
+                .map(|(path, bytes)| serde_json::json!({ "path": path, "bytes": bytes }))
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "files": files,
+                    "tools": view.sdk.search.len(),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
+            let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
+            let view = generation.catalogue_view(&principal).await;
+            match view.sdk.files.files.get(&file) {
+                Some(text) => {
+                    let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
+                    let kind = if file.ends_with(".md") {
+                        "text/markdown; charset=utf-8"
+                    } else if file.ends_with(".json") {
+                        "application/json"
+                    } else {
+                        "text/plain; charset=utf-8"
+                    };
+                    resp.headers_mut()
+                        .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+                    resp
+                }
+                None => error_response(
+                    StatusCode::NOT_FOUND,
+                    ApiErrorCode::NotFound,
+                    format!("the SDK has no file `{file}`"),
+                    Some("GET /v1/sdk lists the files; start with README.md".into()),
+                ),
+            }
+        }
+        (&Method::GET, "/v1/tools") => {
+            let view = generation.catalogue_view(&principal).await;
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "tools": view.definitions(&principal),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (&Method::GET, "/v1/tools/search") => {
+            let query = query_param(req.uri().query(), "q").unwrap_or_default();
+            let limit = query_param(req.uri().query(), "limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .unwrap_or(10)
+                .clamp(1, 100);
+            if query.trim().is_empty() {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    ApiErrorCode::BadRequest,
+                    "the search needs words: GET /v1/tools/search?q=<words>".into(),
+                    Some("for example ?q=create+issue&limit=5".into()),
+                );
+            }
+            let view = generation.catalogue_view(&principal).await;
+            let results = view.sdk.search.search(&query, limit);
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "query": query,
+                    "results": results,
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (
+            _,
+            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
+            | "/v1/tools/search" | "/v1/reload",
+        ) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ApiErrorCode::MethodNotAllowed,
+            format!("{} is not supported on {path}", req.method()),
+            Some(ROUTES.into()),
+        ),
+        _ => error_response(
+            StatusCode::NOT_FOUND,
+            ApiErrorCode::NotFound,
+            format!("no route for {} {path}", req.method()),
+            Some(ROUTES.into()),
+        ),
+    }
+}
