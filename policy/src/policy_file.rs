@@ -833,6 +833,30 @@ fn read_sources<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_nested_without_end_are_refused_on_a_small_stack() {
+        // The TOML parser's recursion limit, pinned on a 2 MiB stack (a reload parses on a
+        // blocking-pool thread of that size): drop-ins may be written by others.
+        let errors = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let n = 100_000;
+                [
+                    format!("x = {}1{}", "[".repeat(n), "]".repeat(n)),
+                    format!("x = {}1{}", "{a = ".repeat(n), "}".repeat(n)),
+                ]
+                .iter()
+                .map(|text| Policy::parse(text, "deep.toml").unwrap_err().to_string())
+                .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .expect("the TOML parser overflowed a 2 MiB stack");
+        for error in errors {
+            assert!(error.contains("recursion"), "{error}");
+        }
+    }
     use crate::account::effective_uid;
 
     const FILE: &str = "/etc/airlock/policy.toml";

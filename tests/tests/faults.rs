@@ -274,3 +274,69 @@ async fn a_worker_that_breaks_the_protocol_is_stopped() {
     .is_empty()));
     assert_eq!(d.exec_timeout("ok", 5000).await.result, json!("fake"));
 }
+
+/// A tool source that panics: in `call` (namespace `boom`), or already when listing its tools
+/// (namespace `broken`, which the contract check lists too).
+#[derive(Debug)]
+struct Panicking(&'static str);
+
+impl airlock_supervisor::tools::ToolSource for Panicking {
+    fn namespace(&self) -> &str {
+        self.0
+    }
+
+    fn tools(&self) -> airlock_supervisor::tools::ToolsFuture<'_> {
+        Box::pin(async move {
+            assert_ne!(self.0, "broken", "a source that panics when listed");
+            Ok(vec![airlock_supervisor::tools::ToolDescriptor {
+                name: "now".into(),
+                description: "panics".into(),
+                input_schema: json!({"type": "object"}),
+                output_schema: None,
+            }]
+            .into())
+        })
+    }
+
+    fn call<'a>(
+        &'a self,
+        _tool: &'a str,
+        _args: serde_json::Value,
+        _ctx: &'a airlock_supervisor::tools::CallContext,
+    ) -> airlock_supervisor::tools::ToolFuture<'a> {
+        Box::pin(async { panic!("a source that panics when called") })
+    }
+}
+
+/// A panic inside the daemon (here, a tool source's) fails the one call it happened in, as an
+/// `internal` error the program can catch; the execution, the daemon and the next program go
+/// on. (Before, the panicked call was never answered and its program hung to its deadline.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_tool_source_fails_only_its_call() {
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .source(std::sync::Arc::new(Panicking("boom")))
+            .source(std::sync::Arc::new(Panicking("broken"))),
+    )
+    .await;
+    for namespace in ["boom", "broken"] {
+        let started = Instant::now();
+        let r = d
+            .exec_timeout(
+                &format!(
+                    "try {{ await tools.{namespace}.now({{}}) }} catch (e) {{ [e.code, e.message] }}"
+                ),
+                20_000,
+            )
+            .await;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{namespace}: the program waited {:?} for the panicked call",
+            started.elapsed()
+        );
+        assert_eq!(r.status, Status::Ok, "{namespace}: {r:?}");
+        assert_eq!(r.result[0], json!("internal"), "{namespace}: {r:?}");
+        assert_eq!(r.tool_calls[0].outcome, "error");
+    }
+    assert_eq!(d.exec("'next'").await.result, json!("next"));
+}

@@ -494,3 +494,25 @@ async fn the_http_mode_serves_the_daemon_and_its_garbage_fails_the_call() {
     echo_works(&d, "after").await;
     d.stop().await;
 }
+
+/// A server whose `tools/list` never ends (a `nextCursor` on every page) is given up after a
+/// bounded number of pages: its calls fail as `server_unavailable` saying why, the daemon's
+/// memory does not grow with the pages, and its other tools keep working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_list_that_never_ends_is_refused() {
+    let _serial = serial().await;
+    let d = daemon_with_fault_server(&["--endless-pages"]).await;
+    let r = d.exec("await tools.fault.page_0({})").await;
+    let err = only_call_error(&r);
+    assert_eq!(err.code, "server_unavailable", "{err:?}");
+    assert!(
+        err.message
+            .contains("tools/list did not end after 100 pages"),
+        "{err:?}"
+    );
+    let r = d
+        .exec("await tools.test.echo({ text: 'still here' })")
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    d.stop().await;
+}

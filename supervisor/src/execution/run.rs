@@ -23,8 +23,7 @@ use airlock_proto::{
     SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
 };
 use serde_json::Value;
-use std::future::Future;
-use std::pin::Pin;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -35,6 +34,15 @@ use tracing::{Instrument, debug, info, info_span, warn};
 /// killed. The engine's interrupt handler normally stops it at the deadline; this bounds the
 /// case where it does not (blocked, or stuck in native code).
 pub const KILL_GRACE: Duration = Duration::from_millis(100);
+
+/// A task that ends with the loop that started it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Why an execution was stopped before its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -265,12 +273,12 @@ impl Run {
         }
 
         let mut calls: JoinSet<CallAnswer> = JoinSet::new();
+        // Which call each task answers, so a task that panicked still answers its call.
+        let mut call_ids: HashMap<tokio::task::Id, u32> = HashMap::new();
         // The contract check of the program's literal tool calls, while it lists the tools
-        // of the namespaces they name (which may start a server): it runs inside this loop,
-        // so the deadline and a client hanging up still apply.
-        let mut contract: Option<
-            Pin<Box<dyn Future<Output = Option<ExecutionError>> + Send + '_>>,
-        > = None;
+        // of the namespaces they name (which may start a server): in a task of its own, so
+        // the deadline and a client hanging up still apply, and a panic costs only the check.
+        let mut contract: Option<AbortOnDrop<Option<ExecutionError>>> = None;
         // The worker sent its tool references and has not been told to proceed: it may not
         // call tools now (and never will, if the program was refused).
         let mut held = false;
@@ -332,10 +340,11 @@ impl Run {
                         }
                         references_seen = true;
                         held = true;
-                        let tools = &env.tools;
-                        contract = Some(Box::pin(async move {
-                            contract::check(tools, &references).await
-                        }));
+                        let tools = env.tools.clone();
+                        contract = Some(AbortOnDrop(tokio::spawn(
+                            async move { contract::check(&tools, &references).await }
+                                .in_current_span(),
+                        )));
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
                         // The worker numbers calls 1, 2, 3, ... and never sends more than
@@ -359,7 +368,8 @@ impl Run {
                             break exit;
                         }
                         self.last_call_id = id;
-                        self.start_call(&mut calls, CallRequest { id, tool, args_json }).await;
+                        let task = self.start_call(&mut calls, CallRequest { id, tool, args_json }).await;
+                        call_ids.insert(task, id);
                     }
                     Ok(other @ WorkerMessage::Ready { .. }) => {
                         let exit = process.kill_and_reap(Duration::from_secs(1)).await;
@@ -384,11 +394,17 @@ impl Run {
                 },
                 verdict = async {
                     match contract.as_mut() {
-                        Some(check) => check.await,
+                        Some(check) => (&mut check.0).await,
                         None => std::future::pending().await,
                     }
                 }, if contract.is_some() => {
                     contract = None;
+                    // A check that failed cannot judge: the program runs, and the argument
+                    // checks at call time still apply.
+                    let verdict = verdict.unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "the contract check failed; the program runs unjudged");
+                        None
+                    });
                     match verdict {
                         None => {
                             held = false;
@@ -408,8 +424,20 @@ impl Run {
                         }
                     }
                 }
-                Some(done) = calls.join_next(), if !calls.is_empty() => {
-                    let Ok(answer) = done else { continue };
+                Some(done) = calls.join_next_with_id(), if !calls.is_empty() => {
+                    let answer = match done {
+                        Ok((task, answer)) => {
+                            call_ids.remove(&task);
+                            answer
+                        }
+                        // The daemon failed while making the call (a panic in a source):
+                        // the call fails, the program and the daemon go on.
+                        Err(e) => {
+                            let Some(id) = call_ids.remove(&e.id()) else { continue };
+                            tracing::error!(call = id, error = %e, "a tool call's task failed");
+                            call::failed(id)
+                        }
+                    };
                     let (id, result) = self.finish_call(answer).await;
                     let msg = SupervisorMessage::ToolResult { id, result };
                     if let Err(e) = channel.send(&msg).await {
@@ -520,7 +548,11 @@ impl Run {
 
     /// A tool call arrives: it is recorded in the trace and admitted by the pipeline in call
     /// order; the rest of the pipeline runs in its own task, concurrently with the others.
-    async fn start_call(&mut self, calls: &mut JoinSet<CallAnswer>, request: CallRequest) {
+    async fn start_call(
+        &mut self,
+        calls: &mut JoinSet<CallAnswer>,
+        request: CallRequest,
+    ) -> tokio::task::Id {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
         let admitted = call::admit(&self.calls, request, self.tool_calls.len() + 1);
@@ -537,7 +569,7 @@ impl Run {
         self.call_started.push(now);
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
             .await;
-        calls.spawn(admitted.complete().in_current_span());
+        calls.spawn(admitted.complete().in_current_span()).id()
     }
 
     /// A call's answer: recorded in the trace, and returned as the worker gets it.

@@ -258,6 +258,22 @@ impl Admitted {
     }
 }
 
+/// The answer for call `id` whose task failed (a panic in a source): an internal error the
+/// program can catch.
+pub fn failed(id: u32) -> CallAnswer {
+    CallAnswer {
+        id,
+        result: Err(ToolError::new(
+            ToolErrorCode::Internal,
+            "the daemon failed while making this call; nothing more is known of its outcome",
+        )
+        .with_hint(
+            "this is a daemon or tool source problem; the operator should check the airlockd log",
+        )),
+        redactions: Vec::new(),
+    }
+}
+
 /// Stages 5-8: resolve, arguments, gate, the source.
 async fn call_source(
     registry: &ToolRegistry,

@@ -3,7 +3,7 @@
 //! and everything it does wrong is done on purpose.
 //!
 //! ```text
-//! airlock-mcp-fault-server [--fail-start] [--require-env NAME] [--legacy] [--http 127.0.0.1:PORT]
+//! airlock-mcp-fault-server [--fail-start] [--require-env NAME] [--legacy] [--endless-pages] [--http 127.0.0.1:PORT]
 //! ```
 //!
 //! - default: MCP over stdio (newline-delimited JSON-RPC on stdin/stdout);
@@ -14,7 +14,9 @@
 //! - `--require-env NAME`: exits with code 2 unless `NAME` is in the environment. Either way it
 //!   writes only the variable's *name* to stderr, never its value (it may be a secret);
 //! - `--legacy`: supports only the protocol revisions that have `initialize` (up to
-//!   2025-11-25), like servers built before 2026-07-28.
+//!   2025-11-25), like servers built before 2026-07-28;
+//! - `--endless-pages`: `tools/list` answers every page with one more tool and a `nextCursor`,
+//!   for ever.
 //!
 //! Tools (every one answers in either era of the protocol: rmcp's server handles both
 //! `initialize` and `server/discover`, and without `--legacy` offers 2026-07-28 too):
@@ -77,6 +79,8 @@ struct FaultServer {
     stdio: bool,
     /// Only the revisions with `initialize` (`--legacy`).
     legacy: bool,
+    /// `tools/list` never ends (`--endless-pages`).
+    endless_pages: bool,
     /// Becomes `true` when the client closed stdin (never in HTTP mode).
     client_gone: tokio::sync::watch::Receiver<bool>,
 }
@@ -368,9 +372,23 @@ impl ServerHandler for FaultServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        if self.endless_pages {
+            let page: u64 = request
+                .and_then(|r| r.cursor)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let tool = Tool::new(
+                format!("page_{page}"),
+                "One of endless pages.",
+                object(json!({}), &[]),
+            );
+            let mut result = ListToolsResult::with_all_items(vec![tool]);
+            result.next_cursor = Some((page + 1).to_string());
+            return Ok(result);
+        }
         Ok(ListToolsResult::with_all_items(self.tools()))
     }
 
@@ -386,6 +404,7 @@ impl ServerHandler for FaultServer {
 struct Options {
     fail_start: bool,
     legacy: bool,
+    endless_pages: bool,
     require_env: Option<String>,
     http: Option<String>,
 }
@@ -394,6 +413,7 @@ fn parse_args() -> Result<Options, String> {
     let mut options = Options {
         fail_start: false,
         legacy: false,
+        endless_pages: false,
         require_env: None,
         http: None,
     };
@@ -402,6 +422,7 @@ fn parse_args() -> Result<Options, String> {
         match arg.as_str() {
             "--fail-start" => options.fail_start = true,
             "--legacy" => options.legacy = true,
+            "--endless-pages" => options.endless_pages = true,
             "--require-env" => {
                 options.require_env = Some(args.next().ok_or("--require-env needs a NAME")?);
             }
@@ -568,6 +589,7 @@ fn main() {
         listeners: Arc::default(),
         stdio: options.http.is_none(),
         legacy: options.legacy,
+        endless_pages: options.endless_pages,
     };
     let result = runtime.block_on(async {
         match &options.http {

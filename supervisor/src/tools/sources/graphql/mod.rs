@@ -1785,6 +1785,37 @@ input CreateIssueInput {
     }
 
     #[test]
+    fn graphql_documents_nested_without_end_fail_cleanly_on_a_small_stack() {
+        // Programs send these documents, and they are parsed in the daemon: graphql-parser's
+        // own recursion limit must hold on a runtime thread's 2 MiB stack (pinned here, so a
+        // dependency update that drops it fails this test rather than the daemon).
+        let outcome = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                let n = 100_000;
+                let selections = format!("{}a{}", "{ a ".repeat(n), " }".repeat(n));
+                let lists = format!("{{ a(x: {}1{}) }}", "[".repeat(n), "]".repeat(n));
+                let objects = format!("{{ a(x: {}1{}) }}", "{b: ".repeat(n), "}".repeat(n));
+                [selections, lists, objects]
+                    .iter()
+                    .map(|doc| check_custom_document("gh.query", doc, Operation::Query).map(|_| ()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .expect("the parser overflowed a 2 MiB stack");
+        for result in outcome {
+            let e = result.unwrap_err();
+            assert_eq!(e.code, "invalid_arguments");
+            assert!(
+                e.message.contains("Recursion limit exceeded"),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
     fn graphql_custom_documents_are_checked() {
         check_custom_document("gh.query", "{ viewer { login } }", Operation::Query).unwrap();
         check_custom_document(

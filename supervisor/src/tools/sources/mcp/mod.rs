@@ -25,8 +25,8 @@ use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ContentBlock,
-    Implementation, PingRequest, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
+    Implementation, PaginatedRequestParams, PingRequest, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
@@ -62,6 +62,16 @@ const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a call that ended short of its announced progress total waits for the updates
 /// still on their way.
 const PROGRESS_GRACE: Duration = Duration::from_millis(200);
+
+/// Pages of one `tools/list`: a server that keeps sending `nextCursor` is not listed forever.
+const MAX_LIST_PAGES: usize = 100;
+
+/// Tools of one server: more would only make an SDK no model can read, and each costs the
+/// daemon memory.
+const MAX_TOOLS: usize = 10_000;
+
+/// How long listing a running server's changed tools may take.
+const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a server may take to answer the `ping` that follows a timed-out call.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
@@ -473,7 +483,15 @@ impl McpServer {
         if let Some(conn) = guard.as_mut() {
             if !conn.service.is_transport_closed() {
                 if conn.events.tools_changed.swap(false, Ordering::AcqRel) {
-                    match self.list_tools(&conn.service).await {
+                    let relisted =
+                        tokio::time::timeout(RELIST_TIMEOUT, self.list_tools(&conn.service))
+                            .await
+                            .unwrap_or_else(|_| {
+                                Err(self.unavailable(format!(
+                                    "tools/list did not finish within {RELIST_TIMEOUT:?}"
+                                )))
+                            });
+                    match relisted {
                         Ok(catalogue) => {
                             info!(server = %self.config.name, tools = catalogue.tools.len(), "MCP server's tool list changed");
                             conn.catalogue = catalogue;
@@ -768,15 +786,33 @@ impl McpServer {
         )
     }
 
-    /// `tools/list`, every page, with each tool's schema compiled.
+    /// `tools/list`, every page (at most [`MAX_LIST_PAGES`] of them and [`MAX_TOOLS`] tools),
+    /// with each tool's output schema compiled.
     async fn list_tools(
         &self,
         service: &RunningService<RoleClient, ServerEvents>,
     ) -> Result<Catalogue, ToolError> {
-        let listed = service
-            .list_all_tools()
-            .await
-            .map_err(|e| self.unavailable(format!("tools/list failed: {e}")))?;
+        let mut listed = Vec::new();
+        let mut cursor = None;
+        for page in 1.. {
+            if page > MAX_LIST_PAGES {
+                return Err(self.unavailable(format!(
+                    "tools/list did not end after {MAX_LIST_PAGES} pages"
+                )));
+            }
+            let result = service
+                .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+                .await
+                .map_err(|e| self.unavailable(format!("tools/list failed: {e}")))?;
+            listed.extend(result.tools);
+            if listed.len() > MAX_TOOLS {
+                return Err(self.unavailable(format!("it lists more than {MAX_TOOLS} tools")));
+            }
+            cursor = result.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
         let tools = identifiers(listed.iter().map(|t| t.name.to_string()))
             .into_iter()
             .zip(listed)

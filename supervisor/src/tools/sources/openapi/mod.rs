@@ -1718,6 +1718,58 @@ mod tests {
     }
 
     #[test]
+    fn nested_and_self_multiplying_yaml_documents_are_refused_on_a_small_stack() {
+        // The YAML parser's recursion and alias-repetition limits, pinned on a runtime
+        // thread's 2 MiB stack: a policy drop-in may point at a document someone else wrote.
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("deep.yaml");
+        std::fs::write(
+            &deep,
+            format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000)),
+        )
+        .unwrap();
+        let laughs = dir.path().join("laughs.yaml");
+        let mut text = String::from("a: &a [x,x,x,x,x,x,x,x,x]\n");
+        for (name, previous) in [
+            ("b", "a"),
+            ("c", "b"),
+            ("d", "c"),
+            ("e", "d"),
+            ("f", "e"),
+            ("g", "f"),
+            ("h", "g"),
+            ("i", "h"),
+        ] {
+            text.push_str(&format!(
+                "{name}: &{name} [{}]\n",
+                vec![format!("*{previous}"); 9].join(",")
+            ));
+        }
+        std::fs::write(&laughs, text).unwrap();
+        let errors = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                [deep, laughs]
+                    .iter()
+                    .map(|p| read_document(p).unwrap_err().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap()
+            .join()
+            .expect("the YAML parser overflowed a 2 MiB stack");
+        assert!(
+            errors[0].contains("recursion limit exceeded"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1].contains("repetition limit exceeded"),
+            "{}",
+            errors[1]
+        );
+    }
+
+    #[test]
     fn malformed_documents_name_the_file_and_position() {
         let (_d, r) = load_text(
             "bad.json",
