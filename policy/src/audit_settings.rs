@@ -11,7 +11,7 @@ use toml::de::DeValue;
 
 use crate::daemon_settings::absolute_path;
 use crate::document::{Field, TableReader};
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

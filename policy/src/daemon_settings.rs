@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use toml::de::DeValue;
 
 use crate::document::{Field, TableReader};
+use crate::error::PolicyError;
 use crate::file_mode::{MAX_FILE_MODE, format_file_mode, parse_file_mode};
-use crate::policy_file::PolicyError;
 
 /// Settings of the daemon process itself (`[daemon]`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::byte_size::{format_byte_size, parse_byte_size};
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
 use crate::source_location::Location;
 
 /// The text of a policy file and where it came from.

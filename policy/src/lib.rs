@@ -3,7 +3,9 @@
 //!
 //! Modules:
 //! - [`policy_file`]: [`Policy`] (load with `policy.d` drop-ins, parse, the embedded default,
-//!   admission), [`PolicyError`] (every problem, located) and [`PolicyWarning`];
+//!   admission);
+//! - [`error`]: [`PolicyError`] (every problem, located), the error every module reports
+//!   through, and [`PolicyWarning`];
 //! - [`daemon_settings`]: the `[daemon]` table;
 //! - [`limit_settings`]: the `[limits]` table;
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions,
@@ -11,9 +13,10 @@
 //! - [`explanation`]: which principal admits a caller and which rule decides a tool call;
 //! - [`audit_settings`]: the `[audit]` table, the audit log's directory, size and rotation;
 //! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
-//! - [`tool_server`]: `[[server]]` tables, the MCP servers whose tools programs call;
-//! - [`openapi_source`]: `[[openapi]]` tables, OpenAPI documents whose operations become tools;
-//! - [`graphql_source`]: `[[graphql]]` tables, GraphQL endpoints whose fields become tools;
+//! - [`sources`]: the tool sources: `[[server]]` tables ([`sources::server`], the MCP servers
+//!   whose tools programs call), `[[openapi]]` ([`sources::openapi`], documents whose
+//!   operations become tools) and `[[graphql]]` ([`sources::graphql`], endpoints whose fields
+//!   become tools);
 //! - [`secret_scanning`]: the `[secret_scanning]` table: redact or fail on secrets in results;
 //! - [`byte_size`]: size strings such as `"256MiB"`;
 //! - [`file_mode`]: octal permission strings such as `"0660"`;
@@ -29,26 +32,26 @@ pub mod audit_settings;
 pub mod byte_size;
 pub mod daemon_settings;
 mod document;
+pub mod error;
 pub mod explanation;
 pub mod file_mode;
-pub mod graphql_source;
 pub mod limit_settings;
-pub mod openapi_source;
 pub mod policy_file;
 pub mod principal;
 pub mod secret_scanning;
 pub mod source_location;
+pub mod sources;
 pub mod tool_pattern;
-pub mod tool_server;
 
 pub use audit_settings::AuditSettings;
 pub use daemon_settings::DaemonSettings;
+pub use error::{PolicyError, PolicyWarning};
 pub use explanation::{Caller, Explanation};
-pub use graphql_source::{GraphQlSource, SchemaFormat};
 pub use limit_settings::LimitSettings;
-pub use openapi_source::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
-pub use policy_file::{EMBEDDED_ORIGIN, Policy, PolicyError, PolicyWarning};
+pub use policy_file::{EMBEDDED_ORIGIN, Policy};
 pub use principal::{Principal, RateLimits, ToolDecision, ToolRule};
 pub use secret_scanning::{SecretAction, SecretScanning};
 pub use source_location::Location;
-pub use tool_server::{ServerTransport, SettingValue, StartMode, ToolServer};
+pub use sources::graphql::{GraphQlSource, SchemaFormat};
+pub use sources::openapi::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
+pub use sources::server::{ServerTransport, SettingValue, StartMode, ToolServer};

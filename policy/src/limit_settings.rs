@@ -4,7 +4,7 @@
 
 use crate::byte_size::format_byte_size;
 use crate::document::TableReader;
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

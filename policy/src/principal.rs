@@ -8,8 +8,8 @@ use toml::de::DeValue;
 
 use crate::account::{AccountError, effective_uid, gid_of_group, uid_of_user};
 use crate::document::{Field, TableReader};
+use crate::error::PolicyError;
 use crate::limit_settings::LimitSettings;
-use crate::policy_file::PolicyError;
 use crate::source_location::Location;
 use crate::tool_pattern::{tool_matches, validate_tool_pattern};
 

@@ -4,7 +4,7 @@
 //! who would rather a program never see a redacted answer than see a partial one.
 
 use crate::document::TableReader;
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
 
 /// `[secret_scanning]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -652,7 +652,7 @@ fn secret(action: SecretCommand) -> Result<ExitCode> {
                     "unexpected argument after the name: the value is read from stdin, never from the command line (`ps` and shell history would show it); try: airlock secret set {name} < file"
                 );
             }
-            if !airlock_policy::tool_server::is_secret_name(&name) {
+            if !airlock_policy::sources::server::is_secret_name(&name) {
                 anyhow::bail!(
                     "`{name}` is not a valid secret name (1 to 128 ASCII letters, digits, `.`, `_` and `-`)"
                 );

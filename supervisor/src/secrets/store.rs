@@ -31,7 +31,7 @@ pub mod kernel_keyring;
 
 pub use kernel_keyring::{KernelKeyring, KeyringError};
 
-use airlock_policy::tool_server::is_secret_name;
+use airlock_policy::sources::server::is_secret_name;
 use airlock_policy::{ServerTransport, SettingValue, ToolServer};
 use std::borrow::Cow;
 use std::collections::BTreeMap;

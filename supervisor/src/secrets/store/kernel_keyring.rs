@@ -259,7 +259,7 @@ impl KernelKeyring {
                 let kind = fields.next()?;
                 let description = fields.nth(3)?;
                 let name = description.strip_prefix(DESCRIPTION_PREFIX)?;
-                (kind == "user" && airlock_policy::tool_server::is_secret_name(name))
+                (kind == "user" && airlock_policy::sources::server::is_secret_name(name))
                     .then(|| name.to_owned())
             })
             .collect();
@@ -287,7 +287,7 @@ impl KernelKeyring {
 }
 
 fn check_name(name: &str) -> Result<(), KeyringError> {
-    if airlock_policy::tool_server::is_secret_name(name) {
+    if airlock_policy::sources::server::is_secret_name(name) {
         Ok(())
     } else {
         Err(KeyringError::InvalidName(name.to_owned()))

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use crate::document::{Field, TableReader};
-use crate::policy_file::PolicyError;
-use crate::tool_server::{SettingValue, is_header_name, is_identifier, read_settings};
+use crate::error::PolicyError;
+use crate::sources::server::{SettingValue, is_header_name, is_identifier, read_settings};
 
 /// One `[[graphql]]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,14 +129,14 @@ impl GraphQlSource {
 }
 
 fn check_url(field: &Field<'_>, url: &str) -> Result<(), PolicyError> {
-    crate::tool_server::check_http_url(field, url, "GraphQL endpoints", "headers")
+    crate::sources::server::check_http_url(field, url, "GraphQL endpoints", "headers")
 }
 
 #[cfg(test)]
 mod tests {
     use crate::Policy;
-    use crate::graphql_source::SchemaFormat;
-    use crate::tool_server::SettingValue;
+    use crate::sources::graphql::SchemaFormat;
+    use crate::sources::server::SettingValue;
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())

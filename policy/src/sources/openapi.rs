@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use crate::document::{Field, TableReader};
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
+use crate::sources::server::{SettingValue, is_identifier, setting_value};
 use crate::tool_pattern::validate_tool_pattern;
-use crate::tool_server::{SettingValue, is_identifier, setting_value};
 
 /// One `[[openapi]]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl OpenApiSource {
 /// operation's path and parameters are appended to it).
 fn read_base_url<'a>(field: &Field<'a>) -> Result<&'a str, PolicyError> {
     let url = field.string("a string (an http:// or https:// URL)")?;
-    crate::tool_server::check_http_url(field, url, "OpenAPI sources", "auth")?;
+    crate::sources::server::check_http_url(field, url, "OpenAPI sources", "auth")?;
     if url.contains(['?', '#']) {
         return Err(field.invalid(
             "a base URL has no query or fragment (operations add their own path and query)",
@@ -216,7 +216,7 @@ fn read_auth(table: &TableReader<'_>) -> Result<OpenApiAuth, PolicyError> {
                 }
                 (Some(field), None) => {
                     let name = field.string("a string (a header name)")?;
-                    if !crate::tool_server::is_header_name(name) {
+                    if !crate::sources::server::is_header_name(name) {
                         return Err(field.invalid(format!("\"{name}\" is not a valid header name")));
                     }
                     ApiKeyLocation::Header(name.to_owned())
@@ -262,8 +262,8 @@ fn read_patterns(field: Option<Field<'_>>) -> Result<Vec<String>, PolicyError> {
 #[cfg(test)]
 mod tests {
     use crate::Policy;
-    use crate::openapi_source::{ApiKeyLocation, OpenApiAuth};
-    use crate::tool_server::SettingValue;
+    use crate::sources::openapi::{ApiKeyLocation, OpenApiAuth};
+    use crate::sources::server::SettingValue;
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())

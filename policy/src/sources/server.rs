@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use toml::de::DeValue;
 
 use crate::document::{Field, TableReader};
-use crate::policy_file::PolicyError;
+use crate::error::PolicyError;
 
 /// One `[[server]]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,7 +331,7 @@ pub(crate) fn is_identifier(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::Policy;
-    use crate::tool_server::{ServerTransport, SettingValue, StartMode};
+    use crate::sources::server::{ServerTransport, SettingValue, StartMode};
 
     fn parse(text: &str) -> Result<Policy, String> {
         Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())
