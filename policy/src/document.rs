@@ -201,8 +201,26 @@ impl<'a> Field<'a> {
 
     /// An integer within `range`.
     pub fn u64_in(&self, range: RangeInclusive<u64>) -> Result<u64, PolicyError> {
+        self.integer_in(range)
+    }
+
+    /// An integer within `range`, as a `usize` (counts of things).
+    pub fn usize_in(&self, range: RangeInclusive<usize>) -> Result<usize, PolicyError> {
+        self.integer_in(range)
+    }
+
+    /// An integer within `range`, as a `u32`.
+    pub fn u32_in(&self, range: RangeInclusive<u32>) -> Result<u32, PolicyError> {
+        self.integer_in(range)
+    }
+
+    /// An integer within `range`, converted without loss (out of range otherwise).
+    fn integer_in<T>(&self, range: RangeInclusive<T>) -> Result<T, PolicyError>
+    where
+        T: TryFrom<i128> + PartialOrd + std::fmt::Display,
+    {
         let n = self.integer("an integer")?;
-        u64::try_from(n)
+        T::try_from(n)
             .ok()
             .filter(|n| range.contains(n))
             .ok_or_else(|| self.out_of_range(format!("{}..={}", range.start(), range.end())))

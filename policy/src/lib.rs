@@ -27,6 +27,17 @@
 //! The format is documented for operators in `docs/policy-reference.md`; `policy/default.toml` is
 //! the policy built into the daemon and doubles as the annotated example.
 
+// Sizes and counts here come from untrusted hands (frames, requests, answers, files): a cast
+// that could truncate or wrap must say why it cannot, or not be a cast (tests are exempt).
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        clippy::cast_sign_loss
+    )
+)]
+
 pub mod account;
 pub mod audit_settings;
 pub mod byte_size;

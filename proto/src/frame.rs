@@ -32,13 +32,14 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, FrameError> {
     let mut out = postcard::to_extend(msg, vec![0u8; HEADER_LEN])
         .map_err(|e| FrameError::Malformed(e.to_string()))?;
     let payload_len = out.len() - HEADER_LEN;
-    if payload_len > MAX_FRAME_LEN as usize {
-        return Err(FrameError::TooLarge {
-            len: payload_len as u64,
+    let header = u32::try_from(payload_len)
+        .ok()
+        .filter(|len| *len <= MAX_FRAME_LEN)
+        .ok_or(FrameError::TooLarge {
+            len: u64::try_from(payload_len).unwrap_or(u64::MAX),
             max: MAX_FRAME_LEN,
-        });
-    }
-    out[..HEADER_LEN].copy_from_slice(&(payload_len as u32).to_le_bytes());
+        })?;
+    out[..HEADER_LEN].copy_from_slice(&header.to_le_bytes());
     Ok(out)
 }
 

@@ -12,6 +12,17 @@
 //! The crate deliberately has no async runtime and no policy types: the worker links it
 //! inside its sandbox, and the supervisor turns policy into the [`Limits`] it sends.
 
+// Sizes and counts here come from untrusted hands (frames, requests, answers, files): a cast
+// that could truncate or wrap must say why it cannot, or not be a cast (tests are exempt).
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        clippy::cast_sign_loss
+    )
+)]
+
 pub mod frame;
 pub mod message;
 

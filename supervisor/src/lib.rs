@@ -18,6 +18,17 @@
 //! [`rate_limiter`] (per-principal token buckets), [`client`] (a client for the agent API:
 //! CLI, tests, benchmark).
 
+// Sizes and counts here come from untrusted hands (frames, requests, answers, files): a cast
+// that could truncate or wrap must say why it cannot, or not be a cast (tests are exempt).
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::cast_possible_truncation,
+        clippy::cast_possible_wrap,
+        clippy::cast_sign_loss
+    )
+)]
+
 pub mod agent_api;
 pub mod api;
 pub mod audit_log;

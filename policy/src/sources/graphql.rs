@@ -104,7 +104,7 @@ impl GraphQlSource {
             None => Vec::new(),
         };
         let selection_depth = match table.get("selection_depth") {
-            Some(field) => field.u64_in(1..=u64::from(Self::MAX_SELECTION_DEPTH))? as u32,
+            Some(field) => field.u32_in(1..=Self::MAX_SELECTION_DEPTH)?,
             None => Self::DEFAULT_SELECTION_DEPTH,
         };
         let call_timeout_ms = match table.get("call_timeout_ms") {
@@ -112,7 +112,7 @@ impl GraphQlSource {
             None => Self::DEFAULT_CALL_TIMEOUT_MS,
         };
         let max_concurrent_calls = match table.get("max_concurrent_calls") {
-            Some(field) => field.u64_in(1..=Self::MAX_CONCURRENT_CALLS as u64)? as usize,
+            Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
         Ok(GraphQlSource {

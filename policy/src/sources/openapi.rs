@@ -123,7 +123,7 @@ impl OpenApiSource {
             None => Self::DEFAULT_CALL_TIMEOUT_MS,
         };
         let max_concurrent_calls = match table.get("max_concurrent_calls") {
-            Some(field) => field.u64_in(1..=Self::MAX_CONCURRENT_CALLS as u64)? as usize,
+            Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
         Ok(OpenApiSource {

@@ -231,8 +231,8 @@ pub fn insert(conn: &mut Connection, batch: &[ExecutionRecord]) -> rusqlite::Res
                 record.queued_ms,
                 record.run_ms,
                 record.total_ms,
-                record.tool_calls.len() as i64,
-                record.redactions.len() as i64,
+                i64::try_from(record.tool_calls.len()).unwrap_or(i64::MAX),
+                i64::try_from(record.redactions.len()).unwrap_or(i64::MAX),
                 unix_ms(record.started),
                 unix_ms(record.finished),
             ])?;

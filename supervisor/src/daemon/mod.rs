@@ -196,7 +196,7 @@ pub async fn run(
     .await;
     if drained.is_err() {
         warn!(
-            grace_ms = grace.as_millis() as u64,
+            grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
             "grace period over; stopping the remaining executions"
         );
         // Aborting a connection task drops its execution, which kills and reaps its worker.

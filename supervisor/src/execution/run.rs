@@ -260,7 +260,7 @@ impl Run {
         });
         let sent = channel.send(&start).await;
         debug!(
-            elapsed_us = run_started.elapsed().as_micros() as u64,
+            elapsed_us = u64::try_from(run_started.elapsed().as_micros()).unwrap_or(u64::MAX),
             "program sent to worker"
         );
         if let Err(e) = sent {
@@ -318,7 +318,7 @@ impl Run {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
                         self.outcome = Some(outcome);
                         self.worker_stats = Some(stats);
-                        debug!(elapsed_us = run_started.elapsed().as_micros() as u64, "worker done");
+                        debug!(elapsed_us = u64::try_from(run_started.elapsed().as_micros()).unwrap_or(u64::MAX), "worker done");
                         // The worker waits for our hang-up after Done, so it is still there.
                         self.stats.peak_rss_bytes = process.peak_rss_bytes();
                         break None;
@@ -524,7 +524,8 @@ impl Run {
         let text = self.scan_text(place, text);
         // The worker enforces the output limit; this is the supervisor's own backstop so a
         // misbehaving worker cannot make the daemon buffer without bound.
-        let room = self.max_output.saturating_sub(self.output_bytes) as usize;
+        let room = usize::try_from(self.max_output.saturating_sub(self.output_bytes))
+            .unwrap_or(usize::MAX);
         let line_len = text.len() + 1;
         if line_len > room {
             self.output_truncated = true;

@@ -156,7 +156,12 @@ impl ExecutionService {
             return Err(SubmitError::RateLimited {
                 principal: principal.name.clone(),
                 per_minute: limited.per_minute,
-                retry_after_s: limited.retry_after.as_secs_f64().ceil().max(1.0) as u64,
+                // Whole seconds, rounded up, at least one.
+                retry_after_s: u64::try_from(
+                    limited.retry_after.as_nanos().div_ceil(1_000_000_000),
+                )
+                .unwrap_or(u64::MAX)
+                .max(1),
             });
         }
         let tool_call_rate = self.rates.bucket(
@@ -254,7 +259,7 @@ impl ExecutionService {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         format!("ex_{ms:x}_{n}")
     }

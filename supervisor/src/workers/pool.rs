@@ -164,7 +164,7 @@ pub async fn start_worker(
             debug!(
                 pid,
                 ?lockdown,
-                elapsed_us = started.elapsed().as_micros() as u64,
+                elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
                 "worker ready"
             );
             Ok(ReadyWorker {

@@ -257,7 +257,11 @@ impl SpawnAttr {
             check_spawn(libc::posix_spawnattr_setsigdefault(ptr, &all))?;
             check_spawn(libc::posix_spawnattr_setflags(
                 ptr,
-                (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short,
+                // Two flag bits (0x08 | 0x04): the C API takes them as a short.
+                #[allow(clippy::cast_possible_truncation)]
+                {
+                    (libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF) as libc::c_short
+                },
             ))?;
         }
         Ok(attr)
@@ -285,8 +289,10 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // A descriptor is an int; the syscall's `long` only widens it.
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn reap_blocking(pid: i32) -> io::Result<WorkerExit> {

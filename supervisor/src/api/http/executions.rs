@@ -30,7 +30,10 @@ pub(super) async fn execute(
         .is_some_and(|v| v.contains("application/x-ndjson"));
     // JSON escaping can double a program's size (and \u escapes grow it further); the exact
     // code-size check follows after parsing.
-    let body_limit = (limits_policy.max_code_bytes as usize).saturating_mul(2) + 1024 * 1024;
+    let body_limit = usize::try_from(limits_policy.max_code_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(2)
+        .saturating_add(1024 * 1024);
     let body = match Limited::new(req.into_body(), body_limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {

@@ -71,7 +71,9 @@ impl Peer {
 fn peer_groups(stream: &UnixStream) -> std::io::Result<Vec<u32>> {
     let mut groups = vec![0u32; 64];
     loop {
-        let mut len = (groups.len() * std::mem::size_of::<u32>()) as libc::socklen_t;
+        // At most 65,536 groups (below), so the byte length fits.
+        let mut len =
+            libc::socklen_t::try_from(groups.len() * std::mem::size_of::<u32>()).unwrap_or(0);
         // SAFETY: the buffer is valid for `len` bytes and getsockopt writes at most that.
         let r = unsafe {
             libc::getsockopt(

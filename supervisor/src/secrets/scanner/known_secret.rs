@@ -34,6 +34,11 @@
 //! JSON strings) are joined before matching by the callers, so a split into short pieces is
 //! caught there even when each piece is below the fragment length.
 
+// Offsets and indexes here are within the operator's own secrets (at most 64 KiB each, and
+// a handful of them), never sizes an untrusted peer chose; the hash shifts down to the table's
+// width first.
+#![allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+
 use super::ScannerError;
 use crate::secrets::store::SecretValue;
 use base64::Engine as _;

@@ -329,8 +329,10 @@ impl ShapeRules {
             };
             for variant in variants {
                 let first = &mut by_first_byte[usize::from(variant[0])];
-                if !first.contains(&(index as u16)) {
-                    first.push(index as u16);
+                // The embedded rule file has a few dozen keywords; `u16` keeps the table small.
+                let index = u16::try_from(index).unwrap_or(u16::MAX);
+                if !first.contains(&index) {
+                    first.push(index);
                 }
                 if !starts.contains(&variant) {
                     starts.push(variant);
