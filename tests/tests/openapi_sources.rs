@@ -646,3 +646,106 @@ fn check_config_reports_a_malformed_document() {
         "{err}"
     );
 }
+
+/// A path parameter is data in one segment: `..`, `.` and an empty value are refused naming the
+/// parameter (a URL parser would normalise them away, and the request, with the source's
+/// credentials, would go to a path the operator never exposed); everything else is
+/// percent-encoded into the one segment, `/`, `?`, `#`, `%` and CR/LF included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn path_parameters_stay_one_segment_and_dot_segments_are_refused() {
+    let api = LocalServer::start(0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = write(
+        dir.path(),
+        "users.yaml",
+        r#"
+openapi: 3.1.0
+info: { title: users, version: "1" }
+paths:
+  /users/{id}:
+    get:
+      operationId: get_user
+      parameters:
+        - { name: id, in: path, required: true, schema: { type: string } }
+  /pair/{a}{b}:
+    get:
+      operationId: pair
+      parameters:
+        - { name: a, in: path, required: true, schema: { type: string } }
+        - { name: b, in: path, required: true, schema: { type: string } }
+"#,
+    );
+    let secrets = Arc::new(SecretStore::with_values([(
+        "api-token".to_owned(),
+        TOKEN.to_owned(),
+    )]));
+    let source = OpenApiSource::load(
+        config(
+            "users",
+            doc,
+            &format!("http://127.0.0.1:{}/v1", api.port),
+            Some(OpenApiAuth::Bearer {
+                token: SettingValue::Secret("api-token".into()),
+            }),
+        ),
+        secrets,
+    )
+    .unwrap();
+    let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(source))).await;
+    let r = d
+        .exec(
+            r#"
+async function get(id: string) {
+  try { return (await tools.users.get_user({ id }) as any).target }
+  catch (e: any) { return { code: e.code, message: e.message } }
+}
+const out: Record<string, unknown> = {};
+for (const id of ["..", ".", "", "../x", "%2e%2e", "a?b", "a#b", "a\r\nX-Evil: 1", "%", "a/b", "ok"]) {
+  out[JSON.stringify(id)] = await get(id);
+}
+try { out.pair = await tools.users.pair({ a: ".", b: "." }) } catch (e: any) { out.pair = { code: e.code, message: e.message } }
+out
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let v = &r.result;
+    for (value, shown) in [(r#""..""#, "`..`"), (r#"".""#, "`.`"), (r#""""#, "empty")] {
+        assert_eq!(v[value]["code"], "invalid_arguments", "{value}: {v}");
+        let message = v[value]["message"].as_str().unwrap();
+        assert!(
+            message.contains("path parameter `id` may not be") && message.contains(shown),
+            "{value}: {message}"
+        );
+    }
+    // Side by side, each part is still judged on its own.
+    assert_eq!(v["pair"]["code"], "invalid_arguments", "{v}");
+    assert!(
+        v["pair"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("path parameter `a` may not be `.`"),
+        "{v}"
+    );
+    for (value, target) in [
+        (r#""../x""#, "/v1/users/..%2Fx"),
+        (r#""%2e%2e""#, "/v1/users/%252e%252e"),
+        (r#""a?b""#, "/v1/users/a%3Fb"),
+        (r#""a#b""#, "/v1/users/a%23b"),
+        (r#""a\r\nX-Evil: 1""#, "/v1/users/a%0D%0AX-Evil%3A%201"),
+        (r#""%""#, "/v1/users/%25"),
+        (r#""a/b""#, "/v1/users/a%2Fb"),
+        (r#""ok""#, "/v1/users/ok"),
+    ] {
+        assert_eq!(v[value], target, "{value}: {v}");
+    }
+    // What was refused never reached the API.
+    let seen: Vec<String> = api.seen().into_iter().map(|s| s.target).collect();
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|t| t.starts_with("/v1/users/") && t.len() > "/v1/users/".len()),
+        "{seen:?}"
+    );
+    d.stop().await;
+}

@@ -395,7 +395,20 @@ impl OpenApiSource {
                     let value = param.and_then(|p| args.get(&p.arg)).ok_or_else(|| {
                         invalid(format!("{full}: the path parameter `{name}` is missing"))
                     })?;
-                    path.push_str(&percent_encode(&simple_string(value, false)));
+                    let encoded = percent_encode(&simple_string(value, false));
+                    // `.` and `..` are not data in a URL path: they would be normalised away,
+                    // and the request would go, with the source's credentials, to a path the
+                    // operator never exposed. An empty value names another resource too. (No
+                    // two other values make a dot segment side by side: each is neither empty
+                    // nor dots alone, and every `/` is encoded.)
+                    if matches!(encoded.as_str(), "" | "." | "..") {
+                        return Err(invalid(format!(
+                            "{full}: the path parameter `{name}` may not be {}",
+                            if encoded.is_empty() { "empty".to_owned() } else { format!("`{encoded}`") }
+                        ))
+                        .with_hint(format!("pass the {name} itself; `.`, `..` and empty values would change which path is requested")));
+                    }
+                    path.push_str(&encoded);
                 }
             }
         }
