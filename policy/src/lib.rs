@@ -65,4 +65,6 @@ pub use secret_scanning::{SecretAction, SecretScanning};
 pub use source_location::Location;
 pub use sources::graphql::{GraphQlSource, SchemaFormat};
 pub use sources::openapi::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
-pub use sources::server::{ServerTransport, SettingValue, StartMode, ToolServer};
+pub use sources::server::{
+    ConfineMode, Confinement, ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer,
+};

@@ -17,7 +17,7 @@ use crate::secret_scanning::SecretScanning;
 use crate::source_location::Location;
 use crate::sources::graphql::GraphQlSource;
 use crate::sources::openapi::OpenApiSource;
-use crate::sources::server::ToolServer;
+use crate::sources::server::{ConfineMode, ServerTransport, ToolServer};
 
 /// The policy built into the daemon, used when no policy file is given. It is also the annotated
 /// example shipped in the docs.
@@ -346,6 +346,20 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         ToolServer::read,
         |s| &s.name,
     );
+    for server in &servers {
+        if server.confinement.mode == ConfineMode::Off
+            && matches!(server.transport, ServerTransport::Stdio { .. })
+            && let Some(at) = names.get(&server.name)
+        {
+            warnings.push(PolicyWarning {
+                at: at.clone(),
+                message: format!(
+                    "server \"{}\" runs unconfined (confine = false): it can read and change everything this daemon's user can, other servers' secrets and the daemon's own state included; give it `read`/`write` paths and confine it instead, unless you trust every release of it",
+                    server.name
+                ),
+            });
+        }
+    }
     let openapi = read_sources(
         &roots,
         SourceKind {

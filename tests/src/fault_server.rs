@@ -35,6 +35,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
         start: StartMode::Lazy,
         call_timeout_ms: 2_000,
         max_concurrent_calls: 16,
+        confinement: Default::default(),
     }
 }
 
@@ -82,6 +83,7 @@ impl HttpFaultServer {
             start: StartMode::Lazy,
             call_timeout_ms: 2_000,
             max_concurrent_calls: 16,
+            confinement: Default::default(),
         }
     }
 

@@ -45,6 +45,7 @@ pub fn server_everything(name: &str, test: &str) -> Option<ToolServer> {
         start: StartMode::Lazy,
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
+        confinement: Default::default(),
     })
 }
 
@@ -89,6 +90,7 @@ pub fn python_module_server(
         start: StartMode::Lazy,
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
+        confinement: Default::default(),
     })
 }
 
@@ -155,6 +157,7 @@ impl HttpServerEverything {
             start: StartMode::Lazy,
             call_timeout_ms: 30_000,
             max_concurrent_calls: 16,
+            confinement: Default::default(),
         }
     }
 

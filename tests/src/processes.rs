@@ -18,6 +18,17 @@ pub fn children_named(parent: u32, comm: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Pids of the live tool server processes `parent` started with command name `comm`: its
+/// children of that name (an unconfined server) and the children of its `airlock-confine`
+/// launchers (a confined server runs as the launcher's child, pid 1 of its own namespace).
+pub fn servers_named(parent: u32, comm: &str) -> Vec<i32> {
+    let mut servers = children_named(parent, comm);
+    for launcher in children_named(parent, "airlock-confine") {
+        servers.extend(children_named(launcher.unsigned_abs(), comm));
+    }
+    servers
+}
+
 /// Zombie children of `parent`.
 pub fn zombie_children(parent: u32) -> Vec<i32> {
     children(parent)

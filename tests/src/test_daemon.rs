@@ -145,6 +145,8 @@ impl TestDaemon {
             secrets: Arc::new(
                 airlock_supervisor::secrets::store::SecretStore::with_values(options.secrets),
             ),
+            // Tool servers' scratch directories of this daemon only.
+            state_directory: Some(dir.path().join("state")),
             ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();

@@ -16,7 +16,7 @@ use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::ToolError;
 use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::fault_server::{self, HttpFaultServer};
-use airlock_tests::processes::{alive, children_named, wait_until};
+use airlock_tests::processes::{alive, servers_named, wait_until};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;
 use std::sync::Arc;
@@ -60,7 +60,7 @@ const BIG_CALL_TIMEOUT_MS: u64 = 20_000;
 
 /// Running fault servers started by this test process's daemon.
 fn fault_servers() -> Vec<i32> {
-    children_named(std::process::id(), "airlock-mcp-fault-server")
+    servers_named(std::process::id(), "airlock-mcp-fault-server")
 }
 
 /// The error of the execution's only tool call.

@@ -213,7 +213,7 @@ fn airlockd_runs_servers_from_its_policy_file() {
         String::from_utf8_lossy(&out.stdout),
         "\"Echo: via policy\"\n"
     );
-    let servers = airlock_tests::processes::children_named(daemon.id(), "node");
+    let servers = airlock_tests::processes::servers_named(daemon.id(), "node");
     assert_eq!(servers.len(), 1, "expected one running server: {servers:?}");
     // SAFETY: kill(2) of our own child.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
@@ -267,7 +267,7 @@ const converted = await tools.time.convert_time({ source_timezone: "UTC", time: 
 #[test]
 fn servers_die_with_a_killed_daemon() {
     use airlock_policy::ServerTransport;
-    use airlock_tests::processes::{alive, children_named, wait_until};
+    use airlock_tests::processes::{alive, servers_named, wait_until};
 
     let Some(config) = server_everything("everything", "servers_die_with_a_killed_daemon") else {
         return;
@@ -280,7 +280,7 @@ fn servers_die_with_a_killed_daemon() {
         airlockd_with_server("/bin/sh", &["-c".to_owned(), script], 0);
     let mut servers = Vec::new();
     let started = wait_until(20, || {
-        servers = children_named(daemon.id(), "sh");
+        servers = servers_named(daemon.id(), "sh");
         !servers.is_empty()
     });
     if !started {
@@ -306,7 +306,7 @@ fn servers_die_with_a_killed_daemon() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_server_is_started_again_on_the_next_call() {
     let _serial = serial().await;
-    use airlock_tests::processes::{alive, children_named, wait_until};
+    use airlock_tests::processes::{alive, servers_named, wait_until};
 
     let Some(d) =
         daemon_with_everything("a_crashed_server_is_started_again_on_the_next_call").await
@@ -318,7 +318,7 @@ async fn a_crashed_server_is_started_again_on_the_next_call() {
         .await;
     assert_eq!(first.result, json!("Echo: one"), "{first:?}");
     let me = std::process::id();
-    let servers = children_named(me, "node");
+    let servers = servers_named(me, "node");
     assert_eq!(servers.len(), 1, "{servers:?}");
     // SAFETY: kill(2) of the server process this test's daemon started.
     unsafe { libc::kill(servers[0], libc::SIGKILL) };
@@ -340,7 +340,7 @@ async fn a_crashed_server_is_started_again_on_the_next_call() {
             .await;
     }
     assert_eq!(second.result, json!("Echo: two"), "{second:?}");
-    let restarted = children_named(me, "node");
+    let restarted = servers_named(me, "node");
     assert_eq!(restarted.len(), 1, "{restarted:?}");
     assert_ne!(restarted[0], servers[0]);
     d.stop().await;

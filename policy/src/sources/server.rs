@@ -24,6 +24,48 @@ pub struct ToolServer {
     pub call_timeout_ms: u64,
     /// Calls in flight to this server at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// What a stdio server may reach (`confine`, `network`, `read`, `write`, `memory`,
+    /// `open_files`, `processes`); not used for `url` servers.
+    pub confinement: Confinement,
+}
+
+/// How a stdio server is confined (docs/sandbox.md, "Tool servers").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    pub mode: ConfineMode,
+    pub network: ServerNetwork,
+    /// Directories (or files) it may read, besides the system and its own install prefix.
+    pub read: Vec<PathBuf>,
+    /// Directories (or files) it may write.
+    pub write: Vec<PathBuf>,
+    /// `RLIMIT_AS` of its processes.
+    pub memory_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: Option<u64>,
+    /// `RLIMIT_NPROC` (counted per user by the kernel: for a dedicated user).
+    pub processes: Option<u64>,
+}
+
+/// `confine = true | false | "best-effort"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConfineMode {
+    /// Every layer, or the server does not start (`true`, the default).
+    #[default]
+    Strict,
+    /// The layers the kernel has; each missing one is logged (`"best-effort"`).
+    BestEffort,
+    /// None: the server can reach everything the daemon's user can (`false`).
+    Off,
+}
+
+/// `network = "host" | "none"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ServerNetwork {
+    /// The host's network (the default).
+    #[default]
+    Host,
+    /// An empty network namespace.
+    None,
 }
 
 /// How the daemon reaches a server.
@@ -107,6 +149,24 @@ impl ToolServer {
         "start",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "confine",
+        "network",
+        "read",
+        "write",
+        "memory",
+        "open_files",
+        "processes",
+    ];
+
+    /// Keys that apply to stdio servers only.
+    const CONFINEMENT_KEYS: &'static [&'static str] = &[
+        "confine",
+        "network",
+        "read",
+        "write",
+        "memory",
+        "open_files",
+        "processes",
     ];
 
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -143,7 +203,7 @@ impl ToolServer {
                 Self::read_stdio(table, command)?
             }
             (None, Some(url)) => {
-                for key in ["args", "cwd", "env"] {
+                for key in ["args", "cwd", "env"].iter().chain(Self::CONFINEMENT_KEYS) {
                     if let Some(field) = table.get(key) {
                         return Err(field.invalid(format!(
                             "`{key}` applies to `command` servers; a `url` server takes `headers`"
@@ -179,6 +239,7 @@ impl ToolServer {
             start,
             call_timeout_ms,
             max_concurrent_calls,
+            confinement: Confinement::read(table)?,
         })
     }
     fn read_stdio(
@@ -232,6 +293,71 @@ impl ToolServer {
         Ok(ServerTransport::Http {
             url: url.to_owned(),
             headers,
+        })
+    }
+}
+
+impl Confinement {
+    /// Largest `memory` (1 TiB) and `open_files`/`processes` (2^20) accepted.
+    const MAX_MEMORY: u64 = 1 << 40;
+    const MAX_COUNT: u64 = 1 << 20;
+
+    fn read(table: &TableReader<'_>) -> Result<Confinement, PolicyError> {
+        let mode = match table.get("confine") {
+            None => ConfineMode::Strict,
+            Some(field) => match field.value() {
+                DeValue::Boolean(true) => ConfineMode::Strict,
+                DeValue::Boolean(false) => ConfineMode::Off,
+                DeValue::String(s) if s == "best-effort" => ConfineMode::BestEffort,
+                _ => return Err(field.wrong_type("true, false or \"best-effort\"")),
+            },
+        };
+        let network = match table.get("network") {
+            None => ServerNetwork::Host,
+            Some(field) => match field.string("\"host\" or \"none\"")? {
+                "host" => ServerNetwork::Host,
+                "none" => ServerNetwork::None,
+                other => {
+                    return Err(field.invalid(format!(
+                        "unknown network \"{other}\" (expected \"host\" or \"none\")"
+                    )));
+                }
+            },
+        };
+        let paths = |key: &str| -> Result<Vec<PathBuf>, PolicyError> {
+            let Some(field) = table.get(key) else {
+                return Ok(Vec::new());
+            };
+            let mut out = Vec::new();
+            for item in field.array("an array of absolute paths")? {
+                let path = item.string("a string (an absolute path)")?;
+                if !path.starts_with('/') || path.split('/').any(|part| part == "..") {
+                    return Err(
+                        item.invalid(format!("\"{path}\" is not an absolute path without `..`"))
+                    );
+                }
+                out.push(PathBuf::from(path));
+            }
+            Ok(out)
+        };
+        let memory_bytes = table
+            .get("memory")
+            .map(|f| f.byte_size_in(16 << 20..=Self::MAX_MEMORY))
+            .transpose()?;
+        let count = |key: &str| {
+            table
+                .get(key)
+                .map(|f| f.u64_in(1..=Self::MAX_COUNT))
+                .transpose()
+        };
+        Ok(Confinement {
+            mode,
+            network,
+            read: paths("read")?,
+            write: paths("write")?,
+            memory_bytes,
+            open_files: count("open_files")?,
+            processes: count("processes")?,
         })
     }
 }

@@ -13,11 +13,13 @@ use crate::api::http::{HttpState, serve_connection};
 use crate::audit_log::{AuditLog, AuditLogError};
 use crate::execution::ExecutionService;
 use crate::generation::{
-    Generations, PolicyGeneration, SourceFailure, start_eager_sources, worker_ceiling,
+    Generations, PolicyGeneration, SourceContext, SourceFailure, start_eager_sources,
+    worker_ceiling,
 };
 use crate::secrets::scanner::SharedScanner;
 use crate::secrets::store::SecretStore;
 use crate::tools::ToolRegistry;
+use crate::tools::sources::mcp::ServerHost;
 use crate::workers::pool::WorkerPool;
 use crate::workers::process::Spawner;
 use airlock_policy::Policy;
@@ -50,6 +52,13 @@ pub struct DaemonConfig {
     /// The scanner the daemon's log writer uses; `run` puts the policy's scanner in it (and
     /// the new one on every reload), so the log never carries a secret the daemon holds.
     pub log_scanner: Option<SharedScanner>,
+    /// The daemon's state directory (tool servers' scratch directories are in `servers/`);
+    /// `None`: `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/airlock`, else
+    /// `~/.local/state/airlock`.
+    pub state_directory: Option<PathBuf>,
+    /// More paths no tool server may reach besides the state directory, the policy's
+    /// directory and `$CREDENTIALS_DIRECTORY` (which `run` adds): the socket's directory.
+    pub protected: Vec<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -63,6 +72,8 @@ impl DaemonConfig {
             policy_path: None,
             reload_on_sighup: false,
             log_scanner: None,
+            state_directory: None,
+            protected: Vec::new(),
         }
     }
 }
@@ -93,6 +104,12 @@ pub async fn run(
     if !is_executable(&config.worker_path) {
         return Err(DaemonError::WorkerMissing(config.worker_path));
     }
+    // Nothing of the same user may read this process's memory or environment through /proc,
+    // or attach to it: a tool server runs as the same user.
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon non-dumpable");
+    }
     let policy = config.policy;
     let daemon_settings = policy.daemon.clone();
     for warning in &policy.warnings {
@@ -108,26 +125,28 @@ pub async fn run(
         worker_ceiling(&policy.limits),
         daemon_settings.pool_size,
     );
-    let extra = config.tools;
+    let context = SourceContext {
+        secrets: config.secrets,
+        extra: config.tools,
+        host: server_host(
+            &config.worker_path,
+            config.state_directory,
+            config.policy_path.as_deref(),
+            config.protected,
+        ),
+    };
     // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
-    let generation = PolicyGeneration::build(
-        1,
-        policy,
-        &config.secrets,
-        &extra,
-        pool,
-        None,
-        SourceFailure::DropsSource,
-    )
-    .map_err(|problems| {
-        DaemonError::Scanner(
-            problems
-                .iter()
-                .map(|p| format!("{}: {}", p.source, p.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
+    let generation =
+        PolicyGeneration::build(1, policy, &context, pool, None, SourceFailure::DropsSource)
+            .map_err(|problems| {
+                DaemonError::Scanner(
+                    problems
+                        .iter()
+                        .map(|p| format!("{}: {}", p.source, p.message))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            })?;
     if let Some(log) = &config.log_scanner {
         log.replace(generation.scanner.clone());
     }
@@ -141,8 +160,7 @@ pub async fn run(
     );
     let generations = Arc::new(Generations::new(
         generation,
-        extra,
-        config.secrets,
+        context,
         config.policy_path,
         spawner,
         config.log_scanner,
@@ -227,6 +245,25 @@ async fn reload_on_sighup(generations: Arc<Generations>) {
         info!("SIGHUP received: reloading the policy");
         generations.reload().await;
     }
+}
+
+/// Where tool servers are launched from and keep their files, and what none of them may reach.
+fn server_host(
+    worker: &std::path::Path,
+    state: Option<PathBuf>,
+    policy_path: Option<&std::path::Path>,
+    mut protected: Vec<PathBuf>,
+) -> ServerHost {
+    let state = state
+        .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
+        .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
+    if let Some(dir) = policy_path.and_then(std::path::Path::parent) {
+        protected.push(dir.to_owned());
+    }
+    if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
+        protected.push(PathBuf::from(credentials));
+    }
+    ServerHost::new(worker, &state, protected)
 }
 
 fn is_executable(path: &std::path::Path) -> bool {

@@ -13,7 +13,7 @@ use crate::secrets::scanner::SecretScanner;
 use crate::secrets::store::{SecretStore, SecretValue};
 use crate::tools::catalogue::{CatalogueView, ToolCatalogue};
 use crate::tools::sources::graphql::GraphQlApi;
-use crate::tools::sources::mcp::McpServer;
+use crate::tools::sources::mcp::{McpServer, ServerHost};
 use crate::tools::sources::openapi::OpenApiSource as OpenApiTools;
 use crate::tools::{ToolRegistry, ToolSource};
 use crate::workers::pool::WorkerPool;
@@ -56,6 +56,17 @@ pub struct PolicyGeneration {
     retired: Mutex<ToolRegistry>,
 }
 
+/// What every generation builds its sources with.
+#[derive(Debug, Clone)]
+pub struct SourceContext {
+    /// The credentials the policy's sources may reference.
+    pub secrets: Arc<SecretStore>,
+    /// Sources the embedder added (tests' fault injection), carried into every generation.
+    pub extra: ToolRegistry,
+    /// Where confined servers' launcher and scratch directories are.
+    pub host: ServerHost,
+}
+
 /// An MCP server built from a `[[server]]` entry, with what decides whether it can be kept.
 #[derive(Debug, Clone)]
 struct BuiltServer {
@@ -80,12 +91,16 @@ impl PolicyGeneration {
     pub fn build(
         number: u64,
         mut policy: Policy,
-        secrets: &Arc<SecretStore>,
-        extra: &ToolRegistry,
+        context: &SourceContext,
         pool: WorkerPool,
         previous: Option<&PolicyGeneration>,
         on_failure: SourceFailure,
     ) -> Result<PolicyGeneration, Vec<SourceProblem>> {
+        let SourceContext {
+            secrets,
+            extra,
+            host,
+        } = context;
         let mut tools = ToolRegistry::new();
         let mut problems = Vec::new();
         let mut mcp_servers = Vec::new();
@@ -98,7 +113,9 @@ impl PolicyGeneration {
             });
             let source = match kept {
                 Some(built) => built.source.clone(),
-                None => Arc::new(McpServer::new(config.clone(), secrets.clone())),
+                None => Arc::new(
+                    McpServer::new(config.clone(), secrets.clone()).with_host(host.clone()),
+                ),
             };
             tools.register(source.clone());
             mcp_servers.push(BuiltServer {

@@ -2,10 +2,8 @@
 //! files again and, when every part of them is valid, makes the next generation current.
 //! Executions keep the generation they started with.
 
-use super::{PolicyGeneration, SourceFailure, unix_now, warning_lines};
+use super::{PolicyGeneration, SourceContext, SourceFailure, unix_now, warning_lines};
 use crate::secrets::scanner::SharedScanner;
-use crate::secrets::store::SecretStore;
-use crate::tools::ToolRegistry;
 use crate::workers::pool::WorkerPool;
 use crate::workers::process::{Spawner, WorkerCeiling};
 use airlock_policy::{LimitSettings, Policy, Principal};
@@ -19,9 +17,8 @@ use tracing::{error, info, warn};
 pub struct Generations {
     /// The policy in force and what was built from it; replaced whole by a reload.
     current: RwLock<Arc<PolicyGeneration>>,
-    /// Sources the embedder added, carried into every generation.
-    extra: ToolRegistry,
-    secrets: Arc<SecretStore>,
+    /// What every generation builds its sources with.
+    context: SourceContext,
     loader: Option<PolicyLoader>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
@@ -37,16 +34,14 @@ impl Generations {
     /// saying why).
     pub fn new(
         first: PolicyGeneration,
-        extra: ToolRegistry,
-        secrets: Arc<SecretStore>,
+        context: SourceContext,
         policy_path: Option<PathBuf>,
         spawner: Spawner,
         log_scanner: Option<SharedScanner>,
     ) -> Generations {
         Generations {
             current: RwLock::new(Arc::new(first)),
-            extra,
-            secrets,
+            context,
             loader: policy_path.map(|path| PolicyLoader { path }),
             reloading: tokio::sync::Mutex::new(()),
             last_reload: Mutex::new(None),
@@ -107,11 +102,9 @@ impl Generations {
         // Reading documents and building sources is blocking file work.
         let built = {
             let loader = loader.clone();
-            let secrets = self.secrets.clone();
-            let extra = self.extra.clone();
+            let context = self.context.clone();
             let current = current.clone();
-            tokio::task::spawn_blocking(move || loader.next_generation(&current, &secrets, &extra))
-                .await
+            tokio::task::spawn_blocking(move || loader.next_generation(&current, &context)).await
         };
         let (mut next, restart_needed) = match built {
             Ok(Ok(next)) => next,
@@ -236,8 +229,7 @@ impl PolicyLoader {
     pub fn next_generation(
         &self,
         current: &PolicyGeneration,
-        secrets: &Arc<SecretStore>,
-        extra: &ToolRegistry,
+        context: &SourceContext,
     ) -> Result<(PolicyGeneration, Vec<String>), Vec<String>> {
         let policy = Policy::load_all(&self.path)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect::<Vec<_>>())?;
@@ -247,8 +239,7 @@ impl PolicyLoader {
         let next = PolicyGeneration::build(
             current.number + 1,
             policy,
-            secrets,
-            extra,
+            context,
             pool,
             Some(current),
             SourceFailure::RejectsGeneration,

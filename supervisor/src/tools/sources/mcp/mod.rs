@@ -13,6 +13,10 @@
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
+mod confinement;
+
+pub use confinement::ServerHost;
+
 use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
@@ -20,7 +24,7 @@ use crate::tools::{
     CallContext, CallDeadline, CallGate, SecretsUsed, ToolDescriptor, ToolError, ToolErrorCode,
     ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
-use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
+use airlock_policy::{ConfineMode, ServerTransport, SettingValue, StartMode, ToolServer};
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
@@ -84,6 +88,8 @@ pub struct McpServer {
     secrets: Arc<SecretStore>,
     connection: Mutex<Option<Connection>>,
     gate: CallGate,
+    /// Where a confined stdio server's launcher and scratch directory are.
+    host: ServerHost,
     /// Failed starts in a row, and when the next attempt is allowed.
     backoff: std::sync::Mutex<Backoff>,
     /// Connections made so far.
@@ -459,11 +465,18 @@ impl McpServer {
             secrets,
             connection: Mutex::new(None),
             gate,
+            host: ServerHost::discover(),
             backoff: std::sync::Mutex::new(Backoff::default()),
             generations: std::sync::atomic::AtomicU64::new(0),
             legacy_only: AtomicBool::new(false),
             lists_changes: AtomicBool::new(false),
         }
+    }
+
+    /// The same server, confined with the daemon's launcher and state directory.
+    pub fn with_host(mut self, host: ServerHost) -> McpServer {
+        self.host = host;
+        self
     }
 
     pub fn config(&self) -> &ToolServer {
@@ -634,8 +647,14 @@ impl McpServer {
                 cwd,
                 env,
             } => {
-                let (transport, child) =
+                let (transport, mut child, status) =
                     self.spawn_stdio(command, args, cwd.as_deref(), env, events)?;
+                if let Some(status) = status
+                    && let Err(e) = self.confinement_status(status).await
+                {
+                    let _ = child.kill().await;
+                    return Err(e);
+                }
                 let service = events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
@@ -661,23 +680,83 @@ impl McpServer {
         cwd: Option<&std::path::Path>,
         env: &[(String, SettingValue)],
         events: &ServerEvents,
-    ) -> Result<(StdioTransport, tokio::process::Child), ToolError> {
+    ) -> Result<
+        (
+            StdioTransport,
+            tokio::process::Child,
+            Option<std::os::unix::net::UnixStream>,
+        ),
+        ToolError,
+    > {
         let secrets = &events.secrets;
-        let env = self.settings().table("env", env, secrets)?;
-        let mut cmd = tokio::process::Command::new(command);
-        cmd.args(args)
-            .env_clear()
+        let mut env = self.settings().table("env", env, secrets)?;
+        let confinement = &self.config.confinement;
+        let confined = confinement.mode != ConfineMode::Off;
+        let mut cmd = if confined {
+            let path = env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str());
+            let started = confinement::ServerCommand {
+                command,
+                args,
+                cwd,
+                path_env: path,
+            };
+            let profile = confinement::profile(
+                &self.config.name,
+                confinement,
+                &started,
+                &self.host,
+                &self.settings(),
+            )?;
+            // Its own directory is its home, unless the policy says otherwise.
+            for key in ["HOME", "TMPDIR"] {
+                if !env.iter().any(|(k, _)| k == key) {
+                    env.push((key.to_owned(), profile.scratch.display().to_string()));
+                }
+            }
+            if !self.host.launcher.is_file() {
+                return Err(self.unavailable(format!(
+                    "it is to be confined, and the launcher {} is missing",
+                    self.host.launcher.display()
+                )));
+            }
+            let mut cmd = tokio::process::Command::new(&self.host.launcher);
+            cmd.arg("--profile")
+                .arg(profile.to_json())
+                .arg("--")
+                .arg(command)
+                .args(args);
+            cmd
+        } else {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args);
+            if let Some(dir) = cwd {
+                cmd.current_dir(dir);
+            }
+            cmd
+        };
+        cmd.env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             // Never leave a server running without the daemon that talks to it.
             .kill_on_drop(true);
-        if let Some(dir) = cwd {
-            cmd.current_dir(dir);
-        }
-        // SAFETY: runs in the child between fork and exec and makes one async-signal-safe
-        // call. The signal fires when the forking *thread* exits: servers are started from
-        // runtime worker threads, which live as long as the daemon.
+        // The launcher reports a layer it could not apply on fd 3, and closes it at exec.
+        let (status_read, status_write) = if confined {
+            let (read, write) = std::os::unix::net::UnixStream::pair().map_err(|e| {
+                self.unavailable(format!("cannot make the launcher's status pipe: {e}"))
+            })?;
+            (Some(read), Some(write))
+        } else {
+            (None, None)
+        };
+        let status_fd = status_write.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        // SAFETY: runs in the child between fork and exec and makes only async-signal-safe
+        // calls (dup2, prctl). `status_fd` stays open in the parent until after the spawn.
+        // The parent-death signal fires when the forking *thread* exits: servers are started
+        // from runtime worker threads, which live as long as the daemon.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 // A server must not outlive a daemon that was killed without its shutdown.
                 if libc::prctl(
                     libc::PR_SET_PDEATHSIG,
@@ -686,6 +765,11 @@ impl McpServer {
                     0,
                     0,
                 ) == -1
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = status_fd
+                    && libc::dup2(fd, airlock_confine::STATUS_FD) == -1
                 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -698,6 +782,8 @@ impl McpServer {
         let mut child = cmd
             .spawn()
             .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
+        // Only the launcher may hold the write end now, so its exec (or exit) ends the pipe.
+        drop(status_write);
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(self.unavailable("the server's stdin or stdout is missing".into()));
         };
@@ -724,7 +810,42 @@ impl McpServer {
                 .instrument(span),
             );
         }
-        Ok((transport, child))
+        Ok((transport, child, status_read))
+    }
+
+    /// What the launcher of a confined server said before it exec'd the server (or gave up):
+    /// `Ok` once the pipe ends without an `error:` line; warnings of best-effort mode are
+    /// logged.
+    async fn confinement_status(
+        &self,
+        pipe: std::os::unix::net::UnixStream,
+    ) -> Result<(), ToolError> {
+        use tokio::io::AsyncReadExt;
+        let unavailable = |why: String| self.unavailable(why);
+        pipe.set_nonblocking(true)
+            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
+        let pipe = tokio::net::UnixStream::from_std(pipe)
+            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
+        let mut said = Vec::new();
+        // Bounded: a launcher writes a few lines; more is not read.
+        let mut limited = pipe.take(64 * 1024);
+        let read = limited.read_to_end(&mut said);
+        tokio::time::timeout(START_TIMEOUT, read)
+            .await
+            .map_err(|_| unavailable("its launcher did not finish confining it".into()))?
+            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
+        let text = String::from_utf8_lossy(&said);
+        for line in text.lines() {
+            if let Some(warning) = line.strip_prefix("warning: ") {
+                warn!(server = %self.config.name, "confined without a layer (confine = \"best-effort\"): {warning}");
+            }
+        }
+        match text.lines().find_map(|l| l.strip_prefix("error: ")) {
+            None => Ok(()),
+            Some(error) => Err(self
+                .unavailable(format!("it cannot be confined: {error}"))
+                .with_hint("the kernel lacks this layer: the operator can set confine = \"best-effort\" for this server to run it with the layers there are (or confine = false, not advised)")),
+        }
     }
 
     /// A Streamable HTTP connection with the policy's headers (secrets resolved now).
@@ -1331,6 +1452,7 @@ mod tests {
                 start: StartMode::Lazy,
                 call_timeout_ms: 1000,
                 max_concurrent_calls: 1,
+                confinement: Default::default(),
             },
             Arc::new(SecretStore::empty()),
         );

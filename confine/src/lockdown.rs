@@ -1,0 +1,363 @@
+//! The layers of a server's confinement, each a function the launcher calls in order (see
+//! `src/bin/airlock-confine.rs` for the sequence and why it is in that order).
+//!
+//! Every layer either succeeds or says which layer failed and why ([`LayerError`]); in
+//! best-effort mode the launcher reports the failure as a warning and goes on without it,
+//! otherwise the server does not start.
+
+use crate::denied_syscalls;
+use crate::profile::{Network, Profile};
+use landlock::{
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use std::ffi::CString;
+use std::io;
+use std::path::Path;
+
+/// The newest Landlock ABI this code knows; older kernels get what they have (and a ruleset
+/// that is not enforced at all is a failed layer).
+const LANDLOCK_ABI: ABI = ABI::V6;
+
+/// A layer of the confinement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    UserNamespace,
+    MountNamespace,
+    PidNamespace,
+    NetworkNamespace,
+    Proc,
+    Rlimits,
+    Landlock,
+    Capabilities,
+    NoNewPrivs,
+    Seccomp,
+}
+
+impl Layer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::UserNamespace => "user namespace",
+            Layer::MountNamespace => "mount namespace",
+            Layer::PidNamespace => "pid namespace",
+            Layer::NetworkNamespace => "network namespace (network = \"none\")",
+            Layer::Proc => "a /proc of its own",
+            Layer::Rlimits => "rlimits",
+            Layer::Landlock => "Landlock",
+            Layer::Capabilities => "dropping capabilities",
+            Layer::NoNewPrivs => "no_new_privs",
+            Layer::Seccomp => "seccomp",
+        }
+    }
+}
+
+/// A layer that could not be applied.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {cause}", layer.name())]
+pub struct LayerError {
+    pub layer: Layer,
+    pub cause: String,
+}
+
+fn failed(layer: Layer, cause: impl std::fmt::Display) -> LayerError {
+    LayerError {
+        layer,
+        cause: cause.to_string(),
+    }
+}
+
+fn last_error(layer: Layer, what: &str) -> LayerError {
+    failed(layer, format!("{what}: {}", io::Error::last_os_error()))
+}
+
+/// Which namespaces the launcher is in now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Namespaces {
+    pub user: bool,
+    pub mount: bool,
+    pub pid: bool,
+    pub network: bool,
+}
+
+/// A new user namespace in which the caller keeps its own uid and gid (so files keep their
+/// owners), with full capabilities inside it for the steps that follow.
+pub fn enter_user_namespace() -> Result<(), LayerError> {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        return Err(last_error(Layer::UserNamespace, "unshare(CLONE_NEWUSER)"));
+    }
+    let write = |file: &str, text: String| {
+        std::fs::write(file, text).map_err(|e| failed(Layer::UserNamespace, format!("{file}: {e}")))
+    };
+    // Required before an unprivileged process may write its gid_map.
+    write("/proc/self/setgroups", "deny".into())?;
+    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
+    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    Ok(())
+}
+
+/// One `unshare` for one namespace.
+pub fn unshare(flag: libc::c_int, layer: Layer) -> Result<(), LayerError> {
+    // SAFETY: unshare takes flags only.
+    if unsafe { libc::unshare(flag) } != 0 {
+        return Err(last_error(layer, "unshare"));
+    }
+    Ok(())
+}
+
+/// A pipe whose write end only the launcher holds: its end-of-file tells the server the
+/// launcher is gone. (In the new pid namespace `getppid` is 0, so it cannot tell.)
+#[derive(Debug)]
+pub struct LauncherAlive {
+    read: libc::c_int,
+    write: libc::c_int,
+}
+
+impl LauncherAlive {
+    /// Made before `fork`.
+    pub fn new() -> Result<LauncherAlive, LayerError> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(last_error(Layer::PidNamespace, "pipe2"));
+        }
+        Ok(LauncherAlive {
+            read: fds[0],
+            write: fds[1],
+        })
+    }
+
+    /// In the launcher after `fork`: keeps the write end until it exits.
+    pub fn hold(self) {
+        // SAFETY: closing the read end, which this process does not use.
+        unsafe { libc::close(self.read) };
+    }
+
+    /// In the child after `fork`: dies with the launcher from now on, and checks that the
+    /// launcher did not die before that was set up.
+    pub fn die_with_launcher(self) -> Result<(), LayerError> {
+        // SAFETY: closing the write end, which only the launcher keeps.
+        unsafe { libc::close(self.write) };
+        // SAFETY: prctl with integer arguments.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } != 0
+        {
+            return Err(last_error(Layer::PidNamespace, "PR_SET_PDEATHSIG"));
+        }
+        let mut poll = libc::pollfd {
+            fd: self.read,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll reads one pollfd; a timeout of 0 never blocks.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        // SAFETY: the read end is done with.
+        unsafe { libc::close(self.read) };
+        if ready != 0 {
+            return Err(failed(
+                Layer::PidNamespace,
+                "the launcher ended before the server started",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Mounts stay in this namespace, and a `/proc` of the new pid namespace replaces the host's,
+/// so the server sees only its own processes.
+pub fn mount_own_proc() -> Result<(), LayerError> {
+    let root = CString::new("/").map_err(|e| failed(Layer::Proc, e))?;
+    let proc_ = CString::new("/proc").map_err(|e| failed(Layer::Proc, e))?;
+    let kind = CString::new("proc").map_err(|e| failed(Layer::Proc, e))?;
+    // SAFETY: the strings are NUL-terminated and live across the calls.
+    unsafe {
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(last_error(Layer::Proc, "making mounts private"));
+        }
+        if libc::mount(
+            kind.as_ptr(),
+            proc_.as_ptr(),
+            kind.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(last_error(Layer::Proc, "mounting /proc"));
+        }
+    }
+    Ok(())
+}
+
+/// The profile's rlimits.
+pub fn set_rlimits(profile: &Profile) -> Result<(), LayerError> {
+    let limits = [
+        (libc::RLIMIT_AS, profile.limits.memory_bytes),
+        (libc::RLIMIT_NOFILE, profile.limits.open_files),
+        (libc::RLIMIT_NPROC, profile.limits.processes),
+        // A crashing server leaves no core file with its secrets in it.
+        (libc::RLIMIT_CORE, Some(0)),
+    ];
+    for (resource, value) in limits {
+        let Some(value) = value else { continue };
+        let limit = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit reads the struct.
+        if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+            return Err(last_error(Layer::Rlimits, "setrlimit"));
+        }
+    }
+    Ok(())
+}
+
+/// Files the servers need wherever they run: read-only devices and the server's own
+/// `/proc`, and `/dev/null` to write to.
+const DEVICES_READ: &[&str] = &["/dev/zero", "/dev/urandom", "/dev/random", "/proc"];
+const DEVICES_WRITE: &[&str] = &["/dev/null"];
+
+/// Landlock: read and execute `profile.read` (and the devices above), everything in
+/// `profile.write` and the scratch directory, nothing else; no signals to and no abstract
+/// sockets of processes outside the server. Paths that do not exist are left out (a system
+/// without `/lib64`).
+pub fn restrict_filesystem(profile: &Profile) -> Result<RulesetStatus, LayerError> {
+    let abi = LANDLOCK_ABI;
+    let read = AccessFs::from_read(abi);
+    let all = AccessFs::from_all(abi);
+    let landlock = |e: landlock::RulesetError| failed(Layer::Landlock, e);
+    let mut ruleset = landlock::Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(all)
+        .map_err(landlock)?
+        .scope(Scope::from_all(abi))
+        .map_err(landlock)?
+        .create()
+        .map_err(landlock)?;
+    let rules = profile
+        .read
+        .iter()
+        .map(|p| (p.as_path(), read))
+        .chain(DEVICES_READ.iter().map(|p| (Path::new(*p), read)))
+        .chain(
+            DEVICES_WRITE
+                .iter()
+                .map(|p| (Path::new(*p), read | AccessFs::WriteFile)),
+        )
+        .chain(profile.write.iter().map(|p| (p.as_path(), all)))
+        .chain(std::iter::once((profile.scratch.as_path(), all)));
+    for (path, access) in rules {
+        let Ok(fd) = PathFd::new(path) else { continue };
+        // A file (not a directory) takes only the rights files have.
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(landlock)?;
+    }
+    let status = ruleset.restrict_self().map_err(landlock)?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(failed(
+            Layer::Landlock,
+            "the kernel does not enforce Landlock (it is not built in or not enabled with lsm=)",
+        ));
+    }
+    Ok(status.ruleset)
+}
+
+/// No capability now or after exec: the bounding set and the inheritable and ambient sets
+/// are emptied (root regains capabilities on exec only from the bounding set), then the
+/// process's own sets.
+pub fn drop_capabilities() -> Result<(), LayerError> {
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+    }
+    let mut cap: libc::c_ulong = 0;
+    // The bounding set has one entry per capability the kernel knows; past the last one
+    // PR_CAPBSET_READ fails.
+    // SAFETY: prctl with integer arguments.
+    while unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } >= 0 {
+        // SAFETY: prctl with integer arguments.
+        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+            return Err(last_error(Layer::Capabilities, "PR_CAPBSET_DROP"));
+        }
+        cap += 1;
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset reads a version 3 header and two data structs.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } != 0 {
+        return Err(last_error(Layer::Capabilities, "capset"));
+    }
+    Ok(())
+}
+
+/// `no_new_privs`: nothing the server execs gains privileges (set-uid files, file
+/// capabilities), and seccomp may be installed without privileges.
+pub fn no_new_privs() -> Result<(), LayerError> {
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(last_error(Layer::NoNewPrivs, "PR_SET_NO_NEW_PRIVS"));
+    }
+    Ok(())
+}
+
+/// The deny-list filters of [`denied_syscalls`].
+pub fn install_seccomp() -> Result<(), LayerError> {
+    let seccomp = |e: &dyn std::fmt::Display| failed(Layer::Seccomp, e);
+    let eperm = denied_syscalls::eperm_filter().map_err(|e| seccomp(&e))?;
+    let clone3 = denied_syscalls::clone3_filter().map_err(|e| seccomp(&e))?;
+    seccompiler::apply_filter(&eperm).map_err(|e| seccomp(&e))?;
+    seccompiler::apply_filter(&clone3).map_err(|e| seccomp(&e))?;
+    Ok(())
+}
+
+/// Whether this profile needs an empty network namespace.
+pub fn wants_no_network(profile: &Profile) -> bool {
+    profile.network == Network::None
+}

@@ -1,0 +1,358 @@
+//! How a stdio server is started confined: the [`Profile`] made from its `[[server]]` entry
+//! (what it may read and write, its network, its rlimits), and the `airlock-confine` launcher
+//! that applies it and execs the server (see the `airlock-confine` crate for the layers).
+//!
+//! What a server may read: the system (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), the
+//! command's install prefix (`/opt/node` for `/opt/node/bin/node`, the virtualenv or pyenv
+//! version of a Python), the package files its arguments name (a script under `node_modules`
+//! makes the whole `node_modules` readable), its `cwd`, and the policy's `read`. What it may
+//! write: its scratch directory (also its `HOME` and `TMPDIR`) and the policy's `write`.
+//!
+//! No entry may contain what the daemon protects: its state directory (with every server's
+//! scratch and the audit log), its policy directory, its socket's directory and its systemd
+//! credentials. An automatic entry that would is narrowed to the command's own directory; a
+//! policy entry that would refuses the server, naming both.
+
+use crate::tools::ToolError;
+use crate::tools::sources::settings::Settings;
+use airlock_confine::{Mode, Network, Profile, ServerLimits};
+use airlock_policy::{ConfineMode, Confinement, ServerNetwork};
+use std::path::{Path, PathBuf};
+
+/// Directories of the system every server may read and execute.
+const SYSTEM: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc"];
+
+/// Where confined servers are launched from and keep their files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerHost {
+    /// The `airlock-confine` binary.
+    pub launcher: PathBuf,
+    /// Each server's scratch directory is `<scratch_root>/<name>` (mode 0700).
+    pub scratch_root: PathBuf,
+    /// What no server may reach (state, policy, socket, credentials).
+    pub protected: Vec<PathBuf>,
+}
+
+impl ServerHost {
+    /// The launcher beside `worker` (cargo and the packages put the binaries in one
+    /// directory), scratch directories under `state/servers`.
+    pub fn new(worker: &Path, state: &Path, protected: Vec<PathBuf>) -> ServerHost {
+        let mut protected = protected;
+        protected.push(state.to_owned());
+        ServerHost {
+            launcher: worker.with_file_name("airlock-confine"),
+            scratch_root: state.join("servers"),
+            protected,
+        }
+    }
+
+    /// For a source made outside a daemon (tests, `airlock` subcommands): the launcher beside
+    /// this executable (or one directory up, for cargo's `deps/`), scratch directories under
+    /// the temporary directory.
+    pub fn discover() -> ServerHost {
+        let exe = std::env::current_exe().unwrap_or_default();
+        let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+        let launcher = [
+            dir.clone(),
+            dir.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ]
+        .into_iter()
+        .map(|d| d.join("airlock-confine"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| dir.join("airlock-confine"));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let state = std::env::temp_dir().join(format!("airlock-{uid}"));
+        ServerHost {
+            launcher,
+            scratch_root: state.join("servers"),
+            protected: vec![state],
+        }
+    }
+}
+
+/// What a stdio server is started as.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerCommand<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub cwd: Option<&'a Path>,
+    /// The `PATH` of its environment, if the policy gives one (else the daemon's).
+    pub path_env: Option<&'a str>,
+}
+
+/// The launcher's profile for a server, and its scratch directory (created).
+pub fn profile(
+    name: &str,
+    confinement: &Confinement,
+    started: &ServerCommand<'_>,
+    host: &ServerHost,
+    settings: &Settings<'_>,
+) -> Result<Profile, ToolError> {
+    let ServerCommand {
+        command,
+        args,
+        cwd,
+        path_env,
+    } = *started;
+    let unavailable = |why: String| settings.unavailable(why);
+    let scratch = host.scratch_root.join(name);
+    make_private_dir(&host.scratch_root)
+        .and_then(|()| make_private_dir(&scratch))
+        .map_err(|e| {
+            unavailable(format!(
+                "cannot make its scratch directory {}: {e}",
+                scratch.display()
+            ))
+        })?;
+
+    let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
+    let executable = resolve(command, path_env);
+    for found in [
+        executable.clone(),
+        executable.as_ref().and_then(|e| e.canonicalize().ok()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        read.push(narrowed(install_prefix(&found), &found, host));
+    }
+    for arg in args
+        .iter()
+        .map(Path::new)
+        .filter(|a| a.is_absolute() && a.exists())
+    {
+        read.push(narrowed(package_root(arg), arg, host));
+    }
+    if let Some(dir) = cwd {
+        read.push(narrowed(dir.to_owned(), dir, host));
+    }
+    for path in confinement.read.iter().chain(&confinement.write) {
+        if !path.exists() {
+            return Err(unavailable(format!(
+                "{} (named in its `read` or `write`) does not exist",
+                path.display()
+            )));
+        }
+        if let Some(inside) = host
+            .protected
+            .iter()
+            .find(|p| p.starts_with(path) || path.starts_with(p))
+        {
+            return Err(unavailable(format!(
+                "its `read` or `write` path {} overlaps {}, which no server may reach (the daemon's state, policy, socket or credentials)",
+                path.display(),
+                inside.display()
+            )));
+        }
+    }
+    read.extend(confinement.read.iter().cloned());
+    read.sort();
+    read.dedup();
+    Ok(Profile {
+        name: name.to_owned(),
+        mode: match confinement.mode {
+            ConfineMode::BestEffort => Mode::BestEffort,
+            ConfineMode::Strict | ConfineMode::Off => Mode::Strict,
+        },
+        read,
+        write: confinement.write.clone(),
+        workdir: cwd.map_or_else(|| scratch.clone(), Path::to_path_buf),
+        scratch,
+        network: match confinement.network {
+            ServerNetwork::Host => Network::Host,
+            ServerNetwork::None => Network::None,
+        },
+        limits: ServerLimits {
+            memory_bytes: confinement.memory_bytes,
+            open_files: confinement.open_files,
+            processes: confinement.processes,
+        },
+    })
+}
+
+/// `dir` with mode 0700, created if missing; an existing one must be a directory of ours.
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        Ok(()) => {
+            // `recursive` leaves an existing directory as it is: it must be a directory of
+            // ours, closed to others.
+            let meta = std::fs::symlink_metadata(dir)?;
+            if !meta.is_dir() {
+                return Err(std::io::Error::other("it exists and is not a directory"));
+            }
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The executable `command` names: as given when it has a `/`, else the first match on the
+/// server's `PATH` (or the daemon's).
+fn resolve(command: &str, path_env: Option<&str>) -> Option<PathBuf> {
+    if command.contains('/') {
+        return Some(PathBuf::from(command));
+    }
+    let path = path_env
+        .map(str::to_owned)
+        .or_else(|| std::env::var("PATH").ok())?;
+    path.split(':')
+        .map(|dir| Path::new(dir).join(command))
+        .find(|p| p.is_file())
+}
+
+/// `/opt/node` for `/opt/node/bin/node`; the directory itself for a file elsewhere.
+fn install_prefix(executable: &Path) -> PathBuf {
+    let dir = executable.parent().unwrap_or(Path::new("/"));
+    match dir.file_name().and_then(|n| n.to_str()) {
+        Some("bin" | "sbin") => dir.parent().unwrap_or(dir).to_owned(),
+        _ => dir.to_owned(),
+    }
+}
+
+/// What a script argument needs besides itself: the outermost `node_modules` it is in, the
+/// virtualenv (a directory with `pyvenv.cfg`) it is in, or its directory.
+fn package_root(file: &Path) -> PathBuf {
+    let ancestors: Vec<&Path> = file.ancestors().collect();
+    if let Some(modules) = ancestors
+        .iter()
+        .rev()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+    {
+        return modules.to_path_buf();
+    }
+    if let Some(venv) = ancestors.iter().find(|a| a.join("pyvenv.cfg").is_file()) {
+        return venv.to_path_buf();
+    }
+    if file.is_dir() {
+        file.to_owned()
+    } else {
+        file.parent().unwrap_or(Path::new("/")).to_owned()
+    }
+}
+
+/// `wide`, unless it contains something protected: then the directory of `exact` (or
+/// `exact` itself), which cannot.
+fn narrowed(wide: PathBuf, exact: &Path, host: &ServerHost) -> PathBuf {
+    let covers_protected = |p: &Path| host.protected.iter().any(|x| x.starts_with(p));
+    if !covers_protected(&wide) {
+        return wide;
+    }
+    let dir = if exact.is_dir() {
+        exact.to_owned()
+    } else {
+        exact.parent().unwrap_or(Path::new("/")).to_owned()
+    };
+    if covers_protected(&dir) {
+        exact.to_owned()
+    } else {
+        dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::store::SecretStore;
+
+    fn host(root: &Path) -> ServerHost {
+        ServerHost::new(
+            &root.join("bin/airlock-worker"),
+            &root.join("state"),
+            vec![root.join("policy"), root.join("run")],
+        )
+    }
+
+    fn make(
+        confinement: &Confinement,
+        command: &str,
+        args: &[String],
+        root: &Path,
+    ) -> Result<Profile, ToolError> {
+        let store = SecretStore::empty();
+        let settings = Settings {
+            kind: "tool server",
+            name: "t",
+            store: &store,
+        };
+        let started = ServerCommand {
+            command,
+            args,
+            cwd: None,
+            path_env: None,
+        };
+        profile("t", confinement, &started, &host(root), &settings)
+    }
+
+    #[test]
+    fn reads_the_system_the_prefix_and_the_package_and_writes_only_its_scratch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let entry = root.join("app/node_modules/@x/server/dist/index.js");
+        std::fs::create_dir_all(entry.parent().unwrap()).unwrap();
+        std::fs::write(&entry, "").unwrap();
+        let node = root.join("opt/node/bin/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::write(&node, "").unwrap();
+        let p = make(
+            &Confinement::default(),
+            node.to_str().unwrap(),
+            &[entry.display().to_string()],
+            root,
+        )
+        .unwrap();
+        assert!(p.read.contains(&PathBuf::from("/usr")));
+        assert!(p.read.contains(&root.join("opt/node")), "{:?}", p.read);
+        assert!(
+            p.read.contains(&root.join("app/node_modules")),
+            "{:?}",
+            p.read
+        );
+        assert!(p.write.is_empty());
+        assert_eq!(p.scratch, root.join("state/servers/t"));
+        assert_eq!(p.workdir, p.scratch);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&p.scratch).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn nothing_protected_is_reachable() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        // A command installed right in the daemon's state directory's parent: its prefix
+        // would cover the state, so only its own directory is readable.
+        let tool = root.join("bin/tool");
+        std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+        std::fs::write(&tool, "").unwrap();
+        let p = make(&Confinement::default(), tool.to_str().unwrap(), &[], root).unwrap();
+        assert!(
+            !p.read.iter().any(|r| root.join("state").starts_with(r)),
+            "{:?}",
+            p.read
+        );
+        assert!(p.read.contains(&root.join("bin")), "{:?}", p.read);
+        // A policy path that would reach it refuses the server.
+        let wide = Confinement {
+            read: vec![root.to_owned()],
+            ..Confinement::default()
+        };
+        let e = make(&wide, tool.to_str().unwrap(), &[], root).unwrap_err();
+        assert!(
+            e.message.contains("which no server may reach"),
+            "{}",
+            e.message
+        );
+        let missing = Confinement {
+            write: vec![root.join("nope")],
+            ..Confinement::default()
+        };
+        let e = make(&missing, tool.to_str().unwrap(), &[], root).unwrap_err();
+        assert!(e.message.contains("does not exist"), "{}", e.message);
+    }
+}
