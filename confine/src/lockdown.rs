@@ -204,6 +204,62 @@ pub fn mount_own_proc() -> Result<(), LayerError> {
     Ok(())
 }
 
+/// Covers each path of `profile.hide` that exists: an empty read-only `tmpfs` over a
+/// directory, a read-only bind of `/dev/null` over anything else (a file, a socket).
+pub fn hide_protected(profile: &Profile) -> Result<(), LayerError> {
+    let c = |p: &Path| {
+        CString::new(p.as_os_str().as_encoded_bytes()).map_err(|e| failed(Layer::MountNamespace, e))
+    };
+    let tmpfs = c(Path::new("tmpfs"))?;
+    let null = c(Path::new("/dev/null"))?;
+    let options = c(Path::new("size=4k,mode=000"))?;
+    for path in &profile.hide {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            continue;
+        };
+        let target = c(path)?;
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        // SAFETY: the strings are NUL-terminated and live across the calls.
+        let rc = unsafe {
+            if meta.is_dir() {
+                libc::mount(
+                    tmpfs.as_ptr(),
+                    target.as_ptr(),
+                    tmpfs.as_ptr(),
+                    flags | libc::MS_RDONLY,
+                    options.as_ptr().cast(),
+                )
+            } else {
+                let bound = libc::mount(
+                    null.as_ptr(),
+                    target.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                );
+                if bound == 0 {
+                    libc::mount(
+                        std::ptr::null(),
+                        target.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+                        std::ptr::null(),
+                    )
+                } else {
+                    bound
+                }
+            }
+        };
+        if rc != 0 {
+            return Err(last_error(
+                Layer::MountNamespace,
+                &format!("covering {}", path.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The profile's rlimits.
 pub fn set_rlimits(profile: &Profile) -> Result<(), LayerError> {
     let limits = [

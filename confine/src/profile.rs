@@ -20,6 +20,11 @@ pub struct Profile {
     pub scratch: PathBuf,
     /// Where it starts (the policy's `cwd`, else its scratch directory).
     pub workdir: PathBuf,
+    /// Covered in its mount namespace (an empty read-only directory over a directory,
+    /// `/dev/null` over a file): the daemon's policy files, socket and credentials, which
+    /// may lie under a path it may otherwise read (`/etc`), and which a socket's path alone
+    /// would reach (connecting needs no Landlock right).
+    pub hide: Vec<PathBuf>,
     pub network: Network,
     pub limits: ServerLimits,
 }
@@ -82,6 +87,7 @@ mod tests {
             write: vec!["/srv/out".into()],
             scratch: "/var/lib/airlock/servers/fs".into(),
             workdir: "/srv/docs".into(),
+            hide: vec!["/etc/airlock/policy.toml".into(), "/run/airlock".into()],
             network: Network::None,
             limits: ServerLimits {
                 memory_bytes: Some(1 << 30),

@@ -34,6 +34,11 @@ pub fn airlockd() -> PathBuf {
     built("airlockd")
 }
 
+/// The launcher that confines tool servers.
+pub fn confine() -> PathBuf {
+    built("airlock-confine")
+}
+
 pub fn airlock_cli() -> PathBuf {
     built("airlock")
 }

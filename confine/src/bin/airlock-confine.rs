@@ -10,7 +10,9 @@
 //! 2. `fork`: the child is pid 1 of the new pid namespace (the parent only waits for it and
 //!    passes its exit status on, so the daemon sees the server's);
 //! 3. in the child: die with the parent; private mounts and a `/proc` of its own, so the
-//!    server sees no other process (not the daemon's `environ`, not its memory);
+//!    server sees no other process (not the daemon's `environ`, not its memory); the daemon's
+//!    policy files, socket and credentials covered (they may lie under `/etc`, and a socket
+//!    is reached by its path alone);
 //! 4. rlimits;
 //! 5. Landlock: read and execute the system, the install prefix and package files and the
 //!    policy's `read`; write its scratch directory and the policy's `write`; nothing else: not
@@ -129,6 +131,10 @@ fn main() -> ExitCode {
         return ExitCode::from(CONFINEMENT_FAILED);
     }
     if ns.mount && ns.pid && !layer(lockdown::mount_own_proc(), &mut status) {
+        return ExitCode::from(CONFINEMENT_FAILED);
+    }
+    // The daemon's policy files, socket and credentials covered.
+    if ns.mount && !layer(lockdown::hide_protected(&profile), &mut status) {
         return ExitCode::from(CONFINEMENT_FAILED);
     }
     // 4-8, in this order: Landlock and dropping capabilities need nothing after them;

@@ -298,12 +298,67 @@ fn policy(action: PolicyCommand) -> Result<ExitCode> {
             }
             let explanation = policy.explain(Caller { uid, gid, groups }, &tool);
             println!("{explanation}");
+            print_server_confinement(&policy, &config);
             Ok(if explanation.allowed() {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(EXIT_PROGRAM_FAILED)
             })
         }
+    }
+}
+
+/// How each stdio server of `policy` would be confined (what `airlockd` would hand its
+/// launcher), for `airlock policy explain`.
+fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
+    use airlock_supervisor::tools::sources::mcp::ServerHost;
+    use airlock_supervisor::tools::sources::mcp::confinement::{ServerCommand, describe};
+    let store = SecretStore::empty();
+    let worker = std::env::current_exe()
+        .unwrap_or_default()
+        .with_file_name("airlock-worker");
+    let state = airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k))
+        .unwrap_or_else(|_| std::env::temp_dir().join("airlock"));
+    let hidden = vec![
+        config.to_owned(),
+        airlock_policy::policy_file::drop_in_directory(config),
+    ];
+    let host = ServerHost::new(&worker, &state, hidden);
+    for server in &policy.servers {
+        let airlock_policy::ServerTransport::Stdio {
+            command,
+            args,
+            cwd,
+            env,
+        } = &server.transport
+        else {
+            continue;
+        };
+        let path = env.iter().find_map(|(k, v)| match v {
+            airlock_policy::SettingValue::Literal(text) if k == "PATH" => Some(text.as_str()),
+            _ => None,
+        });
+        let started = ServerCommand {
+            command,
+            args,
+            cwd: cwd.as_deref(),
+            path_env: path,
+        };
+        let settings = airlock_supervisor::tools::sources::settings::Settings {
+            kind: "tool server",
+            name: &server.name,
+            store: &store,
+        };
+        println!(
+            "{}",
+            describe(
+                &server.name,
+                &server.confinement,
+                &started,
+                &host,
+                &settings
+            )
+        );
     }
 }
 

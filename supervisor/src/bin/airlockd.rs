@@ -168,8 +168,8 @@ async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
 
     // Only a socket this process bound is removed at exit: one passed by systemd belongs to
     // airlockd.socket and must outlive this process.
-    // No tool server may reach the socket's directory.
-    let mut socket_dir = None;
+    // No tool server may reach the socket.
+    let mut socket_file = None;
     let (listener, owned_path) = match systemd::inherited_listener().context("socket activation")? {
         Some(l) => {
             info!("using the socket passed by systemd");
@@ -181,18 +181,18 @@ async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
                 None => socket_path::default_socket_path()?,
             };
             let l = socket_path::bind(&path, policy.daemon.socket_mode)?;
-            socket_dir = path.parent().map(PathBuf::from);
+            socket_file = Some(path.clone());
             info!(socket = %path.display(), mode = format!("{:o}", policy.daemon.socket_mode), "listening");
             (l, Some(path))
         }
     };
     let listener = tokio::net::UnixListener::from_std(listener)?;
-    if socket_dir.is_none() {
+    if socket_file.is_none() {
         // Passed by systemd: its path is the listener's own.
-        socket_dir = listener
+        socket_file = listener
             .local_addr()
             .ok()
-            .and_then(|a| a.as_pathname().and_then(|p| p.parent()).map(PathBuf::from));
+            .and_then(|a| a.as_pathname().map(PathBuf::from));
     }
     if policy.principals.is_empty() {
         warn!(policy = %policy.origin, "the policy has no [[principal]]: every connection will be refused");
@@ -220,7 +220,7 @@ async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
         reload_on_sighup: true,
         log_scanner: Some(log_scanner),
         state_directory: None,
-        protected: socket_dir.into_iter().collect(),
+        protected: socket_file.into_iter().collect(),
     };
     let result = run(config, listener, shutdown_signal()).await;
     if let Some(path) = owned_path {

@@ -56,8 +56,8 @@ pub struct DaemonConfig {
     /// `None`: `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/airlock`, else
     /// `~/.local/state/airlock`.
     pub state_directory: Option<PathBuf>,
-    /// More paths no tool server may reach besides the state directory, the policy's
-    /// directory and `$CREDENTIALS_DIRECTORY` (which `run` adds): the socket's directory.
+    /// More paths no tool server may reach besides the state directory, the policy files
+    /// and `$CREDENTIALS_DIRECTORY` (which `run` adds): the socket.
     pub protected: Vec<PathBuf>,
 }
 
@@ -257,8 +257,9 @@ fn server_host(
     let state = state
         .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
         .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
-    if let Some(dir) = policy_path.and_then(std::path::Path::parent) {
-        protected.push(dir.to_owned());
+    if let Some(path) = policy_path {
+        protected.push(path.to_owned());
+        protected.push(airlock_policy::policy_file::drop_in_directory(path));
     }
     if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
         protected.push(PathBuf::from(credentials));

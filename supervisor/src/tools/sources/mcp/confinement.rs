@@ -29,20 +29,27 @@ pub struct ServerHost {
     pub launcher: PathBuf,
     /// Each server's scratch directory is `<scratch_root>/<name>` (mode 0700).
     pub scratch_root: PathBuf,
-    /// What no server may reach (state, policy, socket, credentials).
+    /// What no server may reach (state, policy, socket, credentials): no read or write
+    /// entry may contain one.
     pub protected: Vec<PathBuf>,
+    /// What is also covered in each server's mount namespace: the policy files, the socket
+    /// and the credentials (the state directory is reachable only through the server's own
+    /// scratch, and covering it would cover that too).
+    pub hidden: Vec<PathBuf>,
 }
 
 impl ServerHost {
     /// The launcher beside `worker` (cargo and the packages put the binaries in one
     /// directory), scratch directories under `state/servers`.
-    pub fn new(worker: &Path, state: &Path, protected: Vec<PathBuf>) -> ServerHost {
-        let mut protected = protected;
+    /// `hidden` are the policy files, the socket and the credentials directory.
+    pub fn new(worker: &Path, state: &Path, hidden: Vec<PathBuf>) -> ServerHost {
+        let mut protected = hidden.clone();
         protected.push(state.to_owned());
         ServerHost {
             launcher: worker.with_file_name("airlock-confine"),
             scratch_root: state.join("servers"),
             protected,
+            hidden,
         }
     }
 
@@ -67,6 +74,7 @@ impl ServerHost {
             launcher,
             scratch_root: state.join("servers"),
             protected: vec![state],
+            hidden: Vec::new(),
         }
     }
 }
@@ -81,7 +89,8 @@ pub struct ServerCommand<'a> {
     pub path_env: Option<&'a str>,
 }
 
-/// The launcher's profile for a server, and its scratch directory (created).
+/// The launcher's profile for a server (its scratch directory is made by
+/// [`make_scratch`]).
 pub fn profile(
     name: &str,
     confinement: &Confinement,
@@ -97,14 +106,6 @@ pub fn profile(
     } = *started;
     let unavailable = |why: String| settings.unavailable(why);
     let scratch = host.scratch_root.join(name);
-    make_private_dir(&host.scratch_root)
-        .and_then(|()| make_private_dir(&scratch))
-        .map_err(|e| {
-            unavailable(format!(
-                "cannot make its scratch directory {}: {e}",
-                scratch.display()
-            ))
-        })?;
 
     let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
     let executable = resolve(command, path_env);
@@ -158,6 +159,7 @@ pub fn profile(
         read,
         write: confinement.write.clone(),
         workdir: cwd.map_or_else(|| scratch.clone(), Path::to_path_buf),
+        hide: host.hidden.clone(),
         scratch,
         network: match confinement.network {
             ServerNetwork::Host => Network::Host,
@@ -169,6 +171,72 @@ pub fn profile(
             processes: confinement.processes,
         },
     })
+}
+
+/// The server's scratch directory (and the directory of all of them), mode 0700.
+pub fn make_scratch(
+    profile: &Profile,
+    host: &ServerHost,
+    settings: &Settings<'_>,
+) -> Result<(), ToolError> {
+    make_private_dir(&host.scratch_root)
+        .and_then(|()| make_private_dir(&profile.scratch))
+        .map_err(|e| {
+            settings.unavailable(format!(
+                "cannot make its scratch directory {}: {e}",
+                profile.scratch.display()
+            ))
+        })
+}
+
+/// What `airlock policy explain` shows of a stdio server: how it would be confined, or why
+/// it would not start.
+pub fn describe(
+    name: &str,
+    confinement: &Confinement,
+    started: &ServerCommand<'_>,
+    host: &ServerHost,
+    settings: &Settings<'_>,
+) -> String {
+    if confinement.mode == ConfineMode::Off {
+        return format!("server `{name}`: unconfined (confine = false)");
+    }
+    match profile(name, confinement, started, host, settings) {
+        Err(e) => format!("server `{name}`: would not start: {}", e.message),
+        Ok(p) => {
+            let list = |paths: &[PathBuf]| {
+                if paths.is_empty() {
+                    return "-".to_owned();
+                }
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let limit = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+            format!(
+                "server `{name}`: confined ({}), network {}\n  reads: {}\n  writes: {}\n  scratch (HOME, TMPDIR): {}\n  covered: {}\n  rlimits: memory {}, open files {}, processes {}",
+                if p.mode == Mode::Strict {
+                    "every layer"
+                } else {
+                    "best effort"
+                },
+                if p.network == Network::None {
+                    "none"
+                } else {
+                    "host"
+                },
+                list(&p.read),
+                list(&p.write),
+                p.scratch.display(),
+                list(&p.hide),
+                limit(p.limits.memory_bytes),
+                limit(p.limits.open_files),
+                limit(p.limits.processes),
+            )
+        }
+    }
 }
 
 /// `dir` with mode 0700, created if missing; an existing one must be a directory of ours.
@@ -268,6 +336,15 @@ mod tests {
         )
     }
 
+    fn settings() -> Settings<'static> {
+        static STORE: std::sync::OnceLock<SecretStore> = std::sync::OnceLock::new();
+        Settings {
+            kind: "tool server",
+            name: "t",
+            store: STORE.get_or_init(SecretStore::empty),
+        }
+    }
+
     fn make(
         confinement: &Confinement,
         command: &str,
@@ -306,6 +383,7 @@ mod tests {
             root,
         )
         .unwrap();
+        make_scratch(&p, &host(root), &settings()).unwrap();
         assert!(p.read.contains(&PathBuf::from("/usr")));
         assert!(p.read.contains(&root.join("opt/node")), "{:?}", p.read);
         assert!(

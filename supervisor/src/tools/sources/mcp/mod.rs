@@ -13,7 +13,7 @@
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
-mod confinement;
+pub mod confinement;
 
 pub use confinement::ServerHost;
 
@@ -710,6 +710,7 @@ impl McpServer {
                 &self.host,
                 &self.settings(),
             )?;
+            confinement::make_scratch(&profile, &self.host, &self.settings())?;
             // Its own directory is its home, unless the policy says otherwise.
             for key in ["HOME", "TMPDIR"] {
                 if !env.iter().any(|(k, _)| k == key) {

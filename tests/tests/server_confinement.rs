@@ -1,0 +1,306 @@
+//! A tool server reaches only what the operator gave it. The real `airlockd` binary runs two
+//! stdio servers from a policy file: `other`, given a secret from the daemon's systemd
+//! credentials, and `escape`, a hostile server (`airlock-mcp-escape-server`) that tries each
+//! reach of the report that filed this work: the daemon's environment and memory through
+//! /proc, `ptrace` and `process_vm_readv` of it, its credentials, a key in the kernel keyring,
+//! its policy and socket, its state (the audit log), the other server's scratch directory,
+//! writing outside its own, and (with `network = "none"`) the network.
+//!
+//! Confined, every attempt is blocked. Unconfined (`confine = false`, the control), the same
+//! server reaches the policy, the state, the credentials and the outside of its scratch: the
+//! test can tell the two apart. Run as root and, through setpriv, as user `nobody`.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_tests::binaries;
+use airlock_tests::processes::wait_until;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const ESCAPE_SERVER: &str = env!("CARGO_BIN_EXE_airlock-mcp-escape-server");
+const CANARY: &str = "other-server-canary-3f9a1c";
+
+/// Who runs the daemon.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum RunAs {
+    Me,
+    Nobody,
+}
+
+struct Scenario {
+    dir: tempfile::TempDir,
+    run_as: RunAs,
+}
+
+impl Scenario {
+    fn new(run_as: RunAs) -> Scenario {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        Scenario { dir, run_as }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// Makes `rel` a directory the daemon's user owns, mode 0700 (or 0755 for `open`).
+    fn own_dir(&self, rel: &str, mode: u32) -> PathBuf {
+        let path = self.path(rel);
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        self.chown(&path);
+        path
+    }
+
+    fn chown(&self, path: &Path) {
+        if self.run_as == RunAs::Nobody {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: chown of a path we just made; the string is NUL-terminated.
+            assert_eq!(unsafe { libc::chown(c.as_ptr(), 65534, 65534) }, 0);
+        }
+    }
+
+    /// Runs the daemon with `confine` for the escape server, has the escape server try every
+    /// reach, and returns its report.
+    fn attempt(&self, confine: &str) -> serde_json::Map<String, Value> {
+        let credentials = self.own_dir("credentials", 0o700);
+        std::fs::write(credentials.join("other-token"), CANARY).unwrap();
+        self.chown(&credentials.join("other-token"));
+        let state = self.own_dir("state", 0o700);
+        let run = self.own_dir("run", 0o755);
+        let policy_dir = self.own_dir("policy", 0o755);
+        let policy = policy_dir.join("policy.toml");
+        let uid = match self.run_as {
+            RunAs::Me => {
+                // SAFETY: getuid cannot fail.
+                unsafe { libc::getuid() }
+            }
+            RunAs::Nobody => 65534,
+        };
+        std::fs::write(
+            &policy,
+            format!(
+                r#"
+[[principal]]
+name = "local"
+users = [{uid}, 0]
+allow = ["*"]
+
+[[server]]
+name = "other"
+command = "{fault}"
+env = {{ TOKEN = {{ secret = "other-token" }} }}
+
+[[server]]
+name = "escape"
+command = "{escape}"
+network = "none"
+confine = {confine}
+"#,
+                fault = airlock_tests::fault_server::binary().display(),
+                escape = ESCAPE_SERVER,
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o644)).unwrap();
+        self.chown(&policy);
+        let socket = run.join("a.sock");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut daemon = self
+            .command(&binaries::airlockd())
+            .arg("--config")
+            .arg(&policy)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--worker")
+            .arg(binaries::worker())
+            .env("STATE_DIRECTORY", &state)
+            .env("CREDENTIALS_DIRECTORY", &credentials)
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(20, || socket.exists()), "no socket appeared");
+        let outside = self.path("outside-written");
+        let args = serde_json::json!({
+            "daemon_pid": daemon.id(),
+            "credentials_dir": credentials,
+            "policy_file": policy,
+            "socket": socket,
+            "state_file": state.join("audit.sqlite"),
+            "other_scratch": state.join("servers/other"),
+            "outside_write": outside,
+            "keyring_key": "airlock:other-token",
+            "tcp": listener.local_addr().unwrap().to_string(),
+        });
+        let code = format!(
+            "await tools.other.echo({{ text: 'start the other server' }});\nconst r: any = await tools.escape.attempts({args});
+typeof r === 'string' ? JSON.parse(r) : r"
+        );
+        let out = Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&socket)
+            .args(["exec", "--json", "-e", &code])
+            .output()
+            .unwrap();
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        let response: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(response["status"], "ok", "{response:#}");
+        response["result"].as_object().unwrap().clone()
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        match self.run_as {
+            RunAs::Me => Command::new(program),
+            RunAs::Nobody => {
+                let mut cmd = Command::new("setpriv");
+                cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+                    .arg(program);
+                cmd
+            }
+        }
+    }
+}
+
+/// The reaches every confined server must be refused.
+const REACHES: &[&str] = &[
+    "daemon_environ",
+    "daemon_mem",
+    "ptrace_daemon",
+    "process_vm_readv_daemon",
+    "signal_daemon",
+    "credentials",
+    "policy_file",
+    "policy_directory",
+    "daemon_socket",
+    "state_file",
+    "other_scratch",
+    "write_outside_scratch",
+    "keyring",
+    "network",
+];
+
+fn assert_all_blocked(report: &serde_json::Map<String, Value>, who: &str) {
+    for reach in REACHES {
+        let outcome = report[*reach].as_str().unwrap_or("missing");
+        assert!(
+            outcome.starts_with("blocked"),
+            "{who}: the confined server reached {reach}: {outcome}\n{report:#?}"
+        );
+        assert!(!outcome.contains(CANARY), "{who}: {reach}: {outcome}");
+    }
+    assert!(
+        report["own_scratch_write (must be REACHED)"]
+            .as_str()
+            .unwrap()
+            .starts_with("REACHED"),
+        "{who}: the server could not use its own scratch directory: {report:#?}"
+    );
+    // The keyring is refused by seccomp (EPERM), not merely empty.
+    assert!(
+        report["keyring"]
+            .as_str()
+            .unwrap()
+            .contains("Operation not permitted"),
+        "{who}: {report:#?}"
+    );
+}
+
+/// Adds the canary as `airlock:other-token` to this user's keyring, as `airlock secret set`
+/// would.
+fn add_keyring_canary() {
+    let kind = std::ffi::CString::new("user").unwrap();
+    let name = std::ffi::CString::new("airlock:other-token").unwrap();
+    const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
+    // SAFETY: add_key reads two strings and CANARY.len() bytes of payload.
+    let key = unsafe {
+        libc::syscall(
+            libc::SYS_add_key,
+            kind.as_ptr(),
+            name.as_ptr(),
+            CANARY.as_ptr(),
+            CANARY.len(),
+            KEY_SPEC_USER_KEYRING,
+        )
+    };
+    assert!(key > 0, "add_key: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_confined_server_reaches_nothing_it_was_not_given() {
+    add_keyring_canary();
+    let scenario = Scenario::new(RunAs::Me);
+    let report = scenario.attempt("true");
+    eprintln!("{report:#?}");
+    assert_all_blocked(&report, "confined");
+    assert!(!scenario.path("outside-written").exists());
+}
+
+/// The control: the same attempts against an unconfined server do reach what the confined
+/// one could not, so the test above can fail.
+#[test]
+fn an_unconfined_server_reaches_them_which_is_why_confinement_is_the_default() {
+    add_keyring_canary();
+    let scenario = Scenario::new(RunAs::Me);
+    let report = scenario.attempt("false");
+    eprintln!("{report:#?}");
+    for reach in [
+        "policy_file",
+        "credentials",
+        "state_file",
+        "write_outside_scratch",
+        "keyring",
+        "daemon_socket",
+    ] {
+        assert!(
+            report[reach].as_str().unwrap().starts_with("REACHED"),
+            "unconfined, {reach} should be reachable: {report:#?}"
+        );
+    }
+    // Even unconfined, the daemon itself is not dumpable: its memory and environment stay
+    // closed to processes of its user.
+    for reach in ["daemon_environ", "daemon_mem"] {
+        let outcome = report[reach].as_str().unwrap();
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(outcome.starts_with("blocked"), "{reach}: {outcome}");
+        }
+    }
+}
+
+#[test]
+fn a_confined_server_reaches_nothing_as_an_ordinary_user_either() {
+    if !airlock_tests::processes::runs_as_root(
+        "a_confined_server_reaches_nothing_as_an_ordinary_user_either",
+        "to run the daemon as user nobody",
+    ) {
+        return;
+    }
+    let scenario = Scenario::new(RunAs::Nobody);
+    let probe = scenario
+        .command(&binaries::airlockd())
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        probe.status.success(),
+        "user nobody cannot run {}: {}",
+        binaries::airlockd().display(),
+        String::from_utf8_lossy(&probe.stderr)
+    );
+    let _ = binaries::confine();
+    let report = scenario.attempt("true");
+    // No key was added to nobody's keyring; seccomp still refuses the call itself.
+    assert_all_blocked(&report, "confined, as nobody");
+}
