@@ -12,6 +12,11 @@
 //!    direct.
 //! 2. Concurrency: 100 `sleep {ms: 100}` calls to the fault server with `Promise.all`
 //!    (`max_concurrent_calls` 128). Target: under 300 ms.
+//! 3. Confinement: the time from a server's first use to its tool list (start, handshake,
+//!    `tools/list`), and the time of one `echo` call on the running server, confined
+//!    (`airlock-confine`: namespaces, Landlock, seccomp) and unconfined, alternating in one run,
+//!    for the fault server (a small Rust binary) and server-everything (Node). Target: ≤ 10 ms
+//!    added to the start, call time unchanged.
 //!
 //! Run: `npm ci --prefix tests/mcp-peers && cargo bench -p airlock-tests --bench mcp`
 //! (`AIRLOCK_BENCH_QUICK=1` for a shorter run). Without node or server-everything, part 1 says
@@ -20,11 +25,12 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{ServerTransport, ToolServer};
+use airlock_policy::{ConfineMode, ServerTransport, ToolServer};
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
 use airlock_supervisor::client::Client;
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_supervisor::tools::{CallContext, ToolSource};
 use airlock_tests::{DaemonOptions, TestDaemon, fault_server, mcp_peers};
 use rmcp::model::{CallToolRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
@@ -204,5 +210,40 @@ fn main() {
             "100 parallel sleep(100 ms) calls to one stdio server (Promise.all): run p50 {r50:6.1} ms   request wall p50 {w50:6.1} ms   max {wmax:6.1} ms   (target < 300 ms)"
         );
         d.stop().await;
+
+        // 3. Confined against unconfined: start and call.
+        let rounds = if quick { 5 } else { 15 };
+        let mut servers = vec![("fault server", fault_server::stdio("fault", &[]), "echo", serde_json::json!({ "text": "x" }))];
+        if let Some(config) = mcp_peers::server_everything("everything", "the MCP benchmark") {
+            servers.push(("server-everything", config, "echo", serde_json::json!({ "message": "x" })));
+        }
+        for (label, config, tool, args) in servers {
+            let mut start = [Vec::new(), Vec::new()];
+            let mut call = [Vec::new(), Vec::new()];
+            for _ in 0..rounds {
+                for (i, mode) in [ConfineMode::Off, ConfineMode::Strict].into_iter().enumerate() {
+                    let mut config = config.clone();
+                    config.confinement.mode = mode;
+                    let server = McpServer::new(config, Arc::new(SecretStore::empty()));
+                    let t = Instant::now();
+                    server.tools().await.expect("the server starts");
+                    start[i].push(t.elapsed().as_secs_f64() * 1e3);
+                    let ctx = CallContext::new("bench", "bench", 1);
+                    for _ in 0..20 {
+                        let t = Instant::now();
+                        server.call(tool, args.clone(), &ctx).await.expect("the call succeeds");
+                        call[i].push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    server.shutdown().await;
+                }
+            }
+            let [open_start, confined_start] = start.map(|xs| summary(xs).0);
+            let [open_call, confined_call] = call.map(|xs| summary(xs).0);
+            println!(
+                "{label}: start p50 unconfined {open_start:6.1} ms, confined {confined_start:6.1} ms (+{:.1} ms); call p50 unconfined {open_call:6.1} µs, confined {confined_call:6.1} µs ({:.2}×)",
+                confined_start - open_start,
+                confined_call / open_call
+            );
+        }
     });
 }

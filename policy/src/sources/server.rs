@@ -464,6 +464,69 @@ mod tests {
     }
 
     #[test]
+    fn stdio_servers_are_confined_unless_the_policy_says_otherwise() {
+        use crate::sources::server::{ConfineMode, ServerNetwork};
+        let p = parse(
+            r#"
+[[server]]
+name = "plain"
+command = "node"
+
+[[server]]
+name = "files"
+command = "node"
+confine = "best-effort"
+network = "none"
+read = ["/srv/docs"]
+write = ["/srv/out"]
+memory = "4GiB"
+open_files = 1024
+processes = 64
+
+[[server]]
+name = "trusted"
+command = "node"
+confine = false
+"#,
+        )
+        .unwrap();
+        let plain = &p.servers[0].confinement;
+        assert_eq!(plain.mode, ConfineMode::Strict);
+        assert_eq!(plain.network, ServerNetwork::Host);
+        assert!(plain.read.is_empty() && plain.write.is_empty());
+        let files = &p.servers[1].confinement;
+        assert_eq!(files.mode, ConfineMode::BestEffort);
+        assert_eq!(files.network, ServerNetwork::None);
+        assert_eq!(files.read, [std::path::PathBuf::from("/srv/docs")]);
+        assert_eq!(files.write, [std::path::PathBuf::from("/srv/out")]);
+        assert_eq!(files.memory_bytes, Some(4 << 30));
+        assert_eq!((files.open_files, files.processes), (Some(1024), Some(64)));
+        assert_eq!(p.servers[2].confinement.mode, ConfineMode::Off);
+        // An unconfined server is worth a warning, at its name.
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        let warning = p.warnings[0].to_string();
+        assert!(
+            warning.contains("policy.toml:18:") && warning.contains("\"trusted\" runs unconfined"),
+            "{warning}"
+        );
+    }
+
+    #[test]
+    fn confinement_settings_are_checked() {
+        let server = |extra: &str| {
+            parse(&format!("[[server]]\nname = \"s\"\ncommand = \"node\"\n{extra}\n")).unwrap_err()
+        };
+        assert!(server("confine = \"sometimes\"").contains("true, false or \"best-effort\""));
+        assert!(server("network = \"lan\"").contains("unknown network \"lan\""));
+        assert!(server("read = [\"relative/dir\"]").contains("not an absolute path"));
+        assert!(server("write = [\"/srv/../etc\"]").contains("without `..`"));
+        assert!(server("memory = \"1KiB\"").contains("memory"));
+        let http = parse("[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\nnetwork = \"none\"\n")
+            .unwrap_err();
+        assert!(http.contains("`network` applies to `command` servers"), "{http}");
+    }
+
+    #[test]
     fn reads_a_stdio_server() {
         let p = parse(
             r#"

@@ -4,23 +4,26 @@
 use crate::tools::arguments::ArgumentSchema;
 use crate::tools::naming::{closest, quote_list};
 use crate::tools::{ToolDescriptor, ToolError, ToolErrorCode, ToolSource};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// All tool sources of a daemon, by namespace.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     sources: BTreeMap<String, Arc<dyn ToolSource>>,
-    /// Compiled input schemas, per namespace for the tool list they were compiled from
-    /// (shared by the registry's clones; a changed list starts afresh).
-    schemas: Arc<Mutex<BTreeMap<String, CompiledList>>>,
+    /// Compiled input schemas by namespace and tool (shared by the registry's clones).
+    schemas: Arc<Mutex<HashMap<String, HashMap<String, Compiled>>>>,
 }
 
-/// The compiled schemas of one tool list, compiled on first use of each tool.
+/// One tool's compiled input schema, and the tool list it came from: the list is kept, so
+/// the same list (the same allocation) is recognised without comparing schemas, and a list
+/// listed again (or made afresh on each call, as in-process sources do) is recognised by an
+/// equal schema.
 #[derive(Debug)]
-struct CompiledList {
-    tools: Arc<[ToolDescriptor]>,
-    schemas: Vec<Option<Arc<ArgumentSchema>>>,
+struct Compiled {
+    list: Arc<[ToolDescriptor]>,
+    index: usize,
+    schema: Arc<ArgumentSchema>,
 }
 
 /// A tool found by [`ToolRegistry::resolve`]: its source, its name there and its compiled
@@ -120,32 +123,42 @@ impl ToolRegistry {
         })
     }
 
-    /// The compiled input schema of `tools[index]`, compiled once per tool list.
+    /// The compiled input schema of `tools[index]`, compiled once (and again only when the
+    /// tool's schema changed).
     fn schema(
         &self,
         namespace: &str,
         tools: &Arc<[ToolDescriptor]>,
         index: usize,
     ) -> Arc<ArgumentSchema> {
-        let mut lists = self.schemas.lock().unwrap_or_else(PoisonError::into_inner);
-        let list = lists
+        let tool = &tools[index];
+        {
+            let mut cache = self.schemas.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(known) = cache.get_mut(namespace).and_then(|t| t.get_mut(&tool.name))
+                && (Arc::ptr_eq(&known.list, tools) && known.index == index
+                    || known.list[known.index].input_schema == tool.input_schema)
+            {
+                known.list = tools.clone();
+                known.index = index;
+                return known.schema.clone();
+            }
+        }
+        // Compiled outside the lock: a large schema must not hold up every other call.
+        let schema = Arc::new(ArgumentSchema::compile(&tool.input_schema));
+        self.schemas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .entry(namespace.to_owned())
-            .or_insert_with(|| CompiledList::new(tools.clone()));
-        if !Arc::ptr_eq(&list.tools, tools) {
-            *list = CompiledList::new(tools.clone());
-        }
-        let slot = &mut list.schemas[index];
-        slot.get_or_insert_with(|| Arc::new(ArgumentSchema::compile(&tools[index].input_schema)))
-            .clone()
-    }
-}
-
-impl CompiledList {
-    fn new(tools: Arc<[ToolDescriptor]>) -> CompiledList {
-        CompiledList {
-            schemas: vec![None; tools.len()],
-            tools,
-        }
+            .or_default()
+            .insert(
+                tool.name.clone(),
+                Compiled {
+                    list: tools.clone(),
+                    index,
+                    schema: schema.clone(),
+                },
+            );
+        schema
     }
 }
 
