@@ -84,8 +84,7 @@ pub struct Namespaces {
 pub fn enter_user_namespace() -> Result<(), LayerError> {
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+    if raw_unshare(libc::CLONE_NEWUSER) != 0 {
         return Err(last_error(Layer::UserNamespace, "unshare(CLONE_NEWUSER)"));
     }
     let write = |file: &str, text: String| {
@@ -100,11 +99,29 @@ pub fn enter_user_namespace() -> Result<(), LayerError> {
 
 /// One `unshare` for one namespace.
 pub fn unshare(flag: libc::c_int, layer: Layer) -> Result<(), LayerError> {
-    // SAFETY: unshare takes flags only.
-    if unsafe { libc::unshare(flag) } != 0 {
+    if raw_unshare(flag) != 0 {
         return Err(last_error(layer, "unshare"));
     }
     Ok(())
+}
+
+/// `unshare` as the raw system call with its flags widened to the kernel's `unsigned long`.
+/// Not glibc's `unshare(int)`: its wrapper hands the register on as it is, and the kernel
+/// reads all 64 bits, so whatever an optimised caller left in the upper half became
+/// unknown flags and `EINVAL` (seen in release builds: `CLONE_NEWNS|0x10100000000`).
+fn raw_unshare(flags: libc::c_int) -> libc::c_long {
+    // The flags are a bit set: reinterpret, never sign-extend.
+    let flags = libc::c_ulong::from(flags.cast_unsigned());
+    // SAFETY: unshare takes flags only.
+    unsafe { libc::syscall(libc::SYS_unshare, flags) }
+}
+
+/// `prctl` with every argument as the `unsigned long` the kernel reads (it is variadic in C:
+/// an `int` passed there leaves the upper half of its register undefined).
+fn prctl(option: libc::c_int, arg: libc::c_ulong) -> libc::c_int {
+    let zero: libc::c_ulong = 0;
+    // SAFETY: the options used here take integer arguments only.
+    unsafe { libc::prctl(option, arg, zero, zero, zero) }
 }
 
 /// A pipe whose write end only the launcher holds: its end-of-file tells the server the
@@ -140,17 +157,7 @@ impl LauncherAlive {
     pub fn die_with_launcher(self) -> Result<(), LayerError> {
         // SAFETY: closing the write end, which only the launcher keeps.
         unsafe { libc::close(self.write) };
-        // SAFETY: prctl with integer arguments.
-        if unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            )
-        } != 0
-        {
+        if prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL.cast_unsigned().into()) != 0 {
             return Err(last_error(Layer::PidNamespace, "PR_SET_PDEATHSIG"));
         }
         let mut poll = libc::pollfd {
@@ -343,23 +350,15 @@ pub fn restrict_filesystem(profile: &Profile) -> Result<RulesetStatus, LayerErro
 /// are emptied (root regains capabilities on exec only from the bounding set), then the
 /// process's own sets.
 pub fn drop_capabilities() -> Result<(), LayerError> {
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-    }
+    prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL.cast_unsigned().into(),
+    );
     let mut cap: libc::c_ulong = 0;
     // The bounding set has one entry per capability the kernel knows; past the last one
     // PR_CAPBSET_READ fails.
-    // SAFETY: prctl with integer arguments.
-    while unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } >= 0 {
-        // SAFETY: prctl with integer arguments.
-        if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) } != 0 {
+    while prctl(libc::PR_CAPBSET_READ, cap) >= 0 {
+        if prctl(libc::PR_CAPBSET_DROP, cap) != 0 {
             return Err(last_error(Layer::Capabilities, "PR_CAPBSET_DROP"));
         }
         cap += 1;
@@ -396,8 +395,7 @@ pub fn drop_capabilities() -> Result<(), LayerError> {
 /// `no_new_privs`: nothing the server execs gains privileges (set-uid files, file
 /// capabilities), and seccomp may be installed without privileges.
 pub fn no_new_privs() -> Result<(), LayerError> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+    if prctl(libc::PR_SET_NO_NEW_PRIVS, 1) != 0 {
         return Err(last_error(Layer::NoNewPrivs, "PR_SET_NO_NEW_PRIVS"));
     }
     Ok(())

@@ -7,9 +7,46 @@ use std::path::PathBuf;
 
 /// `@modelcontextprotocol/server-everything`'s entry point, if installed.
 pub fn server_everything_entry() -> Option<PathBuf> {
+    npm_entry("server-everything")
+}
+
+/// The entry point of `@modelcontextprotocol/<package>`, if installed.
+pub fn npm_entry(package: &str) -> Option<PathBuf> {
     let entry = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("mcp-peers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        .join("mcp-peers/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js");
     entry.exists().then_some(entry)
+}
+
+/// A `[[server]]` running `@modelcontextprotocol/<package>` over stdio with `args`, or `None`
+/// (with the skip reported) when node or the package is missing.
+pub fn npm_server(name: &str, package: &str, args: &[&str], test: &str) -> Option<ToolServer> {
+    let (Some(node), Some(entry)) = (node(), npm_entry(package)) else {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "{package} is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+        );
+        eprintln!(
+            "SKIPPED {test}: node or @modelcontextprotocol/{package} is missing (npm ci --prefix tests/mcp-peers)"
+        );
+        return None;
+    };
+    let mut all_args = vec![entry.display().to_string()];
+    all_args.extend(args.iter().map(|a| (*a).to_owned()));
+    Some(ToolServer {
+        name: name.to_owned(),
+        transport: ServerTransport::Stdio {
+            command: node.display().to_string(),
+            args: all_args,
+            cwd: None,
+            env: Vec::new(),
+        },
+        start: StartMode::Lazy,
+        call_timeout_ms: 30_000,
+        max_concurrent_calls: 16,
+        confinement: Default::default(),
+    })
 }
 
 /// The absolute path of `node`, if on PATH.

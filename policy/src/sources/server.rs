@@ -514,16 +514,24 @@ confine = false
     #[test]
     fn confinement_settings_are_checked() {
         let server = |extra: &str| {
-            parse(&format!("[[server]]\nname = \"s\"\ncommand = \"node\"\n{extra}\n")).unwrap_err()
+            parse(&format!(
+                "[[server]]\nname = \"s\"\ncommand = \"node\"\n{extra}\n"
+            ))
+            .unwrap_err()
         };
         assert!(server("confine = \"sometimes\"").contains("true, false or \"best-effort\""));
         assert!(server("network = \"lan\"").contains("unknown network \"lan\""));
         assert!(server("read = [\"relative/dir\"]").contains("not an absolute path"));
         assert!(server("write = [\"/srv/../etc\"]").contains("without `..`"));
         assert!(server("memory = \"1KiB\"").contains("memory"));
-        let http = parse("[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\nnetwork = \"none\"\n")
-            .unwrap_err();
-        assert!(http.contains("`network` applies to `command` servers"), "{http}");
+        let http = parse(
+            "[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\nnetwork = \"none\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            http.contains("`network` applies to `command` servers"),
+            "{http}"
+        );
     }
 
     #[test]

@@ -750,7 +750,9 @@ fn tmpfs_child(dir: &Path) {
     // SAFETY: namespace and mount calls with valid NUL-terminated strings; they change only
     // this child test process, whose mounts vanish with it.
     let mounted = unsafe {
-        libc::unshare(libc::CLONE_NEWNS) == 0
+        // The raw call with the flags as the kernel's `unsigned long` (glibc's `unshare(int)`
+        // passes the upper half of the register on unset).
+        libc::syscall(libc::SYS_unshare, libc::CLONE_NEWNS as libc::c_ulong) == 0
             && libc::mount(
                 c"none".as_ptr(),
                 c"/".as_ptr(),

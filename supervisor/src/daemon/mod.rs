@@ -106,8 +106,10 @@ pub async fn run(
     }
     // Nothing of the same user may read this process's memory or environment through /proc,
     // or attach to it: a tool server runs as the same user.
+    // Every argument as the `unsigned long` the kernel reads (prctl is variadic in C).
+    let zero: libc::c_ulong = 0;
     // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, zero, zero, zero, zero) } != 0 {
         warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon non-dumpable");
     }
     let policy = config.policy;

@@ -78,9 +78,15 @@ impl Settings<'_> {
     pub fn unavailable(&self, why: String) -> ToolError {
         ToolError::new(
             ToolErrorCode::ServerUnavailable,
-            format!("{} `{}` is unavailable: {why}", self.kind, self.name),
+            format!("{}{why}", self.unavailable_prefix()),
         )
         .with_hint("this is a problem of the daemon's configuration or the server, not of the program; the operator should check the airlockd log")
+    }
+
+    /// How every [`Settings::unavailable`] message begins (so a cause quoted inside another
+    /// is not prefixed twice).
+    pub fn unavailable_prefix(&self) -> String {
+        format!("{} `{}` is unavailable: ", self.kind, self.name)
     }
 }
 

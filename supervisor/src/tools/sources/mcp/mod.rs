@@ -565,7 +565,13 @@ impl McpServer {
                     backoff.failures += 1;
                     backoff.retry_at =
                         Some(tokio::time::Instant::now() + Backoff::delay(backoff.failures));
-                    backoff.last_error = e.message.clone();
+                    // Quoted later inside another "is unavailable" message: the cause alone.
+                    let prefix = self.settings().unavailable_prefix();
+                    backoff.last_error = e
+                        .message
+                        .strip_prefix(&prefix)
+                        .unwrap_or(&e.message)
+                        .to_owned();
                     backoff.last_hint = e.hint.clone();
                     warn!(server = %self.config.name, failures = backoff.failures, error = %e.message, "MCP server failed to start");
                     return Err(e);
