@@ -61,29 +61,7 @@ pub fn node() -> Option<PathBuf> {
 /// A `[[server]]` running server-everything over stdio, or `None` (with the skip reported)
 /// when node or the package is missing.
 pub fn server_everything(name: &str, test: &str) -> Option<ToolServer> {
-    let (Some(node), Some(entry)) = (node(), server_everything_entry()) else {
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-            "server-everything is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
-        );
-        eprintln!(
-            "SKIPPED {test}: node or @modelcontextprotocol/server-everything is missing (npm ci --prefix tests/mcp-peers)"
-        );
-        return None;
-    };
-    Some(ToolServer {
-        name: name.to_owned(),
-        transport: ServerTransport::Stdio {
-            command: node.display().to_string(),
-            args: vec![entry.display().to_string(), "stdio".to_owned()],
-            cwd: None,
-            env: Vec::new(),
-        },
-        start: StartMode::Lazy,
-        call_timeout_ms: 30_000,
-        max_concurrent_calls: 16,
-        confinement: Default::default(),
-    })
+    npm_server(name, "server-everything", &["stdio"], test)
 }
 
 /// The Python interpreter that has `module` importable (PyPI MCP servers are run as

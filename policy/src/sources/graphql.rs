@@ -134,13 +134,10 @@ fn check_url(field: &Field<'_>, url: &str) -> Result<(), PolicyError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::Policy;
     use crate::sources::graphql::SchemaFormat;
     use crate::sources::server::SettingValue;
 
-    fn parse(text: &str) -> Result<Policy, String> {
-        Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())
-    }
+    use crate::sources::test_support::{assert_refused, parse};
 
     #[test]
     fn reads_a_graphql_source() {
@@ -254,12 +251,7 @@ max_concurrent_calls = 4
                 "did you mean `headers`",
             ),
         ];
-        for (body, key, reason) in cases {
-            let e = parse(&format!("[[graphql]]\n{body}\n")).unwrap_err();
-            assert!(e.contains(key), "{body}: {e}");
-            assert!(e.contains(reason), "{body}: {e}");
-            assert!(e.starts_with("/etc/airlock/policy.toml:"), "{e}");
-        }
+        assert_refused("[[graphql]]\n", &cases);
     }
 
     #[test]

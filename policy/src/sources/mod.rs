@@ -8,3 +8,5 @@
 pub mod graphql;
 pub mod openapi;
 pub mod server;
+#[cfg(test)]
+mod test_support;

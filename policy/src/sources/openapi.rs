@@ -261,13 +261,10 @@ fn read_patterns(field: Option<Field<'_>>) -> Result<Vec<String>, PolicyError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::Policy;
     use crate::sources::openapi::{ApiKeyLocation, OpenApiAuth};
     use crate::sources::server::SettingValue;
 
-    fn parse(text: &str) -> Result<Policy, String> {
-        Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())
-    }
+    use crate::sources::test_support::{assert_refused, parse};
 
     #[test]
     fn reads_a_source_with_every_key() {
@@ -436,12 +433,7 @@ auth = { type = "api_key", query = "api_key", value = "literal" }
                 "out of range",
             ),
         ];
-        for (body, key, reason) in cases {
-            let e = parse(&format!("[[openapi]]\n{body}\n")).unwrap_err();
-            assert!(e.contains(key), "{body}: {e}");
-            assert!(e.contains(reason), "{body}: {e}");
-            assert!(e.starts_with("/etc/airlock/policy.toml:"), "{e}");
-        }
+        assert_refused("[[openapi]]\n", &cases);
     }
 
     #[test]

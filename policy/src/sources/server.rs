@@ -456,12 +456,9 @@ pub(crate) fn is_identifier(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::Policy;
     use crate::sources::server::{ServerTransport, SettingValue, StartMode};
 
-    fn parse(text: &str) -> Result<Policy, String> {
-        Policy::parse(text, "/etc/airlock/policy.toml").map_err(|e| e.to_string())
-    }
+    use crate::sources::test_support::{assert_refused, parse};
 
     #[test]
     fn stdio_servers_are_confined_unless_the_policy_says_otherwise() {
@@ -672,11 +669,7 @@ headers = { Authorization = { secret = "remote.auth" }, "X-Team" = "blue" }
                 "{ secret",
             ),
         ];
-        for (body, key, reason) in cases {
-            let e = parse(&format!("[[server]]\nname = \"a\"\n{body}\n")).unwrap_err();
-            assert!(e.contains(key), "{body}: {e}");
-            assert!(e.contains(reason), "{body}: {e}");
-        }
+        assert_refused("[[server]]\nname = \"a\"\n", &cases);
         let e = parse("[[server]]\nname = \"a\"\n").unwrap_err();
         assert!(e.contains("server[0].command"), "{e}");
     }
