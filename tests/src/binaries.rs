@@ -20,7 +20,7 @@ fn built(name: &str) -> PathBuf {
     let path = target_profile_dir().join(name);
     assert!(
         path.exists(),
-        "{} is missing: build the workspace first (`cargo test --workspace` builds every binary)",
+        "{} is missing: build the workspace first (`cargo test --workspace` builds every binary: each binary's package has an integration test)",
         path.display()
     );
     path
