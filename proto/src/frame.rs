@@ -278,10 +278,15 @@ mod tests {
                     max_tool_calls: 10,
                     max_output_bytes: 1 << 20,
                 },
+                determinism: crate::Determinism {
+                    clock_ms: 1_790_000_000_000,
+                    seed: [7; 32],
+                },
             }),
             SupervisorMessage::ToolResult {
                 id: 1,
                 result: Ok("{}".into()),
+                clock_ms: 1_790_000_000_001,
             },
             SupervisorMessage::ToolResult {
                 id: 2,
@@ -290,6 +295,7 @@ mod tests {
                     message: "no tool".into(),
                     hint: Some("did you mean x?".into()),
                 }),
+                clock_ms: 1_790_000_000_002,
             },
             SupervisorMessage::Cancel,
             SupervisorMessage::Proceed,

@@ -50,6 +50,10 @@ pub enum SupervisorMessage {
     ToolResult {
         id: u32,
         result: Result<String, ToolFailure>,
+        /// The program's clock from now on, in milliseconds since the Unix epoch (see
+        /// [`Determinism::clock_ms`]): the time the answer was made, recorded with it, so a
+        /// replayed answer brings back the time it had.
+        clock_ms: u64,
     },
     /// Stop the program as soon as possible and report [`ErrorKind::Cancelled`]. Also the
     /// answer to [`WorkerMessage::ToolReferences`] when the contract check refuses the
@@ -141,6 +145,20 @@ pub struct StartExecution {
     pub language: Language,
     pub code: String,
     pub limits: Limits,
+    pub determinism: Determinism,
+}
+
+/// Where the program's clock and randomness come from: the supervisor, never the system, so
+/// that a run is a pure function of its code, this and its ordered tool results, and a
+/// replayed run takes the same path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Determinism {
+    /// `Date.now()` and `new Date()` at the start, in milliseconds since the Unix epoch. The
+    /// clock moves only when the program is answered (each [`SupervisorMessage::ToolResult`]
+    /// carries the time it moves to), never during computation, and never backwards.
+    pub clock_ms: u64,
+    /// Seeds `Math.random()` and `crypto.getRandomValues()` (two separate streams).
+    pub seed: [u8; 32],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -93,6 +93,10 @@ async fn landlock_alone_refuses_files_network_and_signals() {
                 max_tool_calls: 0,
                 max_output_bytes: 1024,
             },
+            determinism: airlock_proto::Determinism {
+                clock_ms: 0,
+                seed: [0; 32],
+            },
         });
         w.channel.send(&start).await.unwrap();
         let msg = w.channel.recv().await.unwrap();

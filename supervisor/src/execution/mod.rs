@@ -3,13 +3,14 @@
 //! call to the call pipeline ([`crate::tools::call`]), and the response (`response`) turns
 //! whatever happened into what the agent reads, with errors that say what to do next
 //! (`error`). The service (`service`) is what front doors submit programs to: admission,
-//! limits, slots, metrics and the audit trail; the registry (`registry`) knows the running
+//! limits, slots, metrics and the audit trail; `determinism` gives each run its clock and seeds; the registry (`registry`) knows the running
 //! executions by id.
 //!
 //! What lives here may not speak HTTP (that is [`crate::api`]) nor any tool protocol (that is
 //! [`crate::tools`]); it sees workers only through [`crate::workers`].
 
 pub mod contract;
+pub mod determinism;
 pub mod error;
 pub mod registry;
 mod response;

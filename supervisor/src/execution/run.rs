@@ -19,7 +19,7 @@ use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
 use airlock_proto::{
-    ConsoleLevel, Language, Limits, MAX_TOOL_ARGS_BYTES, Outcome, StartExecution,
+    ConsoleLevel, Determinism, Language, Limits, MAX_TOOL_ARGS_BYTES, Outcome, StartExecution,
     SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
 };
 use serde_json::Value;
@@ -88,6 +88,8 @@ pub struct ExecutionJob {
     /// The principal's `tool_calls_per_minute` bucket, shared by all its executions.
     pub tool_call_rate: Option<Arc<RateBucket>>,
     pub queue_wait: Duration,
+    /// The program's clock at its start and its seeds.
+    pub determinism: Determinism,
 }
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
@@ -257,6 +259,7 @@ impl Run {
             language: job.language,
             code: job.code.clone(),
             limits: job.limits,
+            determinism: job.determinism,
         });
         let sent = channel.send(&start).await;
         debug!(
@@ -438,8 +441,9 @@ impl Run {
                             call::failed(id)
                         }
                     };
+                    let clock_ms = answer.clock_ms;
                     let (id, result) = self.finish_call(answer).await;
-                    let msg = SupervisorMessage::ToolResult { id, result };
+                    let msg = SupervisorMessage::ToolResult { id, result, clock_ms };
                     if let Err(e) = channel.send(&msg).await {
                         debug!(error = %e, "could not deliver a tool result; the worker is gone");
                     }
@@ -579,6 +583,7 @@ impl Run {
             id,
             result,
             redactions,
+            ..
         } = answer;
         let for_worker = match &result {
             Ok(text) => Ok(text.clone()),

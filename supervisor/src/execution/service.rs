@@ -201,6 +201,7 @@ impl ExecutionService {
             principal,
             tool_call_rate,
             queue_wait: queued.elapsed(),
+            determinism: super::determinism::fresh(),
         };
         let id = job.id.clone();
         let (client, gone) = match events {

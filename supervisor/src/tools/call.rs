@@ -121,6 +121,8 @@ pub struct CallAnswer {
     pub result: Result<String, ToolError>,
     /// What was redacted from the answer (and from its progress) before anyone saw it.
     pub redactions: Vec<Redaction>,
+    /// The time the answer was made (the program's clock moves to it when it gets it).
+    pub clock_ms: u64,
 }
 
 /// Stages 1-4, at arrival. `made` counts this execution's calls, this one included.
@@ -254,6 +256,7 @@ impl Admitted {
             id,
             result: result.and_then(encode_result),
             redactions,
+            clock_ms: crate::execution::determinism::now_ms(),
         }
     }
 }
@@ -271,6 +274,7 @@ pub fn failed(id: u32) -> CallAnswer {
             "this is a daemon or tool source problem; the operator should check the airlockd log",
         )),
         redactions: Vec::new(),
+        clock_ms: crate::execution::determinism::now_ms(),
     }
 }
 

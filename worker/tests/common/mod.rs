@@ -235,6 +235,10 @@ pub fn start_message(code: &str) -> SupervisorMessage {
             max_tool_calls: 0,
             max_output_bytes: 1 << 16,
         },
+        determinism: airlock_proto::Determinism {
+            clock_ms: 1_790_000_000_000,
+            seed: [7; 32],
+        },
     })
 }
 

@@ -339,7 +339,7 @@ impl Engine {
             }
             // Nothing can run until the supervisor answers.
             match self.bridge.ipc.recv() {
-                Ok(SupervisorMessage::ToolResult { id, result }) => {
+                Ok(SupervisorMessage::ToolResult { id, result, .. }) => {
                     let settled =
                         self.context
                             .with(|ctx| match self.bridge.settle(&ctx, id, result) {

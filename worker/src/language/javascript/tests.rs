@@ -7,6 +7,12 @@ use airlock_proto::{ConsoleLevel, Language, MAX_FRAME_LEN, ToolFailure, WorkerMe
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+/// The clock and seed every test run starts with.
+const TEST_DETERMINISM: airlock_proto::Determinism = airlock_proto::Determinism {
+    clock_ms: 1_790_000_000_000,
+    seed: [7; 32],
+};
+
 fn limits() -> Limits {
     Limits {
         timeout_ms: 5_000,
@@ -136,6 +142,7 @@ fn run_judged(
         language,
         code: code.to_owned(),
         limits,
+        determinism: TEST_DETERMINISM,
     };
     // The worker runs programs on its 8 MiB main thread; give the engine the same.
     let worker = std::thread::Builder::new()
@@ -171,6 +178,7 @@ fn answering(
         }) => vec![SupervisorMessage::ToolResult {
             id: *id,
             result: answer(tool, args_json),
+            clock_ms: TEST_DETERMINISM.clock_ms,
         }],
         _ => vec![],
     }
@@ -768,6 +776,7 @@ fn promise_all_sends_every_call_before_blocking() {
                     .map(|id| SupervisorMessage::ToolResult {
                         id: *id,
                         result: Ok(format!("{}", id * 10)),
+                        clock_ms: TEST_DETERMINISM.clock_ms,
                     })
                     .collect()
             } else {
@@ -915,19 +924,23 @@ fn unknown_and_repeated_results_are_ignored() {
                 SupervisorMessage::ToolResult {
                     id: 99,
                     result: Ok("0".to_owned()),
+                    clock_ms: TEST_DETERMINISM.clock_ms,
                 },
                 SupervisorMessage::ToolResult {
                     id: 1,
                     result: Ok("\"first\"".to_owned()),
+                    clock_ms: TEST_DETERMINISM.clock_ms,
                 },
                 SupervisorMessage::ToolResult {
                     id: 1,
                     result: Ok("\"again\"".to_owned()),
+                    clock_ms: TEST_DETERMINISM.clock_ms,
                 },
             ],
             Some(WorkerMessage::ToolCall { id, .. }) => vec![SupervisorMessage::ToolResult {
                 id: *id,
                 result: Ok("\"second\"".to_owned()),
+                clock_ms: TEST_DETERMINISM.clock_ms,
             }],
             _ => vec![],
         },
@@ -970,6 +983,7 @@ fn a_closed_channel_is_an_internal_error() {
         language: Language::JavaScript,
         code: "console.log('x'); 1".to_owned(),
         limits: limits(),
+        determinism: TEST_DETERMINISM,
     };
     let engine = Engine::new().expect("engine");
     let (outcome, _) = engine.run(start, &mut Ipc::from_stream(worker_end));
