@@ -11,6 +11,7 @@ use crate::audit_settings::AuditSettings;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
 use crate::error::{PolicyError, PolicyWarning};
+use crate::journal_settings::JournalSettings;
 use crate::limit_settings::LimitSettings;
 use crate::principal::Principal;
 use crate::secret_scanning::SecretScanning;
@@ -36,6 +37,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "graphql",
     "secret_scanning",
     "audit",
+    "journal",
 ];
 
 /// A validated policy.
@@ -57,6 +59,8 @@ pub struct Policy {
     pub secret_scanning: SecretScanning,
     /// `[audit]`.
     pub audit: AuditSettings,
+    /// `[journal]`: the replay journal of sessions.
+    pub journal: JournalSettings,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
     /// The drop-in files merged into it, in the order they were read.
@@ -263,6 +267,17 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         &mut errors,
         AuditSettings::read,
     );
+    let journal = read_single_table(
+        &roots,
+        "journal",
+        "a table ([journal])",
+        JournalSettings::KEYS,
+        Placement::MainFile {
+            why: "it configures the daemon's own store",
+        },
+        &mut errors,
+        JournalSettings::read,
+    );
     // [limits] may be set in one file, whichever: two files setting it would make the result
     // depend on file names in a way nobody reads off the files.
     let limits = read_single_table(
@@ -423,6 +438,7 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         graphql,
         secret_scanning: secret_scanning.unwrap_or_default(),
         audit: audit.unwrap_or_default(),
+        journal: journal.unwrap_or_default(),
         origin: origins.next().unwrap_or_default(),
         drop_ins: origins.collect(),
         warnings,

@@ -93,6 +93,8 @@ wire_code! {
         Timeout => "timeout",
         /// The answer carried a secret and the policy fails such calls.
         SecretInResult => "secret_in_result",
+        /// The call belongs to a session and the daemon cannot write its journal.
+        JournalUnavailable => "journal_unavailable",
         /// A fault of the daemon, not of the program or the tool.
         Internal => "internal",
     }
@@ -105,6 +107,11 @@ wire_code! {
         Internal => "internal",
         InvalidJson => "invalid_json",
         InvalidTimeout => "invalid_timeout",
+        /// Sessions were asked for and the daemon cannot keep its journal.
+        JournalUnavailable => "journal_unavailable",
+        /// The request conflicts with the state of what it names (resuming an execution that
+        /// was not interrupted).
+        Conflict => "conflict",
         MethodNotAllowed => "method_not_allowed",
         NotAdmitted => "not_admitted",
         NotFound => "not_found",
@@ -164,7 +171,40 @@ pub struct ExecutionRequest {
     /// `limits.max_timeout_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Run in this session (its recorded tool calls are replayed), or `"new"` for a new one
+    /// (the response carries its id). Absent: a one-shot execution, nothing recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// Which recorded calls a session's execution replays (default `all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplayMode>,
 }
+
+/// Which recorded calls a session's execution answers from its journal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayMode {
+    /// Every call recorded with a successful result.
+    #[default]
+    All,
+    /// Only calls of tools that are not read-only: reads run again and see fresh data.
+    Writes,
+    /// None: every call runs again (and the new results are recorded).
+    None,
+}
+
+impl ReplayMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplayMode::All => "all",
+            ReplayMode::Writes => "writes",
+            ReplayMode::None => "none",
+        }
+    }
+}
+
+/// The word a request uses for a new session.
+pub const NEW_SESSION: &str = "new";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -197,6 +237,15 @@ pub struct ExecutionResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ExecutionError>,
     pub tool_calls: Vec<ToolCallRecord>,
+    /// The session it ran in (a new one's id when the request said `"new"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// How many of `tool_calls` were answered from the session's journal.
+    #[serde(default)]
+    pub replayed_calls: u32,
+    /// The interrupted execution this one resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<String>,
     pub stats: ExecutionStats,
     pub peer: PeerInfo,
     pub principal: String,
@@ -245,6 +294,13 @@ pub struct ToolCallRecord {
     #[serde(default)]
     pub started_ms: f64,
     pub duration_ms: f64,
+    /// Answered from the session's journal, without calling the tool.
+    #[serde(default)]
+    pub replayed: bool,
+    /// The journal recorded this tool with other arguments at this point: the program took
+    /// another path than the run it replays, and this call ran live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divergence: Option<String>,
     /// Secrets the scanner replaced in this call's result, error or progress before the
     /// program saw them, and in its arguments as the trace shows them: the rule and where
     /// (never the value).

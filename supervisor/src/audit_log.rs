@@ -20,7 +20,7 @@
 //! - `writer` (private): the writer thread.
 
 pub mod argument_summary;
-mod database;
+pub(crate) mod database;
 pub mod query;
 pub mod record;
 pub mod timestamp;

@@ -100,6 +100,30 @@ impl Client {
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 
+    /// `DELETE path` → status and body text.
+    pub async fn delete(&mut self, path: &str) -> Result<(StatusCode, String), ClientError> {
+        let req = Request::delete(path)
+            .header("host", "airlock")
+            .body(Full::new(Bytes::new()))?;
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// `POST /v1/executions/<id>/resume`: finishes an interrupted execution by replay, and
+    /// waits for the whole response.
+    pub async fn resume(&mut self, id: &str) -> Result<ExecutionResponse, ClientError> {
+        let encoded = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
+        let (status, body) = self
+            .post(&format!("/v1/executions/{encoded}/resume"), Bytes::new())
+            .await?;
+        if !status.is_success() {
+            return Err(api_error(status, body.as_bytes()));
+        }
+        serde_json::from_str(&body).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
     /// `DELETE /v1/executions/<id>`: asks a running execution of this caller to stop.
     pub async fn cancel(&mut self, id: &str) -> Result<(), ClientError> {
         let req = Request::delete(format!("/v1/executions/{id}"))
@@ -176,7 +200,7 @@ impl Client {
     }
 }
 
-fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
+pub fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
     match serde_json::from_slice::<ErrorBody>(bytes) {
         Ok(body) => ClientError::Api {
             status,

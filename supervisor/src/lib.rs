@@ -13,6 +13,8 @@
 //! - [`secrets`]: the credential store only the supervisor reads, and the secret scanner.
 //! - [`sdk`]: the tool catalogue as TypeScript, search and token figures.
 //! - [`audit_log`]: the audit trail of executions and tool calls (SQLite, WAL).
+//! - [`journal`]: sessions and the replay journal of their tool calls (SQLite, WAL), so a
+//!   re-run never repeats a side effect and an execution cut off by a restart can finish.
 //!
 //! Leaves: [`agent_api`] (the JSON shapes shared with clients), [`metrics`] (`GET /metrics`),
 //! [`rate_limiter`] (per-principal token buckets), [`client`] (a client for the agent API:
@@ -36,6 +38,7 @@ pub mod client;
 pub mod daemon;
 pub mod execution;
 pub mod generation;
+pub mod journal;
 pub mod metrics;
 pub mod rate_limiter;
 pub mod sdk;

@@ -242,6 +242,9 @@ mod tests {
                 hint: None,
             }),
             tool_calls: Vec::new(),
+            session: None,
+            replayed_calls: 0,
+            resumed_from: None,
             stats: ExecutionStats {
                 total_ms,
                 ..ExecutionStats::default()

@@ -36,6 +36,8 @@ fn response(n: u64) -> ExecutionResponse {
         error: None,
         started_ms: f64::from(id),
         duration_ms: 1.5,
+        replayed: false,
+        divergence: None,
         redactions: Vec::new(),
     };
     ExecutionResponse {
@@ -46,6 +48,9 @@ fn response(n: u64) -> ExecutionResponse {
         stderr: String::new(),
         error: None,
         tool_calls: vec![call(1, "github.get_issue"), call(2, "slack.post_message")],
+        session: None,
+        replayed_calls: 0,
+        resumed_from: None,
         stats: ExecutionStats {
             queue_ms: 0.1,
             run_ms: 2.0,

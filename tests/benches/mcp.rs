@@ -58,6 +58,8 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
         code: code.to_owned(),
         language: Default::default(),
         timeout_ms: Some(60_000),
+        session: None,
+        replay: None,
     };
     let r = c.execute(&request).await.expect("request");
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);

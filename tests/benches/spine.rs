@@ -33,6 +33,8 @@ fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
         code: code.to_owned(),
         language: Default::default(),
         timeout_ms: Some(timeout_ms),
+        session: None,
+        replay: None,
     }
 }
 

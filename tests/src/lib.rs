@@ -6,6 +6,7 @@
 //!   worker build.
 //! - [`test_daemon`]: [`TestDaemon`], a daemon on a temporary socket.
 //! - [`test_tools`]: the `test` tool namespace (echo, add, sleep, fail, …).
+//! - [`ledger`]: the `ledger` namespace, a service with side effects (sessions' tests).
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
@@ -14,6 +15,7 @@
 
 pub mod binaries;
 pub mod fault_server;
+pub mod ledger;
 pub mod mcp_peers;
 pub mod processes;
 pub mod raw_http;

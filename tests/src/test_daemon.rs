@@ -196,6 +196,27 @@ impl TestDaemon {
                 code: code.to_owned(),
                 language: RequestLanguage::Typescript,
                 timeout_ms,
+                session: None,
+                replay: None,
+            })
+            .await
+    }
+
+    /// Runs TypeScript in a session (`"new"` for a new one), replaying as `replay` says.
+    pub async fn exec_in(
+        &self,
+        code: &str,
+        session: &str,
+        replay: Option<airlock_supervisor::agent_api::ReplayMode>,
+    ) -> Result<ExecutionResponse, ClientError> {
+        self.client()
+            .await
+            .execute(&ExecutionRequest {
+                code: code.to_owned(),
+                language: RequestLanguage::Typescript,
+                timeout_ms: None,
+                session: Some(session.to_owned()),
+                replay,
             })
             .await
     }
@@ -211,6 +232,11 @@ impl TestDaemon {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         panic!("pool never reached {n} idle workers");
+    }
+
+    /// This daemon's state directory (its journal, tool servers' scratch directories).
+    pub fn state_directory(&self) -> PathBuf {
+        self._dir.path().join("state")
     }
 
     /// Where this daemon's audit log is (`[audit] directory`).

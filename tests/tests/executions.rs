@@ -62,6 +62,8 @@ async fn javascript_language_is_accepted() {
             code: "const a = [3,1,2]; a.sort(); a".into(),
             language: RequestLanguage::Javascript,
             timeout_ms: Some(5000),
+            session: None,
+            replay: None,
         })
         .await
         .unwrap();
@@ -233,6 +235,8 @@ async fn streaming_delivers_events_before_the_result() {
                 code: r#"console.log("one"); progress(0.5); await tools.test.echo({}); console.error("two"); 7"#.into(),
                 language: RequestLanguage::Typescript,
                 timeout_ms: Some(5000),
+                session: None,
+                replay: None,
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )
@@ -423,6 +427,8 @@ async fn a_running_execution_can_be_cancelled_by_id() {
                     code: "await tools.test.sleep({ ms: 20000 }); 'finished'".into(),
                     language: RequestLanguage::Typescript,
                     timeout_ms: Some(30_000),
+                    session: None,
+                    replay: None,
                 },
                 |event| match event {
                     ExecutionEvent::Started { id: started } => id = Some(started.clone()),

@@ -80,6 +80,8 @@ async fn execute(socket: &Path, code: &str) -> airlock_supervisor::agent_api::Ex
             code: code.to_owned(),
             language: RequestLanguage::Typescript,
             timeout_ms: Some(10_000),
+            session: None,
+            replay: None,
         })
         .await
         .expect("the daemon answers the execution")

@@ -112,6 +112,8 @@ const written = await tools.fault.stderr({ text: "a line for the daemon's log" }
         code: "await tools.fault.progress({ steps: 3, delay_ms: 5 })".into(),
         language: Default::default(),
         timeout_ms: None,
+        session: None,
+        replay: None,
     };
     let r = d
         .client()

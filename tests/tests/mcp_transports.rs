@@ -108,6 +108,8 @@ async fn tool_progress_streams_to_the_agent() {
                 code: "await tools.everything.trigger_long_running_operation({ duration: 0.3, steps: 3 })".into(),
                 language: RequestLanguage::Typescript,
                 timeout_ms: Some(20_000),
+                session: None,
+                replay: None,
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )

@@ -173,6 +173,8 @@ async fn a_running_execution_finishes_under_the_policy_it_started_with() {
                 code: format!("await tools.test.sleep({{ms: 1500}}); {ECHO_OR_CODE}"),
                 language: Default::default(),
                 timeout_ms: None,
+                session: None,
+                replay: None,
             })
             .await
             .unwrap()

@@ -189,6 +189,8 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
         ),
         language: RequestLanguage::Typescript,
         timeout_ms: None,
+        session: None,
+        replay: None,
     };
     let mut messages = Vec::new();
     let r = d

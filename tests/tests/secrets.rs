@@ -255,6 +255,8 @@ fn request(code: &str) -> ExecutionRequest {
         code: code.to_owned(),
         language: RequestLanguage::Typescript,
         timeout_ms: Some(60_000),
+        session: None,
+        replay: None,
     }
 }
 

@@ -35,6 +35,8 @@ async fn a_worker_killed_from_outside_is_reported() {
                 code: "await tools.test.sleep({ ms: 20000 })".into(),
                 language: Default::default(),
                 timeout_ms: Some(30_000),
+                session: None,
+                replay: None,
             })
             .await
             .unwrap()
@@ -91,6 +93,8 @@ async fn graceful_shutdown_lets_running_executions_finish() {
             code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
             language: Default::default(),
             timeout_ms: Some(10_000),
+            session: None,
+            replay: None,
         })
         .await
     });
@@ -162,6 +166,8 @@ async fn hanging_up_cancels_the_execution(streaming: bool) {
             code: "console.log('started'); while (true) {}".into(),
             language: Default::default(),
             timeout_ms: Some(60_000),
+            session: None,
+            replay: None,
         };
         if streaming {
             let _ = c.execute_streaming(&request, |_| {}).await;

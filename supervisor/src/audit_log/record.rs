@@ -257,6 +257,9 @@ mod tests {
                 excerpt: None,
                 hint: None,
             }),
+            session: None,
+            replayed_calls: 0,
+            resumed_from: None,
             tool_calls: vec![agent_api::ToolCallRecord {
                 id: 1,
                 tool: "github.create_issue".into(),
@@ -265,6 +268,8 @@ mod tests {
                 error: Some(ToolError::new(ToolErrorCode::Denied, "no")),
                 started_ms: 3.0,
                 duration_ms: 1.5,
+                replayed: false,
+                divergence: None,
                 redactions: vec![agent_api::Redaction {
                     rule: "known-secret".into(),
                     place: agent_api::RedactionPlace::Result,

@@ -13,10 +13,11 @@
 
 use airlock_policy::{Caller, Policy};
 use airlock_supervisor::agent_api::{
-    ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
+    ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, ReplayMode,
+    RequestLanguage, Status,
 };
 use airlock_supervisor::audit_log;
-use airlock_supervisor::client::Client;
+use airlock_supervisor::client::{Client, api_error};
 use airlock_supervisor::daemon::socket_path;
 use airlock_supervisor::generation::{ReloadReport, check_policy};
 use airlock_supervisor::sdk::token_figures::{self, ToolDefinition};
@@ -65,6 +66,31 @@ enum Command {
         /// Print the whole response as JSON instead of streaming output.
         #[arg(long)]
         json: bool,
+        /// Run in this session: the tool calls it recorded are answered from its journal
+        /// instead of being made again (see `airlock session`).
+        #[arg(long, value_name = "ID", conflicts_with = "new_session")]
+        session: Option<String>,
+        /// Run in a new session (its id is printed; pass it to --session next time).
+        #[arg(long)]
+        new_session: bool,
+        /// Which recorded calls to replay in a session: all (default), writes (reads run
+        /// again), none.
+        #[arg(long, value_name = "MODE", value_parser = replay_mode)]
+        replay: Option<ReplayMode>,
+    },
+    /// Finish an execution of a session that a daemon restart cut off: its code runs again
+    /// in its session and every call it had made is answered from the journal.
+    Resume {
+        /// The execution's id (`airlock session show`, or GET /v1/executions?status=interrupted).
+        id: String,
+        /// Print the whole response as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sessions: list yours, show one's recorded calls and executions, delete one.
+    Session {
+        #[command(subcommand)]
+        action: SessionCommand,
     },
     /// Show the daemon's health.
     Health,
@@ -92,6 +118,27 @@ enum Command {
     /// files directly, read-only, so run it as the daemon's user or root:
     /// `sudo -u airlock airlock audit --dir /var/lib/airlock --since 1h`.
     Audit(AuditArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Your sessions, most recently used first.
+    List,
+    /// One session: its recorded calls and its executions.
+    Show { id: String },
+    /// Delete a session and everything recorded in it.
+    Delete { id: String },
+}
+
+fn replay_mode(text: &str) -> Result<ReplayMode, String> {
+    match text {
+        "all" => Ok(ReplayMode::All),
+        "writes" => Ok(ReplayMode::Writes),
+        "none" => Ok(ReplayMode::None),
+        other => Err(format!(
+            "`{other}` is not a replay mode: all, writes or none"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -443,6 +490,9 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             javascript,
             timeout_ms,
             json,
+            session,
+            new_session,
+            replay,
         } => {
             let (code, by_extension) = match (code, file) {
                 (Some(code), _) => (code, None),
@@ -474,6 +524,12 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 code,
                 language,
                 timeout_ms,
+                session: if new_session {
+                    Some(NEW_SESSION.to_owned())
+                } else {
+                    session
+                },
+                replay,
             };
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let response = if json {
@@ -498,18 +554,69 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 report(&response);
                 response
             };
-            Ok(match response.status {
-                Status::Ok => ExitCode::SUCCESS,
-                // Cancelled only reaches a client that is gone; counted as a failure anyway.
-                Status::Error | Status::Cancelled => ExitCode::from(EXIT_PROGRAM_FAILED),
-                Status::Timeout => ExitCode::from(EXIT_TIMEOUT),
-            })
+            Ok(exit_code(&response))
         }
+        Command::Resume { id, json } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let response = client.resume(&id).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&response)?);
+            } else {
+                print!("{}", response.stdout);
+                eprint!("{}", response.stderr);
+                report(&response);
+            }
+            Ok(exit_code(&response))
+        }
+        Command::Session { action } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = match &action {
+                SessionCommand::List => client.get("/v1/sessions").await?,
+                SessionCommand::Show { id } => {
+                    client
+                        .get(&format!("/v1/sessions/{}", path_segment(id)))
+                        .await?
+                }
+                SessionCommand::Delete { id } => {
+                    client
+                        .delete(&format!("/v1/sessions/{}", path_segment(id)))
+                        .await?
+                }
+            };
+            if !status.is_success() {
+                return Err(api_error(status, body.as_bytes()).into());
+            }
+            let value: serde_json::Value = serde_json::from_str(&body)?;
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A path segment, percent-encoded.
+fn path_segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The exit status of a finished execution.
+fn exit_code(response: &ExecutionResponse) -> ExitCode {
+    match response.status {
+        Status::Ok => ExitCode::SUCCESS,
+        // Cancelled only reaches a client that is gone; counted as a failure anyway.
+        Status::Error | Status::Cancelled => ExitCode::from(EXIT_PROGRAM_FAILED),
+        Status::Timeout => ExitCode::from(EXIT_TIMEOUT),
     }
 }
 
 /// Prints the result (stdout) or the error (stderr) after the streamed console output.
 fn report(response: &ExecutionResponse) {
+    if let Some(session) = &response.session {
+        eprintln!(
+            "airlock: session {session}: {} of {} tool call(s) replayed from its journal",
+            response.replayed_calls,
+            response.tool_calls.len()
+        );
+    }
     if response.stderr.contains("[airlock: console output over") {
         eprintln!("airlock: some console output was dropped (over the output limit)");
     }

@@ -284,6 +284,8 @@ async fn run_example(socket: PathBuf) {
             code: EXAMPLE.to_owned(),
             language: Default::default(),
             timeout_ms: None,
+            session: None,
+            replay: None,
         };
         client.execute(&request).await
     }

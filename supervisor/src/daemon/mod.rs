@@ -16,6 +16,7 @@ use crate::generation::{
     Generations, PolicyGeneration, SourceContext, SourceFailure, start_eager_sources,
     worker_ceiling,
 };
+use crate::journal::JournalState;
 use crate::secrets::scanner::SharedScanner;
 use crate::secrets::store::SecretStore;
 use crate::tools::ToolRegistry;
@@ -121,6 +122,13 @@ pub async fn run(
     // touches the disk once, at startup; records are written by the log's own thread.) The
     // audit settings are read once: a reload does not move the record.
     let audit = AuditLog::open(&policy.audit).map_err(DaemonError::Audit)?;
+    // The journal, read once like the audit settings. One that cannot be opened costs only
+    // sessions: the daemon serves one-shot executions and says why in /v1/health.
+    let journal_default = config
+        .state_directory
+        .clone()
+        .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
+    let journal = JournalState::open(&policy.journal, journal_default.as_deref());
     let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
     let pool = WorkerPool::start(
         spawner.clone(),
@@ -170,6 +178,7 @@ pub async fn run(
     let executions = Arc::new(ExecutionService::new(
         daemon_settings.max_concurrent_executions,
         audit,
+        journal,
     ));
     let state = Arc::new(HttpState {
         generations: generations.clone(),

@@ -104,7 +104,7 @@ impl Run {
                 note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
             }
         }
-        let mut warnings = Vec::new();
+        let mut warnings = std::mem::take(&mut self.warnings);
         let from_tools = tool_calls
             .iter()
             .flat_map(|c| &c.redactions)
@@ -147,7 +147,11 @@ impl Run {
             stdout: self.stdout,
             stderr: self.stderr,
             error,
+            replayed_calls: u32::try_from(tool_calls.iter().filter(|c| c.replayed).count())
+                .unwrap_or(u32::MAX),
             tool_calls,
+            session: job.session.as_ref().map(|s| s.session.clone()),
+            resumed_from: job.resumed_from.clone(),
             stats: self.stats,
             peer: job.peer,
             principal: job.principal.name.clone(),

@@ -11,6 +11,7 @@ use crate::agent_api::{
     PeerInfo, Redaction, RedactionPlace, ToolCallRecord,
 };
 use crate::generation::PolicyGeneration;
+use crate::journal::SessionRun;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
@@ -90,6 +91,10 @@ pub struct ExecutionJob {
     pub queue_wait: Duration,
     /// The program's clock at its start and its seeds.
     pub determinism: Determinism,
+    /// Its session's journal, when it runs in a session.
+    pub session: Option<Arc<SessionRun>>,
+    /// The interrupted execution it resumes.
+    pub resumed_from: Option<String>,
 }
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
@@ -185,6 +190,9 @@ pub(super) struct Run {
     pub(super) worker_stats: Option<WorkerStats>,
     pub(super) stats: ExecutionStats,
     pub(super) timeout_ms: u64,
+    /// What the agent should know that did not stop the program (a call whose outcome the
+    /// journal could not record).
+    pub(super) warnings: Vec<String>,
 }
 
 impl Run {
@@ -203,6 +211,7 @@ impl Run {
             scanner: env.scanner.clone(),
             secret_scanning: env.secret_scanning.clone(),
             events: events.clone(),
+            journal: job.session.clone(),
         });
         Run {
             origin,
@@ -228,6 +237,7 @@ impl Run {
                 ..ExecutionStats::default()
             },
             timeout_ms: job.limits.timeout_ms,
+            warnings: Vec::new(),
         }
     }
 
@@ -569,6 +579,8 @@ impl Run {
             error: None,
             started_ms: ms(now - self.origin),
             duration_ms: 0.0,
+            replayed: false,
+            divergence: None,
             redactions: Vec::new(),
         });
         self.call_started.push(now);
@@ -583,8 +595,12 @@ impl Run {
             id,
             result,
             redactions,
+            replayed,
+            divergence,
+            warning,
             ..
         } = answer;
+        self.warnings.extend(warning);
         let for_worker = match &result {
             Ok(text) => Ok(text.clone()),
             Err(e) => Err(ToolFailure {
@@ -600,6 +616,8 @@ impl Run {
         let record = &mut self.tool_calls[idx];
         record.duration_ms = duration_ms;
         record.redactions = redactions;
+        record.replayed = replayed;
+        record.divergence = divergence;
         match result {
             Ok(_) => record.outcome = CallOutcome::Ok,
             Err(e) => {

@@ -7,15 +7,18 @@
 use super::registry::{LiveExecutions, StopSignals};
 use super::run::{ExecutionEnv, ExecutionJob, run_execution};
 use crate::agent_api::{
-    ExecutionEvent, ExecutionRequest, ExecutionResponse, PeerInfo, RequestLanguage,
+    ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, PeerInfo, ReplayMode,
+    RequestLanguage,
 };
 use crate::audit_log::{AuditLog, CodeHash, ExecutionRecord};
 use crate::generation::PolicyGeneration;
+use crate::journal::store::{ExecutionRow, SessionRow};
+use crate::journal::{Journal, JournalState, SessionError, SessionRun};
 use crate::metrics::Metrics;
 use crate::rate_limiter::{RateKind, RateLimiter};
 use crate::secrets::scanner::SecretScanner;
 use airlock_policy::Principal;
-use airlock_proto::{Language, Limits};
+use airlock_proto::{Determinism, Language, Limits};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -36,6 +39,8 @@ pub struct ExecutionService {
     pub audit: AuditLog,
     /// Executions that have started and not yet ended, by id.
     pub live: LiveExecutions,
+    /// Sessions and their replay journal (`[journal]`).
+    pub journal: JournalState,
 }
 
 /// One program, from one admitted peer.
@@ -48,6 +53,8 @@ pub struct Submission {
     pub generation: Arc<PolicyGeneration>,
     /// Where its events go, for a client that streams them (its closing stops the program).
     pub events: Option<mpsc::Sender<ExecutionEvent>>,
+    /// The interrupted execution this one resumes (set by [`ExecutionService::resume`]).
+    pub resumed_from: Option<String>,
 }
 
 /// Why a program was not started. Each says what to do next.
@@ -70,6 +77,14 @@ pub enum SubmitError {
     },
     #[error("the daemon is shutting down and accepts no new executions")]
     ShuttingDown,
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    #[error("there is no execution `{0}` of yours in the journal")]
+    UnknownExecution(String),
+    #[error(
+        "execution `{id}` is {status}, not interrupted: only an interrupted execution can be resumed"
+    )]
+    NotInterrupted { id: String, status: String },
 }
 
 impl SubmitError {
@@ -86,6 +101,14 @@ impl SubmitError {
                 "retry in {retry_after_s} s, or do more per program; the operator sets principal.executions_per_minute"
             ),
             SubmitError::ShuttingDown => "retry once the daemon is back".into(),
+            SubmitError::Session(e) => e.hint().into(),
+            SubmitError::UnknownExecution(_) => {
+                "GET /v1/executions?status=interrupted lists the executions you can resume".into()
+            }
+            SubmitError::NotInterrupted { .. } => {
+                "to run the code again, send it in the same session: recorded calls are replayed"
+                    .into()
+            }
         }
     }
 }
@@ -110,7 +133,11 @@ impl Started {
 }
 
 impl ExecutionService {
-    pub fn new(max_concurrent_executions: usize, audit: AuditLog) -> ExecutionService {
+    pub fn new(
+        max_concurrent_executions: usize,
+        audit: AuditLog,
+        journal: JournalState,
+    ) -> ExecutionService {
         ExecutionService {
             slots: Arc::new(Semaphore::new(max_concurrent_executions)),
             max_slots: max_concurrent_executions,
@@ -120,6 +147,7 @@ impl ExecutionService {
             metrics: Metrics::default(),
             audit,
             live: LiveExecutions::default(),
+            journal,
         }
     }
 
@@ -131,6 +159,7 @@ impl ExecutionService {
             principal,
             generation,
             events,
+            resumed_from,
         } = submission;
         let policy = &principal.limits;
         if request.code.len() as u64 > policy.max_code_bytes {
@@ -146,6 +175,13 @@ impl ExecutionService {
                 max: policy.max_timeout_ms,
             });
         }
+        // The session (its clock and seed), before a rate is spent: a session that does not
+        // exist is the caller's mistake, not an execution.
+        let replay = request.replay.unwrap_or_default();
+        let session = match &request.session {
+            None => None,
+            Some(wanted) => Some(self.open_session(wanted, &principal.name, replay)?),
+        };
         if let Some(bucket) = self.rates.bucket(
             &principal.name,
             RateKind::Executions,
@@ -189,8 +225,39 @@ impl ExecutionService {
             .await
             .map_err(|_| SubmitError::ShuttingDown)?;
         self.executions_total.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_execution_id();
+        let (determinism, session) = match session {
+            None => (super::determinism::fresh(), None),
+            Some((journal, row, determinism)) => {
+                let execution = ExecutionRow {
+                    id: id.clone(),
+                    session: row.id.clone(),
+                    principal: principal.name.clone(),
+                    status: "running".into(),
+                    language: match request.language {
+                        RequestLanguage::Typescript => "typescript".into(),
+                        RequestLanguage::Javascript => "javascript".into(),
+                    },
+                    code: request.code.clone(),
+                    timeout_ms: request.timeout_ms,
+                    replay: replay.as_str().into(),
+                    started_ms: super::determinism::now_ms(),
+                    finished_ms: None,
+                    replayed_calls: 0,
+                    live_calls: 0,
+                    resumed_by: None,
+                };
+                journal
+                    .store()
+                    .begin_execution(&execution)
+                    .map_err(|e| SubmitError::Session(SessionError::Unavailable(e.to_string())))?;
+                journal.enter(&row.id);
+                let run = SessionRun::new(journal, row.id, id.clone(), replay);
+                (determinism, Some(Arc::new(run)))
+            }
+        };
         let job = ExecutionJob {
-            id: self.next_execution_id(),
+            id,
             code: request.code,
             language: match request.language {
                 RequestLanguage::Typescript => Language::TypeScript,
@@ -201,7 +268,9 @@ impl ExecutionService {
             principal,
             tool_call_rate,
             queue_wait: queued.elapsed(),
-            determinism: super::determinism::fresh(),
+            determinism,
+            session,
+            resumed_from,
         };
         let id = job.id.clone();
         let (client, gone) = match events {
@@ -225,7 +294,11 @@ impl ExecutionService {
             let _live = live;
             // The execution runs to its end under the policy it started with.
             let _generation = generation;
+            let session = job.session.clone();
             let mut response = run_execution(&env, job, events.clone(), stop).await;
+            if let Some(run) = session {
+                service.session_finished(&run, &mut response);
+            }
             service.finished(&audit, &mut response);
             if let Some(events) = events {
                 let _ = events
@@ -239,6 +312,105 @@ impl ExecutionService {
             task,
             _client: client,
         })
+    }
+
+    /// The session a request names (`"new"` makes one), with the clock and seed its
+    /// execution runs with: the session's own, unless it replays nothing.
+    fn open_session(
+        &self,
+        wanted: &str,
+        principal: &str,
+        replay: ReplayMode,
+    ) -> Result<(Arc<Journal>, SessionRow, Determinism), SubmitError> {
+        let journal = self.journal.journal()?.clone();
+        if wanted == NEW_SESSION {
+            let determinism = super::determinism::fresh();
+            let row = journal.create_session(principal, determinism)?;
+            return Ok((journal, row, determinism));
+        }
+        let row = journal.session(wanted, principal)?;
+        let determinism = if replay == ReplayMode::None {
+            // Nothing replayed: a new clock and seed, which later runs then replay.
+            let fresh = super::determinism::fresh();
+            journal
+                .store()
+                .touch_session(&row.id, fresh.clock_ms, Some((fresh.clock_ms, fresh.seed)))
+                .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+            fresh
+        } else {
+            Determinism {
+                clock_ms: row.clock_ms,
+                seed: row.seed,
+            }
+        };
+        Ok((journal, row, determinism))
+    }
+
+    /// Records how a session's execution ended, and that the session was used.
+    fn session_finished(&self, run: &SessionRun, response: &mut ExecutionResponse) {
+        let store = run.journal.store();
+        let now = super::determinism::now_ms();
+        let status = format!("{:?}", response.status).to_lowercase();
+        let replayed = run.replayed.load(Ordering::Relaxed);
+        let live = run.live.load(Ordering::Relaxed);
+        let recorded = store
+            .finish_execution(&run.execution, &status, now, replayed, live)
+            .and_then(|()| store.touch_session(&run.session, now, None));
+        if let Err(e) = recorded {
+            response.warnings.push(format!(
+                "the journal could not record the end of this execution ({e}); its calls are recorded"
+            ));
+        }
+        run.journal.leave(&run.session);
+    }
+
+    /// Runs an interrupted execution of `principal` again in its session, every recorded call
+    /// answered from the journal, so it finishes where the restart cut it off.
+    pub async fn resume(
+        self: &Arc<Self>,
+        id: &str,
+        peer: PeerInfo,
+        principal: Arc<Principal>,
+        generation: Arc<PolicyGeneration>,
+        events: Option<mpsc::Sender<ExecutionEvent>>,
+    ) -> Result<Started, SubmitError> {
+        let journal = self.journal.journal()?.clone();
+        let row = match journal.store().execution(id) {
+            Ok(Some(row)) if row.principal == principal.name => row,
+            Ok(_) => return Err(SubmitError::UnknownExecution(id.to_owned())),
+            Err(e) => return Err(SessionError::Unavailable(e.to_string()).into()),
+        };
+        if row.status != "interrupted" {
+            return Err(SubmitError::NotInterrupted {
+                id: row.id,
+                status: row.status,
+            });
+        }
+        let request = ExecutionRequest {
+            code: row.code,
+            language: if row.language == "javascript" {
+                RequestLanguage::Javascript
+            } else {
+                RequestLanguage::Typescript
+            },
+            timeout_ms: row.timeout_ms,
+            session: Some(row.session),
+            replay: Some(ReplayMode::All),
+        };
+        let started = self
+            .submit(Submission {
+                request,
+                peer,
+                principal,
+                generation,
+                events,
+                resumed_from: Some(row.id.clone()),
+            })
+            .await?;
+        if let Err(e) = journal.store().mark_resumed(&row.id, &started.id) {
+            tracing::warn!(error = %e, execution = %row.id, "could not mark the execution resumed");
+        }
+        Ok(started)
     }
 
     /// Executions running now, and started in all.

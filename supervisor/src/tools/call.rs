@@ -6,6 +6,9 @@
 //! 1. **budget**: at most `max_tool_calls` per execution;
 //! 2. **policy**: the principal's `allow`/`deny`;
 //! 3. **readable arguments**: JSON the daemon can take (depth, surrogates), and an object;
+//!    then, in a session, the **journal**: the call's key (tool, canonical arguments,
+//!    occurrence) is taken now, in call order; a recorded result answers the call, which
+//!    then skips 4-8 ([`crate::journal`]);
 //! 4. **rate**: the principal's `tool_calls_per_minute`, spent only by a call that would be
 //!    made.
 //!
@@ -18,12 +21,16 @@
 //! 8. **the source**: the adapter speaks its protocol;
 //! 9. **redact and scan**: the secret values the call used are redacted, then the secret
 //!    scanner runs over the answer (redact, or fail for `[secret_scanning] fail` sources);
-//! 10. **size**: the answer must fit in one frame to the worker.
+//! 10. **size**: the answer must fit in one frame to the worker;
+//! 11. **record** (a session's live call): recorded as sent just before 7, and its outcome
+//!    (what the worker gets) after 10.
 //!
 //! The execution records what comes out (the trace, the audit log). Later stages of the
-//! roadmap (the journal, coercion, approvals, client-owned tools) are stages or sources here.
+//! roadmap (coercion, approvals, client-owned tools) are stages or sources here.
 
 use crate::agent_api::{Redaction, RedactionPlace};
+use crate::journal::store::CallKey;
+use crate::journal::{Lookup, SessionRun};
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::{
@@ -90,6 +97,8 @@ pub struct CallScope {
     pub secret_scanning: SecretScanning,
     /// The agent's event stream, for tool progress (when it asked for a stream).
     pub events: Option<mpsc::Sender<crate::agent_api::ExecutionEvent>>,
+    /// The session's journal, for an execution of a session.
+    pub journal: Option<Arc<SessionRun>>,
 }
 
 /// One call as the worker sent it.
@@ -111,6 +120,8 @@ pub struct Admitted {
     args: Value,
     /// The first stage that refused the call, if one did.
     refused: Option<ToolError>,
+    /// In a session: the call's journal key and what the journal said of it.
+    journal: Option<(CallKey, Lookup)>,
 }
 
 /// What the pipeline hands back for one call.
@@ -121,11 +132,19 @@ pub struct CallAnswer {
     pub result: Result<String, ToolError>,
     /// What was redacted from the answer (and from its progress) before anyone saw it.
     pub redactions: Vec<Redaction>,
-    /// The time the answer was made (the program's clock moves to it when it gets it).
+    /// The time the answer was made (the program's clock moves to it when it gets it); for a
+    /// replayed call, the time it was recorded at.
     pub clock_ms: u64,
+    /// Answered from the session's journal.
+    pub replayed: bool,
+    /// A live call where the journal recorded the tool with other arguments.
+    pub divergence: Option<String>,
+    /// The outcome could not be recorded in the journal (the response says so).
+    pub warning: Option<String>,
 }
 
-/// Stages 1-4, at arrival. `made` counts this execution's calls, this one included.
+/// Stages 1-4, at arrival. `made` counts this execution's calls, this one included. In a
+/// session, the journal is asked between 3 and 4: a call it answers spends no rate.
 pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admitted {
     let CallRequest {
         id,
@@ -135,7 +154,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     let parsed = serde_json::from_str::<Value>(&args_json);
     let unreadable = parsed.as_ref().err().map(|e| e.to_string());
     let args = parsed.unwrap_or(Value::Null);
-    let refused = if made > scope.max_tool_calls as usize {
+    let mut refused = if made > scope.max_tool_calls as usize {
         Some(
             ToolError::new(
                 ToolErrorCode::ToolCallLimit,
@@ -175,8 +194,25 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")),
         )
-    } else if let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take()) {
-        Some(
+    } else {
+        None
+    };
+    // The journal: the key is taken here, in call order, so occurrences count the same way
+    // in every run whatever order the calls finish in.
+    let mut journal = None;
+    if let (None, Some(run)) = (&refused, &scope.journal) {
+        let key = run.key(&tool, &args);
+        match run.lookup(&key) {
+            Ok(lookup) => journal = Some((key, lookup)),
+            Err(e) => refused = Some(e),
+        }
+    }
+    let replayed = matches!(journal, Some((_, Lookup::Replay { .. })));
+    if refused.is_none()
+        && !replayed
+        && let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take())
+    {
+        refused = Some(
             ToolError::new(
                 ToolErrorCode::RateLimited,
                 format!(
@@ -188,16 +224,15 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                 "wait {:.1} s before the next call, or make fewer calls; the operator sets principal.tool_calls_per_minute",
                 limited.retry_after.as_secs_f64()
             )),
-        )
-    } else {
-        None
-    };
+        );
+    }
     Admitted {
         scope: scope.clone(),
         id,
         tool,
         args,
         refused,
+        journal,
     }
 }
 
@@ -207,7 +242,8 @@ impl Admitted {
         &self.args
     }
 
-    /// Stages 5-10.
+    /// Stages 5-10 (a replayed call: its recorded result, scanned again under the policy in
+    /// force).
     pub async fn complete(self) -> CallAnswer {
         let Admitted {
             scope,
@@ -215,6 +251,7 @@ impl Admitted {
             tool,
             args,
             refused,
+            journal,
         } = self;
         let secrets = SecretsUsed::default();
         let ctx = CallContext {
@@ -231,9 +268,41 @@ impl Admitted {
             deadline: None,
             secrets,
         };
-        let result = match refused {
-            Some(error) => Err(error),
-            None => call_source(&scope.registry, &tool, args, ctx.clone()).await,
+        let session = scope.journal.as_deref();
+        let mut replayed_at = None;
+        let mut divergence = None;
+        let result = match (refused, &journal, session) {
+            (Some(error), _, _) => Err(error),
+            (None, Some((_, Lookup::Replay { result, clock_ms })), Some(run)) => {
+                replayed_at = Some(*clock_ms);
+                run.replayed();
+                serde_json::from_str::<Value>(result).map_err(|e| {
+                    ToolError::new(
+                        ToolErrorCode::JournalUnavailable,
+                        format!("the journal's record of `{tool}` cannot be read: {e}"),
+                    )
+                    .with_hint("run the program in a new session")
+                })
+            }
+            (
+                None,
+                Some((
+                    key,
+                    Lookup::Live {
+                        idempotency_key, ..
+                    },
+                )),
+                Some(run),
+            ) => {
+                divergence = run.divergence(key);
+                let journaled = Journaled {
+                    run,
+                    key,
+                    idempotency_key,
+                };
+                call_source(&scope.registry, &tool, args, ctx.clone(), Some(journaled)).await
+            }
+            (None, _, _) => call_source(&scope.registry, &tool, args, ctx.clone(), None).await,
         };
         // 9. The values the call used, then anything else secret-shaped.
         let result = match result {
@@ -252,13 +321,34 @@ impl Admitted {
         let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
         redactions.extend(ctx.progress.take_redactions());
         // 10.
+        let result = result.and_then(encode_result);
+        let clock_ms = replayed_at.unwrap_or_else(crate::execution::determinism::now_ms);
+        // What the worker gets is what is recorded: after the scan, never a credential.
+        let warning = match (&journal, session, replayed_at) {
+            (Some((key, Lookup::Live { .. })), Some(run), None) => run.outcome(
+                key,
+                result.as_ref().map(String::as_str).map_err(|_| ()),
+                clock_ms,
+            ),
+            _ => None,
+        };
         CallAnswer {
             id,
-            result: result.and_then(encode_result),
+            result,
             redactions,
-            clock_ms: crate::execution::determinism::now_ms(),
+            clock_ms,
+            replayed: replayed_at.is_some(),
+            divergence,
+            warning,
         }
     }
+}
+
+/// A live call of a session: recorded as sent before the source is called.
+struct Journaled<'a> {
+    run: &'a SessionRun,
+    key: &'a CallKey,
+    idempotency_key: &'a str,
 }
 
 /// The answer for call `id` whose task failed (a panic in a source): an internal error the
@@ -275,18 +365,27 @@ pub fn failed(id: u32) -> CallAnswer {
         )),
         redactions: Vec::new(),
         clock_ms: crate::execution::determinism::now_ms(),
+        replayed: false,
+        divergence: None,
+        warning: None,
     }
 }
 
-/// Stages 5-8: resolve, arguments, gate, the source.
+/// Stages 5-8: resolve, arguments, gate, the source. A call of a session is recorded as sent
+/// once it is known to be valid, before anything reaches the source.
 async fn call_source(
     registry: &ToolRegistry,
     tool: &str,
     args: Value,
     mut ctx: CallContext,
+    journaled: Option<Journaled<'_>>,
 ) -> Result<Value, ToolError> {
     let resolved = registry.resolve(tool).await?;
     resolved.schema.check(tool, &args)?;
+    if let Some(j) = journaled {
+        j.run.sent(j.key, j.idempotency_key, false)?;
+        let _ = &mut ctx;
+    }
     let source: &dyn ToolSource = resolved.source.as_ref();
     let Some(gate) = source.gate() else {
         return source.call(&resolved.name, args, &ctx).await;

@@ -5,8 +5,9 @@
 use super::responses::{ApiBody, EventBody, error_response, json_response};
 use super::{HttpState, Peer};
 use crate::agent_api::{ApiErrorCode, ExecutionEvent, ExecutionRequest};
-use crate::execution::{Submission, SubmitError};
+use crate::execution::{Started, Submission, SubmitError};
 use crate::generation::PolicyGeneration;
+use crate::journal::SessionError;
 use airlock_policy::Principal;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -23,11 +24,7 @@ pub(super) async fn execute(
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
     let limits_policy = &principal.limits;
-    let streaming = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("application/x-ndjson"));
+    let streaming = wants_events(&req);
     // JSON escaping can double a program's size (and \u escapes grow it further); the exact
     // code-size check follows after parsing.
     let body_limit = usize::try_from(limits_policy.max_code_bytes)
@@ -65,24 +62,68 @@ pub(super) async fn execute(
                 StatusCode::BAD_REQUEST,
                 ApiErrorCode::InvalidJson,
                 format!("the request body is not a valid execution request: {e}"),
-                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>}"#.into()),
+                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none"} (all but code optional)"#.into()),
             );
         }
     };
-    let (events, rx) = if streaming {
-        let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
-        (Some(tx), Some(rx))
-    } else {
-        (None, None)
-    };
+    let (events, rx) = event_channel(streaming);
     let submission = Submission {
         request,
         peer: peer.info,
         principal,
         generation,
         events,
+        resumed_from: None,
     };
-    let started = match state.executions.submit(submission).await {
+    answer(state.executions.submit(submission).await, rx).await
+}
+
+/// `POST /v1/executions/<id>/resume`: an interrupted execution run again in its session, every
+/// recorded call replayed; answered like `POST /v1/executions`.
+pub(super) async fn resume(
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+    id: &str,
+    streaming: bool,
+) -> Response<ApiBody> {
+    let (events, rx) = event_channel(streaming);
+    let started = state
+        .executions
+        .resume(id, peer.info, principal, generation, events)
+        .await;
+    answer(started, rx).await
+}
+
+/// Whether the client asked for NDJSON events (`Accept: application/x-ndjson`).
+pub(super) fn wants_events(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/x-ndjson"))
+}
+
+type Events = (
+    Option<mpsc::Sender<ExecutionEvent>>,
+    Option<mpsc::Receiver<ExecutionEvent>>,
+);
+
+fn event_channel(streaming: bool) -> Events {
+    if streaming {
+        let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    }
+}
+
+/// The events as they happen, or the whole response at the end.
+async fn answer(
+    started: Result<Started, SubmitError>,
+    rx: Option<mpsc::Receiver<ExecutionEvent>>,
+) -> Response<ApiBody> {
+    let started = match started {
         Ok(started) => started,
         Err(e) => return refused(&e),
     };
@@ -123,6 +164,17 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
             (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::RateLimited)
         }
         SubmitError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorCode::ShuttingDown),
+        SubmitError::Session(SessionError::NotFound(_)) | SubmitError::UnknownExecution(_) => {
+            (StatusCode::NOT_FOUND, ApiErrorCode::NotFound)
+        }
+        SubmitError::Session(SessionError::Disabled) => {
+            (StatusCode::BAD_REQUEST, ApiErrorCode::BadRequest)
+        }
+        SubmitError::Session(SessionError::Unavailable(_)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::JournalUnavailable,
+        ),
+        SubmitError::NotInterrupted { .. } => (StatusCode::CONFLICT, ApiErrorCode::Conflict),
     };
     let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
     if let SubmitError::RateLimited { retry_after_s, .. } = e {

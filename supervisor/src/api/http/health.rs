@@ -4,6 +4,7 @@
 use super::HttpState;
 use crate::audit_log::AuditStatus;
 use crate::generation::{ReloadReport, warning_lines};
+use crate::journal::{JournalHealth, JournalState};
 use crate::metrics::Gauges;
 use crate::workers::pool::PoolStatus;
 use serde::Serialize;
@@ -27,6 +28,8 @@ pub struct Health {
     pub last_reload: Option<ReloadReport>,
     /// The audit trail: `ok`, `degraded` (with the reason, naming the file) or `disabled`.
     pub audit: AuditStatus,
+    /// Sessions' replay journal: `ok`, `disabled` or `unavailable` (with the reason).
+    pub journal: JournalHealth,
     pub pool: PoolStatus,
     pub executions: ExecutionCounts,
 }
@@ -53,6 +56,7 @@ pub(super) fn health(state: &HttpState) -> Health {
         policy_warnings: warning_lines(&generation.policy.warnings),
         last_reload: state.generations.last_reload(),
         audit: state.executions.audit.status(),
+        journal: state.executions.journal.health(),
         pool: generation.pool.status(),
         executions: ExecutionCounts {
             running,
@@ -75,5 +79,46 @@ pub(super) fn metrics_text(state: &HttpState) -> String {
         uptime_s: state.started.elapsed().as_secs(),
     });
     text.push_str(&state.executions.audit.status().metrics_text());
+    text.push_str(&journal_metrics(&state.executions.journal));
+    text
+}
+
+/// The journal's counters (Prometheus text): calls answered from it and calls recorded live,
+/// its size, and whether it works.
+fn journal_metrics(journal: &JournalState) -> String {
+    use std::fmt::Write;
+    use std::sync::atomic::Ordering;
+    let health = journal.health();
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# HELP airlock_journal_up Whether the sessions' journal works (0 when disabled or unavailable).
+# TYPE airlock_journal_up gauge
+airlock_journal_up {}",
+        u8::from(health.status == "ok")
+    );
+    if let JournalState::Ready(j) = journal {
+        let _ = writeln!(
+            text,
+            "# HELP airlock_tool_calls_replayed_total Tool calls of sessions answered from the journal.
+# TYPE airlock_tool_calls_replayed_total counter
+airlock_tool_calls_replayed_total {}",
+            j.replayed_calls.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP airlock_tool_calls_journaled_total Tool calls of sessions made live and recorded.
+# TYPE airlock_tool_calls_journaled_total counter
+airlock_tool_calls_journaled_total {}",
+            j.journaled_calls.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            text,
+            "# HELP airlock_journal_bytes Bytes of recorded results in the journal.
+# TYPE airlock_journal_bytes gauge
+airlock_journal_bytes {}",
+            health.bytes.unwrap_or(0)
+        );
+    }
     text
 }

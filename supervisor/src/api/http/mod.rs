@@ -6,7 +6,8 @@
 //!
 //! - this file: connections and peers;
 //! - `routes`: the routes (health, metrics, reload, the SDK and search, cancel);
-//! - `executions`: `POST /v1/executions`, plain or streamed, over the execution service;
+//! - `executions`: `POST /v1/executions` (and `/resume`), plain or streamed, over the
+//!   execution service; `sessions`: sessions and the journal's executions;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
@@ -16,6 +17,7 @@ mod executions;
 mod health;
 mod responses;
 mod routes;
+mod sessions;
 
 pub use health::{ExecutionCounts, Health};
 pub use responses::{ApiBody, error_response, json_response};

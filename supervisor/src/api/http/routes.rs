@@ -2,7 +2,7 @@
 //! execution service.
 
 use super::responses::{ApiBody, error_response, json_response};
-use super::{HttpState, Peer, executions, health};
+use super::{HttpState, Peer, executions, health, sessions};
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -11,7 +11,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, DELETE /v1/executions/<id>, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -59,6 +59,29 @@ pub(super) async fn route(
             );
             resp
         }
+        (&Method::POST, resume)
+            if resume.starts_with("/v1/executions/") && resume.ends_with("/resume") =>
+        {
+            let id =
+                percent_decoded(&resume["/v1/executions/".len()..resume.len() - "/resume".len()]);
+            let streaming = executions::wants_events(&req);
+            executions::resume(state, peer, generation, principal, &id, streaming).await
+        }
+        (&Method::GET, "/v1/executions") => {
+            let status = query_param(req.uri().query(), "status");
+            sessions::list_executions(&state, &principal, status.as_deref())
+        }
+        (&Method::GET, "/v1/sessions") => sessions::list(&state, &principal),
+        (&Method::GET, session) if session.starts_with("/v1/sessions/") => sessions::show(
+            &state,
+            &principal,
+            &percent_decoded(&session["/v1/sessions/".len()..]),
+        ),
+        (&Method::DELETE, session) if session.starts_with("/v1/sessions/") => sessions::delete(
+            &state,
+            &principal,
+            &percent_decoded(&session["/v1/sessions/".len()..]),
+        ),
         (&Method::DELETE, execution) if execution.starts_with("/v1/executions/") => {
             let id = percent_decoded(&execution["/v1/executions/".len()..]);
             match state.executions.live.cancel(&id, &principal.name) {
@@ -176,7 +199,7 @@ pub(super) async fn route(
         (
             _,
             "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
-            | "/v1/tools/search" | "/v1/reload",
+            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             ApiErrorCode::MethodNotAllowed,

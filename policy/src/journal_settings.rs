@@ -1,0 +1,173 @@
+//! The `[journal]` table: the replay journal of sessions (every tool call of a session's
+//! executions, so re-running edited code answers the calls already made from the record
+//! instead of repeating their side effects), where it is kept and how much of it.
+//!
+//! As with `[audit]`, the default directory depends on the environment the daemon starts in,
+//! so the policy only records whether the operator chose one.
+
+use std::path::PathBuf;
+
+use toml::de::DeValue;
+
+use crate::daemon_settings::absolute_path;
+use crate::document::{Field, TableReader};
+use crate::error::PolicyError;
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// Settings of the replay journal (`[journal]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalSettings {
+    /// Whether sessions are offered at all; without them every execution is one-shot.
+    pub enabled: bool,
+    /// Directory of `journal.sqlite`; `None` lets the daemon choose (the state directory, as
+    /// for `[audit]`).
+    pub directory: Option<PathBuf>,
+    /// A session not used for this long is deleted (key `session_ttl_hours`).
+    pub session_ttl_hours: u64,
+    /// Recorded results past this total are evicted, oldest session first, never a session
+    /// with a running execution (key `max_size`).
+    pub max_size_bytes: u64,
+    /// One session's recorded results may not pass this; a call whose result would is still
+    /// answered, but not recorded (key `max_session_size`).
+    pub max_session_size_bytes: u64,
+}
+
+impl JournalSettings {
+    /// Keys accepted in `[journal]`.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "enabled",
+        "directory",
+        "session_ttl_hours",
+        "max_size",
+        "max_session_size",
+    ];
+    pub const DEFAULT_SESSION_TTL_HOURS: u64 = 7 * 24;
+    /// A year: a session is a working context, not an archive.
+    pub const MAX_SESSION_TTL_HOURS: u64 = 365 * 24;
+    pub const DEFAULT_MAX_SIZE_BYTES: u64 = GIB;
+    pub const DEFAULT_MAX_SESSION_SIZE_BYTES: u64 = 64 * MIB;
+    /// Smallest size caps: one large tool result must fit.
+    pub const MIN_SIZE_BYTES: u64 = MIB;
+    pub const MAX_SIZE_BYTES: u64 = 1024 * GIB;
+
+    pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
+        let defaults = JournalSettings::default();
+        let size = |key: &str, default: u64| -> Result<u64, PolicyError> {
+            match table.get(key) {
+                Some(field) => field.byte_size_in(Self::MIN_SIZE_BYTES..=Self::MAX_SIZE_BYTES),
+                None => Ok(default),
+            }
+        };
+        Ok(JournalSettings {
+            enabled: match table.get("enabled") {
+                Some(field) => boolean(&field)?,
+                None => defaults.enabled,
+            },
+            directory: match table.get("directory") {
+                Some(field) => Some(absolute_path(&field)?),
+                None => defaults.directory,
+            },
+            session_ttl_hours: match table.get("session_ttl_hours") {
+                Some(field) => field.u64_in(1..=Self::MAX_SESSION_TTL_HOURS)?,
+                None => defaults.session_ttl_hours,
+            },
+            max_size_bytes: size("max_size", defaults.max_size_bytes)?,
+            max_session_size_bytes: size("max_session_size", defaults.max_session_size_bytes)?,
+        })
+    }
+}
+
+impl Default for JournalSettings {
+    fn default() -> Self {
+        JournalSettings {
+            enabled: true,
+            directory: None,
+            session_ttl_hours: Self::DEFAULT_SESSION_TTL_HOURS,
+            max_size_bytes: Self::DEFAULT_MAX_SIZE_BYTES,
+            max_session_size_bytes: Self::DEFAULT_MAX_SESSION_SIZE_BYTES,
+        }
+    }
+}
+
+fn boolean(field: &Field<'_>) -> Result<bool, PolicyError> {
+    match field.value() {
+        DeValue::Boolean(value) => Ok(*value),
+        _ => Err(field.wrong_type("true or false")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+
+    const FILE: &str = "/etc/airlock/policy.toml";
+
+    fn journal(text: &str) -> Result<JournalSettings, PolicyError> {
+        Policy::parse(text, FILE).map(|policy| policy.journal)
+    }
+
+    #[test]
+    fn defaults_and_the_embedded_default_agree() {
+        assert_eq!(journal("").unwrap(), JournalSettings::default());
+        let policy = Policy::parse(
+            crate::policy_file::EMBEDDED_DEFAULT_TOML,
+            crate::EMBEDDED_ORIGIN,
+        )
+        .unwrap();
+        assert_eq!(policy.journal, JournalSettings::default());
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let settings = journal(
+            "[journal]\nenabled = false\ndirectory = \"/var/lib/airlock/journal\"\nsession_ttl_hours = 2\nmax_size = \"2GiB\"\nmax_session_size = \"8MiB\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            settings,
+            JournalSettings {
+                enabled: false,
+                directory: Some(PathBuf::from("/var/lib/airlock/journal")),
+                session_ttl_hours: 2,
+                max_size_bytes: 2 << 30,
+                max_session_size_bytes: 8 << 20,
+            }
+        );
+    }
+
+    #[test]
+    fn errors_are_located_and_name_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "[journal]\nenabled = 1\n",
+                "journal.enabled",
+                "true or false",
+            ),
+            (
+                "[journal]\ndirectory = \"j\"\n",
+                "journal.directory",
+                "not absolute",
+            ),
+            (
+                "[journal]\nsession_ttl_hours = 0\n",
+                "journal.session_ttl_hours",
+                "1..=",
+            ),
+            (
+                "[journal]\nmax_size = \"1KiB\"\n",
+                "journal.max_size",
+                "1MiB",
+            ),
+            ("[journal]\nttl = 1\n", "ttl", "session_ttl_hours"),
+        ];
+        for &(text, key, detail) in cases {
+            let message = journal(text).expect_err(text).to_string();
+            assert!(message.starts_with(&format!("{FILE}:2:")), "{message:?}");
+            assert!(message.contains(key), "{message:?} should name {key}");
+            assert!(message.contains(detail), "{message:?} should say {detail}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! `GET /v1/sessions`, `GET|DELETE /v1/sessions/<id>` and `GET /v1/executions?status=`: what the
+//! journal holds of the caller's own sessions and executions. Another principal's are as
+//! absent as missing ones (404), so ids reveal nothing.
+
+use super::HttpState;
+use super::responses::{ApiBody, error_response, json_response};
+use crate::agent_api::ApiErrorCode;
+use crate::journal::{Journal, SessionError};
+use airlock_policy::Principal;
+use hyper::{Response, StatusCode};
+use serde_json::json;
+use std::sync::Arc;
+
+/// The most executions one listing returns.
+const LIST_LIMIT: u32 = 1000;
+
+const STATUSES: &[&str] = &[
+    "running",
+    "ok",
+    "error",
+    "timeout",
+    "cancelled",
+    "interrupted",
+    "resumed",
+];
+
+fn journal(state: &HttpState) -> Result<&Arc<Journal>, Box<Response<ApiBody>>> {
+    state
+        .executions
+        .journal
+        .journal()
+        .map_err(|e| Box::new(session_error(&e)))
+}
+
+pub(super) fn session_error(e: &SessionError) -> Response<ApiBody> {
+    let (status, code) = match e {
+        SessionError::NotFound(_) => (StatusCode::NOT_FOUND, ApiErrorCode::NotFound),
+        SessionError::Disabled => (StatusCode::BAD_REQUEST, ApiErrorCode::BadRequest),
+        SessionError::Unavailable(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::JournalUnavailable,
+        ),
+    };
+    error_response(status, code, e.to_string(), Some(e.hint().into()))
+}
+
+fn store_failed(e: &impl std::fmt::Display) -> Response<ApiBody> {
+    session_error(&SessionError::Unavailable(e.to_string()))
+}
+
+pub(super) fn list(state: &HttpState, principal: &Principal) -> Response<ApiBody> {
+    let journal = match journal(state) {
+        Ok(j) => j,
+        Err(resp) => return *resp,
+    };
+    match journal.store().sessions(&principal.name) {
+        Ok(sessions) => json_response(StatusCode::OK, &json!({ "sessions": sessions })),
+        Err(e) => store_failed(&e),
+    }
+}
+
+pub(super) fn show(state: &HttpState, principal: &Principal, id: &str) -> Response<ApiBody> {
+    let journal = match journal(state) {
+        Ok(j) => j,
+        Err(resp) => return *resp,
+    };
+    let session = match journal.session(id, &principal.name) {
+        Ok(s) => s,
+        Err(e) => return session_error(&e),
+    };
+    let calls = match journal.store().calls(id) {
+        Ok(calls) => calls,
+        Err(e) => return store_failed(&e),
+    };
+    let executions: Vec<_> = match journal
+        .store()
+        .executions(&principal.name, None, LIST_LIMIT)
+    {
+        Ok(all) => all.into_iter().filter(|e| e.session == id).collect(),
+        Err(e) => return store_failed(&e),
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({ "session": session, "calls": calls, "executions": executions }),
+    )
+}
+
+pub(super) fn delete(state: &HttpState, principal: &Principal, id: &str) -> Response<ApiBody> {
+    let journal = match journal(state) {
+        Ok(j) => j,
+        Err(resp) => return *resp,
+    };
+    if let Err(e) = journal.session(id, &principal.name) {
+        return session_error(&e);
+    }
+    if journal.is_busy(id) {
+        return error_response(
+            StatusCode::CONFLICT,
+            ApiErrorCode::Conflict,
+            format!("session `{id}` has an execution running"),
+            Some("cancel it (DELETE /v1/executions/<id>) or wait for it to end".into()),
+        );
+    }
+    match journal.store().delete_session(id) {
+        Ok(_) => json_response(StatusCode::OK, &json!({ "id": id, "deleted": true })),
+        Err(e) => store_failed(&e),
+    }
+}
+
+pub(super) fn list_executions(
+    state: &HttpState,
+    principal: &Principal,
+    status: Option<&str>,
+) -> Response<ApiBody> {
+    if let Some(status) = status.filter(|s| !STATUSES.contains(s)) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            ApiErrorCode::BadRequest,
+            format!("`{status}` is not an execution status"),
+            Some(format!("use one of {}", STATUSES.join(", "))),
+        );
+    }
+    let journal = match journal(state) {
+        Ok(j) => j,
+        Err(resp) => return *resp,
+    };
+    match journal
+        .store()
+        .executions(&principal.name, status, LIST_LIMIT)
+    {
+        Ok(executions) => json_response(StatusCode::OK, &json!({ "executions": executions })),
+        Err(e) => store_failed(&e),
+    }
+}

@@ -1,0 +1,518 @@
+//! Sessions and their replay journal: every tool call of a session's executions is recorded
+//! (what the worker got, after the secret scan), so re-running edited code in the session
+//! answers the calls already made from the record instead of repeating their side effects,
+//! and an execution cut off by a restart can be finished by replay.
+//!
+//! - this file: [`Journal`] (the store, its health, its counters) and [`SessionRun`], what one
+//!   execution of a session asks of it (keys, lookups, records);
+//! - [`canonical`]: RFC 8785 canonical JSON, for keys that do not depend on key order;
+//! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store.
+//!
+//! A call's key is (tool, hash of its canonical arguments, occurrence of that pair within the
+//! execution), never its arrival order, so `Promise.all` replays the same way whichever call
+//! finishes first. Nothing here calls a tool or speaks HTTP: the call pipeline
+//! ([`crate::tools::call`]) asks, the execution service ([`crate::execution`]) opens sessions.
+
+pub mod canonical;
+pub mod sqlite;
+pub mod store;
+
+use crate::agent_api::{ReplayMode, ToolError, ToolErrorCode};
+use airlock_policy::JournalSettings;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use store::{CallKey, CallState, JournalStore, SessionRow, StoreError};
+use tracing::warn;
+
+/// The journal of a daemon: its store, whether it works, and what it did.
+#[derive(Debug)]
+pub struct Journal {
+    store: Arc<dyn JournalStore>,
+    pub settings: JournalSettings,
+    /// The last failure to read or write the store, until a write succeeds again.
+    failure: Mutex<Option<String>>,
+    /// Sessions with an execution running now (never evicted), with how many.
+    busy: Mutex<HashMap<String, u32>>,
+    /// When eviction last ran (milliseconds since the epoch).
+    last_eviction_ms: AtomicU64,
+    pub replayed_calls: AtomicU64,
+    pub journaled_calls: AtomicU64,
+}
+
+/// What `/v1/health` says of the journal.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct JournalHealth {
+    /// `ok`, `disabled` (`[journal] enabled = false`) or `unavailable`.
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+/// How a session request went wrong. Each says what to do next.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SessionError {
+    #[error("there is no session `{0}` (or it belongs to another principal)")]
+    NotFound(String),
+    #[error("sessions are turned off on this daemon ([journal] enabled = false)")]
+    Disabled,
+    #[error("the daemon cannot use its journal: {0}")]
+    Unavailable(String),
+}
+
+impl SessionError {
+    pub fn hint(&self) -> &'static str {
+        match self {
+            SessionError::NotFound(_) => {
+                "use \"session\": \"new\" for a new session (the response carries its id); sessions unused for [journal] session_ttl_hours are deleted"
+            }
+            SessionError::Disabled => {
+                "leave \"session\" out to run one-shot, or ask the operator to enable [journal]"
+            }
+            SessionError::Unavailable(_) => {
+                "leave \"session\" out to run one-shot meanwhile; the operator sees the cause in /v1/health and the airlockd log"
+            }
+        }
+    }
+}
+
+/// The state the daemon's journal is in.
+#[derive(Debug, Clone)]
+pub enum JournalState {
+    Ready(Arc<Journal>),
+    Disabled,
+    /// It could not be opened (the reason): executions without sessions still run.
+    Unavailable(String),
+}
+
+impl JournalState {
+    /// Opens the journal `settings` ask for, in `default_directory` unless they name one.
+    pub fn open(settings: &JournalSettings, default_directory: Option<&Path>) -> JournalState {
+        if !settings.enabled {
+            return JournalState::Disabled;
+        }
+        let Some(directory) = settings.directory.as_deref().or(default_directory) else {
+            return JournalState::Unavailable(
+                "no directory for the journal: set [journal] directory".into(),
+            );
+        };
+        match sqlite::SqliteStore::open(directory) {
+            Ok(store) => {
+                let journal = Journal::new(Arc::new(store), settings.clone());
+                match journal.store.interrupt_running() {
+                    Ok(0) => {}
+                    Ok(n) => warn!(
+                        executions = n,
+                        "executions of sessions were cut off when the daemon last stopped; they are listed as interrupted and can be resumed"
+                    ),
+                    Err(e) => return JournalState::Unavailable(e.to_string()),
+                }
+                JournalState::Ready(Arc::new(journal))
+            }
+            Err(e) => {
+                warn!(error = %e, "the journal cannot be opened; sessions are unavailable, one-shot executions still run");
+                JournalState::Unavailable(e.to_string())
+            }
+        }
+    }
+
+    pub fn journal(&self) -> Result<&Arc<Journal>, SessionError> {
+        match self {
+            JournalState::Ready(journal) => Ok(journal),
+            JournalState::Disabled => Err(SessionError::Disabled),
+            JournalState::Unavailable(why) => Err(SessionError::Unavailable(why.clone())),
+        }
+    }
+
+    pub fn health(&self) -> JournalHealth {
+        match self {
+            JournalState::Ready(journal) => journal.health(),
+            JournalState::Disabled => JournalHealth {
+                status: "disabled",
+                error: None,
+                bytes: None,
+            },
+            JournalState::Unavailable(why) => JournalHealth {
+                status: "unavailable",
+                error: Some(why.clone()),
+                bytes: None,
+            },
+        }
+    }
+}
+
+/// A fresh session id: `ses_` and 128 random bits.
+fn new_session_id() -> String {
+    let seed = crate::execution::determinism::random_seed();
+    format!("ses_{}", canonical::hex(&seed[..16]))
+}
+
+impl Journal {
+    pub fn new(store: Arc<dyn JournalStore>, settings: JournalSettings) -> Journal {
+        Journal {
+            store,
+            settings,
+            failure: Mutex::new(None),
+            busy: Mutex::new(HashMap::new()),
+            last_eviction_ms: AtomicU64::new(0),
+            replayed_calls: AtomicU64::new(0),
+            journaled_calls: AtomicU64::new(0),
+        }
+    }
+
+    pub fn store(&self) -> &dyn JournalStore {
+        self.store.as_ref()
+    }
+
+    /// Notes the outcome of a store operation for health; passes it on.
+    fn noted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &result {
+            Ok(_) => *failure = None,
+            Err(e) => {
+                if failure.is_none() {
+                    warn!(error = %e, "the journal failed; calls of sessions fail with journal_unavailable until it works again");
+                }
+                *failure = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    pub fn health(&self) -> JournalHealth {
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        JournalHealth {
+            status: if failure.is_some() {
+                "unavailable"
+            } else {
+                "ok"
+            },
+            error: failure,
+            bytes: self.store.size_bytes().ok(),
+        }
+    }
+
+    /// A new session of `principal`, with the clock and seed its executions will replay.
+    pub fn create_session(
+        &self,
+        principal: &str,
+        determinism: airlock_proto::Determinism,
+    ) -> Result<SessionRow, SessionError> {
+        let now = crate::execution::determinism::now_ms();
+        let row = SessionRow {
+            id: new_session_id(),
+            principal: principal.to_owned(),
+            created_ms: now,
+            used_ms: now,
+            clock_ms: determinism.clock_ms,
+            seed: determinism.seed,
+            bytes: 0,
+            calls: 0,
+        };
+        self.noted(self.store.create_session(&row))
+            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+        Ok(row)
+    }
+
+    /// `principal`'s session `id`; another principal's is as absent as a missing one.
+    pub fn session(&self, id: &str, principal: &str) -> Result<SessionRow, SessionError> {
+        match self.noted(self.store.session(id)) {
+            Ok(Some(row)) if row.principal == principal => Ok(row),
+            Ok(_) => Err(SessionError::NotFound(id.to_owned())),
+            Err(e) => Err(SessionError::Unavailable(e.to_string())),
+        }
+    }
+
+    /// Marks `session` as running one more execution (it is not evicted meanwhile).
+    pub fn enter(&self, session: &str) {
+        *self
+            .busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(session.to_owned())
+            .or_default() += 1;
+    }
+
+    /// Whether `session` has an execution running now.
+    pub fn is_busy(&self, session: &str) -> bool {
+        self.busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(session)
+    }
+
+    /// One execution of `session` ended; every so often, stale and excess sessions go.
+    pub fn leave(&self, session: &str) {
+        let busy: Vec<String> = {
+            let mut busy = self
+                .busy
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(n) = busy.get_mut(session) {
+                *n -= 1;
+                if *n == 0 {
+                    busy.remove(session);
+                }
+            }
+            busy.keys().cloned().collect()
+        };
+        let now = crate::execution::determinism::now_ms();
+        // At most once a minute: eviction reads every session's size.
+        let last = self.last_eviction_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < 60_000
+            || self
+                .last_eviction_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let ttl_ms = self.settings.session_ttl_hours.saturating_mul(3_600_000);
+        match self.noted(self.store.evict(
+            now.saturating_sub(ttl_ms),
+            self.settings.max_size_bytes,
+            &busy,
+        )) {
+            Ok(evicted) if !evicted.is_empty() => {
+                tracing::info!(
+                    sessions = evicted.len(),
+                    "evicted stale or excess sessions from the journal"
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What one execution of a session asks of the journal.
+#[derive(Debug)]
+pub struct SessionRun {
+    pub journal: Arc<Journal>,
+    pub session: String,
+    pub execution: String,
+    pub replay: ReplayMode,
+    /// Calls made so far of each (tool, arguments hash): the next one's occurrence.
+    occurrences: Mutex<HashMap<(String, String), u32>>,
+    pub replayed: AtomicU32,
+    pub live: AtomicU32,
+}
+
+/// What the journal says of a call about to be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Answer it with this recorded result (and the clock it was recorded at).
+    Replay { result: String, clock_ms: u64 },
+    /// Make it, with this idempotency key; `resend` when it was sent before without a
+    /// recorded outcome (the daemon died while it was in flight).
+    Live {
+        idempotency_key: String,
+        resend: bool,
+    },
+}
+
+impl SessionRun {
+    pub fn new(
+        journal: Arc<Journal>,
+        session: String,
+        execution: String,
+        replay: ReplayMode,
+    ) -> SessionRun {
+        SessionRun {
+            journal,
+            session,
+            execution,
+            replay,
+            occurrences: Mutex::new(HashMap::new()),
+            replayed: AtomicU32::new(0),
+            live: AtomicU32::new(0),
+        }
+    }
+
+    /// The key of the next call of `tool` with `args` (call order: the caller holds the
+    /// execution's arrival order).
+    pub fn key(&self, tool: &str, args: &Value) -> CallKey {
+        let args_hash = canonical::hash(args);
+        let mut occurrences = self
+            .occurrences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = occurrences
+            .entry((tool.to_owned(), args_hash.clone()))
+            .or_default();
+        let occurrence = *n;
+        *n = n.saturating_add(1);
+        CallKey {
+            tool: tool.to_owned(),
+            args_hash,
+            occurrence,
+        }
+    }
+
+    /// The idempotency key of `key` in this session: the same whenever the call is sent.
+    pub fn idempotency_key(&self, key: &CallKey) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.session.as_bytes(),
+            key.tool.as_bytes(),
+            key.args_hash.as_bytes(),
+            key.occurrence.to_string().as_bytes(),
+        ] {
+            h.update(part);
+            h.update([0]);
+        }
+        format!("airlock-{}", &canonical::hex(&h.finalize())[..32])
+    }
+
+    /// Whether `key` is answered from the journal. `read_only` is asked only of a recorded
+    /// call (its mark was recorded with it), for `"replay": "writes"`.
+    pub fn lookup(&self, key: &CallKey) -> Result<Lookup, ToolError> {
+        let row = self
+            .journal
+            .noted(self.journal.store.lookup(&self.session, key))
+            .map_err(|e| unavailable(&e))?;
+        let idempotency_key = self.idempotency_key(key);
+        let Some(row) = row else {
+            return Ok(Lookup::Live {
+                idempotency_key,
+                resend: false,
+            });
+        };
+        match row.state {
+            CallState::Ok { result, clock_ms } => {
+                let replay = match self.replay {
+                    ReplayMode::All => true,
+                    ReplayMode::Writes => !row.read_only,
+                    ReplayMode::None => false,
+                };
+                if replay {
+                    return Ok(Lookup::Replay { result, clock_ms });
+                }
+                Ok(Lookup::Live {
+                    idempotency_key,
+                    resend: false,
+                })
+            }
+            CallState::Sent => Ok(Lookup::Live {
+                idempotency_key,
+                resend: true,
+            }),
+            CallState::Failed => Ok(Lookup::Live {
+                idempotency_key,
+                resend: false,
+            }),
+        }
+    }
+
+    /// Records that `key` is about to be sent: before it is, so a daemon that dies while it
+    /// is in flight sends it again with the same key.
+    pub fn sent(
+        &self,
+        key: &CallKey,
+        idempotency_key: &str,
+        read_only: bool,
+    ) -> Result<(), ToolError> {
+        let now = crate::execution::determinism::now_ms();
+        self.journal
+            .noted(self.journal.store.record_sent(
+                &self.session,
+                key,
+                &self.execution,
+                idempotency_key,
+                read_only,
+                now,
+            ))
+            .map_err(|e| unavailable(&e))?;
+        self.live.fetch_add(1, Ordering::Relaxed);
+        self.journal.journaled_calls.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records a sent call's outcome. A result over the session's size cap is not kept (the
+    /// call stays `sent`: a re-run sends it again, with its idempotency key). Returns a warning
+    /// for the response when the outcome could not be recorded.
+    pub fn outcome(
+        &self,
+        key: &CallKey,
+        result: Result<&str, ()>,
+        clock_ms: u64,
+    ) -> Option<String> {
+        let now = crate::execution::determinism::now_ms();
+        let state = match result {
+            Ok(text) => {
+                let session_bytes = self
+                    .journal
+                    .store
+                    .session(&self.session)
+                    .ok()
+                    .flatten()
+                    .map_or(0, |s| s.bytes);
+                if session_bytes.saturating_add(text.len() as u64)
+                    > self.journal.settings.max_session_size_bytes
+                {
+                    return Some(format!(
+                        "the result of {} was not recorded: the session's journal is full ([journal] max_session_size); a re-run makes this call again",
+                        key.tool
+                    ));
+                }
+                CallState::Ok {
+                    result: text.to_owned(),
+                    clock_ms,
+                }
+            }
+            Err(()) => CallState::Failed,
+        };
+        match self.journal.noted(
+            self.journal
+                .store
+                .record_outcome(&self.session, key, &state, now),
+        ) {
+            Ok(()) => None,
+            Err(e) => Some(format!(
+                "the outcome of {} could not be recorded in the journal ({e}); a re-run makes this call again, with the same idempotency key",
+                key.tool
+            )),
+        }
+    }
+
+    /// A replayed call was answered.
+    pub fn replayed(&self) {
+        self.replayed.fetch_add(1, Ordering::Relaxed);
+        self.journal.replayed_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Why a live call of a replaying run is noteworthy: the journal recorded the same tool
+    /// at this occurrence with other arguments.
+    pub fn divergence(&self, key: &CallKey) -> Option<String> {
+        if self.replay == ReplayMode::None {
+            return None;
+        }
+        match self.journal.store.recorded_otherwise(&self.session, key) {
+            Ok(true) => Some(format!(
+                "the session's journal recorded {} with other arguments here; this call ran live",
+                key.tool
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn unavailable(e: &StoreError) -> ToolError {
+    ToolError::new(
+        ToolErrorCode::JournalUnavailable,
+        format!("the daemon cannot use its journal, so this call of a session is not made: {e}"),
+    )
+    .with_hint("run the program without a session meanwhile; the operator sees the cause in /v1/health and the airlockd log")
+}

@@ -1,0 +1,699 @@
+//! The embedded journal store: `journal.sqlite` in the journal directory (created 0700,
+//! refused when group or others may write it), the file 0600, WAL.
+//!
+//! `synchronous = NORMAL`: a committed record survives the daemon being killed (SIGKILL, OOM);
+//! an OS crash or power loss may lose the last records, never corrupt the file. A call whose
+//! `sent` record is lost that way is sent again with the same idempotency key, which is what
+//! the key is for. (FULL would fsync every record: milliseconds per call.)
+
+use super::store::{
+    CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, SessionRow, StoreError,
+};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Name of the database file in the journal directory.
+pub const FILE_NAME: &str = "journal.sqlite";
+
+/// `PRAGMA user_version` of the schema below; a newer file is refused.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
+/// executions (foreign keys, `ON DELETE CASCADE`).
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    used_ms INTEGER NOT NULL,
+    clock_ms INTEGER NOT NULL,
+    seed BLOB NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS sessions_by_principal ON sessions (principal, used_ms);
+CREATE TABLE IF NOT EXISTS calls (
+    session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    tool TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    occurrence INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    result TEXT,
+    clock_ms INTEGER,
+    read_only INTEGER NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    sends INTEGER NOT NULL DEFAULT 1,
+    execution TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (session, tool, args_hash, occurrence)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS executions (
+    id TEXT PRIMARY KEY,
+    session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    principal TEXT NOT NULL,
+    status TEXT NOT NULL,
+    language TEXT NOT NULL,
+    code TEXT NOT NULL,
+    timeout_ms INTEGER,
+    replay TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER,
+    replayed_calls INTEGER NOT NULL DEFAULT 0,
+    live_calls INTEGER NOT NULL DEFAULT 0,
+    resumed_by TEXT
+);
+CREATE INDEX IF NOT EXISTS executions_by_principal ON executions (principal, status, started_ms);
+CREATE INDEX IF NOT EXISTS executions_by_session ON executions (session);
+";
+
+/// How long a statement waits for a lock (another process reading the file).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The SQLite journal store. One connection behind a mutex: every statement is short.
+#[derive(Debug)]
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+fn u64_of(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `<directory>/journal.sqlite`.
+    pub fn open(directory: &Path) -> Result<SqliteStore, StoreError> {
+        crate::audit_log::database::prepare_directory(directory).map_err(|e| {
+            StoreError::Directory {
+                path: directory.display().to_string(),
+                message: e.to_string(),
+            }
+        })?;
+        let path = directory.join(FILE_NAME);
+        let fail = |message: String| StoreError::Sqlite {
+            path: path.display().to_string(),
+            message,
+        };
+        // Created by us, 0600 from the first byte; SQLite gives -wal and -shm the same mode.
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| fail(e.to_string()))?;
+        let meta = file.metadata().map_err(|e| fail(e.to_string()))?;
+        if meta.mode() & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        drop(file);
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let store = SqliteStore {
+            path: path.clone(),
+            conn: Mutex::new(conn),
+        };
+        store.with(|conn| {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(rusqlite::Error::InvalidParameterName(format!(
+                    "the file cannot use WAL (journal_mode is {mode})"
+                )));
+            }
+            conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Err(rusqlite::Error::InvalidParameterName(format!(
+                    "schema version {version} is newer than this daemon's ({SCHEMA_VERSION})"
+                )));
+            }
+            if version < SCHEMA_VERSION {
+                conn.execute_batch(&format!(
+                    "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                ))?;
+            }
+            Ok(())
+        })?;
+        Ok(store)
+    }
+
+    /// Runs `f` on the connection; a poisoned lock (a panic mid-statement) is still usable,
+    /// since SQLite rolled the statement back.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn).map_err(|e| StoreError::Sqlite {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+}
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    let seed: Vec<u8> = r.get(5)?;
+    let mut fixed = [0u8; 32];
+    if seed.len() == fixed.len() {
+        fixed.copy_from_slice(&seed);
+    }
+    Ok(SessionRow {
+        id: r.get(0)?,
+        principal: r.get(1)?,
+        created_ms: u64_of(r.get(2)?),
+        used_ms: u64_of(r.get(3)?),
+        clock_ms: u64_of(r.get(4)?),
+        seed: fixed,
+        bytes: u64_of(r.get(6)?),
+        calls: u64_of(r.get(7)?),
+    })
+}
+
+const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, bytes, \
+     (SELECT count(*) FROM calls WHERE calls.session = sessions.id)";
+
+fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
+    Ok(ExecutionRow {
+        id: r.get(0)?,
+        session: r.get(1)?,
+        principal: r.get(2)?,
+        status: r.get(3)?,
+        language: r.get(4)?,
+        code: r.get(5)?,
+        timeout_ms: r.get::<_, Option<i64>>(6)?.map(u64_of),
+        replay: r.get(7)?,
+        started_ms: u64_of(r.get(8)?),
+        finished_ms: r.get::<_, Option<i64>>(9)?.map(u64_of),
+        replayed_calls: u32::try_from(r.get::<_, i64>(10)?).unwrap_or(0),
+        live_calls: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
+        resumed_by: r.get(12)?,
+    })
+}
+
+const EXECUTION_COLUMNS: &str = "id, session, principal, status, language, code, timeout_ms, \
+     replay, started_ms, finished_ms, replayed_calls, live_calls, resumed_by";
+
+impl JournalStore for SqliteStore {
+    fn create_session(&self, s: &SessionRow) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO sessions (id, principal, created_ms, used_ms, clock_ms, seed, bytes) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                params![
+                    s.id,
+                    s.principal,
+                    i64_of(s.created_ms),
+                    i64_of(s.used_ms),
+                    i64_of(s.clock_ms),
+                    &s.seed[..]
+                ],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
+        self.with(|c| {
+            // Without the count of calls: opening a session reads one row.
+            c.query_row(
+                "SELECT id, principal, created_ms, used_ms, clock_ms, seed, bytes, 0 \
+                 FROM sessions WHERE id = ?1",
+                [id],
+                session_row,
+            )
+            .optional()
+        })
+    }
+
+    fn sessions(&self, principal: &str) -> Result<Vec<SessionRow>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE principal = ?1 ORDER BY used_ms DESC"
+            ))?;
+            stmt.query_map([principal], session_row)?.collect()
+        })
+    }
+
+    fn touch_session(
+        &self,
+        id: &str,
+        now_ms: u64,
+        determinism: Option<(u64, [u8; 32])>,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            match determinism {
+                Some((clock, seed)) => c.execute(
+                    "UPDATE sessions SET used_ms = ?2, clock_ms = ?3, seed = ?4 WHERE id = ?1",
+                    params![id, i64_of(now_ms), i64_of(clock), &seed[..]],
+                ),
+                None => c.execute(
+                    "UPDATE sessions SET used_ms = ?2 WHERE id = ?1",
+                    params![id, i64_of(now_ms)],
+                ),
+            }
+            .map(|_| ())
+        })
+    }
+
+    fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            c.execute("DELETE FROM sessions WHERE id = ?1", [id])
+                .map(|n| n > 0)
+        })
+    }
+
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT state, result, clock_ms, read_only, idempotency_key, sends FROM calls \
+                 WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
+            )?;
+            stmt.query_row(
+                params![session, key.tool, key.args_hash, key.occurrence],
+                |r| {
+                    let state: String = r.get(0)?;
+                    let state = match state.as_str() {
+                        "ok" => CallState::Ok {
+                            result: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            clock_ms: u64_of(r.get::<_, Option<i64>>(2)?.unwrap_or(0)),
+                        },
+                        "sent" => CallState::Sent,
+                        _ => CallState::Failed,
+                    };
+                    Ok(CallRow {
+                        state,
+                        read_only: r.get(3)?,
+                        idempotency_key: r.get(4)?,
+                        sends: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    fn record_sent(
+        &self,
+        session: &str,
+        key: &CallKey,
+        execution: &str,
+        idempotency_key: &str,
+        read_only: bool,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            // A call recorded before (failed, or sent and never answered) is sent again: its
+            // old result (if any) no longer counts towards the session's size.
+            let old: Option<i64> = tx
+                .query_row(
+                    "SELECT length(result) FROM calls WHERE session = ?1 AND tool = ?2 \
+                     AND args_hash = ?3 AND occurrence = ?4",
+                    params![session, key.tool, key.args_hash, key.occurrence],
+                    |r| r.get::<_, Option<i64>>(0).map(|v| v.unwrap_or(0)),
+                )
+                .optional()?;
+            tx.prepare_cached(
+                "INSERT INTO calls (session, tool, args_hash, occurrence, state, result, clock_ms, \
+                 read_only, idempotency_key, sends, execution, updated_ms) \
+                 VALUES (?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, ?6, 1, ?7, ?8) \
+                 ON CONFLICT (session, tool, args_hash, occurrence) DO UPDATE SET \
+                 state = 'sent', result = NULL, clock_ms = NULL, read_only = ?5, \
+                 sends = sends + 1, execution = ?7, updated_ms = ?8",
+            )?
+            .execute(params![
+                session,
+                key.tool,
+                key.args_hash,
+                key.occurrence,
+                read_only,
+                idempotency_key,
+                execution,
+                i64_of(now_ms)
+            ])?;
+            if let Some(old) = old.filter(|n| *n > 0) {
+                tx.execute(
+                    "UPDATE sessions SET bytes = max(0, bytes - ?2) WHERE id = ?1",
+                    params![session, old],
+                )?;
+            }
+            tx.commit()
+        })
+    }
+
+    fn record_outcome(
+        &self,
+        session: &str,
+        key: &CallKey,
+        outcome: &CallState,
+        now_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            match outcome {
+                CallState::Ok { result, clock_ms } => {
+                    tx.prepare_cached(
+                        "UPDATE calls SET state = 'ok', result = ?5, clock_ms = ?6, updated_ms = ?7 \
+                         WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
+                    )?
+                    .execute(params![
+                        session,
+                        key.tool,
+                        key.args_hash,
+                        key.occurrence,
+                        result,
+                        i64_of(*clock_ms),
+                        i64_of(now_ms)
+                    ])?;
+                    tx.prepare_cached("UPDATE sessions SET bytes = bytes + ?2 WHERE id = ?1")?
+                        .execute(params![session, i64_of(result.len() as u64)])?;
+                }
+                CallState::Failed | CallState::Sent => {
+                    let state = if matches!(outcome, CallState::Sent) {
+                        "sent"
+                    } else {
+                        "failed"
+                    };
+                    tx.prepare_cached(
+                        "UPDATE calls SET state = ?5, updated_ms = ?6 \
+                         WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
+                    )?
+                    .execute(params![
+                        session,
+                        key.tool,
+                        key.args_hash,
+                        key.occurrence,
+                        state,
+                        i64_of(now_ms)
+                    ])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    fn recorded_otherwise(&self, session: &str, key: &CallKey) -> Result<bool, StoreError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM calls WHERE session = ?1 AND tool = ?2 \
+                 AND occurrence = ?3 AND args_hash <> ?4)",
+            )?
+            .query_row(
+                params![session, key.tool, key.occurrence, key.args_hash],
+                |r| r.get(0),
+            )
+        })
+    }
+
+    fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT tool, args_hash, occurrence, state, coalesce(length(result), 0), sends, \
+                 execution, updated_ms FROM calls WHERE session = ?1 ORDER BY updated_ms, tool",
+            )?;
+            stmt.query_map([session], |r| {
+                Ok(CallSummary {
+                    tool: r.get(0)?,
+                    args_hash: r.get(1)?,
+                    occurrence: r.get(2)?,
+                    state: r.get(3)?,
+                    bytes: u64_of(r.get(4)?),
+                    sends: r.get(5)?,
+                    execution: r.get(6)?,
+                    updated_ms: u64_of(r.get(7)?),
+                })
+            })?
+            .collect()
+        })
+    }
+
+    fn begin_execution(&self, e: &ExecutionRow) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                &format!(
+                    "INSERT INTO executions ({EXECUTION_COLUMNS}) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                ),
+                params![
+                    e.id,
+                    e.session,
+                    e.principal,
+                    e.status,
+                    e.language,
+                    e.code,
+                    e.timeout_ms.map(i64_of),
+                    e.replay,
+                    i64_of(e.started_ms),
+                    e.finished_ms.map(i64_of),
+                    e.replayed_calls,
+                    e.live_calls,
+                    e.resumed_by
+                ],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn finish_execution(
+        &self,
+        id: &str,
+        status: &str,
+        finished_ms: u64,
+        replayed: u32,
+        live: u32,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE executions SET status = ?2, finished_ms = ?3, replayed_calls = ?4, \
+                 live_calls = ?5 WHERE id = ?1",
+                params![id, status, i64_of(finished_ms), replayed, live],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn mark_resumed(&self, id: &str, by: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE executions SET status = 'resumed', resumed_by = ?2 WHERE id = ?1",
+                params![id, by],
+            )
+            .map(|_| ())
+        })
+    }
+
+    fn execution(&self, id: &str) -> Result<Option<ExecutionRow>, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {EXECUTION_COLUMNS} FROM executions WHERE id = ?1"),
+                [id],
+                execution_row,
+            )
+            .optional()
+        })
+    }
+
+    fn executions(
+        &self,
+        principal: &str,
+        status: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ExecutionRow>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {EXECUTION_COLUMNS} FROM executions WHERE principal = ?1 \
+                 AND (?2 IS NULL OR status = ?2) ORDER BY started_ms DESC, id DESC LIMIT ?3"
+            ))?;
+            stmt.query_map(params![principal, status, limit], execution_row)?
+                .collect()
+        })
+    }
+
+    fn interrupt_running(&self) -> Result<u64, StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE executions SET status = 'interrupted' WHERE status = 'running'",
+                [],
+            )
+            .map(|n| n as u64)
+        })
+    }
+
+    fn evict(
+        &self,
+        unused_before_ms: u64,
+        max_bytes: u64,
+        busy: &[String],
+    ) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let mut sessions: Vec<(String, u64, u64)> = {
+                let mut stmt =
+                    tx.prepare("SELECT id, used_ms, bytes FROM sessions ORDER BY used_ms")?;
+                stmt.query_map([], |r| {
+                    Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?)))
+                })?
+                .collect::<rusqlite::Result<_>>()?
+            };
+            sessions.retain(|(id, _, _)| !busy.contains(id));
+            let mut total: u64 =
+                tx.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
+                    r.get::<_, i64>(0).map(u64_of)
+                })?;
+            let mut evicted = Vec::new();
+            for (id, used, bytes) in sessions {
+                if used >= unused_before_ms && total <= max_bytes {
+                    break;
+                }
+                tx.execute("DELETE FROM sessions WHERE id = ?1", [&id])?;
+                total = total.saturating_sub(bytes);
+                evicted.push(id);
+            }
+            tx.commit()?;
+            Ok(evicted)
+        })
+    }
+
+    fn size_bytes(&self) -> Result<u64, StoreError> {
+        self.with(|c| {
+            c.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
+                r.get::<_, i64>(0).map(u64_of)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("j")).unwrap();
+        (dir, store)
+    }
+
+    fn session(id: &str, used_ms: u64) -> SessionRow {
+        SessionRow {
+            id: id.into(),
+            principal: "local".into(),
+            created_ms: used_ms,
+            used_ms,
+            clock_ms: 5,
+            seed: [9; 32],
+            bytes: 0,
+            calls: 0,
+        }
+    }
+
+    fn key(n: u32) -> CallKey {
+        CallKey {
+            tool: "t.x".into(),
+            args_hash: "h".into(),
+            occurrence: n,
+        }
+    }
+
+    #[test]
+    fn the_file_is_private_and_a_call_goes_from_sent_to_ok() {
+        let (dir, s) = store();
+        let mode = std::fs::metadata(dir.path().join("j").join(FILE_NAME))
+            .unwrap()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        s.create_session(&session("s1", 1)).unwrap();
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
+        s.record_sent("s1", &key(0), "ex1", "k1", true, 2).unwrap();
+        assert_eq!(
+            s.lookup("s1", &key(0)).unwrap().unwrap().state,
+            CallState::Sent
+        );
+        let ok = CallState::Ok {
+            result: "{\"n\":1}".into(),
+            clock_ms: 77,
+        };
+        s.record_outcome("s1", &key(0), &ok, 3).unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        assert_eq!(row.state, ok);
+        assert!(row.read_only);
+        assert_eq!((row.idempotency_key.as_str(), row.sends), ("k1", 1));
+        assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
+        // Sent again (a replay asked for fresh reads): the old result no longer counts.
+        s.record_sent("s1", &key(0), "ex2", "k1", true, 4).unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        assert_eq!((row.state, row.sends), (CallState::Sent, 2));
+        assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
+        assert!(!s.recorded_otherwise("s1", &key(0)).unwrap());
+        let other = CallKey {
+            args_hash: "other".into(),
+            ..key(0)
+        };
+        assert!(s.recorded_otherwise("s1", &other).unwrap());
+    }
+
+    #[test]
+    fn running_executions_become_interrupted_and_deleting_a_session_takes_everything() {
+        let (_dir, s) = store();
+        s.create_session(&session("s1", 1)).unwrap();
+        let e = ExecutionRow {
+            id: "ex1".into(),
+            session: "s1".into(),
+            principal: "local".into(),
+            status: "running".into(),
+            language: "typescript".into(),
+            code: "1".into(),
+            timeout_ms: None,
+            replay: "all".into(),
+            started_ms: 1,
+            finished_ms: None,
+            replayed_calls: 0,
+            live_calls: 0,
+            resumed_by: None,
+        };
+        s.begin_execution(&e).unwrap();
+        assert_eq!(s.interrupt_running().unwrap(), 1);
+        let listed = s.executions("local", Some("interrupted"), 10).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].code, "1");
+        assert!(s.executions("other", None, 10).unwrap().is_empty());
+        s.record_sent("s1", &key(0), "ex1", "k", false, 1).unwrap();
+        assert!(s.delete_session("s1").unwrap());
+        assert!(!s.delete_session("s1").unwrap());
+        assert_eq!(s.execution("ex1").unwrap(), None);
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
+    }
+
+    #[test]
+    fn eviction_takes_stale_then_oldest_sessions_but_never_a_busy_one() {
+        let (_dir, s) = store();
+        for (id, used) in [("old", 1), ("mid", 50), ("new", 100)] {
+            s.create_session(&session(id, used)).unwrap();
+            s.record_sent(id, &key(0), "e", "k", false, used).unwrap();
+            let big = CallState::Ok {
+                result: "x".repeat(100),
+                clock_ms: 0,
+            };
+            s.record_outcome(id, &key(0), &big, used).unwrap();
+        }
+        assert_eq!(s.size_bytes().unwrap(), 300);
+        // "old" is stale but busy: kept; "mid" goes to bring the total under 250.
+        let evicted = s.evict(10, 250, &["old".to_owned()]).unwrap();
+        assert_eq!(evicted, vec!["mid".to_owned()]);
+        assert_eq!(s.size_bytes().unwrap(), 200);
+        assert_eq!(s.evict(10, 1000, &[]).unwrap(), vec!["old".to_owned()]);
+    }
+}

@@ -1,0 +1,180 @@
+//! What the journal keeps, behind a small trait: SQLite on the daemon's own disk is the
+//! embedded default ([`super::sqlite`]); a shared database for several hosts would be another
+//! implementation of [`JournalStore`].
+//!
+//! Every method is synchronous and short (one indexed statement or one small transaction);
+//! the journal calls them inline.
+
+use serde::{Deserialize, Serialize};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    #[error("journal {path}: {message}")]
+    Sqlite { path: String, message: String },
+    #[error("journal directory {path}: {message}")]
+    Directory { path: String, message: String },
+}
+
+/// One session: a principal's run of executions whose tool calls are recorded together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRow {
+    pub id: String,
+    pub principal: String,
+    pub created_ms: u64,
+    pub used_ms: u64,
+    /// The clock and seed its executions are replayed with.
+    pub clock_ms: u64,
+    #[serde(skip)]
+    pub seed: [u8; 32],
+    /// Bytes of recorded results.
+    pub bytes: u64,
+    /// Recorded calls.
+    pub calls: u64,
+}
+
+/// Where a call is in the journal, whatever order it arrived in: the tool, the SHA-256 of
+/// its RFC 8785 canonical arguments, and how many calls with that tool and those arguments
+/// the execution made before it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallKey {
+    pub tool: String,
+    pub args_hash: String,
+    pub occurrence: u32,
+}
+
+/// A recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRow {
+    pub state: CallState,
+    /// Whether the tool only reads (`"replay": "writes"` runs such calls again).
+    pub read_only: bool,
+    pub idempotency_key: String,
+    /// How many times it was sent upstream.
+    pub sends: u32,
+}
+
+/// What is known of a recorded call's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallState {
+    /// Sent upstream, no outcome recorded (in flight, or the daemon died meanwhile).
+    Sent,
+    /// Succeeded: the result as the worker got it (after the secret scan) and the clock then.
+    Ok { result: String, clock_ms: u64 },
+    /// Failed (failed calls are never replayed).
+    Failed,
+}
+
+/// A recorded call as `airlock session show` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallSummary {
+    pub tool: String,
+    pub args_hash: String,
+    pub occurrence: u32,
+    /// `sent`, `ok` or `failed`.
+    pub state: String,
+    pub bytes: u64,
+    pub sends: u32,
+    pub execution: String,
+    pub updated_ms: u64,
+}
+
+/// An execution of a session, kept so one cut off by a restart can be found and resumed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRow {
+    pub id: String,
+    pub session: String,
+    pub principal: String,
+    /// `running`, `ok`, `error`, `timeout`, `cancelled`, `interrupted` (the daemon stopped
+    /// while it ran) or `resumed` (an interrupted one that was resumed: see `resumed_by`).
+    pub status: String,
+    pub language: String,
+    #[serde(skip)]
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The replay mode it ran with.
+    pub replay: String,
+    pub started_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_ms: Option<u64>,
+    pub replayed_calls: u32,
+    pub live_calls: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<String>,
+}
+
+/// The store of sessions, their recorded calls and their executions.
+pub trait JournalStore: Send + Sync + std::fmt::Debug {
+    fn create_session(&self, session: &SessionRow) -> Result<(), StoreError>;
+    fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError>;
+    /// A principal's sessions, most recently used first.
+    fn sessions(&self, principal: &str) -> Result<Vec<SessionRow>, StoreError>;
+    /// Marks a session used now; with `determinism`, its executions replay that clock and seed
+    /// from now on (a run with `"replay": "none"` starts afresh).
+    fn touch_session(
+        &self,
+        id: &str,
+        now_ms: u64,
+        determinism: Option<(u64, [u8; 32])>,
+    ) -> Result<(), StoreError>;
+    /// Deletes a session with everything recorded under it; false if there was none.
+    fn delete_session(&self, id: &str) -> Result<bool, StoreError>;
+
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError>;
+    /// Records that a call is about to be sent upstream (before it is).
+    fn record_sent(
+        &self,
+        session: &str,
+        key: &CallKey,
+        execution: &str,
+        idempotency_key: &str,
+        read_only: bool,
+        now_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Records a sent call's outcome: `Ok` with its result, or failed.
+    fn record_outcome(
+        &self,
+        session: &str,
+        key: &CallKey,
+        outcome: &CallState,
+        now_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// Whether another call of `tool` was recorded at this occurrence with other arguments
+    /// (the program took another path than the run the journal recorded).
+    fn recorded_otherwise(&self, session: &str, key: &CallKey) -> Result<bool, StoreError>;
+    fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
+
+    fn begin_execution(&self, execution: &ExecutionRow) -> Result<(), StoreError>;
+    fn finish_execution(
+        &self,
+        id: &str,
+        status: &str,
+        finished_ms: u64,
+        replayed: u32,
+        live: u32,
+    ) -> Result<(), StoreError>;
+    fn mark_resumed(&self, id: &str, by: &str) -> Result<(), StoreError>;
+    fn execution(&self, id: &str) -> Result<Option<ExecutionRow>, StoreError>;
+    /// A principal's executions (with `status`, only those), newest first, at most `limit`.
+    fn executions(
+        &self,
+        principal: &str,
+        status: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<ExecutionRow>, StoreError>;
+    /// At start: every execution still `running` was cut off by the daemon's end.
+    fn interrupt_running(&self) -> Result<u64, StoreError>;
+
+    /// Deletes sessions unused since `unused_before_ms`, then the least recently used ones
+    /// until the recorded results total at most `max_bytes`; never one in `busy`. Returns
+    /// the ids deleted.
+    fn evict(
+        &self,
+        unused_before_ms: u64,
+        max_bytes: u64,
+        busy: &[String],
+    ) -> Result<Vec<String>, StoreError>;
+    /// Bytes of recorded results, all sessions together.
+    fn size_bytes(&self) -> Result<u64, StoreError>;
+}

@@ -1,0 +1,108 @@
+//! The `ledger` tool namespace: an in-process service with side effects, to see how many times
+//! a call really reached it. `create` ({name, delay_ms?}) appends a record and returns it with
+//! its sequence number (after `delay_ms`, or a delay the ledger chooses to reorder
+//! completions); `list` ({}) returns every record; `count` ({}) the number of records;
+//! `flaky` ({name}) fails the first time it is called with a name and creates the record the
+//! next time.
+
+use airlock_supervisor::tools::{
+    CallContext, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource, ToolsFuture,
+};
+use serde_json::{Value, json};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    records: Mutex<Vec<Value>>,
+    /// The idempotency keys `create` was called with, in arrival order.
+    pub keys: Mutex<Vec<Option<String>>>,
+    /// When set, a `create` without `delay_ms` waits longer the smaller its `n` argument, so
+    /// calls made together finish in reverse order; otherwise in order.
+    pub reverse: AtomicBool,
+    /// Names `flaky` has failed for once.
+    failed_once: Mutex<Vec<Value>>,
+}
+
+impl Ledger {
+    pub fn records(&self) -> Vec<Value> {
+        self.records.lock().expect("ledger lock").clone()
+    }
+
+    pub fn set_reverse(&self, reverse: bool) {
+        self.reverse.store(reverse, Ordering::Relaxed);
+    }
+}
+
+fn tool(name: &str, description: &str) -> ToolDescriptor {
+    ToolDescriptor {
+        name: name.into(),
+        description: description.into(),
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+    }
+}
+
+impl ToolSource for Ledger {
+    fn namespace(&self) -> &str {
+        "ledger"
+    }
+
+    fn tools(&self) -> ToolsFuture<'_> {
+        Box::pin(async {
+            Ok(vec![
+                tool("create", "appends a record"),
+                tool("list", "every record"),
+                tool("count", "the number of records"),
+                tool("flaky", "fails once per name, then appends a record"),
+            ]
+            .into())
+        })
+    }
+
+    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            match tool {
+                "create" => {
+                    let delay = match args["delay_ms"].as_u64() {
+                        Some(ms) => ms,
+                        None => {
+                            let n = args["n"].as_u64().unwrap_or(0).min(50);
+                            if self.reverse.load(Ordering::Relaxed) {
+                                (50 - n) * 4
+                            } else {
+                                n * 4
+                            }
+                        }
+                    };
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    let mut records = self.records.lock().expect("ledger lock");
+                    let record = json!({ "seq": records.len() + 1, "name": args["name"] });
+                    records.push(record.clone());
+                    Ok(record)
+                }
+                "flaky" => {
+                    let mut failed = self.failed_once.lock().expect("ledger lock");
+                    if !failed.contains(&args["name"]) {
+                        failed.push(args["name"].clone());
+                        return Err(ToolError::new(
+                            ToolErrorCode::UpstreamError,
+                            "the ledger is busy; try again",
+                        ));
+                    }
+                    let mut records = self.records.lock().expect("ledger lock");
+                    let record = json!({ "seq": records.len() + 1, "name": args["name"] });
+                    records.push(record.clone());
+                    Ok(record)
+                }
+                "list" => Ok(Value::Array(self.records())),
+                "count" => Ok(json!(self.records.lock().expect("ledger lock").len())),
+                other => Err(ToolError::new(
+                    ToolErrorCode::UnknownTool,
+                    format!("no tool ledger.{other}"),
+                )),
+            }
+        })
+    }
+}

@@ -1,0 +1,283 @@
+//! Sessions and the replay journal, end to end (the real daemon in-process, real workers): a
+//! re-run of edited code in its session answers the calls already made from the journal, so
+//! a side effect happens once however often the agent iterates.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::agent_api::{ReplayMode, Status};
+use airlock_supervisor::client::ClientError;
+use airlock_tests::ledger::Ledger;
+use airlock_tests::{DaemonOptions, TestDaemon};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+async fn daemon(ledger: &Arc<Ledger>) -> TestDaemon {
+    let mut options = DaemonOptions::default();
+    options.sources.push(ledger.clone());
+    TestDaemon::start_with(options).await
+}
+
+/// The agent's loop: the program creates three records, then fails; each edit changes only
+/// what comes after the last good line, until it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn re_running_edited_code_in_its_session_creates_each_record_once() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    let head = r#"
+const a: any = await tools.ledger.create({ name: "invoice-1" });
+const b: any = await tools.ledger.create({ name: "invoice-2" });
+const c: any = await tools.ledger.create({ name: "invoice-3" });
+"#;
+    let first = d
+        .exec_in(
+            &format!("{head}throw new Error('line 40 is wrong');"),
+            "new",
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.status, Status::Error, "{first:?}");
+    let session = first.session.clone().expect("a new session's id");
+    assert!(session.starts_with("ses_"), "{session}");
+    assert_eq!(first.replayed_calls, 0);
+    assert!(first.tool_calls.iter().all(|c| !c.replayed));
+    assert_eq!(ledger.records().len(), 3);
+
+    let edits = [
+        "throw new Error('still wrong');",
+        "const total: number = a.seq + b.seq + c.nope.length;",
+        "console.log('almost'); throw new TypeError('again');",
+        "const names: any = [a, b, c].map((r: any) => r.name); names.nope.length;",
+        "[a.seq, b.seq, c.seq]",
+    ];
+    for (i, tail) in edits.iter().enumerate() {
+        let r = d
+            .exec_in(&format!("{head}{tail}"), &session, None)
+            .await
+            .unwrap();
+        assert_eq!(r.session.as_deref(), Some(session.as_str()));
+        assert_eq!(r.replayed_calls, 3, "run {}: {r:?}", i + 2);
+        assert_eq!(r.tool_calls.len(), 3);
+        assert!(
+            r.tool_calls.iter().all(|c| c.replayed),
+            "{:?}",
+            r.tool_calls
+        );
+        if i + 1 == edits.len() {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+            // The records the first run created, answered from the journal.
+            assert_eq!(r.result, json!([1, 2, 3]));
+        } else {
+            assert_eq!(r.status, Status::Error, "{r:?}");
+        }
+    }
+    assert_eq!(ledger.records().len(), 3, "{:?}", ledger.records());
+
+    // A new call after the good lines runs live and is recorded; a changed call too.
+    let r = d
+        .exec_in(
+            &format!(
+                "{head}const d: any = await tools.ledger.create({{ name: \"invoice-4\" }}); d.seq"
+            ),
+            &session,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!((r.status, r.replayed_calls), (Status::Ok, 3), "{r:?}");
+    assert!(!r.tool_calls[3].replayed);
+    assert_eq!(r.result, json!(4));
+    assert_eq!(ledger.records().len(), 4);
+
+    // Without the session the same code is one-shot: it runs every call again.
+    let one_shot = d.exec(head).await;
+    assert_eq!(one_shot.session, None);
+    assert_eq!(one_shot.replayed_calls, 0);
+    assert_eq!(ledger.records().len(), 7);
+}
+
+/// Twenty calls at once, identical ones among them, finishing in a different order each run:
+/// each is replayed with its own recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_replay_by_key_whatever_order_they_finished_in() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    // n: 0..19; calls 0-4 and 5-9 have identical arguments pairwise (name only).
+    let code = r#"
+const calls = [];
+for (let i = 0; i < 20; i++) {
+  const args = i < 10 ? { name: "same-" + (i % 5), n: i % 5 } : { name: "item-" + i, n: i };
+  calls.push(tools.ledger.create(args));
+}
+const results: any[] = await Promise.all(calls);
+results.map((r) => r.seq)
+"#;
+    ledger.set_reverse(true);
+    let first = d.exec_in(code, "new", None).await.unwrap();
+    assert_eq!(first.status, Status::Ok, "{first:?}");
+    let session = first.session.clone().unwrap();
+    let order_first = first.result.clone();
+    assert_eq!(ledger.records().len(), 20);
+
+    // The same program again, completions now in the other order: every result is the one
+    // recorded for that call, so the program sees exactly what it saw the first time.
+    ledger.set_reverse(false);
+    let again = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(again.status, Status::Ok, "{again:?}");
+    assert_eq!(again.replayed_calls, 20);
+    assert_eq!(again.result, order_first);
+    assert_eq!(ledger.records().len(), 20);
+
+    // Asked to replay nothing, it runs live (new sequence numbers) and records those.
+    let fresh = d
+        .exec_in(code, &session, Some(ReplayMode::None))
+        .await
+        .unwrap();
+    assert_eq!((fresh.status, fresh.replayed_calls), (Status::Ok, 0));
+    assert_eq!(ledger.records().len(), 40);
+    assert_ne!(fresh.result, order_first);
+    let replayed = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(replayed.result, fresh.result);
+    assert_eq!(ledger.records().len(), 40);
+}
+
+/// A failed call is not replayed: it runs again. A divergent re-run is told so in the trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_calls_run_again_and_divergence_is_marked() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    let code = |last: &str| {
+        format!(
+            r#"
+await tools.ledger.create({{ name: "a" }});
+let flaky: any = null;
+try {{ flaky = await tools.ledger.flaky({{ name: "f" }}) }} catch (e: any) {{ flaky = e.code }}
+await tools.ledger.create({{ name: "{last}" }});
+flaky
+"#
+        )
+    };
+    let r = d.exec_in(&code("b"), "new", None).await.unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!("upstream_error"));
+    let session = r.session.unwrap();
+    let r = d.exec_in(&code("c"), &session, None).await.unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.tool_calls[0].replayed);
+    // The call that failed is made again, live, and succeeds this time.
+    assert!(!r.tool_calls[1].replayed);
+    assert_eq!(r.result["name"], json!("f"), "{r:?}");
+    // The last call changed: live, and the trace says the journal had it otherwise.
+    assert!(!r.tool_calls[2].replayed);
+    let note = r.tool_calls[2].divergence.as_deref().unwrap_or_default();
+    assert!(note.contains("other arguments"), "{:?}", r.tool_calls[2]);
+    assert!(r.tool_calls[0].divergence.is_none());
+    assert_eq!(ledger.records().len(), 4);
+    // Now the flaky call succeeded once, it is replayed.
+    let r = d.exec_in(&code("c"), &session, None).await.unwrap();
+    assert_eq!(r.replayed_calls, 3, "{r:?}");
+    assert_eq!(ledger.records().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_session_is_a_clear_404_and_sessions_can_be_listed_shown_and_deleted() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    match d.exec_in("1", "ses_doesnotexist", None).await {
+        Err(ClientError::Api {
+            status,
+            code,
+            message,
+            hint,
+        }) => {
+            assert_eq!(status.as_u16(), 404);
+            assert_eq!(code, "not_found");
+            assert!(message.contains("ses_doesnotexist"), "{message}");
+            assert!(hint.unwrap().contains("\"new\""));
+        }
+        other => panic!("expected a 404, got {other:?}"),
+    }
+    let r = d
+        .exec_in("await tools.ledger.create({ name: 'x' })", "new", None)
+        .await
+        .unwrap();
+    let session = r.session.unwrap();
+    let mut c = d.client().await;
+    let (status, body) = c.get("/v1/sessions").await.unwrap();
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed["sessions"][0]["id"], json!(session));
+    assert_eq!(listed["sessions"][0]["calls"], json!(1));
+    let (status, body) = c.get(&format!("/v1/sessions/{session}")).await.unwrap();
+    assert_eq!(status.as_u16(), 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["calls"][0]["tool"], json!("ledger.create"));
+    assert_eq!(shown["calls"][0]["state"], json!("ok"));
+    assert_eq!(shown["executions"][0]["id"], json!(r.id));
+    assert_eq!(shown["executions"][0]["status"], json!("ok"));
+    let (status, _) = c.delete(&format!("/v1/sessions/{session}")).await.unwrap();
+    assert_eq!(status.as_u16(), 200);
+    let (status, _) = c.get(&format!("/v1/sessions/{session}")).await.unwrap();
+    assert_eq!(status.as_u16(), 404);
+    // The health and metrics say the journal works, and count.
+    let (_, health) = c.get("/v1/health").await.unwrap();
+    let health: Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["journal"]["status"], json!("ok"), "{health}");
+    let (_, metrics) = c.get("/metrics").await.unwrap();
+    assert!(metrics.contains("airlock_journal_up 1\n"), "{metrics}");
+    assert!(
+        metrics.contains("airlock_tool_calls_journaled_total 1\n"),
+        "{metrics}"
+    );
+}
+
+/// A journal that breaks under the daemon fails the calls of sessions with
+/// `journal_unavailable`, shows in health, and executions without a session go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_journal_fails_only_session_calls() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    let r = d
+        .exec_in("await tools.ledger.create({ name: 'x' })", "new", None)
+        .await
+        .unwrap();
+    let session = r.session.unwrap();
+    // Someone breaks the file under the daemon (the table calls are recorded in is gone).
+    let file = d.state_directory().join("journal.sqlite");
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TABLE calls").unwrap();
+    drop(conn);
+    let r = d
+        .exec_in(
+            "try { await tools.ledger.create({ name: 'y' }); 'made' } catch (e: any) { e.code }",
+            &session,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!("journal_unavailable"), "{r:?}");
+    assert_eq!(
+        ledger.records().len(),
+        1,
+        "the call must not be made unrecorded"
+    );
+    let (_, health) = d.client().await.get("/v1/health").await.unwrap();
+    let health: Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(
+        health["journal"]["status"],
+        json!("unavailable"),
+        "{health}"
+    );
+    assert!(
+        health["journal"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("calls")
+    );
+    // One-shot executions are untouched.
+    let r = d.exec("await tools.ledger.create({ name: 'z' })").await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(ledger.records().len(), 2);
+}
