@@ -8,13 +8,19 @@
 //! | `progressWrite` | `progress(value)`                 | send `Progress` (counts toward the output budget) |
 //! | `mapStack`      | the `Error.prototype.stack` getter | positions → the agent's code              |
 //!
+//! The clock and randomness natives (`Date`, `Math.random`, `crypto`, `performance`) are in
+//! [`super::determinism`]; they read the run's [`Sources`] kept here.
+//!
 //! The natives are handed to the prelude (`prelude.js`) as arguments and live only in its
 //! closures. They never panic on program input and never touch anything but the IPC channel.
 
+use super::determinism::Sources;
 use super::typescript::PositionMap;
 use crate::ipc::Ipc;
 use airlock_proto::frame::blocking::IoFrameError;
-use airlock_proto::{ConsoleLevel, Limits, SupervisorMessage, ToolFailure, WorkerMessage};
+use airlock_proto::{
+    ConsoleLevel, Determinism, Limits, SupervisorMessage, ToolFailure, WorkerMessage,
+};
 use rquickjs::function::Opt;
 use rquickjs::{Ctx, Exception, Function, Object, Persistent, Value, qjs};
 use std::cell::{Cell, RefCell};
@@ -169,6 +175,8 @@ pub(super) struct Bridge {
     hooks: RefCell<Option<Hooks>>,
     /// Position map and file name of the running program, for `mapStack`.
     positions: RefCell<Option<(PositionMap, &'static str)>>,
+    /// The program's clock and random streams.
+    sources: RefCell<Sources>,
 }
 
 impl Bridge {
@@ -176,10 +184,12 @@ impl Bridge {
     pub fn begin(
         &self,
         limits: Limits,
+        determinism: &Determinism,
         deadline: Instant,
         positions: PositionMap,
         filename: &'static str,
     ) {
+        *self.sources.borrow_mut() = Sources::new(determinism);
         *self.state.borrow_mut() = State {
             limits,
             ..State::default()
@@ -188,6 +198,12 @@ impl Bridge {
         self.null_rejected_at_limit.set(false);
         self.deadline.set(Some(deadline));
         *self.positions.borrow_mut() = Some((positions, filename));
+    }
+
+    /// Runs `f` on the program's clock and random streams. `f` must not call into JavaScript
+    /// (the natives that use this never do).
+    pub fn with_sources<R>(&self, f: impl FnOnce(&mut Sources) -> R) -> R {
+        f(&mut self.sources.borrow_mut())
     }
 
     pub fn set_hooks(&self, hooks: Hooks) {
@@ -580,19 +596,23 @@ impl Bridge {
         ))
     }
 
-    /// Settles the promise of tool call `id` with the supervisor's answer. Unknown and
-    /// repeated ids are counted and ignored.
+    /// Settles the promise of tool call `id` with the supervisor's answer, after moving the
+    /// program's clock to the answer's `clock_ms` (so code after the `await` sees the new
+    /// time). Unknown and repeated ids are counted and ignored: they answer nothing, so they
+    /// move no clock either.
     pub fn settle<'js>(
         &self,
         ctx: &Ctx<'js>,
         id: u32,
         result: Result<String, ToolFailure>,
+        clock_ms: u64,
     ) -> rquickjs::Result<()> {
         let call = self.state.borrow_mut().pending.remove(&id);
         let Some(call) = call else {
             self.state.borrow_mut().ignored_results += 1;
             return Ok(());
         };
+        self.with_sources(|s| s.advance(clock_ms));
         match result {
             Ok(json) => match ctx.json_parse(json) {
                 Ok(value) => call.resolve.restore(ctx)?.call::<_, ()>((value,)),
@@ -669,6 +689,7 @@ pub(super) fn natives<'js>(ctx: &Ctx<'js>, bridge: &Rc<Bridge>) -> rquickjs::Res
         .with_name("mapStack")?;
     natives.set("mapStack", map_stack)?;
 
+    super::determinism::add_natives(ctx, &natives, bridge)?;
     Ok(natives)
 }
 

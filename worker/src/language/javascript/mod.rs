@@ -1,6 +1,8 @@
 //! JavaScript and TypeScript programs: the QuickJS engine (through `rquickjs`), the bridge to
-//! the supervisor (`bridge`: `tools`, `console`, `progress`), TypeScript stripping with oxc
-//! (`typescript`) and the literal tool calls for the contract check (`tool_references`).
+//! the supervisor (`bridge`: `tools`, `console`, `progress`), the program's clock and
+//! randomness from the supervisor (`determinism`: `Date`, `Math.random`, `crypto`,
+//! `performance`), TypeScript stripping with oxc (`typescript`) and the literal tool calls for
+//! the contract check (`tool_references`).
 //!
 //! This is the one folder that knows which engine runs programs (design §3); the worker's
 //! `main` sees it only as a [`LanguageRuntime`]. It may not touch the lockdown or any file,
@@ -8,20 +10,24 @@
 //!
 //! - [`Engine::new`] runs before lockdown. It creates the runtime and one context with the
 //!   standard ECMAScript built-ins only (no module loader, no `std`/`os` modules, no timers),
-//!   evaluates the prelude (`prelude.js`) that installs `console`, `progress`, `tools` and
-//!   `ToolError`, and evaluates one `new Date().toString()` so glibc loads the time zone while
-//!   files can still be opened.
+//!   evaluates the prelude (`prelude.js`) that installs `console`, `progress`, `tools`,
+//!   `ToolError` and `crypto` and replaces `Date`, `Math.random` and `performance`, and
+//!   evaluates one `new Date().toString()` so glibc loads the time zone while files can still
+//!   be opened. The clock and seed the replacements read arrive with `Start`; until then
+//!   they are the epoch and a zero seed (only the warm-up runs then).
 //! - [`LanguageRuntime::run`] runs after lockdown, exactly once. It strips types
 //!   ([`typescript`]), applies the limits, evaluates the program, then pumps the job
 //!   queue: run every pending job (checking the deadline between jobs); when none is left,
 //!   look at the program's promise; if it is still pending and tool calls are outstanding,
-//!   block on the IPC socket for the next `ToolResult` (or `Cancel`); if nothing is
-//!   outstanding, the program can never finish (deadlock).
+//!   block on the IPC socket for the next `ToolResult` (or `Cancel`; a result's `clock_ms`
+//!   moves the program's clock before its promise settles); if nothing is outstanding, the
+//!   program can never finish (deadlock).
 //!
 //! Inside `run` nothing opens files, spawns threads or writes to stdout/stderr: the seccomp
 //! filter allows only the IPC socket, memory management, clocks and futexes.
 
 mod bridge;
+mod determinism;
 mod result_value;
 mod tool_references;
 mod typescript;
@@ -29,8 +35,8 @@ mod typescript;
 use crate::ipc::Ipc;
 use crate::language::LanguageRuntime;
 use airlock_proto::{
-    ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage,
-    ToolReferences, WorkerMessage, WorkerStats,
+    Determinism, ErrorKind, ExecError, Language, Limits, Outcome, StartExecution,
+    SupervisorMessage, ToolReferences, WorkerMessage, WorkerStats,
 };
 use bridge::{Bridge, Hooks, Stop};
 use rquickjs::context::EvalOptions;
@@ -171,6 +177,7 @@ impl Engine {
 
         self.configure(
             &start.limits,
+            &start.determinism,
             started,
             prepared.positions,
             prepared.filename,
@@ -188,12 +195,14 @@ impl Engine {
     fn configure(
         &self,
         limits: &Limits,
+        determinism: &Determinism,
         started: Instant,
         positions: typescript::PositionMap,
         filename: &'static str,
     ) {
         let deadline = started + Duration::from_millis(limits.timeout_ms);
-        self.bridge.begin(*limits, deadline, positions, filename);
+        self.bridge
+            .begin(*limits, determinism, deadline, positions, filename);
 
         // 0 would mean "unlimited" to QuickJS: fail closed instead.
         let memory = usize::try_from(limits.memory_bytes.max(1)).unwrap_or(usize::MAX);
@@ -339,18 +348,20 @@ impl Engine {
             }
             // Nothing can run until the supervisor answers.
             match self.bridge.ipc.recv() {
-                Ok(SupervisorMessage::ToolResult { id, result, .. }) => {
-                    let settled =
-                        self.context
-                            .with(|ctx| match self.bridge.settle(&ctx, id, result) {
-                                Ok(()) => Ok(()),
-                                Err(rquickjs::Error::Exception) => {
-                                    Err(self.classify(&ctx, ctx.catch(), Phase::Run))
-                                }
-                                Err(e) => {
-                                    Err(internal(format!("settling tool call {id} failed: {e}")))
-                                }
-                            });
+                Ok(SupervisorMessage::ToolResult {
+                    id,
+                    result,
+                    clock_ms,
+                }) => {
+                    let settled = self.context.with(|ctx| {
+                        match self.bridge.settle(&ctx, id, result, clock_ms) {
+                            Ok(()) => Ok(()),
+                            Err(rquickjs::Error::Exception) => {
+                                Err(self.classify(&ctx, ctx.catch(), Phase::Run))
+                            }
+                            Err(e) => Err(internal(format!("settling tool call {id} failed: {e}"))),
+                        }
+                    });
                     settled.map_err(|e| self.finish_error(e))?;
                 }
                 Ok(SupervisorMessage::Cancel) => {

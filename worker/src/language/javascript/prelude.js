@@ -1,10 +1,12 @@
-// The sandbox's own globals, written in JavaScript on top of four native functions.
+// The sandbox's own globals, written in JavaScript on top of a few native functions.
 //
 // Evaluated once per worker, before lockdown and before any untrusted byte exists. The script
 // is one function expression: the engine calls it with the natives, it installs `console`,
-// `progress`, `tools` and `ToolError` on the global object, and it returns the hooks the
-// engine itself uses. The natives are only ever reachable through this function's closures:
-// nothing on the global object leads to them.
+// `progress`, `tools`, `ToolError` and `crypto` on the global object, replaces `Date`,
+// `Math.random` and `performance` with ones that read the supervisor's clock and seed
+// (determinism.rs), and it returns the hooks the engine itself uses. The natives are only
+// ever reachable through this function's closures: nothing on the global object leads to
+// them.
 //
 // Every built-in the bridge relies on is captured here, first, so a program that replaces
 // `JSON`, `Reflect`, `Map.prototype.get` or `Array.prototype.join` changes only what its own
@@ -13,6 +15,7 @@
   "use strict";
 
   const { toolCall, consoleWrite, progressWrite, mapStack } = natives;
+  const { clockNow, clockOrigin, mathRandom, randomBytes, randomUUID: nativeRandomUUID } = natives;
 
   const ObjectCreate = Object.create;
   const defineProperty = Object.defineProperty;
@@ -23,6 +26,8 @@
   const freeze = Object.freeze;
   const isArray = Array.isArray;
   const apply = Reflect.apply;
+  const construct = Reflect.construct;
+  const ownKeys = Reflect.ownKeys;
   const JSONStringify = JSON.stringify;
   const objectToString = Object.prototype.toString;
   const functionToString = Function.prototype.toString;
@@ -33,6 +38,9 @@
   const WeakSetCtor = WeakSet;
   const WeakMapCtor = WeakMap;
   const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const DOMExceptionCtor = DOMException;
+  const Uint8ArrayCtor = Uint8Array;
   const DateCtor = Date;
   const RegExpCtor = RegExp;
   const ProxyCtor = Proxy;
@@ -57,6 +65,8 @@
   const regexpTest = RegExp.prototype.test;
   const dateToISOString = Date.prototype.toISOString;
   const dateGetTime = Date.prototype.getTime;
+  const dateToString = Date.prototype.toString;
+  const setHas = Set.prototype.has;
   const regexpToString = RegExp.prototype.toString;
   const symbolToString = Symbol.prototype.toString;
   const numberIsNaN = Number.isNaN;
@@ -64,6 +74,10 @@
   const typedArrayProto = getPrototypeOf(Uint8Array.prototype);
   const typedArrayLength = getOwnPropertyDescriptor(typedArrayProto, "length").get;
   const typedArrayTag = getOwnPropertyDescriptor(typedArrayProto, Symbol.toStringTag).get;
+  const typedArrayBuffer = getOwnPropertyDescriptor(typedArrayProto, "buffer").get;
+  const typedArrayByteOffset = getOwnPropertyDescriptor(typedArrayProto, "byteOffset").get;
+  const typedArrayByteLength = getOwnPropertyDescriptor(typedArrayProto, "byteLength").get;
+  const typedArraySet = typedArrayProto.set;
   const arrayBufferByteLength = getOwnPropertyDescriptor(ArrayBuffer.prototype, "byteLength").get;
 
   const push = (array, value) => apply(arrayPush, array, [value]);
@@ -470,6 +484,111 @@
   }
 
   // ---------------------------------------------------------------------------------------
+  // The clock and randomness: the supervisor's (determinism.rs), never the system's.
+  //
+  // QuickJS's `Date` reads the system clock for `Date.now()`, `new Date()` and `Date()`, and
+  // has no hook to change that; its `Math.random` is seeded from the time; its `performance`
+  // reads a monotonic clock. The program gets none of them: each is replaced below, and
+  // nothing left on the global object leads back to the originals.
+
+  // `Date` is a wrapper that gives the engine's own constructor every argument list but the
+  // empty one (that one gets the program's clock), so parsing, fields, the prototype's
+  // methods and subclassing stay the engine's. Its prototype is the original's, whose
+  // `constructor` now points here; `new.target` passes through, so `class D extends Date`
+  // makes `D` instances.
+  const ProgramDate = function Date(year, monthIndex, day, hours, minutes, seconds, ms) {
+    if (new.target === undefined) return apply(dateToString, new DateCtor(clockNow()), []);
+    return arguments.length === 0
+      ? construct(DateCtor, [clockNow()], new.target)
+      : construct(DateCtor, arguments, new.target);
+  };
+  for (const key of ownKeys(DateCtor)) {
+    if (key !== "prototype" && key !== "length" && key !== "name") {
+      defineProperty(ProgramDate, key, getOwnPropertyDescriptor(DateCtor, key));
+    }
+  }
+  defineProperty(ProgramDate, "now", {
+    value: { now() { return clockNow(); } }.now,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+  defineProperty(ProgramDate, "prototype", {
+    value: DateCtor.prototype,
+    writable: false,
+    enumerable: false,
+    configurable: false,
+  });
+  defineProperty(DateCtor.prototype, "constructor", {
+    value: ProgramDate,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+
+  defineProperty(Math, "random", {
+    value: { random() { return mathRandom(); } }.random,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+
+  // `performance.now()` counts the program's clock from the start of the run.
+  const performanceObject = {
+    now() { return clockNow() - clockOrigin(); },
+    get timeOrigin() { return clockOrigin(); },
+  };
+
+  // `crypto`: the two Web Crypto functions that need no keys, with Web Crypto's rules.
+  const MAX_RANDOM_BYTES = 65536;
+  const integerArrays = new SetCtor([
+    "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array",
+    "Uint32Array", "BigInt64Array", "BigUint64Array",
+  ]);
+  const kindOf = (value) => {
+    if (value === null) return "null";
+    if (typeof value !== "object") return typeof value;
+    try {
+      return apply(stringSlice, tag(value), [8, -1]);
+    } catch {
+      return "object";
+    }
+  };
+  const cryptoObject = {
+    getRandomValues(array) {
+      // The internal slot, not the prototype chain: a look-alike object is not an array.
+      const kind = apply(typedArrayTag, array, []);
+      if (kind === undefined || !apply(setHas, integerArrays, [kind])) {
+        throw new TypeErrorCtor(
+          `crypto.getRandomValues: the argument must be an integer typed array (Int8Array, ` +
+            `Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, ` +
+            `BigInt64Array or BigUint64Array), not ${kind !== undefined ? kind : kindOf(array)}`,
+        );
+      }
+      const length = apply(typedArrayByteLength, array, []);
+      if (length > MAX_RANDOM_BYTES) {
+        throw new DOMExceptionCtor(
+          `crypto.getRandomValues: the array is ${length} bytes, over the ${MAX_RANDOM_BYTES}-byte limit`,
+          "QuotaExceededError",
+        );
+      }
+      if (length > 0) {
+        const target = new Uint8ArrayCtor(
+          apply(typedArrayBuffer, array, []),
+          apply(typedArrayByteOffset, array, []),
+          length,
+        );
+        apply(typedArraySet, target, [new Uint8ArrayCtor(randomBytes(length))]);
+      }
+      return array;
+    },
+    randomUUID() {
+      return nativeRandomUUID();
+    },
+  };
+  defineProperty(cryptoObject, Symbol.toStringTag, { value: "Crypto", configurable: true });
+
+  // ---------------------------------------------------------------------------------------
   // Install the globals.
 
   const globalValue = (name, value) =>
@@ -477,6 +596,9 @@
   globalValue("console", consoleObject);
   globalValue("progress", progress);
   globalValue("ToolError", ToolError);
+  globalValue("Date", ProgramDate);
+  globalValue("performance", performanceObject);
+  globalValue("crypto", cryptoObject);
   defineProperty(globalThis, "tools", { value: tools, writable: false, enumerable: false, configurable: false });
 
   return freeze({ makeToolError, show, findNotJson, rawStackOf });

@@ -101,6 +101,33 @@ fn run_judged(
     language: Language,
     limits: Limits,
     verdict: SupervisorMessage,
+    respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    run_full(code, language, limits, TEST_DETERMINISM, verdict, respond)
+}
+
+/// [`run_with`] from JavaScript, with `determinism` instead of [`TEST_DETERMINISM`].
+fn run_determined(
+    code: &str,
+    determinism: airlock_proto::Determinism,
+    respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    run_full(
+        code,
+        Language::JavaScript,
+        limits(),
+        determinism,
+        SupervisorMessage::Proceed,
+        respond,
+    )
+}
+
+fn run_full(
+    code: &str,
+    language: Language,
+    limits: Limits,
+    determinism: airlock_proto::Determinism,
+    verdict: SupervisorMessage,
     mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
     let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
@@ -142,7 +169,7 @@ fn run_judged(
         language,
         code: code.to_owned(),
         limits,
-        determinism: TEST_DETERMINISM,
+        determinism,
     };
     // The worker runs programs on its 8 MiB main thread; give the engine the same.
     let worker = std::thread::Builder::new()
@@ -499,6 +526,7 @@ fn global_names_snapshot() {
         "atob",
         "btoa",
         "console",
+        "crypto",
         "decodeURI",
         "decodeURIComponent",
         "encodeURI",
@@ -1310,4 +1338,478 @@ fn literal_tool_calls_are_judged_before_anything_runs() {
     let run = run_with("1 + 1", Language::TypeScript, limits(), |_| vec![]);
     assert_eq!(run.value(), "2");
     assert!(run.references.is_none());
+}
+
+// -----------------------------------------------------------------------------------------
+// The clock and randomness (determinism.rs): the supervisor's, never the system's
+
+/// A clock far from the host's, so a value read from the system could not pass for it.
+const OLD_CLOCK_MS: u64 = 1_000_000_000_000; // 2001-09-09T01:46:40Z
+
+fn determinism(clock_ms: u64, seed: u8) -> airlock_proto::Determinism {
+    airlock_proto::Determinism {
+        clock_ms,
+        seed: [seed; 32],
+    }
+}
+
+/// A supervisor that answers the n-th tool call (from 0) with `null` and clock `clocks[n]`.
+fn answering_at(
+    clocks: Vec<u64>,
+) -> impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static {
+    let mut answered = 0;
+    move |seen| match seen.last() {
+        Some(WorkerMessage::ToolCall { id, .. }) => {
+            let clock_ms = clocks[answered];
+            answered += 1;
+            vec![SupervisorMessage::ToolResult {
+                id: *id,
+                result: Ok("null".to_owned()),
+                clock_ms,
+            }]
+        }
+        _ => vec![],
+    }
+}
+
+#[test]
+fn the_clock_starts_at_the_supervisors_and_stands_still_during_computation() {
+    let run = run_determined(
+        r#"
+const a = Date.now();
+const b = new Date().getTime();
+let x = 0;
+for (let i = 0; i < 3_000_000; i++) x += i % 7;
+[a, b, Date.now(), new Date().valueOf(), +new Date(), performance.now(), performance.timeOrigin,
+ new Date().toISOString()]
+"#,
+        determinism(OLD_CLOCK_MS, 1),
+        silent,
+    );
+    assert_eq!(
+        run.value(),
+        r#"[1000000000000,1000000000000,1000000000000,1000000000000,1000000000000,0,1000000000000,"2001-09-09T01:46:40.000Z"]"#
+    );
+}
+
+#[test]
+fn date_called_as_a_function_is_the_clock_as_text() {
+    let run = run_determined(
+        r#"
+const s = Date();
+[typeof s, s === new Date().toString(), s === new Date(Date.now()).toString(),
+ Date(0, 1, 2) === s, new Date(Date.parse(s)).getTime() === Date.now()]
+"#,
+        determinism(OLD_CLOCK_MS, 1),
+        silent,
+    );
+    assert_eq!(run.value(), "[\"string\",true,true,true,true]");
+}
+
+#[test]
+fn the_clock_moves_only_forward_and_only_with_tool_results() {
+    let c = OLD_CLOCK_MS;
+    // The second answer carries an earlier clock: the program's clock stays where it is.
+    let run = run_determined(
+        r#"
+const t = [Date.now()];
+await tools.x.y({});
+t.push(Date.now(), new Date().getTime(), performance.now());
+let x = 0;
+for (let i = 0; i < 1_000_000; i++) x += i;
+t.push(Date.now());
+await tools.x.y({});
+t.push(Date.now());
+await tools.x.y({});
+t.push(Date.now(), performance.now(), performance.timeOrigin);
+t
+"#,
+        determinism(c, 1),
+        answering_at(vec![c + 5_000, c + 1_000, c + 9_000]),
+    );
+    let (c1, c2) = (c + 5_000, c + 9_000);
+    assert_eq!(
+        run.value(),
+        format!("[{c},{c1},{c1},5000,{c1},{c1},{c2},9000,{c}]")
+    );
+}
+
+#[test]
+fn the_clock_moves_before_the_answered_code_runs() {
+    // Every continuation of the answered call, `then` callbacks as much as code after the
+    // `await`, sees the new time; code that ran before the answer saw the old one.
+    let c = OLD_CLOCK_MS;
+    let run = run_determined(
+        r#"
+const seen = [];
+const p = tools.x.y({}).then(() => seen.push(Date.now()));
+seen.push(Date.now());
+await p;
+seen.push(Date.now());
+seen
+"#,
+        determinism(c, 1),
+        answering_at(vec![c + 42]),
+    );
+    assert_eq!(run.value(), format!("[{c},{},{}]", c + 42, c + 42));
+}
+
+#[test]
+fn results_that_answer_nothing_do_not_move_the_clock() {
+    let c = OLD_CLOCK_MS;
+    let run = run_determined(
+        "await tools.x.y({}); Date.now()",
+        determinism(c, 1),
+        move |seen| match seen.last() {
+            Some(WorkerMessage::ToolCall { id, .. }) => vec![
+                SupervisorMessage::ToolResult {
+                    id: id + 100,
+                    result: Ok("1".to_owned()),
+                    clock_ms: c + 50_000,
+                },
+                SupervisorMessage::ToolResult {
+                    id: *id,
+                    result: Ok("2".to_owned()),
+                    clock_ms: c + 10,
+                },
+            ],
+            _ => vec![],
+        },
+    );
+    assert_eq!(run.value(), (c + 10).to_string());
+    assert_eq!(run.ignored_results, 1);
+}
+
+#[test]
+fn a_clock_past_the_end_of_time_is_the_last_valid_date() {
+    let run = run_determined(
+        "[Date.now(), new Date().toISOString()]",
+        determinism(u64::MAX, 1),
+        silent,
+    );
+    assert_eq!(
+        run.value(),
+        r#"[8640000000000000,"+275760-09-13T00:00:00.000Z"]"#
+    );
+}
+
+#[test]
+fn everything_else_about_date_is_the_engines() {
+    let run = run_determined(
+        r#"
+class D extends Date {
+  year() { return this.getUTCFullYear(); }
+}
+const d = new D(Date.UTC(2001, 1, 3));
+const original = Object.getOwnPropertyDescriptor(globalThis, 'Date');
+({
+  zero: new Date(0).getTime(),
+  fields: [new Date(2020, 0, 15, 10, 30).getMonth(), new Date(2020, 0, 15, 10, 30).getMinutes()],
+  twoDigitYear: new Date(99, 0).getFullYear(),
+  iso: new Date("2020-01-02T03:04:05.678Z").getTime(),
+  copy: new Date(new Date(5)).getTime(),
+  undefinedArgument: Number.isNaN(new Date(undefined).getTime()),
+  invalid: String(new Date(NaN)),
+  utc: Date.UTC(2020, 0, 1),
+  parse: Date.parse("2020-01-01T00:00:00Z"),
+  instance: new Date() instanceof Date && new Date(3) instanceof Date,
+  ctor: new Date().constructor === Date,
+  protoCtor: Date.prototype.constructor === Date,
+  protoOf: Object.getPrototypeOf(new Date()) === Date.prototype,
+  typeofDate: typeof Date,
+  nameLength: [Date.name, Date.length, Date.now.name, Date.now.length],
+  subclass: d instanceof D && d instanceof Date && d.year() === 2001 && Object.getPrototypeOf(D) === Date,
+  subclassNow: new D().getTime() === Date.now() && new D() instanceof D,
+  reflect: Reflect.construct(Date, []).getTime() === Date.now() && Reflect.construct(Date, [7], Array).getTime === undefined,
+  tag: Object.prototype.toString.call(new Date()),
+  json: JSON.stringify({ d: new Date(0) }),
+  statics: Object.getOwnPropertyNames(Date).sort(),
+  prototypeLocked: (({ writable, enumerable, configurable }) => !writable && !enumerable && !configurable)(Object.getOwnPropertyDescriptor(Date, 'prototype')),
+  global: [original.writable, original.enumerable, original.configurable],
+  nowIsNoConstructor: (() => { try { new Date.now(); return false } catch (e) { return e instanceof TypeError } })(),
+  getterCheck: (() => { try { Date.prototype.getTime.call({}); return false } catch (e) { return e instanceof TypeError } })(),
+  setters: (() => { const x = new Date(0); x.setUTCFullYear(2000); return x.toISOString() })(),
+  primitive: new Date(0)[Symbol.toPrimitive]('number'),
+  subtraction: new Date(10) - new Date(4),
+})
+"#,
+        determinism(OLD_CLOCK_MS, 1),
+        silent,
+    );
+    assert_eq!(
+        run.value(),
+        concat!(
+            r#"{"zero":0,"fields":[0,30],"twoDigitYear":1999,"iso":1577934245678,"copy":5,"#,
+            r#""undefinedArgument":true,"invalid":"Invalid Date","utc":1577836800000,"#,
+            r#""parse":1577836800000,"instance":true,"ctor":true,"protoCtor":true,"#,
+            r#""protoOf":true,"typeofDate":"function","nameLength":["Date",7,"now",0],"#,
+            r#""subclass":true,"subclassNow":true,"reflect":true,"tag":"[object Date]","#,
+            r#""json":"{\"d\":\"1970-01-01T00:00:00.000Z\"}","#,
+            r#""statics":["UTC","length","name","now","parse","prototype"],"#,
+            r#""prototypeLocked":true,"global":[true,false,true],"nowIsNoConstructor":true,"#,
+            r#""getterCheck":true,"setters":"2000-01-01T00:00:00.000Z","primitive":0,"#,
+            r#""subtraction":6}"#
+        )
+    );
+}
+
+#[test]
+fn date_answers_as_the_engines_own_date_does() {
+    // Everything that does not read the clock, asked of the program's Date and of QuickJS's
+    // own (in a bare context without the prelude): the answers must be the same.
+    let attributes = "(n) => { const d = Object.getOwnPropertyDescriptor(Date, n); \
+                      return [typeof d.value, d.writable, d.enumerable, d.configurable]; }";
+    let probes = [
+        "new Date(0).getTime()",
+        "new Date(2020, 0, 15, 10, 30, 5, 7).toString()",
+        "new Date(2020, 1).getMonth()",
+        "new Date(99, 0).getFullYear()",
+        "new Date('2020-01-02T03:04:05.678Z').toISOString()",
+        "new Date('2020').getTime()",
+        "new Date('garbage').getTime()",
+        "new Date(undefined).getTime()",
+        "new Date(null).getTime()",
+        "new Date(8.64e15 + 1).getTime()",
+        "new Date(new Date(5)).getTime()",
+        "String(new Date(NaN))",
+        "new Date(1e12).toUTCString()",
+        "new Date(1e12).toLocaleDateString()",
+        "[Date.UTC(2020, 0, 1), Date.UTC(2020), Date.UTC()]",
+        "[Date.parse('2020-01-01T00:00:00Z'), Date.parse('garbage')]",
+        "[Date.name, Date.length, Date.now.name, Date.now.length, Date.parse.length, Date.UTC.length]",
+        "[typeof Date, typeof Date.now, typeof Date.parse, typeof Date.UTC]",
+        "Object.getOwnPropertyNames(Date).sort()",
+        "Object.keys(Date)",
+        "Object.getOwnPropertyNames(Date.prototype).length",
+        "Object.getPrototypeOf(Date) === Function.prototype",
+        "Date.prototype.constructor === Date",
+        "new Date(1e12) instanceof Date",
+        "Object.prototype.toString.call(new Date(0))",
+        &format!("['now', 'parse', 'UTC', 'prototype'].map({attributes})"),
+        "(() => { const d = Object.getOwnPropertyDescriptor(Date.prototype, 'constructor'); \
+          return [d.writable, d.enumerable, d.configurable]; })()",
+        "(() => { class D extends Date { y() { return this.getUTCFullYear(); } } \
+          const d = new D(0); return [d.y(), d instanceof D, d instanceof Date, \
+          Object.getPrototypeOf(D) === Date, d.constructor === D]; })()",
+        "(() => { try { new Date(Symbol()); } catch (e) { return `${e.name}: ${e.message}`; } })()",
+        "(() => { try { new Date.now(); } catch (e) { return e.name; } })()",
+        "(() => { try { Date.prototype.getTime.call({}); } catch (e) { return e.message; } })()",
+        "JSON.stringify({ d: new Date(0) })",
+        "new Date(10) - new Date(4)",
+        "`${new Date(0)}` === new Date(0).toString()",
+    ];
+    let runtime = rquickjs::Runtime::new().unwrap();
+    let context = rquickjs::Context::full(&runtime).unwrap();
+    for probe in probes {
+        let code = format!("JSON.stringify({probe})");
+        let engines: String = context.with(|ctx| ctx.eval(code.as_str()).unwrap());
+        let run = js(&code);
+        assert_eq!(run.value(), format!("{engines:?}"), "{probe}");
+    }
+}
+
+#[test]
+fn the_engines_own_clock_is_out_of_reach() {
+    // Every way to a Date constructor leads to the program's, and none of them reads the
+    // system clock (the host's clock is decades past OLD_CLOCK_MS).
+    let run = run_determined(
+        r#"
+const ctors = [
+  Date,
+  Date.prototype.constructor,
+  new Date().constructor,
+  Object.getPrototypeOf(new Date()).constructor,
+  Object.getPrototypeOf(class extends Date {}),
+  globalThis.Date,
+  (0, eval)('Date'),
+  new Function('return Date')(),
+];
+const times = [
+  ...ctors.map((C) => new C().getTime()),
+  ...ctors.map((C) => C.now()),
+  ...ctors.map((C) => Date.parse(C())),
+  new (Object.getPrototypeOf(new Date()).constructor)().getTime(),
+];
+[ctors.every((C) => C === Date), times.every((t) => t === 1000000000000),
+ typeof Math.random, Math.random.name, typeof performance.now,
+ Object.getOwnPropertyNames(performance).sort()]
+"#,
+        determinism(OLD_CLOCK_MS, 1),
+        silent,
+    );
+    assert_eq!(
+        run.value(),
+        r#"[true,true,"function","random","function",["now","timeOrigin"]]"#
+    );
+}
+
+#[test]
+fn randomness_is_a_function_of_the_seed() {
+    let draws = [
+        "Array.from({ length: 5 }, () => Math.random())",
+        "Array.from(crypto.getRandomValues(new Uint8Array(12)))",
+        "crypto.randomUUID()",
+    ];
+    for code in draws {
+        let draw = |clock_ms, seed| {
+            run_determined(code, determinism(clock_ms, seed), silent)
+                .value()
+                .to_owned()
+        };
+        let first = draw(OLD_CLOCK_MS, 1);
+        assert_eq!(first, draw(OLD_CLOCK_MS, 1), "{code}");
+        assert_eq!(
+            first,
+            draw(OLD_CLOCK_MS + 1, 1),
+            "{code}: the clock is no seed"
+        );
+        assert_ne!(first, draw(OLD_CLOCK_MS, 2), "{code}: another seed");
+    }
+}
+
+#[test]
+fn the_two_streams_are_independent() {
+    // The first 53 bits of Math.random are the top of the first 64-bit word of stream 1; the
+    // same word of stream 2 is something else.
+    let run = run_determined(
+        "const m = BigInt(Math.random() * 2 ** 53); \
+         const c = crypto.getRandomValues(new BigUint64Array(1))[0] >> 11n; [m !== c, m > 0n, c > 0n]",
+        determinism(OLD_CLOCK_MS, 1),
+        silent,
+    );
+    assert_eq!(run.value(), "[true,true,true]");
+    // Drawing from one stream does not shift the other.
+    let seeded = |code: &str| {
+        run_determined(code, determinism(OLD_CLOCK_MS, 3), silent)
+            .value()
+            .to_owned()
+    };
+    assert_eq!(
+        seeded("[Math.random(), Math.random()]"),
+        seeded(
+            "const a = Math.random(); crypto.getRandomValues(new Uint8Array(1000)); \
+             crypto.randomUUID(); [a, Math.random()]"
+        )
+    );
+    assert_eq!(
+        seeded("crypto.randomUUID()"),
+        seeded("for (let i = 0; i < 100; i++) Math.random(); crypto.randomUUID()")
+    );
+}
+
+#[test]
+fn math_random_is_uniform_in_the_unit_interval() {
+    let run = js("let min = 1, max = 0, sum = 0, n = 20000; \
+         for (let i = 0; i < n; i++) { const r = Math.random(); \
+           if (!(r >= 0 && r < 1)) throw new Error('out of range: ' + r); \
+           min = Math.min(min, r); max = Math.max(max, r); sum += r; } \
+         [min < 0.001, max > 0.999, Math.abs(sum / n - 0.5) < 0.01]");
+    assert_eq!(run.value(), "[true,true,true]");
+}
+
+#[test]
+fn get_random_values_fills_integer_arrays_in_place() {
+    let run = js(r#"
+const a = new Uint8Array(8);
+const view = crypto.getRandomValues(a.subarray(2, 6));
+const big = new Uint8Array(65536);
+const full = crypto.getRandomValues(big) === big;
+const kinds = [Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array,
+  Uint32Array, BigInt64Array, BigUint64Array].map((T) => {
+  const x = new T(64);
+  return crypto.getRandomValues(x) === x && Array.from(x).some((v) => v != 0);
+});
+class Mine extends Uint32Array {}
+const mine = new Mine(4);
+[a[0], a[1], a[6], a[7], view.length, view.buffer === a.buffer, full,
+ big.some((v) => v !== 0), kinds.every(Boolean),
+ crypto.getRandomValues(mine) === mine, crypto.getRandomValues(new Uint8Array(0)).length,
+ Object.prototype.toString.call(crypto)]
+"#);
+    assert_eq!(
+        run.value(),
+        r#"[0,0,0,0,4,true,true,true,true,true,0,"[object Crypto]"]"#
+    );
+}
+
+#[test]
+fn get_random_values_refuses_what_web_crypto_refuses() {
+    let run = js(r#"
+const attempt = (f) => { try { f(); return 'no error'; } catch (e) { return `${e.name}: ${e.message}`; } };
+[
+  attempt(() => crypto.getRandomValues(new Float64Array(4))),
+  attempt(() => crypto.getRandomValues(new Float32Array(4))),
+  attempt(() => crypto.getRandomValues(new DataView(new ArrayBuffer(4)))),
+  attempt(() => crypto.getRandomValues([1, 2, 3])),
+  attempt(() => crypto.getRandomValues()),
+  attempt(() => crypto.getRandomValues(Object.create(Uint8Array.prototype))),
+  attempt(() => crypto.getRandomValues(new Uint8Array(65537))),
+  attempt(() => crypto.getRandomValues(new Uint32Array(16385))),
+  (() => { try { crypto.getRandomValues(new Uint8Array(65537)) } catch (e) { return e instanceof DOMException } })(),
+  (() => { try { crypto.getRandomValues(new Float64Array(1)) } catch (e) { return e instanceof TypeError } })(),
+]
+"#);
+    let list = "(Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, \
+                Uint32Array, BigInt64Array or BigUint64Array)";
+    let type_error = |what: &str| {
+        format!(
+            "TypeError: crypto.getRandomValues: the argument must be an integer typed array \
+             {list}, not {what}"
+        )
+    };
+    let expected = [
+        type_error("Float64Array"),
+        type_error("Float32Array"),
+        type_error("DataView"),
+        type_error("Array"),
+        type_error("undefined"),
+        type_error("Object"),
+        "QuotaExceededError: crypto.getRandomValues: the array is 65537 bytes, over the \
+         65536-byte limit"
+            .to_owned(),
+        "QuotaExceededError: crypto.getRandomValues: the array is 65540 bytes, over the \
+         65536-byte limit"
+            .to_owned(),
+    ];
+    let mut expected_json: Vec<String> = expected
+        .iter()
+        .map(|e| format!("\"{e}\""))
+        .collect::<Vec<_>>();
+    expected_json.push("true".to_owned());
+    expected_json.push("true".to_owned());
+    assert_eq!(run.value(), format!("[{}]", expected_json.join(",")));
+}
+
+#[test]
+fn random_uuids_are_version_4() {
+    let run = js(r#"
+const pattern = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ids = Array.from({ length: 200 }, () => crypto.randomUUID());
+[ids.every((id) => pattern.test(id)), new Set(ids).size, typeof crypto.randomUUID()]
+"#);
+    assert_eq!(run.value(), r#"[true,200,"string"]"#);
+}
+
+#[test]
+fn a_run_is_a_function_of_code_clock_seed_and_tool_results() {
+    let code = r#"
+console.log(Date(), new Date().toString(), new Date().toLocaleString());
+const first = await tools.x.y({ at: Date.now(), r: Math.random() });
+console.log(Date.now(), performance.now(), crypto.randomUUID());
+const [a, b] = await Promise.all([tools.x.y({ n: 1 }), tools.x.y({ n: 2 })]);
+console.log(new Date().toISOString(), Math.random(), Array.from(crypto.getRandomValues(new Uint16Array(4))));
+({ first, a, b, end: Date.now(), r: Math.random() })
+"#;
+    let c = OLD_CLOCK_MS;
+    let once = || {
+        run_determined(
+            code,
+            determinism(c, 9),
+            answering_at(vec![c + 100, c + 300, c + 200]),
+        )
+    };
+    let (first, second) = (once(), once());
+    assert_eq!(first.value(), second.value());
+    assert_eq!(first.messages, second.messages);
+    assert_eq!(first.tool_calls().len(), 3);
 }

@@ -1,0 +1,119 @@
+//! The program's clock and randomness in the real, locked-down worker: they come from the
+//! supervisor's `Start` and `ToolResult`s, need no system call the seccomp filter refuses
+//! (no `getrandom`, no clock read), and two workers given the same inputs answer alike, byte
+//! for byte.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+#![cfg(feature = "engine")]
+
+mod common;
+
+use airlock_proto::{
+    Determinism, Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage,
+};
+use common::{Fd3, spawn, standard_args};
+use std::os::unix::process::ExitStatusExt;
+
+const CLOCK_MS: u64 = 1_000_000_000_000;
+
+const PROGRAM: &str = r#"
+const before = [Date.now(), Date(), new Date().toString(), performance.now(), Math.random(),
+  crypto.randomUUID(), Array.from(crypto.getRandomValues(new Uint32Array(4)))];
+let x = 0;
+for (let i = 0; i < 200000; i++) x += i;
+const still = Date.now();
+const answer = await tools.clock.tick({});
+({ before, still, answer, after: [Date.now(), performance.now(), Math.random()] })
+"#;
+
+/// Runs [`PROGRAM`] in a fresh worker and returns everything it sent, in order.
+fn run(seed: [u8; 32]) -> Vec<WorkerMessage> {
+    let mut w = spawn(&standard_args(), Fd3::Socket);
+    w.expect_ready();
+    w.send(&SupervisorMessage::Start(StartExecution {
+        execution_id: "determinism".to_owned(),
+        language: Language::JavaScript,
+        code: PROGRAM.to_owned(),
+        limits: Limits {
+            timeout_ms: 10_000,
+            memory_bytes: 64 << 20,
+            stack_bytes: 1 << 20,
+            max_tool_calls: 1,
+            max_output_bytes: 1 << 16,
+        },
+        determinism: Determinism {
+            clock_ms: CLOCK_MS,
+            seed,
+        },
+    }));
+    let mut seen = Vec::new();
+    loop {
+        let message = w.recv().unwrap_or_else(|e| {
+            let status = w.wait();
+            panic!(
+                "worker stopped answering ({e}): {status:?}, signal {:?}",
+                status.signal()
+            )
+        });
+        match &message {
+            WorkerMessage::ToolReferences(_) => w.send(&SupervisorMessage::Proceed),
+            WorkerMessage::ToolCall { id, .. } => w.send(&SupervisorMessage::ToolResult {
+                id: *id,
+                result: Ok("\"tick\"".to_owned()),
+                clock_ms: CLOCK_MS + 1_500,
+            }),
+            _ => {}
+        }
+        let done = matches!(message, WorkerMessage::Done { .. });
+        seen.push(message);
+        if done {
+            break;
+        }
+    }
+    let status = w.wait();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    seen
+}
+
+fn value(messages: &[WorkerMessage]) -> &str {
+    match messages.last() {
+        Some(WorkerMessage::Done {
+            outcome: Outcome::Ok { value_json },
+            ..
+        }) => value_json,
+        other => panic!("expected a value, got {other:?}"),
+    }
+}
+
+#[test]
+fn locked_down_workers_run_on_the_supervisors_clock_and_seed() {
+    let first = run([3; 32]);
+    let again = run([3; 32]);
+    let other_seed = run([4; 32]);
+
+    let v = value(&first);
+    assert!(
+        v.starts_with(&format!("{{\"before\":[{CLOCK_MS},")),
+        "the clock starts at the supervisor's: {v}"
+    );
+    assert!(
+        v.contains(&format!(
+            "\"still\":{CLOCK_MS},\"answer\":\"tick\",\"after\":[{},1500,",
+            CLOCK_MS + 1_500
+        )),
+        "the clock moves with the answer, and only then: {v}"
+    );
+    // Every message, not only the value, is the same (but the stats: they are timings).
+    let without_stats = |messages: &[WorkerMessage]| -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| match m {
+                WorkerMessage::Done { outcome, .. } => format!("{outcome:?}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(without_stats(&first), without_stats(&again));
+    assert_ne!(value(&first), value(&other_seed));
+}
