@@ -281,3 +281,45 @@ async fn a_broken_journal_fails_only_session_calls() {
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(ledger.records().len(), 2);
 }
+
+/// The clock and the random numbers are the session's: a re-run takes the same path, so the
+/// call built from them has the same arguments and is replayed, not made again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_and_randomness_are_replayed_with_the_calls() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    let code = r#"
+const tag = Math.floor(Math.random() * 1e9);
+const at = Date.now();
+const made: any = await tools.ledger.create({ name: "run-" + tag + "-" + at });
+const after = Date.now();
+const id = crypto.randomUUID();
+({ tag, at, after, id, seq: made.seq })
+"#;
+    let first = d.exec_in(code, "new", None).await.unwrap();
+    assert_eq!(first.status, Status::Ok, "{first:?}");
+    let session = first.session.clone().unwrap();
+    // Time moved when the call was answered, not before.
+    assert!(first.result["after"].as_u64() >= first.result["at"].as_u64());
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let again = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(again.replayed_calls, 1, "{again:?}");
+    assert_eq!(again.result, first.result);
+    assert_eq!(ledger.records().len(), 1);
+
+    // Replaying nothing: a new clock and seed, a new record; the next re-run replays those.
+    let fresh = d
+        .exec_in(code, &session, Some(ReplayMode::None))
+        .await
+        .unwrap();
+    assert_eq!(fresh.replayed_calls, 0);
+    assert_ne!(fresh.result["tag"], first.result["tag"]);
+    assert_eq!(ledger.records().len(), 2);
+    let replayed = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(replayed.result, fresh.result);
+    assert_eq!(ledger.records().len(), 2);
+
+    // One-shot executions each get their own seed.
+    let (a, b) = (d.exec(code).await, d.exec(code).await);
+    assert_ne!(a.result["tag"], b.result["tag"]);
+}
