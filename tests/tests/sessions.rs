@@ -243,10 +243,13 @@ async fn a_broken_journal_fails_only_session_calls() {
         .await
         .unwrap();
     let session = r.session.unwrap();
-    // Someone breaks the file under the daemon (the table calls are recorded in is gone).
+    // From now on nothing can be recorded (as on a full disk): every write of a call fails.
     let file = d.state_directory().join("journal.sqlite");
     let conn = rusqlite::Connection::open(&file).unwrap();
-    conn.execute_batch("DROP TABLE calls").unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER full BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
+    )
+    .unwrap();
     drop(conn);
     let r = d
         .exec_in(
@@ -274,7 +277,7 @@ async fn a_broken_journal_fails_only_session_calls() {
         health["journal"]["error"]
             .as_str()
             .unwrap()
-            .contains("calls")
+            .contains("disk is full")
     );
     // One-shot executions are untouched.
     let r = d.exec("await tools.ledger.create({ name: 'z' })").await;

@@ -306,6 +306,9 @@ pub struct SessionRun {
     pub replay: ReplayMode,
     /// Calls made so far of each (tool, arguments hash): the next one's occurrence.
     occurrences: Mutex<HashMap<(String, String), u32>>,
+    /// The session's recorded results, in bytes (read when the execution started, counted
+    /// since), for `[journal] max_session_size`.
+    bytes: AtomicU64,
     pub replayed: AtomicU32,
     pub live: AtomicU32,
 }
@@ -316,19 +319,23 @@ pub enum Lookup {
     /// Answer it with this recorded result (and the clock it was recorded at).
     Replay { result: String, clock_ms: u64 },
     /// Make it, with this idempotency key; `resend` when it was sent before without a
-    /// recorded outcome (the daemon died while it was in flight).
+    /// recorded outcome (the daemon died while it was in flight); `divergence` when the
+    /// journal recorded the tool at this point with other arguments.
     Live {
         idempotency_key: String,
         resend: bool,
+        divergence: Option<String>,
     },
 }
 
 impl SessionRun {
+    /// `bytes`: the session's recorded results when the execution starts.
     pub fn new(
         journal: Arc<Journal>,
         session: String,
         execution: String,
         replay: ReplayMode,
+        bytes: u64,
     ) -> SessionRun {
         SessionRun {
             journal,
@@ -336,6 +343,7 @@ impl SessionRun {
             execution,
             replay,
             occurrences: Mutex::new(HashMap::new()),
+            bytes: AtomicU64::new(bytes),
             replayed: AtomicU32::new(0),
             live: AtomicU32::new(0),
         }
@@ -376,19 +384,25 @@ impl SessionRun {
         format!("airlock-{}", &canonical::hex(&h.finalize())[..32])
     }
 
-    /// Whether `key` is answered from the journal. `read_only` is asked only of a recorded
-    /// call (its mark was recorded with it), for `"replay": "writes"`.
+    /// Whether `key` is answered from the journal. A recorded success is, unless the mode
+    /// says otherwise (`writes`: not for a tool recorded as read-only; `none`: never).
     pub fn lookup(&self, key: &CallKey) -> Result<Lookup, ToolError> {
-        let row = self
+        let (row, otherwise) = self
             .journal
             .noted(self.journal.store.lookup(&self.session, key))
             .map_err(|e| unavailable(&e))?;
-        let idempotency_key = self.idempotency_key(key);
+        let live = |resend: bool| Lookup::Live {
+            idempotency_key: self.idempotency_key(key),
+            resend,
+            divergence: (otherwise && self.replay != ReplayMode::None).then(|| {
+                format!(
+                    "the session's journal recorded {} with other arguments here; this call ran live",
+                    key.tool
+                )
+            }),
+        };
         let Some(row) = row else {
-            return Ok(Lookup::Live {
-                idempotency_key,
-                resend: false,
-            });
+            return Ok(live(false));
         };
         match row.state {
             CallState::Ok { result, clock_ms } => {
@@ -400,19 +414,10 @@ impl SessionRun {
                 if replay {
                     return Ok(Lookup::Replay { result, clock_ms });
                 }
-                Ok(Lookup::Live {
-                    idempotency_key,
-                    resend: false,
-                })
+                Ok(live(false))
             }
-            CallState::Sent => Ok(Lookup::Live {
-                idempotency_key,
-                resend: true,
-            }),
-            CallState::Failed => Ok(Lookup::Live {
-                idempotency_key,
-                resend: false,
-            }),
+            CallState::Sent => Ok(live(true)),
+            CallState::Failed => Ok(live(false)),
         }
     }
 
@@ -452,16 +457,10 @@ impl SessionRun {
         let now = crate::execution::determinism::now_ms();
         let state = match result {
             Ok(text) => {
-                let session_bytes = self
-                    .journal
-                    .store
-                    .session(&self.session)
-                    .ok()
-                    .flatten()
-                    .map_or(0, |s| s.bytes);
-                if session_bytes.saturating_add(text.len() as u64)
-                    > self.journal.settings.max_session_size_bytes
-                {
+                let size = text.len() as u64;
+                let before = self.bytes.fetch_add(size, Ordering::Relaxed);
+                if before.saturating_add(size) > self.journal.settings.max_session_size_bytes {
+                    self.bytes.fetch_sub(size, Ordering::Relaxed);
                     return Some(format!(
                         "the result of {} was not recorded: the session's journal is full ([journal] max_session_size); a re-run makes this call again",
                         key.tool
@@ -493,20 +492,6 @@ impl SessionRun {
         self.journal.replayed_calls.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Why a live call of a replaying run is noteworthy: the journal recorded the same tool
-    /// at this occurrence with other arguments.
-    pub fn divergence(&self, key: &CallKey) -> Option<String> {
-        if self.replay == ReplayMode::None {
-            return None;
-        }
-        match self.journal.store.recorded_otherwise(&self.session, key) {
-            Ok(true) => Some(format!(
-                "the session's journal recorded {} with other arguments here; this call ran live",
-                key.tool
-            )),
-            _ => None,
-        }
-    }
 }
 
 fn unavailable(e: &StoreError) -> ToolError {

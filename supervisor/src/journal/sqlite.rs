@@ -23,7 +23,11 @@ pub const FILE_NAME: &str = "journal.sqlite";
 const SCHEMA_VERSION: i64 = 1;
 
 /// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
-/// executions (foreign keys, `ON DELETE CASCADE`).
+/// executions (foreign keys, `ON DELETE CASCADE`). The key of `calls` puts the occurrence
+/// before the arguments' hash, so the one lookup a call makes also finds a call of the same
+/// tool recorded at that occurrence with other arguments (a divergent re-run). A session's
+/// size is the sum of its results, computed when asked (listing, eviction), so a call writes
+/// only its own row.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -31,8 +35,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_ms INTEGER NOT NULL,
     used_ms INTEGER NOT NULL,
     clock_ms INTEGER NOT NULL,
-    seed BLOB NOT NULL,
-    bytes INTEGER NOT NULL DEFAULT 0
+    seed BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sessions_by_principal ON sessions (principal, used_ms);
 CREATE TABLE IF NOT EXISTS calls (
@@ -48,7 +51,7 @@ CREATE TABLE IF NOT EXISTS calls (
     sends INTEGER NOT NULL DEFAULT 1,
     execution TEXT NOT NULL,
     updated_ms INTEGER NOT NULL,
-    PRIMARY KEY (session, tool, args_hash, occurrence)
+    PRIMARY KEY (session, tool, occurrence, args_hash)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS executions (
     id TEXT PRIMARY KEY,
@@ -183,7 +186,8 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, bytes, \
+const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, \
+     (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = sessions.id), \
      (SELECT count(*) FROM calls WHERE calls.session = sessions.id)";
 
 fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
@@ -211,8 +215,8 @@ impl JournalStore for SqliteStore {
     fn create_session(&self, s: &SessionRow) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(
-                "INSERT INTO sessions (id, principal, created_ms, used_ms, clock_ms, seed, bytes) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)",
+                "INSERT INTO sessions (id, principal, created_ms, used_ms, clock_ms, seed) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     s.id,
                     s.principal,
@@ -228,9 +232,11 @@ impl JournalStore for SqliteStore {
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.with(|c| {
-            // Without the count of calls: opening a session reads one row.
+            // Without the count of calls: opening a session reads its row and the size of
+            // its results.
             c.query_row(
-                "SELECT id, principal, created_ms, used_ms, clock_ms, seed, bytes, 0 \
+                "SELECT id, principal, created_ms, used_ms, clock_ms, seed, \
+                 (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = ?1), 0 \
                  FROM sessions WHERE id = ?1",
                 [id],
                 session_row,
@@ -276,33 +282,43 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError> {
+    fn lookup(
+        &self,
+        session: &str,
+        key: &CallKey,
+    ) -> Result<(Option<CallRow>, bool), StoreError> {
         self.with(|c| {
+            // Every call recorded for this tool at this occurrence: the one with these
+            // arguments, and any with others (at most a few: one per path the program took).
             let mut stmt = c.prepare_cached(
-                "SELECT state, result, clock_ms, read_only, idempotency_key, sends FROM calls \
-                 WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
+                "SELECT args_hash, state, result, clock_ms, read_only, idempotency_key, sends \
+                 FROM calls WHERE session = ?1 AND tool = ?2 AND occurrence = ?3",
             )?;
-            stmt.query_row(
-                params![session, key.tool, key.args_hash, key.occurrence],
-                |r| {
-                    let state: String = r.get(0)?;
-                    let state = match state.as_str() {
-                        "ok" => CallState::Ok {
-                            result: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                            clock_ms: u64_of(r.get::<_, Option<i64>>(2)?.unwrap_or(0)),
-                        },
-                        "sent" => CallState::Sent,
-                        _ => CallState::Failed,
-                    };
-                    Ok(CallRow {
-                        state,
-                        read_only: r.get(3)?,
-                        idempotency_key: r.get(4)?,
-                        sends: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
-                    })
-                },
-            )
-            .optional()
+            let mut rows = stmt.query(params![session, key.tool, key.occurrence])?;
+            let (mut found, mut otherwise) = (None, false);
+            while let Some(r) = rows.next()? {
+                let hash: String = r.get(0)?;
+                if hash != key.args_hash {
+                    otherwise = true;
+                    continue;
+                }
+                let state: String = r.get(1)?;
+                let state = match state.as_str() {
+                    "ok" => CallState::Ok {
+                        result: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                        clock_ms: u64_of(r.get::<_, Option<i64>>(3)?.unwrap_or(0)),
+                    },
+                    "sent" => CallState::Sent,
+                    _ => CallState::Failed,
+                };
+                found = Some(CallRow {
+                    state,
+                    read_only: r.get(4)?,
+                    idempotency_key: r.get(5)?,
+                    sends: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(u32::MAX),
+                });
+            }
+            Ok((found, otherwise))
         })
     }
 
@@ -316,22 +332,13 @@ impl JournalStore for SqliteStore {
         now_ms: u64,
     ) -> Result<(), StoreError> {
         self.with(|c| {
-            let tx = c.transaction()?;
-            // A call recorded before (failed, or sent and never answered) is sent again: its
-            // old result (if any) no longer counts towards the session's size.
-            let old: Option<i64> = tx
-                .query_row(
-                    "SELECT length(result) FROM calls WHERE session = ?1 AND tool = ?2 \
-                     AND args_hash = ?3 AND occurrence = ?4",
-                    params![session, key.tool, key.args_hash, key.occurrence],
-                    |r| r.get::<_, Option<i64>>(0).map(|v| v.unwrap_or(0)),
-                )
-                .optional()?;
-            tx.prepare_cached(
+            // A call recorded before (failed, or sent and never answered, or run again for
+            // fresh data) is sent again: its old result goes.
+            c.prepare_cached(
                 "INSERT INTO calls (session, tool, args_hash, occurrence, state, result, clock_ms, \
                  read_only, idempotency_key, sends, execution, updated_ms) \
                  VALUES (?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, ?6, 1, ?7, ?8) \
-                 ON CONFLICT (session, tool, args_hash, occurrence) DO UPDATE SET \
+                 ON CONFLICT (session, tool, occurrence, args_hash) DO UPDATE SET \
                  state = 'sent', result = NULL, clock_ms = NULL, read_only = ?5, \
                  sends = sends + 1, execution = ?7, updated_ms = ?8",
             )?
@@ -344,14 +351,8 @@ impl JournalStore for SqliteStore {
                 idempotency_key,
                 execution,
                 i64_of(now_ms)
-            ])?;
-            if let Some(old) = old.filter(|n| *n > 0) {
-                tx.execute(
-                    "UPDATE sessions SET bytes = max(0, bytes - ?2) WHERE id = ?1",
-                    params![session, old],
-                )?;
-            }
-            tx.commit()
+            ])
+            .map(|_| ())
         })
     }
 
@@ -362,60 +363,27 @@ impl JournalStore for SqliteStore {
         outcome: &CallState,
         now_ms: u64,
     ) -> Result<(), StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            match outcome {
-                CallState::Ok { result, clock_ms } => {
-                    tx.prepare_cached(
-                        "UPDATE calls SET state = 'ok', result = ?5, clock_ms = ?6, updated_ms = ?7 \
-                         WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
-                    )?
-                    .execute(params![
-                        session,
-                        key.tool,
-                        key.args_hash,
-                        key.occurrence,
-                        result,
-                        i64_of(*clock_ms),
-                        i64_of(now_ms)
-                    ])?;
-                    tx.prepare_cached("UPDATE sessions SET bytes = bytes + ?2 WHERE id = ?1")?
-                        .execute(params![session, i64_of(result.len() as u64)])?;
-                }
-                CallState::Failed | CallState::Sent => {
-                    let state = if matches!(outcome, CallState::Sent) {
-                        "sent"
-                    } else {
-                        "failed"
-                    };
-                    tx.prepare_cached(
-                        "UPDATE calls SET state = ?5, updated_ms = ?6 \
-                         WHERE session = ?1 AND tool = ?2 AND args_hash = ?3 AND occurrence = ?4",
-                    )?
-                    .execute(params![
-                        session,
-                        key.tool,
-                        key.args_hash,
-                        key.occurrence,
-                        state,
-                        i64_of(now_ms)
-                    ])?;
-                }
-            }
-            tx.commit()
-        })
-    }
-
-    fn recorded_otherwise(&self, session: &str, key: &CallKey) -> Result<bool, StoreError> {
+        let (state, result, clock) = match outcome {
+            CallState::Ok { result, clock_ms } => ("ok", Some(result.as_str()), Some(*clock_ms)),
+            CallState::Sent => ("sent", None, None),
+            CallState::Failed => ("failed", None, None),
+        };
         self.with(|c| {
             c.prepare_cached(
-                "SELECT EXISTS (SELECT 1 FROM calls WHERE session = ?1 AND tool = ?2 \
-                 AND occurrence = ?3 AND args_hash <> ?4)",
+                "UPDATE calls SET state = ?5, result = ?6, clock_ms = ?7, updated_ms = ?8 \
+                 WHERE session = ?1 AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
             )?
-            .query_row(
-                params![session, key.tool, key.occurrence, key.args_hash],
-                |r| r.get(0),
-            )
+            .execute(params![
+                session,
+                key.tool,
+                key.occurrence,
+                key.args_hash,
+                state,
+                result,
+                clock.map(i64_of),
+                i64_of(now_ms)
+            ])
+            .map(|_| ())
         })
     }
 
@@ -541,21 +509,20 @@ impl JournalStore for SqliteStore {
     ) -> Result<Vec<String>, StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            let mut sessions: Vec<(String, u64, u64)> = {
-                let mut stmt =
-                    tx.prepare("SELECT id, used_ms, bytes FROM sessions ORDER BY used_ms")?;
-                stmt.query_map([], |r| {
-                    Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?)))
-                })?
-                .collect::<rusqlite::Result<_>>()?
+            let sessions: Vec<(String, u64, u64)> = {
+                let mut stmt = tx.prepare(
+                    "SELECT id, used_ms, (SELECT coalesce(sum(length(result)), 0) FROM calls \
+                     WHERE calls.session = sessions.id) FROM sessions ORDER BY used_ms",
+                )?;
+                stmt.query_map([], |r| Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?))))?
+                    .collect::<rusqlite::Result<_>>()?
             };
-            sessions.retain(|(id, _, _)| !busy.contains(id));
-            let mut total: u64 =
-                tx.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
-                    r.get::<_, i64>(0).map(u64_of)
-                })?;
+            let mut total: u64 = sessions.iter().map(|(_, _, bytes)| bytes).sum();
             let mut evicted = Vec::new();
             for (id, used, bytes) in sessions {
+                if busy.contains(&id) {
+                    continue;
+                }
                 if used >= unused_before_ms && total <= max_bytes {
                     break;
                 }
@@ -570,9 +537,9 @@ impl JournalStore for SqliteStore {
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
         self.with(|c| {
-            c.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
-                r.get::<_, i64>(0).map(u64_of)
-            })
+            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            Ok(u64_of(pages.saturating_mul(size)))
         })
     }
 }
@@ -616,10 +583,10 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         s.create_session(&session("s1", 1)).unwrap();
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), (None, false));
         s.record_sent("s1", &key(0), "ex1", "k1", true, 2).unwrap();
         assert_eq!(
-            s.lookup("s1", &key(0)).unwrap().unwrap().state,
+            s.lookup("s1", &key(0)).unwrap().0.unwrap().state,
             CallState::Sent
         );
         let ok = CallState::Ok {
@@ -627,22 +594,25 @@ mod tests {
             clock_ms: 77,
         };
         s.record_outcome("s1", &key(0), &ok, 3).unwrap();
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().0.unwrap();
         assert_eq!(row.state, ok);
         assert!(row.read_only);
         assert_eq!((row.idempotency_key.as_str(), row.sends), ("k1", 1));
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
         // Sent again (a replay asked for fresh reads): the old result no longer counts.
         s.record_sent("s1", &key(0), "ex2", "k1", true, 4).unwrap();
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        let (row, otherwise) = s.lookup("s1", &key(0)).unwrap();
+        let row = row.unwrap();
         assert_eq!((row.state, row.sends), (CallState::Sent, 2));
+        assert!(!otherwise);
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
-        assert!(!s.recorded_otherwise("s1", &key(0)).unwrap());
+        // The same tool at the same occurrence with other arguments: another path.
         let other = CallKey {
             args_hash: "other".into(),
             ..key(0)
         };
-        assert!(s.recorded_otherwise("s1", &other).unwrap());
+        assert_eq!(s.lookup("s1", &other).unwrap(), (None, true));
+        assert_eq!(s.lookup("s1", &key(1)).unwrap(), (None, false));
     }
 
     #[test]
@@ -674,7 +644,7 @@ mod tests {
         assert!(s.delete_session("s1").unwrap());
         assert!(!s.delete_session("s1").unwrap());
         assert_eq!(s.execution("ex1").unwrap(), None);
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), (None, false));
     }
 
     #[test]
@@ -689,11 +659,11 @@ mod tests {
             };
             s.record_outcome(id, &key(0), &big, used).unwrap();
         }
-        assert_eq!(s.size_bytes().unwrap(), 300);
+        assert!(s.size_bytes().unwrap() > 300);
         // "old" is stale but busy: kept; "mid" goes to bring the total under 250.
         let evicted = s.evict(10, 250, &["old".to_owned()]).unwrap();
         assert_eq!(evicted, vec!["mid".to_owned()]);
-        assert_eq!(s.size_bytes().unwrap(), 200);
+        assert_eq!(s.sessions("local").unwrap().len(), 2);
         assert_eq!(s.evict(10, 1000, &[]).unwrap(), vec!["old".to_owned()]);
     }
 }

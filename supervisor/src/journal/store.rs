@@ -27,7 +27,7 @@ pub struct SessionRow {
     pub clock_ms: u64,
     #[serde(skip)]
     pub seed: [u8; 32],
-    /// Bytes of recorded results.
+    /// Bytes of recorded results (computed when read).
     pub bytes: u64,
     /// Recorded calls.
     pub calls: u64,
@@ -121,7 +121,11 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// Deletes a session with everything recorded under it; false if there was none.
     fn delete_session(&self, id: &str) -> Result<bool, StoreError>;
 
-    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError>;
+    /// The call recorded under `key`, and whether the same tool was recorded at this
+    /// occurrence with other arguments (the program took another path than the run the
+    /// journal recorded).
+    fn lookup(&self, session: &str, key: &CallKey)
+    -> Result<(Option<CallRow>, bool), StoreError>;
     /// Records that a call is about to be sent upstream (before it is).
     fn record_sent(
         &self,
@@ -140,9 +144,6 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         outcome: &CallState,
         now_ms: u64,
     ) -> Result<(), StoreError>;
-    /// Whether another call of `tool` was recorded at this occurrence with other arguments
-    /// (the program took another path than the run the journal recorded).
-    fn recorded_otherwise(&self, session: &str, key: &CallKey) -> Result<bool, StoreError>;
     fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
 
     fn begin_execution(&self, execution: &ExecutionRow) -> Result<(), StoreError>;
@@ -175,6 +176,6 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         max_bytes: u64,
         busy: &[String],
     ) -> Result<Vec<String>, StoreError>;
-    /// Bytes of recorded results, all sessions together.
+    /// Bytes the journal takes on disk (its database pages).
     fn size_bytes(&self) -> Result<u64, StoreError>;
 }

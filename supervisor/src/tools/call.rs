@@ -41,6 +41,7 @@ use airlock_policy::{Principal, SecretAction, SecretScanning};
 use airlock_proto::MAX_FRAME_LEN;
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::warn;
@@ -269,6 +270,8 @@ impl Admitted {
             secrets,
         };
         let session = scope.journal.as_deref();
+        // Whether the call was recorded as sent (only then is its outcome recorded).
+        let sent = AtomicBool::new(false);
         let mut replayed_at = None;
         let mut divergence = None;
         let result = match (refused, &journal, session) {
@@ -289,16 +292,19 @@ impl Admitted {
                 Some((
                     key,
                     Lookup::Live {
-                        idempotency_key, ..
+                        idempotency_key,
+                        divergence: noted,
+                        ..
                     },
                 )),
                 Some(run),
             ) => {
-                divergence = run.divergence(key);
+                divergence.clone_from(noted);
                 let journaled = Journaled {
                     run,
                     key,
                     idempotency_key,
+                    sent: &sent,
                 };
                 call_source(&scope.registry, &tool, args, ctx.clone(), Some(journaled)).await
             }
@@ -324,8 +330,8 @@ impl Admitted {
         let result = result.and_then(encode_result);
         let clock_ms = replayed_at.unwrap_or_else(crate::execution::determinism::now_ms);
         // What the worker gets is what is recorded: after the scan, never a credential.
-        let warning = match (&journal, session, replayed_at) {
-            (Some((key, Lookup::Live { .. })), Some(run), None) => run.outcome(
+        let warning = match (&journal, session, sent.load(Ordering::Relaxed)) {
+            (Some((key, Lookup::Live { .. })), Some(run), true) => run.outcome(
                 key,
                 result.as_ref().map(String::as_str).map_err(|_| ()),
                 clock_ms,
@@ -349,6 +355,7 @@ struct Journaled<'a> {
     run: &'a SessionRun,
     key: &'a CallKey,
     idempotency_key: &'a str,
+    sent: &'a AtomicBool,
 }
 
 /// The answer for call `id` whose task failed (a panic in a source): an internal error the
@@ -384,6 +391,7 @@ async fn call_source(
     resolved.schema.check(tool, &args)?;
     if let Some(j) = journaled {
         j.run.sent(j.key, j.idempotency_key, false)?;
+        j.sent.store(true, Ordering::Relaxed);
         let _ = &mut ctx;
     }
     let source: &dyn ToolSource = resolved.source.as_ref();

@@ -1,0 +1,84 @@
+//! The journal benchmark: what a session adds to a tool call, and what a replayed call costs,
+//! side by side in one run with a live one-shot call to the same in-process tool (real daemon,
+//! real workers, real socket).
+//!
+//! Run: `cargo build --release && cargo bench -p airlock-tests --bench journal`
+//! (`AIRLOCK_BENCH_QUICK=1` for a shorter run). Each round runs, interleaved: a baseline
+//! program without calls, 1,000 sequential calls one-shot, the same 1,000 calls in a new
+//! session (every call live and journaled), and the same program again in that session
+//! (every call replayed). Per-call figures are (run time - baseline) / 1,000; the p50 over
+//! the rounds is printed.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
+use airlock_supervisor::client::Client;
+use airlock_tests::{DaemonOptions, TestDaemon};
+
+const CALLS: &str =
+    "let s = 0; for (let i = 0; i < 1000; i++) { s += await tools.test.add({ a: i, b: 1 }) } s";
+const BASE: &str = "let s = 0; for (let i = 0; i < 1000; i++) { s += await Promise.resolve(i) } s";
+
+fn p50(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    xs[xs.len() / 2]
+}
+
+async fn run(c: &mut Client, code: &str, session: Option<&str>) -> ExecutionResponse {
+    let r = c
+        .execute(&ExecutionRequest {
+            code: code.to_owned(),
+            language: Default::default(),
+            timeout_ms: Some(60_000),
+            session: session.map(str::to_owned),
+            replay: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    r
+}
+
+fn main() {
+    let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
+    let rounds = if quick { 7 } else { 21 };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let d = TestDaemon::start_with(DaemonOptions {
+            pool_size: 2,
+            ..DaemonOptions::default()
+        })
+        .await;
+        let mut c = d.client().await;
+        // Warm up: the pool, the tool list, the journal file.
+        run(&mut c, CALLS, None).await;
+        run(&mut c, CALLS, Some("new")).await;
+        let (mut live, mut journaled, mut replayed) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let base = run(&mut c, BASE, None).await.stats.run_ms;
+            let per_call = |r: &ExecutionResponse| (r.stats.run_ms - base) * 1e3 / 1000.0;
+            live.push(per_call(&run(&mut c, CALLS, None).await));
+            let recorded = run(&mut c, CALLS, Some("new")).await;
+            assert_eq!(recorded.replayed_calls, 0);
+            journaled.push(per_call(&recorded));
+            let again = run(&mut c, CALLS, recorded.session.as_deref()).await;
+            assert_eq!(again.replayed_calls, 1000);
+            replayed.push(per_call(&again));
+        }
+        let (live, journaled, replayed) = (p50(live), p50(journaled), p50(replayed));
+        println!("tool call, mean per call over 1,000 sequential calls; p50 over {rounds} rounds:");
+        println!("  live, one-shot:           {live:7.1} µs");
+        println!(
+            "  live, journaled session:  {journaled:7.1} µs   (journaling adds {:+.1} µs)",
+            journaled - live
+        );
+        println!(
+            "  replayed from journal:    {replayed:7.1} µs   ({:.2}x the live call)",
+            replayed / live
+        );
+    });
+}
