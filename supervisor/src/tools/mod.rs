@@ -58,6 +58,12 @@ pub struct ToolDescriptor {
     /// field's default selection). Sources declare it only when the program really gets
     /// a value of that shape; the SDK types the result `unknown` otherwise.
     pub output_schema: Option<Value>,
+    /// The tool only reads: calling it changes nothing at its service, so a replay that asks
+    /// for fresh reads runs it again. Sources mark what their protocol says only reads: an MCP
+    /// tool with `annotations.readOnlyHint: true`, an OpenAPI `GET`, `HEAD` or `OPTIONS`
+    /// operation, a GraphQL query field (and the query-only `query` tool). Anything else is
+    /// `false`, "may write": a replay must not run a tool twice on a guess.
+    pub read_only: bool,
 }
 
 /// What a call knows about its caller, and what the pipeline asks of the source.

@@ -1057,6 +1057,8 @@ fn custom_tool(config: &GraphQlSource, operation: Operation) -> Tool {
             }),
             // A custom document's answer depends on the document.
             output_schema: None,
+            // `query` refuses mutations; `mutate` may run them.
+            read_only: operation == Operation::Query,
         },
         kind: ToolKind::Custom(operation),
     }
@@ -1162,6 +1164,7 @@ fn field_tool(
             description,
             input_schema,
             output_schema: Some(output_schema),
+            read_only: operation == Operation::Query,
         },
         kind: ToolKind::Field {
             operation,
@@ -1639,6 +1642,31 @@ input CreateIssueInput {
             repo.descriptor.input_schema["properties"]["followRenames"]["type"],
             json!(["boolean", "null"])
         );
+    }
+
+    /// Query fields and `query` only read; mutation fields and `mutate` may write.
+    #[test]
+    fn graphql_queries_are_read_only_and_mutations_are_not() {
+        let tools = tools(2);
+        let read_only: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.descriptor.read_only)
+            .map(|t| t.descriptor.name.as_str())
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                "query",
+                "repository",
+                "viewer",
+                "search",
+                "node",
+                "count",
+                "query_2"
+            ]
+        );
+        assert!(!find(&tools, "mutation_createIssue").descriptor.read_only);
+        assert!(!find(&tools, "mutate").descriptor.read_only);
     }
 
     #[test]

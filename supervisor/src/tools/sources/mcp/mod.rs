@@ -968,6 +968,7 @@ impl McpServer {
                         description: tool.description.as_deref().unwrap_or_default().to_owned(),
                         input_schema,
                         output_schema: output.as_ref().and(output_schema),
+                        read_only: read_only(&tool),
                     },
                     output,
                     original: tool.name.to_string(),
@@ -1231,6 +1232,17 @@ impl McpServer {
 /// Try `server/discover` (2026-07-28) first; a server that answers it with an error, or not
 /// within rmcp's 10 s probe timeout, gets the `initialize` handshake of the 2025 revisions.
 /// `legacy` skips the probe, for servers known to answer it wrongly.
+/// Whether a listed tool only reads: its server says so with `annotations.readOnlyHint: true`.
+/// Without the hint the MCP default holds (the tool may write). The hint is the server's word,
+/// and the server is untrusted: a false `true` only lets a replay call that server's own tool
+/// again, which the server could do to itself anyway.
+fn read_only(tool: &rmcp::model::Tool) -> bool {
+    tool.annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false)
+}
+
 fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     if legacy {
         ClientLifecycleMode::Initialize
@@ -1498,6 +1510,33 @@ mod tests {
             ids(&["get.x", "get-x", "get_x"]),
             ["get_x_3", "get_x_2", "get_x"]
         );
+    }
+
+    /// `readOnlyHint: true` marks a tool read-only; no hint, no annotations or `false` do not
+    /// (the tools as a server lists them, so the wire names are checked too).
+    #[test]
+    fn read_only_follows_the_read_only_hint() {
+        let listed = |extra: serde_json::Value| {
+            let mut tool = serde_json::json!({"name": "t", "inputSchema": {"type": "object"}});
+            if let (Some(tool), Some(extra)) = (tool.as_object_mut(), extra.as_object()) {
+                tool.extend(extra.clone());
+            }
+            read_only(&serde_json::from_value::<rmcp::model::Tool>(tool).unwrap())
+        };
+        assert!(listed(
+            serde_json::json!({"annotations": {"readOnlyHint": true}})
+        ));
+        assert!(listed(
+            serde_json::json!({"annotations": {"readOnlyHint": true, "destructiveHint": false}})
+        ));
+        assert!(!listed(
+            serde_json::json!({"annotations": {"readOnlyHint": false}})
+        ));
+        assert!(!listed(
+            serde_json::json!({"annotations": {"idempotentHint": true}})
+        ));
+        assert!(!listed(serde_json::json!({"annotations": {}})));
+        assert!(!listed(serde_json::json!({})));
     }
 
     #[test]

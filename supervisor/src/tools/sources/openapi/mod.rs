@@ -275,6 +275,7 @@ impl OpenApiSource {
                 description,
                 input_schema: operation.input_schema.clone(),
                 output_schema: operation.output_schema.clone(),
+                read_only: reads_only(&operation.method),
             });
             operations.insert(name, operation);
         }
@@ -633,6 +634,18 @@ impl ToolSource for OpenApiSource {
     fn gate(&self) -> Option<&CallGate> {
         Some(&self.gate)
     }
+}
+
+/// Whether an operation of `method` only reads: the methods HTTP defines as safe (RFC 9110,
+/// 9.2.1). `TRACE` is one of them, and OpenAPI documents can declare it.
+fn reads_only(method: &reqwest::Method) -> bool {
+    [
+        reqwest::Method::GET,
+        reqwest::Method::HEAD,
+        reqwest::Method::OPTIONS,
+        reqwest::Method::TRACE,
+    ]
+    .contains(method)
 }
 
 #[derive(Debug)]
@@ -1835,6 +1848,32 @@ mod tests {
         let source = OpenApiSource::load(config, Arc::new(SecretStore::empty())).unwrap();
         assert_eq!(names(&source), ["deleteB", "getA"]);
         assert_eq!(source.base_url(), "http://localhost:8080/");
+    }
+
+    /// The safe methods only read; everything else may write.
+    #[test]
+    fn get_head_options_and_trace_operations_are_read_only() {
+        let operations: Map<String, Value> = METHODS
+            .iter()
+            .map(|m| ((*m).to_owned(), json!({ "operationId": format!("op_{m}") })))
+            .collect();
+        let doc = json!({
+            "openapi": "3.1.0",
+            "info": { "title": "t", "version": "1" },
+            "paths": { "/things": operations }
+        });
+        let source = load_with_base(doc);
+        let read_only: Vec<&str> = source
+            .descriptors()
+            .iter()
+            .filter(|t| t.read_only)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(read_only, ["op_get", "op_head", "op_options", "op_trace"]);
+        assert!(!tool(&source, "op_post").read_only);
+        let source = load(pets());
+        assert!(tool(&source, "pets_get").read_only);
+        assert!(!tool(&source, "put_pets_petId").read_only);
     }
 
     #[test]
