@@ -230,6 +230,7 @@ impl Admitted {
             ),
             deadline: None,
             secrets,
+            idempotency_key: None,
         };
         let result = match refused {
             Some(error) => Err(error),

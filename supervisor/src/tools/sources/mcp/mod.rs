@@ -7,7 +7,9 @@
 //! connects again on the next call after the server died or the connection broke. A call ends
 //! at the deadline the call pipeline gives it (the server's `call_timeout_ms`), with
 //! `notifications/cancelled` to the server; progress notifications of a call are forwarded to
-//! the agent.
+//! the agent. A tool is read-only when the server annotates it `readOnlyHint: true`; a call's
+//! idempotency key goes in the `tools/call` request's `_meta` under
+//! [`IDEMPOTENCY_META_KEY`](crate::tools::IDEMPOTENCY_META_KEY).
 //!
 //! Protocol revisions: rmcp negotiates. Servers of the 2025 revisions get `initialize`; servers
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
@@ -21,8 +23,8 @@ use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
-    CallContext, CallDeadline, CallGate, SecretsUsed, ToolDescriptor, ToolError, ToolErrorCode,
-    ToolFuture, ToolProgress, ToolSource, ToolsFuture,
+    CallContext, CallDeadline, CallGate, IDEMPOTENCY_META_KEY, SecretsUsed, ToolDescriptor,
+    ToolError, ToolErrorCode, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ConfineMode, ServerTransport, SettingValue, StartMode, ToolServer};
 use rmcp::ClientHandler;
@@ -30,7 +32,8 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ContentBlock,
     Implementation, PaginatedRequestParams, PingRequest, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
+    ProtocolVersion, RequestId, RequestMetaObject, ServerNotification, ServerResult,
+    SubscriptionFilterBuilder,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
@@ -1034,7 +1037,15 @@ impl McpServer {
                 "arguments must be an object",
             ));
         };
-        let params = CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
+        let mut params =
+            CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
+        if let Some(key) = &ctx.idempotency_key {
+            // In the request's own `_meta`: rmcp adds its progress token (and, for 2026-07-28
+            // servers, the client context) beside it when it sends the request.
+            let mut meta = RequestMetaObject::new();
+            meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
+            params.meta = Some(meta);
+        }
         // The pipeline's deadline (a direct call without one gets the server's own timeout).
         let deadline = ctx.deadline.unwrap_or(CallDeadline {
             at: tokio::time::Instant::now() + self.gate.timeout(),
