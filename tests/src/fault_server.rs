@@ -1,8 +1,8 @@
 //! The fault-injection MCP server (`src/bin/airlock-mcp-fault-server.rs`, built with `rmcp`'s
 //! server side) as a `[[server]]` for the tests and the MCP benchmark: over stdio as the daemon
 //! starts it, or in Streamable HTTP mode as a process the test owns. Its tools (`echo`,
-//! `sleep`, `crash`, `hang`, `big`, `garbage`, `add_tool`, `progress`, `stderr`) and flags are
-//! documented in the binary.
+//! `sleep`, `crash`, `hang`, `big`, `garbage`, `add_tool`, `progress`, `stderr`, `meta`) and
+//! flags are documented in the binary.
 
 use airlock_policy::{ServerTransport, StartMode, ToolServer};
 use std::io::BufRead;

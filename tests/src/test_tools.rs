@@ -29,6 +29,7 @@ fn tool(name: &str, description: &str) -> ToolDescriptor {
         description: description.into(),
         input_schema: json!({"type": "object"}),
         output_schema: None,
+        read_only: false,
     }
 }
 

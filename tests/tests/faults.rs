@@ -293,6 +293,7 @@ impl airlock_supervisor::tools::ToolSource for Panicking {
                 description: "panics".into(),
                 input_schema: json!({"type": "object"}),
                 output_schema: None,
+                read_only: false,
             }]
             .into())
         })

@@ -52,15 +52,21 @@ type CreateIssuePayload { issue: Issue clientMutationId: String }
 input CreateIssueInput { repositoryId: ID! title: String! body: String }
 "#;
 
-/// What the endpoint received: the request body of each call.
+/// What the endpoint received: the request body of each call, and the values of its
+/// `Idempotency-Key` headers.
 #[derive(Debug, Default)]
 struct Recorded {
     bodies: Mutex<Vec<Value>>,
+    idempotency_keys: Mutex<Vec<Vec<String>>>,
 }
 
 impl Recorded {
     fn bodies(&self) -> Vec<Value> {
         self.bodies.lock().unwrap().clone()
+    }
+
+    fn idempotency_keys(&self) -> Vec<Vec<String>> {
+        self.idempotency_keys.lock().unwrap().clone()
     }
 }
 
@@ -114,6 +120,13 @@ async fn start_endpoint() -> (String, Arc<Recorded>) {
                     )
                 } else {
                     seen.bodies.lock().unwrap().push(body.clone());
+                    let keys = head
+                        .lines()
+                        .filter_map(|l| l.split_once(':'))
+                        .filter(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+                        .map(|(_, v)| v.trim().to_owned())
+                        .collect();
+                    seen.idempotency_keys.lock().unwrap().push(keys);
                     answer(&body)
                 };
                 let text = answer.to_string();
@@ -338,6 +351,59 @@ async fn a_missing_credential_fails_the_call_not_the_source() {
     assert_eq!(err.code, "server_unavailable");
     assert!(err.message.contains("`gh-token`"), "{}", err.message);
     assert!(recorded.bodies().is_empty());
+}
+
+/// A call's idempotency key goes upstream as `Idempotency-Key` with mutations only: a
+/// mutation field, or a `mutate` document that has a mutation; never with a query. A key the
+/// policy's `headers` set already is the only one sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idempotency_key_goes_with_mutations_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, recorded) = start_endpoint().await;
+    let schema = write_schema(dir.path(), SDL);
+    let source = GraphQlApi::load(config("gh", schema.clone(), url.clone()), secrets()).unwrap();
+    let keyed = airlock_supervisor::tools::CallContext::new("e", "p", 1)
+        .with_idempotency_key("journal-key-7");
+    let create = json!({"input": {"repositoryId": "R_1", "title": "bug"}});
+    let calls = [
+        ("viewer", json!({})),
+        ("mutation_createIssue", create.clone()),
+        ("query", json!({"query": "{ viewer { login } }"})),
+        ("mutate", json!({"query": "{ viewer { login } }"})),
+        (
+            "mutate",
+            json!({"query": "mutation { createIssue(input: {repositoryId: \"R_1\", title: \"t\"}) { clientMutationId } }"}),
+        ),
+    ];
+    for (tool, args) in &calls {
+        // The canned answers fail the mutations; what matters is what was sent.
+        let _ = source.call(tool, args.clone(), &keyed).await;
+    }
+    let key = || vec!["journal-key-7".to_owned()];
+    assert_eq!(
+        recorded.idempotency_keys(),
+        [vec![], key(), vec![], vec![], key()],
+        "{:?}",
+        recorded.bodies()
+    );
+    // Without a key, no header.
+    let unkeyed = airlock_supervisor::tools::CallContext::new("e", "p", 2);
+    let _ = source
+        .call("mutation_createIssue", create.clone(), &unkeyed)
+        .await;
+    assert_eq!(recorded.idempotency_keys().last(), Some(&vec![]));
+    // The operator's own header wins, once.
+    let mut with_header = config("gh2", schema, url);
+    with_header.headers.push((
+        "Idempotency-Key".to_owned(),
+        SettingValue::Literal("operator-key".to_owned()),
+    ));
+    let source = GraphQlApi::load(with_header, secrets()).unwrap();
+    let _ = source.call("mutation_createIssue", create, &keyed).await;
+    assert_eq!(
+        recorded.idempotency_keys().last(),
+        Some(&vec!["operator-key".to_owned()])
+    );
 }
 
 #[test]

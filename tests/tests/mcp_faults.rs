@@ -518,3 +518,58 @@ async fn a_tool_list_that_never_ends_is_refused() {
     assert_eq!(r.status, Status::Ok, "{r:?}");
     d.stop().await;
 }
+
+/// A call's idempotency key reaches the server in the `tools/call` request's `_meta` under
+/// `airlock/idempotency-key`, beside rmcp's own keys, over stdio in both protocol eras and over
+/// Streamable HTTP; without a key the `_meta` has no such entry. The server's
+/// `readOnlyHint: true` marks its tool read-only, in the listing and in the registry's
+/// resolution; a tool without the hint is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idempotency_key_reaches_the_server_in_meta_and_read_only_hints_are_kept() {
+    use airlock_supervisor::tools::{CallContext, IDEMPOTENCY_META_KEY, ToolRegistry, ToolSource};
+    let _serial = serial().await;
+    let http = HttpFaultServer::start(&[]).unwrap();
+    for (label, config) in [
+        ("stdio", fault_server::stdio("fault", &[])),
+        (
+            "stdio --legacy",
+            fault_server::stdio("fault", &["--legacy"]),
+        ),
+        ("http", http.config("fault")),
+    ] {
+        let server = Arc::new(McpServer::new(config, Arc::new(SecretStore::empty())));
+        let keyed = CallContext::new("e", "p", 1).with_idempotency_key("journal-key-7");
+        let meta = server.call("meta", json!({}), &keyed).await.unwrap();
+        assert_eq!(
+            meta[IDEMPOTENCY_META_KEY],
+            json!("journal-key-7"),
+            "{label}: {meta}"
+        );
+        // rmcp's progress token is still there: the key was added, nothing replaced.
+        assert!(meta.get("progressToken").is_some(), "{label}: {meta}");
+        let meta = server
+            .call("meta", json!({}), &CallContext::new("e", "p", 2))
+            .await
+            .unwrap();
+        assert!(meta.get(IDEMPOTENCY_META_KEY).is_none(), "{label}: {meta}");
+
+        let tools = server.tools().await.unwrap();
+        let marked: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.read_only)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(marked, ["meta"], "{label}");
+        let mut registry = ToolRegistry::new();
+        registry.register(server.clone());
+        assert!(
+            registry.resolve("fault.meta").await.unwrap().read_only,
+            "{label}"
+        );
+        assert!(
+            !registry.resolve("fault.echo").await.unwrap().read_only,
+            "{label}"
+        );
+        server.shutdown().await;
+    }
+}

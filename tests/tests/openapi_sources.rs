@@ -11,6 +11,7 @@ use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::arguments::ArgumentSchema;
 use airlock_supervisor::tools::sources::openapi::{MAX_EXCERPT_BYTES, OpenApiSource};
+use airlock_supervisor::tools::{CallContext, ToolSource};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -748,4 +749,102 @@ out
         "{seen:?}"
     );
     d.stop().await;
+}
+
+/// A call's idempotency key goes upstream as `Idempotency-Key` on `POST`, `PUT`, `PATCH` and
+/// `DELETE`, never on `GET` or `HEAD`, and not at all without a key; an `Idempotency-Key` the
+/// operation declares as a parameter, set by the program, is the only one sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_idempotency_key_goes_with_writing_methods_only() {
+    let api = LocalServer::start(0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let doc = write(
+        dir.path(),
+        "things.yaml",
+        r#"
+openapi: 3.1.0
+info: { title: things, version: "1" }
+paths:
+  /things:
+    get: { operationId: list }
+    head: { operationId: peek }
+    post: { operationId: create }
+    put: { operationId: replace }
+    patch: { operationId: amend }
+    delete: { operationId: remove }
+  /keyed:
+    post:
+      operationId: keyed
+      parameters:
+        - { name: Idempotency-Key, in: header, schema: { type: string } }
+"#,
+    );
+    // Outside /v1/, so the local server wants no credentials.
+    let source = OpenApiSource::load(
+        config(
+            "things",
+            doc,
+            &format!("http://127.0.0.1:{}/open", api.port),
+            None,
+        ),
+        Arc::new(SecretStore::empty()),
+    )
+    .unwrap();
+    let keyed = CallContext::new("e", "p", 1).with_idempotency_key("journal-key-7");
+    for tool in ["list", "peek", "create", "replace", "amend", "remove"] {
+        source.call(tool, json!({}), &keyed).await.unwrap();
+    }
+    source
+        .call("create", json!({}), &CallContext::new("e", "p", 2))
+        .await
+        .unwrap();
+    source
+        .call("keyed", json!({"Idempotency-Key": "program-key"}), &keyed)
+        .await
+        .unwrap();
+    let sent: Vec<(String, Vec<String>)> = api
+        .seen()
+        .into_iter()
+        .map(|s| {
+            let keys = s
+                .headers
+                .iter()
+                .filter(|(n, _)| n == "idempotency-key")
+                .map(|(_, v)| v.clone())
+                .collect();
+            (s.method, keys)
+        })
+        .collect();
+    let key = || vec!["journal-key-7".to_owned()];
+    assert_eq!(
+        sent,
+        [
+            ("GET".to_owned(), vec![]),
+            ("HEAD".to_owned(), vec![]),
+            ("POST".to_owned(), key()),
+            ("PUT".to_owned(), key()),
+            ("PATCH".to_owned(), key()),
+            ("DELETE".to_owned(), key()),
+            ("POST".to_owned(), vec![]),
+            ("POST".to_owned(), vec!["program-key".to_owned()]),
+        ]
+    );
+    // The marks the journal reads: GET and HEAD only read.
+    let read_only: Vec<(&str, bool)> = source
+        .descriptors()
+        .iter()
+        .map(|t| (t.name.as_str(), t.read_only))
+        .collect();
+    assert_eq!(
+        read_only,
+        [
+            ("amend", false),
+            ("create", false),
+            ("keyed", false),
+            ("list", true),
+            ("peek", true),
+            ("remove", false),
+            ("replace", false),
+        ]
+    );
 }

@@ -443,12 +443,14 @@ mod tests {
                 description: "Adds.".into(),
                 input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "integer"}, "label": {"type": "string"}}, "required": ["a", "b"]}),
                 output_schema: None,
+                read_only: false,
             },
             ToolDescriptor {
                 name: "open".into(),
                 description: "Takes anything.".into(),
                 input_schema: json!({"type": "object", "properties": {"x": {"type": "string"}}, "additionalProperties": true}),
                 output_schema: None,
+                read_only: false,
             },
         ]
     }

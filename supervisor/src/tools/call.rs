@@ -268,6 +268,7 @@ impl Admitted {
             ),
             deadline: None,
             secrets,
+            idempotency_key: None,
         };
         let session = scope.journal.as_deref();
         // Whether the call was recorded as sent (only then is its outcome recorded).

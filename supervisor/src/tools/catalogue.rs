@@ -156,6 +156,7 @@ mod tests {
             description: String::new(),
             input_schema: json!({"type": "object"}),
             output_schema: None,
+            read_only: false,
         }])
     }
 

@@ -58,6 +58,12 @@ pub struct ToolDescriptor {
     /// field's default selection). Sources declare it only when the program really gets
     /// a value of that shape; the SDK types the result `unknown` otherwise.
     pub output_schema: Option<Value>,
+    /// The tool only reads: calling it changes nothing at its service, so a replay that asks
+    /// for fresh reads runs it again. Sources mark what their protocol says only reads: an MCP
+    /// tool with `annotations.readOnlyHint: true`, an OpenAPI `GET`, `HEAD` or `OPTIONS`
+    /// operation, a GraphQL query field (and the query-only `query` tool). Anything else is
+    /// `false`, "may write": a replay must not run a tool twice on a guess.
+    pub read_only: bool,
 }
 
 /// What a call knows about its caller, and what the pipeline asks of the source.
@@ -76,10 +82,27 @@ pub struct CallContext {
     /// The secret values this call hands the source's service (credentials, a server's
     /// environment): the pipeline redacts them from whatever comes back.
     pub secrets: SecretsUsed,
+    /// A key that stays the same when the same call (same session, tool, arguments and
+    /// occurrence) is sent again after a crash or a replay, so a service that honours it does
+    /// the work once. The pipeline fills it for the calls of a journaled session; `None`
+    /// otherwise. Sources pass it on where their protocol has a place for it and the call may
+    /// write: OpenAPI as the `Idempotency-Key` header of `POST`, `PUT`, `PATCH` and `DELETE`
+    /// requests, GraphQL as the same header on requests that carry a mutation, MCP in the
+    /// `tools/call` request's `_meta` under [`IDEMPOTENCY_META_KEY`].
+    pub idempotency_key: Option<String>,
 }
 
+/// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
+/// `Idempotency-Key` draft; the name Stripe-style APIs read).
+pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+
+/// The `_meta` key of an MCP `tools/call` that carries [`CallContext::idempotency_key`]
+/// (MCP `_meta` keys are a prefix label, `/`, then the name).
+pub const IDEMPOTENCY_META_KEY: &str = "airlock/idempotency-key";
+
 impl CallContext {
-    /// A context with no progress listener, no deadline and no secrets yet.
+    /// A context with no progress listener, no deadline, no secrets yet and no idempotency
+    /// key.
     pub fn new(execution_id: &str, principal: &str, call_id: u32) -> CallContext {
         CallContext {
             execution_id: execution_id.to_owned(),
@@ -88,7 +111,14 @@ impl CallContext {
             progress: ToolProgress::default(),
             deadline: None,
             secrets: SecretsUsed::default(),
+            idempotency_key: None,
         }
+    }
+
+    /// The same context with `key` as its idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> CallContext {
+        self.idempotency_key = Some(key.into());
+        self
     }
 }
 

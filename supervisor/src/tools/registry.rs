@@ -26,12 +26,14 @@ struct Compiled {
     schema: Arc<ArgumentSchema>,
 }
 
-/// A tool found by [`ToolRegistry::resolve`]: its source, its name there and its compiled
-/// input schema.
+/// A tool found by [`ToolRegistry::resolve`]: its source, its name there, its compiled input
+/// schema and whether it only reads.
 pub struct ResolvedTool {
     pub source: Arc<dyn ToolSource>,
     pub name: String,
     pub schema: Arc<ArgumentSchema>,
+    /// The descriptor's [`ToolDescriptor::read_only`], as the source listed it now.
+    pub read_only: bool,
 }
 
 impl std::fmt::Debug for ResolvedTool {
@@ -39,6 +41,7 @@ impl std::fmt::Debug for ResolvedTool {
         f.debug_struct("ResolvedTool")
             .field("namespace", &self.source.namespace())
             .field("name", &self.name)
+            .field("read_only", &self.read_only)
             .finish_non_exhaustive()
     }
 }
@@ -69,8 +72,8 @@ impl ToolRegistry {
         self.sources.keys().map(String::as_str)
     }
 
-    /// Resolves `namespace.tool` to its source, the tool's name there and its compiled input
-    /// schema, or a `ToolError` that suggests near names.
+    /// Resolves `namespace.tool` to its source, the tool's name there, its compiled input
+    /// schema and its read-only mark, or a `ToolError` that suggests near names.
     pub async fn resolve(&self, full_name: &str) -> Result<ResolvedTool, ToolError> {
         let Some((namespace, tool)) = full_name.split_once('.') else {
             return Err(ToolError::new(
@@ -120,6 +123,7 @@ impl ToolRegistry {
             source: source.clone(),
             name: tool.to_owned(),
             schema: self.schema(namespace, &tools, index),
+            read_only: tools[index].read_only,
         })
     }
 
@@ -182,6 +186,7 @@ mod tests {
                         description: String::new(),
                         input_schema: serde_json::json!({"type": "object"}),
                         output_schema: None,
+                        read_only: n.starts_with("get_") || n.starts_with("search_"),
                     })
                     .collect::<Vec<_>>()
                     .into())
@@ -211,6 +216,23 @@ mod tests {
         let r = registry();
         let (_, tool) = resolve(&r, "github.get_repo").unwrap();
         assert_eq!(tool, "get_repo");
+    }
+
+    /// The journal learns from the resolution whether a tool only reads.
+    #[test]
+    fn resolution_carries_the_read_only_mark() {
+        let r = registry();
+        let read_only = |name: &str| {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(r.resolve(name))
+                .unwrap()
+                .read_only
+        };
+        assert!(read_only("github.get_repo"));
+        assert!(read_only("github.search_issues"));
+        assert!(!read_only("github.create_issue"));
     }
 
     #[test]

@@ -32,6 +32,7 @@
 //! | `add_tool` | `{name}` | adds a tool `name` (which echoes its arguments as JSON) and sends `notifications/tools/list_changed` |
 //! | `progress` | `{steps, delay_ms}` | sends `steps` progress notifications (1..=steps of `steps`, with a message) on the request's progress token, if it has one, then answers `"done"` |
 //! | `stderr` | `{text}` | writes `text` to stderr, answers `"written"` |
+//! | `meta` | `{}` | answers the request's `_meta` as a JSON object; annotated `readOnlyHint: true` |
 //!
 //! `garbage` kinds (stdio): `"text"` (default) writes the line `this is not JSON-RPC`;
 //! `"shape"` writes well-formed JSON that is no JSON-RPC message; `"result"` writes a response
@@ -49,7 +50,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ProtocolVersion, ServerCapabilities, ServerConfig, ServerNotification, SubscriptionFilter,
-    Tool, ToolListChangedNotification,
+    Tool, ToolAnnotations, ToolListChangedNotification,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext, SubscriptionSink};
 use rmcp::transport::StreamableHttpServerConfig;
@@ -152,6 +153,12 @@ impl FaultServer {
                 "Writes text to the server's stderr.",
                 object(json!({"text": {"type": "string"}}), &["text"]),
             ),
+            Tool::new(
+                "meta",
+                "Answers the _meta of its own request.",
+                object(json!({}), &[]),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
         ];
         let added = self
             .added
@@ -256,6 +263,13 @@ impl FaultServer {
                 let t = str_arg("text").ok_or_else(|| invalid("stderr needs text"))?;
                 eprintln!("{t}");
                 text("written")
+            }
+            "meta" => {
+                // rmcp moves the request's `_meta` into the context; whatever it left in the
+                // params is shown too.
+                let mut meta = context.meta.0.0.clone();
+                meta.extend(request.meta.map(|m| m.0.0).unwrap_or_default());
+                text(Value::Object(meta).to_string())
             }
             name => {
                 let added = self

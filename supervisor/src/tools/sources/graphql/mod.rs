@@ -21,6 +21,12 @@
 //! so that huge types (GitHub's `Repository`) stay bounded. The result is `data.<field>`;
 //! a response with GraphQL `errors` fails the call with `upstream_error`.
 //!
+//! Query fields and the `query` tool only read ([`ToolDescriptor::read_only`]); mutation
+//! fields and `mutate` may write. A call with an idempotency key
+//! ([`CallContext::idempotency_key`]) sends it as the `Idempotency-Key` header when its
+//! document has a mutation (a mutation field, or a `mutate` document with one), unless the
+//! policy's `headers` set that header already.
+//!
 //! Schemas are parsed without validation (`graphql-parser`), because real schemas are not
 //! always valid: GitHub's has duplicate field definitions. A duplicate field, or a type defined
 //! twice, is merged and the first definition of each field wins.
@@ -29,8 +35,8 @@ use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
-    CallContext, CallGate, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource,
-    ToolsFuture,
+    CallContext, CallGate, IDEMPOTENCY_HEADER, ToolDescriptor, ToolError, ToolErrorCode,
+    ToolFuture, ToolSource, ToolsFuture,
 };
 use airlock_policy::{GraphQlSource, SchemaFormat};
 use graphql_parser::query as gq;
@@ -718,8 +724,14 @@ impl GraphQlApi {
                 selection,
             } => {
                 let query = field_document(*operation, field, declared, selection, &args);
+                let mutates = *operation == Operation::Mutation;
                 let mut data = self
-                    .post(&label, json!({"query": query, "variables": args}), ctx)
+                    .post(
+                        &label,
+                        json!({"query": query, "variables": args}),
+                        mutates,
+                        ctx,
+                    )
                     .await?;
                 Ok(data
                     .as_object_mut()
@@ -731,21 +743,44 @@ impl GraphQlApi {
                     .get("query")
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                check_custom_document(&label, query, *allowed)?;
+                let mutates = check_custom_document(&label, query, *allowed)?;
                 let mut body = json!({ "query": query });
                 for key in ["variables", "operationName"] {
                     if let Some(v) = args.get(key) {
                         body[key] = v.clone();
                     }
                 }
-                self.post(&label, body, ctx).await
+                self.post(&label, body, mutates, ctx).await
             }
         }
     }
 
     /// Sends one request and returns its `data`, or the GraphQL errors as a `ToolError`.
-    async fn post(&self, label: &str, body: Value, ctx: &CallContext) -> Result<Value, ToolError> {
-        let headers = self.headers(ctx)?;
+    /// `mutates`: the document has a mutation, so the call's idempotency key goes with it.
+    async fn post(
+        &self,
+        label: &str,
+        body: Value,
+        mutates: bool,
+        ctx: &CallContext,
+    ) -> Result<Value, ToolError> {
+        let mut headers = self.headers(ctx)?;
+        if let Some(key) = &ctx.idempotency_key
+            && mutates
+        {
+            let name = reqwest::header::HeaderName::from_static(IDEMPOTENCY_HEADER);
+            // An `Idempotency-Key` the policy sets stays the only one: the operator chose it
+            // for this endpoint, and the draft allows one such header per request.
+            if !headers.contains_key(&name) {
+                let value = reqwest::header::HeaderValue::from_str(key).map_err(|_| {
+                    ToolError::new(
+                        ToolErrorCode::Internal,
+                        format!("{label}: the call's idempotency key cannot be sent as a header value; nothing was sent"),
+                    )
+                })?;
+                headers.insert(name, value);
+            }
+        }
         let body = serde_json::to_vec(&body).map_err(|e| {
             ToolError::new(
                 ToolErrorCode::Internal,
@@ -917,14 +952,15 @@ fn field_document(
 }
 
 /// Parses a program's document before it is sent: a syntax error is the program's, and
-/// `query` must not smuggle in a mutation.
-fn check_custom_document(label: &str, query: &str, allowed: Operation) -> Result<(), ToolError> {
+/// `query` must not smuggle in a mutation. Answers whether the document has a mutation.
+fn check_custom_document(label: &str, query: &str, allowed: Operation) -> Result<bool, ToolError> {
     let document = gq::parse_query::<&str>(query).map_err(|e| {
         let (line, column, message) = parse_error(&e.to_string());
         ToolError::new(ToolErrorCode::InvalidArguments,
             format!("invalid arguments for {label}: the GraphQL document does not parse at {line}:{column}: {message}"),
         )
     })?;
+    let mut mutates = false;
     for definition in &document.definitions {
         let kind = match definition {
             gq::Definition::Operation(gq::OperationDefinition::Mutation(_)) => "mutation",
@@ -945,8 +981,9 @@ fn check_custom_document(label: &str, query: &str, allowed: Operation) -> Result
             )
             .with_hint(hint));
         }
+        mutates = true;
     }
-    Ok(())
+    Ok(mutates)
 }
 
 /// Whether `text` parses as an executable GraphQL document (used by tests to check generated
@@ -1057,6 +1094,8 @@ fn custom_tool(config: &GraphQlSource, operation: Operation) -> Tool {
             }),
             // A custom document's answer depends on the document.
             output_schema: None,
+            // `query` refuses mutations; `mutate` may run them.
+            read_only: operation == Operation::Query,
         },
         kind: ToolKind::Custom(operation),
     }
@@ -1162,6 +1201,7 @@ fn field_tool(
             description,
             input_schema,
             output_schema: Some(output_schema),
+            read_only: operation == Operation::Query,
         },
         kind: ToolKind::Field {
             operation,
@@ -1607,6 +1647,31 @@ input CreateIssueInput {
         }
     }
 
+    /// Query fields and `query` only read; mutation fields and `mutate` may write.
+    #[test]
+    fn graphql_queries_are_read_only_and_mutations_are_not() {
+        let tools = tools(2);
+        let read_only: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.descriptor.read_only)
+            .map(|t| t.descriptor.name.as_str())
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                "query",
+                "repository",
+                "viewer",
+                "search",
+                "node",
+                "count",
+                "query_2"
+            ]
+        );
+        assert!(!find(&tools, "mutation_createIssue").descriptor.read_only);
+        assert!(!find(&tools, "mutate").descriptor.read_only);
+    }
+
     #[test]
     fn graphql_fields_become_named_tools() {
         let tools = tools(2);
@@ -1817,20 +1882,35 @@ input CreateIssueInput {
 
     #[test]
     fn graphql_custom_documents_are_checked() {
-        check_custom_document("gh.query", "{ viewer { login } }", Operation::Query).unwrap();
-        check_custom_document(
-            "gh.query",
-            "query Q($n: Int) { a(n: $n) }",
-            Operation::Query,
-        )
-        .unwrap();
+        assert!(
+            !check_custom_document("gh.query", "{ viewer { login } }", Operation::Query).unwrap()
+        );
+        assert!(
+            !check_custom_document(
+                "gh.query",
+                "query Q($n: Int) { a(n: $n) }",
+                Operation::Query,
+            )
+            .unwrap()
+        );
         let e = check_custom_document("gh.query", "mutation { a }", Operation::Query).unwrap_err();
         assert!(e.message.contains("contains a mutation"), "{}", e.message);
         assert_eq!(
             e.hint.as_deref(),
             Some("gh.mutate runs documents with mutations")
         );
-        check_custom_document("gh.mutate", "mutation { a }", Operation::Mutation).unwrap();
+        // `mutate` says whether its document writes (the idempotency key goes only with a
+        // mutation).
+        assert!(check_custom_document("gh.mutate", "mutation { a }", Operation::Mutation).unwrap());
+        assert!(
+            check_custom_document(
+                "gh.mutate",
+                "query Q { a } mutation M { b }",
+                Operation::Mutation
+            )
+            .unwrap()
+        );
+        assert!(!check_custom_document("gh.mutate", "{ a }", Operation::Mutation).unwrap());
         let e =
             check_custom_document("gh.query", "{ viewer { login }", Operation::Query).unwrap_err();
         assert_eq!(e.code, "invalid_arguments");

@@ -7,7 +7,9 @@
 //! connects again on the next call after the server died or the connection broke. A call ends
 //! at the deadline the call pipeline gives it (the server's `call_timeout_ms`), with
 //! `notifications/cancelled` to the server; progress notifications of a call are forwarded to
-//! the agent.
+//! the agent. A tool is read-only when the server annotates it `readOnlyHint: true`; a call's
+//! idempotency key goes in the `tools/call` request's `_meta` under
+//! [`IDEMPOTENCY_META_KEY`](crate::tools::IDEMPOTENCY_META_KEY).
 //!
 //! Protocol revisions: rmcp negotiates. Servers of the 2025 revisions get `initialize`; servers
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
@@ -21,8 +23,8 @@ use crate::secrets::store::SecretStore;
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
-    CallContext, CallDeadline, CallGate, SecretsUsed, ToolDescriptor, ToolError, ToolErrorCode,
-    ToolFuture, ToolProgress, ToolSource, ToolsFuture,
+    CallContext, CallDeadline, CallGate, IDEMPOTENCY_META_KEY, SecretsUsed, ToolDescriptor,
+    ToolError, ToolErrorCode, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ConfineMode, ServerTransport, SettingValue, StartMode, ToolServer};
 use rmcp::ClientHandler;
@@ -30,7 +32,8 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ContentBlock,
     Implementation, PaginatedRequestParams, PingRequest, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerNotification, ServerResult, SubscriptionFilterBuilder,
+    ProtocolVersion, RequestId, RequestMetaObject, ServerNotification, ServerResult,
+    SubscriptionFilterBuilder,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
@@ -968,6 +971,7 @@ impl McpServer {
                         description: tool.description.as_deref().unwrap_or_default().to_owned(),
                         input_schema,
                         output_schema: output.as_ref().and(output_schema),
+                        read_only: read_only(&tool),
                     },
                     output,
                     original: tool.name.to_string(),
@@ -1033,7 +1037,15 @@ impl McpServer {
                 "arguments must be an object",
             ));
         };
-        let params = CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
+        let mut params =
+            CallToolRequestParams::new(found.original.clone()).with_arguments(arguments);
+        if let Some(key) = &ctx.idempotency_key {
+            // In the request's own `_meta`: rmcp adds its progress token (and, for 2026-07-28
+            // servers, the client context) beside it when it sends the request.
+            let mut meta = RequestMetaObject::new();
+            meta.insert(IDEMPOTENCY_META_KEY.to_owned(), Value::String(key.clone()));
+            params.meta = Some(meta);
+        }
         // The pipeline's deadline (a direct call without one gets the server's own timeout).
         let deadline = ctx.deadline.unwrap_or(CallDeadline {
             at: tokio::time::Instant::now() + self.gate.timeout(),
@@ -1231,6 +1243,17 @@ impl McpServer {
 /// Try `server/discover` (2026-07-28) first; a server that answers it with an error, or not
 /// within rmcp's 10 s probe timeout, gets the `initialize` handshake of the 2025 revisions.
 /// `legacy` skips the probe, for servers known to answer it wrongly.
+/// Whether a listed tool only reads: its server says so with `annotations.readOnlyHint: true`.
+/// Without the hint the MCP default holds (the tool may write). The hint is the server's word,
+/// and the server is untrusted: a false `true` only lets a replay call that server's own tool
+/// again, which the server could do to itself anyway.
+fn read_only(tool: &rmcp::model::Tool) -> bool {
+    tool.annotations
+        .as_ref()
+        .and_then(|a| a.read_only_hint)
+        .unwrap_or(false)
+}
+
 fn lifecycle(legacy: bool) -> ClientLifecycleMode {
     if legacy {
         ClientLifecycleMode::Initialize
@@ -1498,6 +1521,33 @@ mod tests {
             ids(&["get.x", "get-x", "get_x"]),
             ["get_x_3", "get_x_2", "get_x"]
         );
+    }
+
+    /// `readOnlyHint: true` marks a tool read-only; no hint, no annotations or `false` do not
+    /// (the tools as a server lists them, so the wire names are checked too).
+    #[test]
+    fn read_only_follows_the_read_only_hint() {
+        let listed = |extra: serde_json::Value| {
+            let mut tool = serde_json::json!({"name": "t", "inputSchema": {"type": "object"}});
+            if let (Some(tool), Some(extra)) = (tool.as_object_mut(), extra.as_object()) {
+                tool.extend(extra.clone());
+            }
+            read_only(&serde_json::from_value::<rmcp::model::Tool>(tool).unwrap())
+        };
+        assert!(listed(
+            serde_json::json!({"annotations": {"readOnlyHint": true}})
+        ));
+        assert!(listed(
+            serde_json::json!({"annotations": {"readOnlyHint": true, "destructiveHint": false}})
+        ));
+        assert!(!listed(
+            serde_json::json!({"annotations": {"readOnlyHint": false}})
+        ));
+        assert!(!listed(
+            serde_json::json!({"annotations": {"idempotentHint": true}})
+        ));
+        assert!(!listed(serde_json::json!({"annotations": {}})));
+        assert!(!listed(serde_json::json!({})));
     }
 
     #[test]

@@ -28,7 +28,10 @@
 //! query parameters. Credentials (`auth`) are added only when the request's scheme, host and
 //! port equal the base URL's. Redirects are never followed (a 3xx answer becomes a `ToolError`
 //! naming the target host, and nothing is sent there), so credentials cannot follow one to
-//! another host. Answers: JSON when the content type says so, else text, at most
+//! another host. A call with an idempotency key ([`CallContext::idempotency_key`]) sends it as
+//! `Idempotency-Key` on `POST`, `PUT`, `PATCH` and `DELETE` requests, unless the request has
+//! that header already (an operation parameter of that name). Answers: JSON when the content
+//! type says so, else text, at most
 //! [`http::MAX_RESPONSE_BYTES`]; a non-2xx status is an `upstream_error` with the status and at
 //! most [`MAX_EXCERPT_BYTES`] of the body. The secret values a call used are redacted from
 //! whatever comes back by the call pipeline.
@@ -38,8 +41,8 @@ use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::sources::mcp::identifiers;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
-    CallContext, CallGate, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource,
-    ToolsFuture,
+    CallContext, CallGate, IDEMPOTENCY_HEADER, ToolDescriptor, ToolError, ToolErrorCode,
+    ToolFuture, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, OpenApiSource as OpenApiConfig, SettingValue};
 use reqwest::Url;
@@ -275,6 +278,7 @@ impl OpenApiSource {
                 description,
                 input_schema: operation.input_schema.clone(),
                 output_schema: operation.output_schema.clone(),
+                read_only: reads_only(&operation.method),
             });
             operations.insert(name, operation);
         }
@@ -481,6 +485,25 @@ impl OpenApiSource {
             reqwest::header::ACCEPT,
             HeaderValue::from_static("application/json, */*;q=0.5"),
         );
+        if let Some(key) = &ctx.idempotency_key
+            && carries_idempotency_key(&op.method)
+        {
+            let name = HeaderName::from_static(IDEMPOTENCY_HEADER);
+            // An `Idempotency-Key` the operation declares as a parameter, set by the program,
+            // stays: it is part of the arguments, so a call sent again repeats it as well, and
+            // the draft allows one such header per request. (The API key's header is never a
+            // parameter; an operator who named it `Idempotency-Key` keeps it too.)
+            let api_key_has_it = matches!(&credentials, Some(Credentials::Header(h, _)) if h.eq_ignore_ascii_case(IDEMPOTENCY_HEADER));
+            if !headers.contains_key(&name) && !api_key_has_it {
+                let value = HeaderValue::from_str(key).map_err(|_| {
+                    ToolError::new(
+                        ToolErrorCode::Internal,
+                        format!("{full}: the call's idempotency key cannot be sent as a header value; nothing was sent"),
+                    )
+                })?;
+                headers.insert(name, value);
+            }
+        }
         let mut request = self
             .client
             .request(op.method.clone(), url.clone())
@@ -633,6 +656,32 @@ impl ToolSource for OpenApiSource {
     fn gate(&self) -> Option<&CallGate> {
         Some(&self.gate)
     }
+}
+
+/// Whether an operation of `method` only reads: the methods HTTP defines as safe (RFC 9110,
+/// 9.2.1). `TRACE` is one of them, and OpenAPI documents can declare it.
+fn reads_only(method: &reqwest::Method) -> bool {
+    [
+        reqwest::Method::GET,
+        reqwest::Method::HEAD,
+        reqwest::Method::OPTIONS,
+        reqwest::Method::TRACE,
+    ]
+    .contains(method)
+}
+
+/// Whether a request of `method` carries the call's idempotency key: the methods that may
+/// change something, which the `Idempotency-Key` draft is for. Reads get none: repeating them
+/// is harmless, and a service that honours the key could answer a replay's fresh read with
+/// the answer it stored the first time.
+fn carries_idempotency_key(method: &reqwest::Method) -> bool {
+    [
+        reqwest::Method::POST,
+        reqwest::Method::PUT,
+        reqwest::Method::PATCH,
+        reqwest::Method::DELETE,
+    ]
+    .contains(method)
 }
 
 #[derive(Debug)]
@@ -1835,6 +1884,46 @@ mod tests {
         let source = OpenApiSource::load(config, Arc::new(SecretStore::empty())).unwrap();
         assert_eq!(names(&source), ["deleteB", "getA"]);
         assert_eq!(source.base_url(), "http://localhost:8080/");
+    }
+
+    /// The safe methods only read; everything else may write.
+    #[test]
+    fn get_head_options_and_trace_operations_are_read_only() {
+        let operations: Map<String, Value> = METHODS
+            .iter()
+            .map(|m| ((*m).to_owned(), json!({ "operationId": format!("op_{m}") })))
+            .collect();
+        let doc = json!({
+            "openapi": "3.1.0",
+            "info": { "title": "t", "version": "1" },
+            "paths": { "/things": operations }
+        });
+        let source = load_with_base(doc);
+        let read_only: Vec<&str> = source
+            .descriptors()
+            .iter()
+            .filter(|t| t.read_only)
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(read_only, ["op_get", "op_head", "op_options", "op_trace"]);
+        assert!(!tool(&source, "op_post").read_only);
+        let source = load(pets());
+        assert!(tool(&source, "pets_get").read_only);
+        assert!(!tool(&source, "put_pets_petId").read_only);
+    }
+
+    #[test]
+    fn only_writing_methods_carry_the_idempotency_key() {
+        let carries: Vec<&str> = METHODS
+            .iter()
+            .filter(|m| {
+                carries_idempotency_key(
+                    &reqwest::Method::from_bytes(m.to_ascii_uppercase().as_bytes()).unwrap(),
+                )
+            })
+            .copied()
+            .collect();
+        assert_eq!(carries, ["put", "post", "delete", "patch"]);
     }
 
     #[test]
