@@ -35,12 +35,13 @@ impl Ledger {
     }
 }
 
-fn tool(name: &str, description: &str) -> ToolDescriptor {
+fn tool(name: &str, description: &str, read_only: bool) -> ToolDescriptor {
     ToolDescriptor {
         name: name.into(),
         description: description.into(),
         input_schema: json!({"type": "object"}),
         output_schema: None,
+        read_only,
     }
 }
 
@@ -52,19 +53,23 @@ impl ToolSource for Ledger {
     fn tools(&self) -> ToolsFuture<'_> {
         Box::pin(async {
             Ok(vec![
-                tool("create", "appends a record"),
-                tool("list", "every record"),
-                tool("count", "the number of records"),
-                tool("flaky", "fails once per name, then appends a record"),
+                tool("create", "appends a record", false),
+                tool("list", "every record", true),
+                tool("count", "the number of records", true),
+                tool("flaky", "fails once per name, then appends a record", false),
             ]
             .into())
         })
     }
 
-    fn call<'a>(&'a self, tool: &'a str, args: Value, _ctx: &'a CallContext) -> ToolFuture<'a> {
+    fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
         Box::pin(async move {
             match tool {
                 "create" => {
+                    self.keys
+                        .lock()
+                        .expect("ledger lock")
+                        .push(ctx.idempotency_key.clone());
                     let delay = match args["delay_ms"].as_u64() {
                         Some(ms) => ms,
                         None => {

@@ -111,7 +111,7 @@ fn handle(mut stream: std::net::TcpStream, api: &Shared) {
 
 fn start_daemon(socket: &Path, policy: &Path) -> std::process::Child {
     let _ = std::fs::remove_file(socket);
-    let child = binaries::airlockd_command(socket)
+    let mut child = binaries::airlockd_command(socket)
         .arg("--config")
         .arg(policy)
         .spawn()
@@ -122,6 +122,8 @@ fn start_daemon(socket: &Path, policy: &Path) -> std::process::Child {
         }
         std::thread::sleep(Duration::from_millis(25));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the daemon never made its socket");
 }
 
@@ -158,7 +160,12 @@ async fn an_execution_cut_off_by_sigkill_is_resumed_and_nothing_completed_runs_t
     let mut daemon = start_daemon(&socket, &policy);
 
     let mut c = Client::connect(&socket).await.unwrap();
-    let session = c.execute(&request("1", "new")).await.unwrap().session.unwrap();
+    let session = c
+        .execute(&request("1", "new"))
+        .await
+        .unwrap()
+        .session
+        .unwrap();
     let code = r#"
 const first: any = await tools.api.create({ body: { name: "first" } });
 const slow: any = await tools.api.create({ body: { name: "slow" } });
@@ -174,14 +181,24 @@ const slow: any = await tools.api.create({ body: { name: "slow" } });
     };
     // Wait until the second call is in flight at the API, then kill the daemon outright.
     for _ in 0..400 {
-        if api.0.lock().unwrap().received.iter().any(|(n, _)| n == "slow") {
+        if api
+            .0
+            .lock()
+            .unwrap()
+            .received
+            .iter()
+            .any(|(n, _)| n == "slow")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     daemon.kill().unwrap();
     daemon.wait().unwrap();
-    assert!(running.await.unwrap().is_err(), "the client saw the daemon die");
+    assert!(
+        running.await.unwrap().is_err(),
+        "the client saw the daemon die"
+    );
     // The API finishes what it was doing (the record is made; its answer goes nowhere).
     {
         let (lock, wake) = &*api;
@@ -206,17 +223,22 @@ const slow: any = await tools.api.create({ body: { name: "slow" } });
     assert!(resumed.tool_calls[0].replayed, "{:?}", resumed.tool_calls);
     assert!(!resumed.tool_calls[1].replayed);
 
-    let state = api.0.lock().unwrap();
-    // One record each: the completed call was not sent again, the in-flight one twice at most,
-    // with the same key both times.
-    assert_eq!(state.records.len(), 2, "{:?}", state.records);
-    let first: Vec<_> = state.received.iter().filter(|(n, _)| n == "first").collect();
-    assert_eq!(first.len(), 1, "{:?}", state.received);
-    let slow: Vec<_> = state.received.iter().filter(|(n, _)| n == "slow").collect();
-    assert_eq!(slow.len(), 2, "{:?}", state.received);
-    assert!(slow[0].1.is_some(), "sent with an idempotency key");
-    assert_eq!(slow[0].1, slow[1].1);
-    drop(state);
+    {
+        let state = api.0.lock().unwrap();
+        // One record each: the completed call was not sent again, the in-flight one twice at most,
+        // with the same key both times.
+        assert_eq!(state.records.len(), 2, "{:?}", state.records);
+        let first: Vec<_> = state
+            .received
+            .iter()
+            .filter(|(n, _)| n == "first")
+            .collect();
+        assert_eq!(first.len(), 1, "{:?}", state.received);
+        let slow: Vec<_> = state.received.iter().filter(|(n, _)| n == "slow").collect();
+        assert_eq!(slow.len(), 2, "{:?}", state.received);
+        assert!(slow[0].1.is_some(), "sent with an idempotency key");
+        assert_eq!(slow[0].1, slow[1].1);
+    }
 
     // The resumed execution is now `resumed`, the new one `ok`; resuming again is a conflict.
     let (_, body) = c.get("/v1/executions?status=resumed").await.unwrap();

@@ -326,3 +326,47 @@ const id = crypto.randomUUID();
     let (a, b) = (d.exec(code).await, d.exec(code).await);
     assert_ne!(a.result["tag"], b.result["tag"]);
 }
+
+/// `"replay": "writes"`: reads run again and see fresh data, writes are replayed. Every live
+/// call of a session carries an idempotency key, the same whenever that call is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_reads_replay_writes_and_keys_stay_the_same() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    let code = r#"
+await tools.ledger.create({ name: "mine" });
+const all: any = await tools.ledger.list({});
+all.length
+"#;
+    let first = d.exec_in(code, "new", None).await.unwrap();
+    assert_eq!(first.result, json!(1), "{first:?}");
+    let session = first.session.unwrap();
+    // Someone else adds a record meanwhile.
+    d.exec("await tools.ledger.create({ name: 'theirs' })")
+        .await;
+    let all = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(
+        (all.result.clone(), all.replayed_calls),
+        (json!(1), 2),
+        "{all:?}"
+    );
+    let writes = d
+        .exec_in(code, &session, Some(ReplayMode::Writes))
+        .await
+        .unwrap();
+    assert_eq!(writes.result, json!(2), "{writes:?}");
+    assert!(writes.tool_calls[0].replayed && !writes.tool_calls[1].replayed);
+    assert_eq!(ledger.records().len(), 2);
+
+    // The session's create went out with a key; one-shot calls carry none; the same call
+    // sent again (replaying nothing) carries the same key.
+    d.exec_in(code, &session, Some(ReplayMode::None))
+        .await
+        .unwrap();
+    let keys = ledger.keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    let key = keys[0].clone().expect("a session's call carries a key");
+    assert!(key.starts_with("airlock-"), "{key}");
+    assert_eq!(keys[1], None);
+    assert_eq!(keys[2].as_deref(), Some(key.as_str()));
+}

@@ -391,7 +391,8 @@ impl SessionRun {
             .journal
             .noted(self.journal.store.lookup(&self.session, key))
             .map_err(|e| unavailable(&e))?;
-        let live = |resend: bool| Lookup::Live {
+        let live = |resend: bool| {
+            Lookup::Live {
             idempotency_key: self.idempotency_key(key),
             resend,
             divergence: (otherwise && self.replay != ReplayMode::None).then(|| {
@@ -400,6 +401,7 @@ impl SessionRun {
                     key.tool
                 )
             }),
+        }
         };
         let Some(row) = row else {
             return Ok(live(false));
@@ -491,7 +493,6 @@ impl SessionRun {
         self.replayed.fetch_add(1, Ordering::Relaxed);
         self.journal.replayed_calls.fetch_add(1, Ordering::Relaxed);
     }
-
 }
 
 fn unavailable(e: &StoreError) -> ToolError {

@@ -282,11 +282,7 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn lookup(
-        &self,
-        session: &str,
-        key: &CallKey,
-    ) -> Result<(Option<CallRow>, bool), StoreError> {
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<(Option<CallRow>, bool), StoreError> {
         self.with(|c| {
             // Every call recorded for this tool at this occurrence: the one with these
             // arguments, and any with others (at most a few: one per path the program took).
@@ -514,8 +510,10 @@ impl JournalStore for SqliteStore {
                     "SELECT id, used_ms, (SELECT coalesce(sum(length(result)), 0) FROM calls \
                      WHERE calls.session = sessions.id) FROM sessions ORDER BY used_ms",
                 )?;
-                stmt.query_map([], |r| Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?))))?
-                    .collect::<rusqlite::Result<_>>()?
+                stmt.query_map([], |r| {
+                    Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?)))
+                })?
+                .collect::<rusqlite::Result<_>>()?
             };
             let mut total: u64 = sessions.iter().map(|(_, _, bytes)| bytes).sum();
             let mut evicted = Vec::new();

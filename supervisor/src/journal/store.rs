@@ -124,8 +124,7 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// The call recorded under `key`, and whether the same tool was recorded at this
     /// occurrence with other arguments (the program took another path than the run the
     /// journal recorded).
-    fn lookup(&self, session: &str, key: &CallKey)
-    -> Result<(Option<CallRow>, bool), StoreError>;
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<(Option<CallRow>, bool), StoreError>;
     /// Records that a call is about to be sent upstream (before it is).
     fn record_sent(
         &self,

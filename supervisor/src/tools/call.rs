@@ -391,9 +391,9 @@ async fn call_source(
     let resolved = registry.resolve(tool).await?;
     resolved.schema.check(tool, &args)?;
     if let Some(j) = journaled {
-        j.run.sent(j.key, j.idempotency_key, false)?;
+        j.run.sent(j.key, j.idempotency_key, resolved.read_only)?;
         j.sent.store(true, Ordering::Relaxed);
-        let _ = &mut ctx;
+        ctx.idempotency_key = Some(j.idempotency_key.to_owned());
     }
     let source: &dyn ToolSource = resolved.source.as_ref();
     let Some(gate) = source.gate() else {
