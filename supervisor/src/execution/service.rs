@@ -361,7 +361,7 @@ impl ExecutionService {
                 "the journal could not record the end of this execution ({e}); its calls are recorded"
             ));
         }
-        run.journal.leave(&run.session);
+        run.journal.leave(&run.session, run.call_order());
     }
 
     /// Runs an interrupted execution of `principal` again in its session, every recorded call

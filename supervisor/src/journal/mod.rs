@@ -38,11 +38,19 @@ pub struct Journal {
     failure: Mutex<Option<String>>,
     /// Sessions with an execution running now (never evicted), with how many.
     busy: Mutex<HashMap<String, u32>>,
+    /// The calls (tool, arguments hash) of each session's last finished execution, in call
+    /// order: what a re-run is compared with to tell it that it took another path. Kept in
+    /// memory only (a restart forgets it), for at most [`MAX_REMEMBERED_SESSIONS`] sessions.
+    last_runs: Mutex<HashMap<String, Arc<[(String, String)]>>>,
     /// When eviction last ran (milliseconds since the epoch).
     last_eviction_ms: AtomicU64,
     pub replayed_calls: AtomicU64,
     pub journaled_calls: AtomicU64,
 }
+
+/// Sessions whose last run's call order is remembered (for divergence notes); past it the
+/// memory is cleared and starts again.
+const MAX_REMEMBERED_SESSIONS: usize = 10_000;
 
 /// What `/v1/health` says of the journal.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -160,6 +168,7 @@ impl Journal {
             settings,
             failure: Mutex::new(None),
             busy: Mutex::new(HashMap::new()),
+            last_runs: Mutex::new(HashMap::new()),
             last_eviction_ms: AtomicU64::new(0),
             replayed_calls: AtomicU64::new(0),
             journaled_calls: AtomicU64::new(0),
@@ -254,8 +263,29 @@ impl Journal {
             .contains_key(session)
     }
 
-    /// One execution of `session` ended; every so often, stale and excess sessions go.
-    pub fn leave(&self, session: &str) {
+    /// The call order of `session`'s last finished execution (empty if none is known).
+    pub fn last_run(&self, session: &str) -> Arc<[(String, String)]> {
+        self.last_runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(session)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
+    }
+
+    /// One execution of `session` ended, having made `calls` in this order; every so often,
+    /// stale and excess sessions go.
+    pub fn leave(&self, session: &str, calls: Vec<(String, String)>) {
+        {
+            let mut runs = self
+                .last_runs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if runs.len() >= MAX_REMEMBERED_SESSIONS && !runs.contains_key(session) {
+                runs.clear();
+            }
+            runs.insert(session.to_owned(), Arc::from(calls));
+        }
         let busy: Vec<String> = {
             let mut busy = self
                 .busy
@@ -304,13 +334,22 @@ pub struct SessionRun {
     pub session: String,
     pub execution: String,
     pub replay: ReplayMode,
-    /// Calls made so far of each (tool, arguments hash): the next one's occurrence.
-    occurrences: Mutex<HashMap<(String, String), u32>>,
+    /// Calls made so far of each (tool, arguments hash): the next one's occurrence; and every
+    /// call's (tool, arguments hash) in call order.
+    occurrences: Mutex<Occurrences>,
+    /// The call order of the session's last finished execution.
+    last_run: Arc<[(String, String)]>,
     /// The session's recorded results, in bytes (read when the execution started, counted
     /// since), for `[journal] max_session_size`.
     bytes: AtomicU64,
     pub replayed: AtomicU32,
     pub live: AtomicU32,
+}
+
+#[derive(Debug, Default)]
+struct Occurrences {
+    counts: HashMap<(String, String), u32>,
+    order: Vec<(String, String)>,
 }
 
 /// What the journal says of a call about to be made.
@@ -337,12 +376,14 @@ impl SessionRun {
         replay: ReplayMode,
         bytes: u64,
     ) -> SessionRun {
+        let last_run = journal.last_run(&session);
         SessionRun {
             journal,
             session,
             execution,
             replay,
-            occurrences: Mutex::new(HashMap::new()),
+            last_run,
+            occurrences: Mutex::new(Occurrences::default()),
             bytes: AtomicU64::new(bytes),
             replayed: AtomicU32::new(0),
             live: AtomicU32::new(0),
@@ -350,23 +391,38 @@ impl SessionRun {
     }
 
     /// The key of the next call of `tool` with `args` (call order: the caller holds the
-    /// execution's arrival order).
-    pub fn key(&self, tool: &str, args: &Value) -> CallKey {
+    /// execution's arrival order), and its position among the execution's calls.
+    pub fn key(&self, tool: &str, args: &Value) -> (CallKey, usize) {
         let args_hash = canonical::hash(args);
         let mut occurrences = self
             .occurrences
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = occurrences
+            .counts
             .entry((tool.to_owned(), args_hash.clone()))
             .or_default();
         let occurrence = *n;
         *n = n.saturating_add(1);
-        CallKey {
-            tool: tool.to_owned(),
-            args_hash,
-            occurrence,
-        }
+        let position = occurrences.order.len();
+        occurrences.order.push((tool.to_owned(), args_hash.clone()));
+        (
+            CallKey {
+                tool: tool.to_owned(),
+                args_hash,
+                occurrence,
+            },
+            position,
+        )
+    }
+
+    /// The calls made so far, in call order (for [`Journal::leave`]).
+    pub fn call_order(&self) -> Vec<(String, String)> {
+        self.occurrences
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .order
+            .clone()
     }
 
     /// The idempotency key of `key` in this session: the same whenever the call is sent.
@@ -386,25 +442,38 @@ impl SessionRun {
 
     /// Whether `key` is answered from the journal. A recorded success is, unless the mode
     /// says otherwise (`writes`: not for a tool recorded as read-only; `none`: never).
-    pub fn lookup(&self, key: &CallKey) -> Result<Lookup, ToolError> {
-        let (row, otherwise) = self
+    pub fn lookup(&self, key: &CallKey, position: usize) -> Result<Lookup, ToolError> {
+        let row = self
             .journal
             .noted(self.journal.store.lookup(&self.session, key))
             .map_err(|e| unavailable(&e))?;
-        let live = |resend: bool| {
-            Lookup::Live {
+        let live = |resend: bool, divergence: Option<String>| Lookup::Live {
             idempotency_key: self.idempotency_key(key),
             resend,
-            divergence: (otherwise && self.replay != ReplayMode::None).then(|| {
-                format!(
-                    "the session's journal recorded {} with other arguments here; this call ran live",
-                    key.tool
-                )
-            }),
-        }
+            divergence,
         };
         let Some(row) = row else {
-            return Ok(live(false));
+            // Never recorded: new code, or the program took another path than the session's
+            // last run at this point.
+            let divergence = match self.last_run.get(position) {
+                Some((tool, hash))
+                    if self.replay != ReplayMode::None
+                        && (tool != &key.tool || hash != &key.args_hash) =>
+                {
+                    Some(if tool == &key.tool {
+                        format!(
+                            "the session's last run called {tool} with other arguments at this point; this call is new and ran live"
+                        )
+                    } else {
+                        format!(
+                            "the session's last run called {tool} at this point, not {}; this call is new and ran live",
+                            key.tool
+                        )
+                    })
+                }
+                _ => None,
+            };
+            return Ok(live(false, divergence));
         };
         match row.state {
             CallState::Ok { result, clock_ms } => {
@@ -416,10 +485,10 @@ impl SessionRun {
                 if replay {
                     return Ok(Lookup::Replay { result, clock_ms });
                 }
-                Ok(live(false))
+                Ok(live(false, None))
             }
-            CallState::Sent => Ok(live(true)),
-            CallState::Failed => Ok(live(false)),
+            CallState::Sent => Ok(live(true, None)),
+            CallState::Failed => Ok(live(false, None)),
         }
     }
 

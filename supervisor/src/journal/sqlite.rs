@@ -23,11 +23,8 @@ pub const FILE_NAME: &str = "journal.sqlite";
 const SCHEMA_VERSION: i64 = 1;
 
 /// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
-/// executions (foreign keys, `ON DELETE CASCADE`). The key of `calls` puts the occurrence
-/// before the arguments' hash, so the one lookup a call makes also finds a call of the same
-/// tool recorded at that occurrence with other arguments (a divergent re-run). A session's
-/// size is the sum of its results, computed when asked (listing, eviction), so a call writes
-/// only its own row.
+/// executions (foreign keys, `ON DELETE CASCADE`). A session's size is the sum of its
+/// results, computed when asked (listing, eviction), so a call writes only its own row.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -282,39 +279,33 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn lookup(&self, session: &str, key: &CallKey) -> Result<(Option<CallRow>, bool), StoreError> {
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError> {
         self.with(|c| {
-            // Every call recorded for this tool at this occurrence: the one with these
-            // arguments, and any with others (at most a few: one per path the program took).
-            let mut stmt = c.prepare_cached(
-                "SELECT args_hash, state, result, clock_ms, read_only, idempotency_key, sends \
-                 FROM calls WHERE session = ?1 AND tool = ?2 AND occurrence = ?3",
-            )?;
-            let mut rows = stmt.query(params![session, key.tool, key.occurrence])?;
-            let (mut found, mut otherwise) = (None, false);
-            while let Some(r) = rows.next()? {
-                let hash: String = r.get(0)?;
-                if hash != key.args_hash {
-                    otherwise = true;
-                    continue;
-                }
-                let state: String = r.get(1)?;
-                let state = match state.as_str() {
-                    "ok" => CallState::Ok {
-                        result: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                        clock_ms: u64_of(r.get::<_, Option<i64>>(3)?.unwrap_or(0)),
-                    },
-                    "sent" => CallState::Sent,
-                    _ => CallState::Failed,
-                };
-                found = Some(CallRow {
-                    state,
-                    read_only: r.get(4)?,
-                    idempotency_key: r.get(5)?,
-                    sends: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(u32::MAX),
-                });
-            }
-            Ok((found, otherwise))
+            c.prepare_cached(
+                "SELECT state, result, clock_ms, read_only, idempotency_key, sends FROM calls \
+                 WHERE session = ?1 AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
+            )?
+            .query_row(
+                params![session, key.tool, key.occurrence, key.args_hash],
+                |r| {
+                    let state: String = r.get(0)?;
+                    let state = match state.as_str() {
+                        "ok" => CallState::Ok {
+                            result: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                            clock_ms: u64_of(r.get::<_, Option<i64>>(2)?.unwrap_or(0)),
+                        },
+                        "sent" => CallState::Sent,
+                        _ => CallState::Failed,
+                    };
+                    Ok(CallRow {
+                        state,
+                        read_only: r.get(3)?,
+                        idempotency_key: r.get(4)?,
+                        sends: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
+                    })
+                },
+            )
+            .optional()
         })
     }
 
@@ -581,10 +572,10 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         s.create_session(&session("s1", 1)).unwrap();
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), (None, false));
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
         s.record_sent("s1", &key(0), "ex1", "k1", true, 2).unwrap();
         assert_eq!(
-            s.lookup("s1", &key(0)).unwrap().0.unwrap().state,
+            s.lookup("s1", &key(0)).unwrap().unwrap().state,
             CallState::Sent
         );
         let ok = CallState::Ok {
@@ -592,25 +583,21 @@ mod tests {
             clock_ms: 77,
         };
         s.record_outcome("s1", &key(0), &ok, 3).unwrap();
-        let row = s.lookup("s1", &key(0)).unwrap().0.unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!(row.state, ok);
         assert!(row.read_only);
         assert_eq!((row.idempotency_key.as_str(), row.sends), ("k1", 1));
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
         // Sent again (a replay asked for fresh reads): the old result no longer counts.
         s.record_sent("s1", &key(0), "ex2", "k1", true, 4).unwrap();
-        let (row, otherwise) = s.lookup("s1", &key(0)).unwrap();
-        let row = row.unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!((row.state, row.sends), (CallState::Sent, 2));
-        assert!(!otherwise);
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
-        // The same tool at the same occurrence with other arguments: another path.
         let other = CallKey {
             args_hash: "other".into(),
             ..key(0)
         };
-        assert_eq!(s.lookup("s1", &other).unwrap(), (None, true));
-        assert_eq!(s.lookup("s1", &key(1)).unwrap(), (None, false));
+        assert_eq!(s.lookup("s1", &other).unwrap(), None);
     }
 
     #[test]
@@ -642,7 +629,7 @@ mod tests {
         assert!(s.delete_session("s1").unwrap());
         assert!(!s.delete_session("s1").unwrap());
         assert_eq!(s.execution("ex1").unwrap(), None);
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), (None, false));
+        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
     }
 
     #[test]

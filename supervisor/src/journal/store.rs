@@ -121,10 +121,8 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// Deletes a session with everything recorded under it; false if there was none.
     fn delete_session(&self, id: &str) -> Result<bool, StoreError>;
 
-    /// The call recorded under `key`, and whether the same tool was recorded at this
-    /// occurrence with other arguments (the program took another path than the run the
-    /// journal recorded).
-    fn lookup(&self, session: &str, key: &CallKey) -> Result<(Option<CallRow>, bool), StoreError>;
+    /// The call recorded under `key`.
+    fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError>;
     /// Records that a call is about to be sent upstream (before it is).
     fn record_sent(
         &self,

@@ -202,8 +202,8 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     // in every run whatever order the calls finish in.
     let mut journal = None;
     if let (None, Some(run)) = (&refused, &scope.journal) {
-        let key = run.key(&tool, &args);
-        match run.lookup(&key) {
+        let (key, position) = run.key(&tool, &args);
+        match run.lookup(&key, position) {
             Ok(lookup) => journal = Some((key, lookup)),
             Err(e) => refused = Some(e),
         }
