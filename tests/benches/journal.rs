@@ -40,7 +40,71 @@ async fn run(c: &mut Client, code: &str, session: Option<&str>) -> ExecutionResp
     r
 }
 
+/// The store's own operations, without a daemon: where a journaled call's time goes.
+fn store_operations() {
+    use airlock_supervisor::journal::canonical;
+    use airlock_supervisor::journal::sqlite::SqliteStore;
+    use airlock_supervisor::journal::store::{CallKey, CallState, JournalStore, SessionRow};
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    store
+        .create_session(&SessionRow {
+            id: "s".into(),
+            principal: "p".into(),
+            created_ms: 0,
+            used_ms: 0,
+            clock_ms: 0,
+            seed: [0; 32],
+            bytes: 0,
+            calls: 0,
+        })
+        .unwrap();
+    let n = 2000u32;
+    let args: Vec<serde_json::Value> = (0..n)
+        .map(|i| serde_json::json!({ "a": i, "b": 1 }))
+        .collect();
+    let t = Instant::now();
+    let keys: Vec<CallKey> = args
+        .iter()
+        .map(|a| CallKey {
+            tool: "test.add".into(),
+            args_hash: canonical::hash(a),
+            occurrence: 0,
+        })
+        .collect();
+    let hash = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let t = Instant::now();
+    for k in &keys {
+        store.lookup("s", k).unwrap();
+    }
+    let miss = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let t = Instant::now();
+    for k in &keys {
+        store.record_sent("s", k, "e", "key", false, 1).unwrap();
+    }
+    let sent = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let t = Instant::now();
+    for k in &keys {
+        let ok = CallState::Ok {
+            result: "2".into(),
+            clock_ms: 1,
+        };
+        store.record_outcome("s", k, &ok, 1).unwrap();
+    }
+    let outcome = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let t = Instant::now();
+    for k in &keys {
+        store.lookup("s", k).unwrap();
+    }
+    let hit = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    println!(
+        "store, per operation: canonical hash {hash:.1} µs, lookup miss {miss:.1} µs, record sent {sent:.1} µs, record outcome {outcome:.1} µs, lookup hit {hit:.1} µs"
+    );
+}
+
 fn main() {
+    store_operations();
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let rounds = if quick { 7 } else { 21 };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -286,6 +286,9 @@ impl Journal {
             }
             runs.insert(session.to_owned(), Arc::from(calls));
         }
+        if let Err(e) = self.store.checkpoint() {
+            warn!(error = %e, "the journal could not checkpoint its write-ahead log");
+        }
         let busy: Vec<String> = {
             let mut busy = self
                 .busy

@@ -131,7 +131,11 @@ impl SqliteStore {
                     "the file cannot use WAL (journal_mode is {mode})"
                 )));
             }
-            conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+            // No checkpoint inside a call's commit (a checkpoint syncs the file): the journal
+            // checkpoints when an execution of a session ends ([`JournalStore::checkpoint`]).
+            conn.execute_batch(
+                "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
+            )?;
             let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
             if version > SCHEMA_VERSION {
                 return Err(rusqlite::Error::InvalidParameterName(format!(
@@ -522,6 +526,10 @@ impl JournalStore for SqliteStore {
             tx.commit()?;
             Ok(evicted)
         })
+    }
+
+    fn checkpoint(&self) -> Result<(), StoreError> {
+        self.with(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {

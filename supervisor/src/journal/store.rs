@@ -173,6 +173,9 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         max_bytes: u64,
         busy: &[String],
     ) -> Result<Vec<String>, StoreError>;
+    /// Moves what was written since the last checkpoint into the main file (SQLite's WAL),
+    /// off the path of each call.
+    fn checkpoint(&self) -> Result<(), StoreError>;
     /// Bytes the journal takes on disk (its database pages).
     fn size_bytes(&self) -> Result<u64, StoreError>;
 }
