@@ -1,6 +1,7 @@
 //! Paths of the binaries cargo built for this workspace.
 
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -16,7 +17,8 @@ pub fn target_profile_dir() -> PathBuf {
     }
 }
 
-fn built(name: &str) -> PathBuf {
+/// `target/<profile>/<name>`, which must exist.
+pub fn built(name: &str) -> PathBuf {
     let path = target_profile_dir().join(name);
     assert!(
         path.exists(),
@@ -41,6 +43,86 @@ pub fn confine() -> PathBuf {
 
 pub fn airlock_cli() -> PathBuf {
     built("airlock")
+}
+
+/// The binaries a test runs as another user (`nobody`), with the paths it gives a daemon running
+/// as that user: the daemon, the CLI, the worker with the launcher the daemon finds beside it,
+/// and the tool servers such a daemon starts.
+const FOR_OTHER_USERS: &[&str] = &[
+    "airlockd",
+    "airlock",
+    "airlock-worker",
+    "airlock-confine",
+    "airlock-mcp-fault-server",
+    "airlock-mcp-escape-server",
+];
+
+/// A directory every user can traverse that holds [`FOR_OTHER_USERS`], for a test that runs
+/// one of them as another user. `target/<profile>/` when others can reach and run the binaries
+/// there; else (a checkout under a 0700 directory, as `mktemp -d` makes one, where the exec
+/// fails with EACCES) a mode 0755 directory under the temporary directory with the binaries
+/// linked or copied in, made once per test process and removed when it exits.
+pub fn for_other_users() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let profile = target_profile_dir();
+        let binaries: Vec<PathBuf> = FOR_OTHER_USERS.iter().map(|name| built(name)).collect();
+        if traversable_by_others(&profile) && binaries.iter().all(|b| runnable_by_others(b)) {
+            return profile;
+        }
+        // The pid tells whose it is; tempfile's random suffix keeps parallel test processes
+        // (and a stale directory of a reused pid, or one someone else made) apart.
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("airlock-binaries-{}-", std::process::id()))
+            .tempdir()
+            .expect("make a directory for the binaries under the temporary directory")
+            .keep();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .expect("open the binaries' directory to other users");
+        for (name, binary) in FOR_OTHER_USERS.iter().zip(&binaries) {
+            let to = dir.join(name);
+            // A hard link costs nothing (the debug binaries are hundreds of MB each) but
+            // shares the file's mode, so it serves only a file others may already run.
+            if runnable_by_others(binary) && std::fs::hard_link(binary, &to).is_ok() {
+                continue;
+            }
+            std::fs::copy(binary, &to).expect("copy a binary for other users");
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755))
+                .expect("make the copied binary runnable by other users");
+        }
+        let _ = COPIES.set(dir.clone());
+        // SAFETY: registers a function that takes no arguments and does not unwind (it ignores
+        // every error); atexit has no other precondition.
+        unsafe { libc::atexit(remove_copies) };
+        dir
+    })
+    .clone()
+}
+
+/// The directory [`for_other_users`] made, if it made one (never `target/<profile>/`).
+static COPIES: OnceLock<PathBuf> = OnceLock::new();
+
+/// Removes [`COPIES`] when the test process exits (copies can take a GB a process); a process
+/// killed before that leaves it to the system's cleaning of the temporary directory.
+extern "C" fn remove_copies() {
+    if let Some(dir) = COPIES.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Whether every directory from `/` down to `dir` lets others through (o+x).
+fn traversable_by_others(dir: &Path) -> bool {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    dir.ancestors().all(|a| mode(a) & 0o001 != 0)
+}
+
+/// Whether others may read and execute `file` (o+rx).
+fn runnable_by_others(file: &Path) -> bool {
+    mode(file) & 0o005 == 0o005
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).map_or(0, |m| m.permissions().mode())
 }
 
 /// A private audit directory for the daemon listening on `socket`: `<socket>.audit` next to it

@@ -583,7 +583,8 @@ async fn an_unadmitted_uid_is_refused() {
     let dir = d.socket.parent().unwrap();
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut cmd = std::process::Command::new(binaries::airlock_cli());
+    // From where uid 65534 can run it (the checkout may sit under a 0700 directory).
+    let mut cmd = std::process::Command::new(binaries::for_other_users().join("airlock"));
     cmd.arg("--socket").arg(&d.socket).args(["exec", "-e", "1"]);
     // std drops the supplementary groups (setgroups(0)) before setgid/setuid when a uid is set.
     use std::os::unix::process::CommandExt;

@@ -237,18 +237,24 @@ fn serves_an_inherited_systemd_socket() {
 
 /// The daemon does not need root: as an unprivileged user (here `nobody`, via setpriv) it
 /// binds its socket, locks its workers down and runs programs. Runs only when the tests run as
-/// root (to drop to another user) and the build directory is readable by that user.
+/// root (to drop to another user) and setpriv is installed.
 #[test]
 fn runs_as_an_ordinary_user() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED runs_as_an_ordinary_user: the tests already run unprivileged");
+    if !airlock_tests::processes::runs_as_root(
+        "runs_as_an_ordinary_user",
+        "to run the daemon as user nobody",
+    ) {
         return;
     }
     let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
     else {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
+            "AIRLOCK_REQUIRE_ROOT is set but setpriv is missing: install the Debian package \
+             `util-linux`"
+        );
         eprintln!("SKIPPED runs_as_an_ordinary_user: setpriv (util-linux) is not installed");
         return;
     };
@@ -258,29 +264,28 @@ fn runs_as_an_ordinary_user() {
             .arg(program);
         cmd
     };
-    let probe = as_nobody(&binaries::airlockd())
-        .arg("--version")
-        .output()
-        .unwrap();
-    if !probe.status.success() {
-        eprintln!(
-            "SKIPPED runs_as_an_ordinary_user: user nobody cannot run {} ({})",
-            binaries::airlockd().display(),
-            String::from_utf8_lossy(&probe.stderr).trim()
-        );
-        return;
-    }
+    // From where nobody can run them (the checkout may sit under a 0700 directory); the
+    // daemon finds airlock-confine beside the worker.
+    let airlockd = binaries::for_other_users().join("airlockd");
+    let worker = binaries::for_other_users().join("airlock-worker");
+    let probe = as_nobody(&airlockd).arg("--version").output().unwrap();
+    assert!(
+        probe.status.success(),
+        "user nobody cannot run {}: {}",
+        airlockd.display(),
+        String::from_utf8_lossy(&probe.stderr).trim()
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = std::ffi::CString::new(dir.path().as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: chown of a directory we just created; the path is a valid C string.
     let rc = unsafe { libc::chown(path.as_ptr(), 65534, 65534) };
     assert_eq!(rc, 0);
     let socket = dir.path().join("user.sock");
-    let mut daemon = as_nobody(&binaries::airlockd())
+    let mut daemon = as_nobody(&airlockd)
         .arg("--socket")
         .arg(&socket)
         .arg("--worker")
-        .arg(binaries::worker())
+        .arg(&worker)
         .env_remove("XDG_RUNTIME_DIR")
         // In the nobody-owned directory: nobody cannot write the caller's home.
         .env("STATE_DIRECTORY", binaries::audit_directory(&socket))

@@ -20,7 +20,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const ESCAPE_SERVER: &str = env!("CARGO_BIN_EXE_airlock-mcp-escape-server");
 const CANARY: &str = "other-server-canary-3f9a1c";
 
 /// Who runs the daemon.
@@ -40,6 +39,15 @@ impl Scenario {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         Scenario { dir, run_as }
+    }
+
+    /// The workspace binary `name`, from where the daemon's user can run it (`nobody` cannot
+    /// reach `target/` in a checkout under a 0700 directory).
+    fn binary(&self, name: &str) -> PathBuf {
+        match self.run_as {
+            RunAs::Me => binaries::built(name),
+            RunAs::Nobody => binaries::for_other_users().join(name),
+        }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -100,8 +108,8 @@ command = "{escape}"
 network = "none"
 confine = {confine}
 "#,
-                fault = airlock_tests::fault_server::binary().display(),
-                escape = ESCAPE_SERVER,
+                fault = self.binary("airlock-mcp-fault-server").display(),
+                escape = self.binary("airlock-mcp-escape-server").display(),
             ),
         )
         .unwrap();
@@ -110,13 +118,14 @@ confine = {confine}
         let socket = run.join("a.sock");
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut daemon = self
-            .command(&binaries::airlockd())
+            .command(&self.binary("airlockd"))
             .arg("--config")
             .arg(&policy)
             .arg("--socket")
             .arg(&socket)
             .arg("--worker")
-            .arg(binaries::worker())
+            // airlock-confine, which starts the servers, is found beside it.
+            .arg(self.binary("airlock-worker"))
             .env("STATE_DIRECTORY", &state)
             .env("CREDENTIALS_DIRECTORY", &credentials)
             .env_remove("XDG_RUNTIME_DIR")
@@ -288,18 +297,18 @@ fn a_confined_server_reaches_nothing_as_an_ordinary_user_either() {
         return;
     }
     let scenario = Scenario::new(RunAs::Nobody);
+    let airlockd = scenario.binary("airlockd");
     let probe = scenario
-        .command(&binaries::airlockd())
+        .command(&airlockd)
         .arg("--version")
         .output()
         .unwrap();
     assert!(
         probe.status.success(),
         "user nobody cannot run {}: {}",
-        binaries::airlockd().display(),
+        airlockd.display(),
         String::from_utf8_lossy(&probe.stderr)
     );
-    let _ = binaries::confine();
     let report = scenario.attempt("true");
     // No key was added to nobody's keyring; seccomp still refuses the call itself.
     assert_all_blocked(&report, "confined, as nobody");
