@@ -370,3 +370,73 @@ all.length
     assert_eq!(keys[1], None);
     assert_eq!(keys[2].as_deref(), Some(key.as_str()));
 }
+
+/// A session and its executions belong to the principal that made them: another principal
+/// (here uid 65534, through the real CLI) can neither run in it, read it, delete it, nor
+/// resume its executions; each answer is the same 404 as for an id that does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_principal_cannot_use_read_or_resume_a_session() {
+    use std::os::unix::fs::PermissionsExt;
+    if !airlock_tests::processes::runs_as_root(
+        "another_principal_cannot_use_read_or_resume_a_session",
+        "to connect as uid 65534",
+    ) {
+        return;
+    }
+    let ledger = Arc::new(Ledger::default());
+    let mut options = DaemonOptions::default().policy(|p| {
+        p.principals.push(airlock_policy::Principal::new(
+            "other",
+            vec![65534],
+            &["ledger.*"],
+        ));
+    });
+    options.sources.push(ledger.clone());
+    let d = TestDaemon::start_with(options).await;
+    let dir = d.socket.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mine = d
+        .exec_in("await tools.ledger.create({ name: 'mine' })", "new", None)
+        .await
+        .unwrap();
+    let session = mine.session.clone().unwrap();
+    let as_other = |args: &[&str]| {
+        use std::os::unix::process::CommandExt as _;
+        let out = std::process::Command::new(
+            airlock_tests::binaries::for_other_users().join("airlock"),
+        )
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let code = "await tools.ledger.create({ name: 'mine' })";
+    for args in [
+        vec!["exec", "--session", session.as_str(), "-e", code],
+        vec!["session", "show", session.as_str()],
+        vec!["session", "delete", session.as_str()],
+        vec!["resume", mine.id.as_str()],
+    ] {
+        let (ok, text) = as_other(&args);
+        assert!(!ok, "{args:?}: {text}");
+        assert!(text.contains("404") || text.contains("not_found"), "{args:?}: {text}");
+    }
+    let (ok, text) = as_other(&["session", "list"]);
+    assert!(ok && !text.contains(&session), "{text}");
+    // Its own new session works, and nothing of the first one was replayed or touched.
+    let (ok, text) = as_other(&["exec", "--new-session", "-e", code]);
+    assert!(ok, "{text}");
+    assert_eq!(ledger.records().len(), 2);
+    let again = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(again.replayed_calls, 1, "{again:?}");
+}
