@@ -403,16 +403,15 @@ async fn another_principal_cannot_use_read_or_resume_a_session() {
     let session = mine.session.clone().unwrap();
     let as_other = |args: &[&str]| {
         use std::os::unix::process::CommandExt as _;
-        let out = std::process::Command::new(
-            airlock_tests::binaries::for_other_users().join("airlock"),
-        )
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(args)
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+        let out =
+            std::process::Command::new(airlock_tests::binaries::for_other_users().join("airlock"))
+                .arg("--socket")
+                .arg(&d.socket)
+                .args(args)
+                .uid(65534)
+                .gid(65534)
+                .output()
+                .unwrap();
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
@@ -429,7 +428,10 @@ async fn another_principal_cannot_use_read_or_resume_a_session() {
     ] {
         let (ok, text) = as_other(&args);
         assert!(!ok, "{args:?}: {text}");
-        assert!(text.contains("404") || text.contains("not_found"), "{args:?}: {text}");
+        assert!(
+            text.contains("404") || text.contains("not_found"),
+            "{args:?}: {text}"
+        );
     }
     let (ok, text) = as_other(&["session", "list"]);
     assert!(ok && !text.contains(&session), "{text}");
