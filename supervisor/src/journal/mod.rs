@@ -29,6 +29,9 @@ use std::sync::{Arc, Mutex};
 use store::{CallKey, CallState, JournalStore, SessionRow, StoreError};
 use tracing::warn;
 
+/// The calls of one execution in call order: (tool, arguments hash) each.
+pub type CallOrder = Arc<[(String, String)]>;
+
 /// The journal of a daemon: its store, whether it works, and what it did.
 #[derive(Debug)]
 pub struct Journal {
@@ -41,7 +44,7 @@ pub struct Journal {
     /// The calls (tool, arguments hash) of each session's last finished execution, in call
     /// order: what a re-run is compared with to tell it that it took another path. Kept in
     /// memory only (a restart forgets it), for at most [`MAX_REMEMBERED_SESSIONS`] sessions.
-    last_runs: Mutex<HashMap<String, Arc<[(String, String)]>>>,
+    last_runs: Mutex<HashMap<String, CallOrder>>,
     /// When eviction last ran (milliseconds since the epoch).
     last_eviction_ms: AtomicU64,
     pub replayed_calls: AtomicU64,
@@ -264,7 +267,7 @@ impl Journal {
     }
 
     /// The call order of `session`'s last finished execution (empty if none is known).
-    pub fn last_run(&self, session: &str) -> Arc<[(String, String)]> {
+    pub fn last_run(&self, session: &str) -> CallOrder {
         self.last_runs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -341,7 +344,7 @@ pub struct SessionRun {
     /// call's (tool, arguments hash) in call order.
     occurrences: Mutex<Occurrences>,
     /// The call order of the session's last finished execution.
-    last_run: Arc<[(String, String)]>,
+    last_run: CallOrder,
     /// The session's recorded results, in bytes (read when the execution started, counted
     /// since), for `[journal] max_session_size`.
     bytes: AtomicU64,
