@@ -81,7 +81,7 @@ fn store_operations() {
     let miss = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     let t = Instant::now();
     for k in &keys {
-        store.record_sent("s", k, "e", "key", false, 1).unwrap();
+        store.record_sent("s", k, "e", false, 1).unwrap();
     }
     let sent = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     let t = Instant::now();

@@ -29,6 +29,9 @@ pub struct DaemonOptions {
     pub policy_file: Option<PathBuf>,
     /// The daemon's credential store (name, value).
     pub secrets: Vec<(String, String)>,
+    /// Its state directory (journal, tool servers' scratch directories), for a daemon that
+    /// starts where an earlier one stopped; by default one of its own, gone with it.
+    pub state_directory: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for DaemonOptions {
@@ -50,6 +53,7 @@ impl Default for DaemonOptions {
             sources: Vec::new(),
             policy_file: None,
             secrets: Vec::new(),
+            state_directory: None,
         }
     }
 }
@@ -93,6 +97,7 @@ pub struct TestDaemon {
     pub tools: Arc<TestTools>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
+    state: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -107,6 +112,9 @@ impl TestDaemon {
             .tempdir()
             .expect("tempdir");
         let socket = dir.path().join("airlock.sock");
+        let state = options
+            .state_directory
+            .unwrap_or_else(|| dir.path().join("state"));
         let mut policy = Policy::embedded_default();
         policy.daemon.pool_size = options.pool_size;
         policy.daemon.shutdown_grace_ms = 5_000;
@@ -146,7 +154,7 @@ impl TestDaemon {
                 airlock_supervisor::secrets::store::SecretStore::with_values(options.secrets),
             ),
             // Tool servers' scratch directories of this daemon only.
-            state_directory: Some(dir.path().join("state")),
+            state_directory: Some(state.clone()),
             ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();
@@ -162,6 +170,7 @@ impl TestDaemon {
             tools,
             shutdown: Some(tx),
             task: Some(task),
+            state,
             _dir: dir,
         }
     }
@@ -236,7 +245,7 @@ impl TestDaemon {
 
     /// This daemon's state directory (its journal, tool servers' scratch directories).
     pub fn state_directory(&self) -> PathBuf {
-        self._dir.path().join("state")
+        self.state.clone()
     }
 
     /// Where this daemon's audit log is (`[audit] directory`).

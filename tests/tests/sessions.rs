@@ -232,25 +232,35 @@ async fn an_unknown_session_is_a_clear_404_and_sessions_can_be_listed_shown_and_
     );
 }
 
-/// A journal that breaks under the daemon fails the calls of sessions with
-/// `journal_unavailable`, shows in health, and executions without a session go on.
+/// A journal that cannot be written fails the calls of sessions with `journal_unavailable`,
+/// shows in health, and executions without a session go on. (The daemon holds its journal
+/// exclusively while it runs, so the file is broken between two daemons on one state
+/// directory.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_journal_fails_only_session_calls() {
     let ledger = Arc::new(Ledger::default());
-    let d = daemon(&ledger).await;
-    let r = d
+    let state = tempfile::tempdir().unwrap();
+    let on_state = || {
+        let mut options = DaemonOptions::default();
+        options.sources.push(ledger.clone());
+        options.state_directory = Some(state.path().to_owned());
+        options
+    };
+    let first = TestDaemon::start_with(on_state()).await;
+    let r = first
         .exec_in("await tools.ledger.create({ name: 'x' })", "new", None)
         .await
         .unwrap();
     let session = r.session.unwrap();
+    first.stop().await;
     // From now on nothing can be recorded (as on a full disk): every write of a call fails.
-    let file = d.state_directory().join("journal.sqlite");
-    let conn = rusqlite::Connection::open(&file).unwrap();
+    let conn = rusqlite::Connection::open(state.path().join("journal.sqlite")).unwrap();
     conn.execute_batch(
         "CREATE TRIGGER full BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
     )
     .unwrap();
     drop(conn);
+    let d = TestDaemon::start_with(on_state()).await;
     let r = d
         .exec_in(
             "try { await tools.ledger.create({ name: 'y' }); 'made' } catch (e: any) { e.code }",

@@ -16,6 +16,7 @@ use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
 use crate::tools::call::{self, CallAnswer, CallRequest, CallScope};
+use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
@@ -381,8 +382,13 @@ impl Run {
                             break exit;
                         }
                         self.last_call_id = id;
-                        let task = self.start_call(&mut calls, CallRequest { id, tool, args_json }).await;
-                        call_ids.insert(task, id);
+                        match self.start_call(&mut calls, CallRequest { id, tool, args_json }).await {
+                            Ok(task) => {
+                                call_ids.insert(task, id);
+                            }
+                            // Refused or replayed: answered at once.
+                            Err(answer) => self.deliver(&mut channel, answer).await,
+                        }
                     }
                     Ok(other @ WorkerMessage::Ready { .. }) => {
                         let exit = process.kill_and_reap(Duration::from_secs(1)).await;
@@ -451,12 +457,7 @@ impl Run {
                             call::failed(id)
                         }
                     };
-                    let clock_ms = answer.clock_ms;
-                    let (id, result) = self.finish_call(answer).await;
-                    let msg = SupervisorMessage::ToolResult { id, result, clock_ms };
-                    if let Err(e) = channel.send(&msg).await {
-                        debug!(error = %e, "could not deliver a tool result; the worker is gone");
-                    }
+                    self.deliver(&mut channel, answer).await;
                 }
                 _ = tokio::time::sleep_until(deadline), if !cancel_sent => {
                     // Ask politely first: a worker blocked waiting for tool results stops at
@@ -563,11 +564,13 @@ impl Run {
 
     /// A tool call arrives: it is recorded in the trace and admitted by the pipeline in call
     /// order; the rest of the pipeline runs in its own task, concurrently with the others.
+    /// Starts a call: its task, or (a call refused at arrival or replayed from the journal)
+    /// its answer, which needs no task.
     async fn start_call(
         &mut self,
         calls: &mut JoinSet<CallAnswer>,
         request: CallRequest,
-    ) -> tokio::task::Id {
+    ) -> Result<tokio::task::Id, CallAnswer> {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
         let admitted = call::admit(&self.calls, request, self.tool_calls.len() + 1);
@@ -586,7 +589,24 @@ impl Run {
         self.call_started.push(now);
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
             .await;
-        calls.spawn(admitted.complete().in_current_span()).id()
+        if admitted.answered_at_arrival() {
+            return Err(admitted.answer_now());
+        }
+        Ok(calls.spawn(admitted.complete().in_current_span()).id())
+    }
+
+    /// Records a call's answer and sends it to the worker.
+    async fn deliver(&mut self, channel: &mut WorkerChannel, answer: CallAnswer) {
+        let clock_ms = answer.clock_ms;
+        let (id, result) = self.finish_call(answer).await;
+        let msg = SupervisorMessage::ToolResult {
+            id,
+            result,
+            clock_ms,
+        };
+        if let Err(e) = channel.send(&msg).await {
+            debug!(error = %e, "could not deliver a tool result; the worker is gone");
+        }
     }
 
     /// A call's answer: recorded in the trace, and returned as the worker gets it.
@@ -609,7 +629,8 @@ impl Run {
                 hint: e.hint.clone(),
             }),
         };
-        let Some(idx) = self.tool_calls.iter().position(|c| c.id == id) else {
+        // Calls are recorded in id order (ids increase).
+        let Ok(idx) = self.tool_calls.binary_search_by_key(&id, |c| c.id) else {
             return (id, for_worker);
         };
         let duration_ms = ms(self.call_started[idx].elapsed());

@@ -252,7 +252,7 @@ impl ExecutionService {
                     .begin_execution(&execution)
                     .map_err(|e| SubmitError::Session(SessionError::Unavailable(e.to_string())))?;
                 journal.enter(&row.id);
-                let run = SessionRun::new(journal, row.id, id.clone(), replay, row.bytes);
+                let run = SessionRun::new(journal, &row, id.clone(), replay);
                 (determinism, Some(Arc::new(run)))
             }
         };

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use store::{CallKey, CallState, JournalStore, SessionRow, StoreError};
+use store::{CallKey, CallRow, CallState, JournalStore, SessionRow, StoreError};
 use tracing::warn;
 
 /// The calls of one execution in call order: (tool, arguments hash) each.
@@ -50,6 +50,12 @@ pub struct Journal {
     pub replayed_calls: AtomicU64,
     pub journaled_calls: AtomicU64,
 }
+
+/// An execution reads its session's records at once when there are at most this many, with
+/// results of at most [`PRELOAD_MAX_BYTES`] in all (then each call's lookup is a hash-map
+/// hit, not a query); a larger session is looked up call by call.
+const PRELOAD_MAX_CALLS: u64 = 20_000;
+const PRELOAD_MAX_BYTES: u64 = 16 << 20;
 
 /// Sessions whose last run's call order is remembered (for divergence notes); past it the
 /// memory is cleared and starts again.
@@ -182,14 +188,29 @@ impl Journal {
         self.store.as_ref()
     }
 
-    /// Notes the outcome of a store operation for health; passes it on.
+    /// Notes the outcome of a store operation that writes for health (a failure, or a success
+    /// that ends one); passes it on.
     fn noted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.note(&result, true);
+        result
+    }
+
+    /// Notes the outcome of a store operation that only reads, or may write nothing (eviction
+    /// with nothing to evict): a failure counts, a success does not end one (a full disk
+    /// still reads).
+    fn noted_read<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        self.note(&result, false);
+        result
+    }
+
+    fn note<T>(&self, result: &Result<T, StoreError>, success_ends_failure: bool) {
         let mut failure = self
             .failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &result {
-            Ok(_) => *failure = None,
+        match result {
+            Ok(_) if success_ends_failure => *failure = None,
+            Ok(_) => {}
             Err(e) => {
                 if failure.is_none() {
                     warn!(error = %e, "the journal failed; calls of sessions fail with journal_unavailable until it works again");
@@ -197,7 +218,6 @@ impl Journal {
                 *failure = Some(e.to_string());
             }
         }
-        result
     }
 
     pub fn health(&self) -> JournalHealth {
@@ -241,7 +261,7 @@ impl Journal {
 
     /// `principal`'s session `id`; another principal's is as absent as a missing one.
     pub fn session(&self, id: &str, principal: &str) -> Result<SessionRow, SessionError> {
-        match self.noted(self.store.session(id)) {
+        match self.noted_read(self.store.session(id)) {
             Ok(Some(row)) if row.principal == principal => Ok(row),
             Ok(_) => Err(SessionError::NotFound(id.to_owned())),
             Err(e) => Err(SessionError::Unavailable(e.to_string())),
@@ -317,7 +337,7 @@ impl Journal {
             return;
         }
         let ttl_ms = self.settings.session_ttl_hours.saturating_mul(3_600_000);
-        match self.noted(self.store.evict(
+        match self.noted_read(self.store.evict(
             now.saturating_sub(ttl_ms),
             self.settings.max_size_bytes,
             &busy,
@@ -345,6 +365,9 @@ pub struct SessionRun {
     occurrences: Mutex<Occurrences>,
     /// The call order of the session's last finished execution.
     last_run: CallOrder,
+    /// The session's records as they were when the execution started, when it read them at
+    /// once (each is taken out when its call is looked up: an execution looks a key up once).
+    records: Option<Mutex<HashMap<CallKey, CallRow>>>,
     /// The session's recorded results, in bytes (read when the execution started, counted
     /// since), for `[journal] max_session_size`.
     bytes: AtomicU64,
@@ -374,23 +397,33 @@ pub enum Lookup {
 }
 
 impl SessionRun {
-    /// `bytes`: the session's recorded results when the execution starts.
+    /// An execution of `session` (as read when it starts) with this replay mode.
     pub fn new(
         journal: Arc<Journal>,
-        session: String,
+        session: &SessionRow,
         execution: String,
         replay: ReplayMode,
-        bytes: u64,
     ) -> SessionRun {
-        let last_run = journal.last_run(&session);
+        let last_run = journal.last_run(&session.id);
+        let records = (session.calls > 0
+            && session.calls <= PRELOAD_MAX_CALLS
+            && session.bytes <= PRELOAD_MAX_BYTES)
+            .then(|| journal.noted_read(journal.store.records(&session.id)).ok())
+            .flatten()
+            .map(|rows| Mutex::new(rows.into_iter().collect()));
         SessionRun {
             journal,
-            session,
+            session: session.id.clone(),
             execution,
             replay,
             last_run,
+            records: if session.calls == 0 {
+                Some(Mutex::new(HashMap::new()))
+            } else {
+                records
+            },
             occurrences: Mutex::new(Occurrences::default()),
-            bytes: AtomicU64::new(bytes),
+            bytes: AtomicU64::new(session.bytes),
             replayed: AtomicU32::new(0),
             live: AtomicU32::new(0),
         }
@@ -449,10 +482,16 @@ impl SessionRun {
     /// Whether `key` is answered from the journal. A recorded success is, unless the mode
     /// says otherwise (`writes`: not for a tool recorded as read-only; `none`: never).
     pub fn lookup(&self, key: &CallKey, position: usize) -> Result<Lookup, ToolError> {
-        let row = self
-            .journal
-            .noted(self.journal.store.lookup(&self.session, key))
-            .map_err(|e| unavailable(&e))?;
+        let row = match &self.records {
+            Some(records) => records
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(key),
+            None => self
+                .journal
+                .noted_read(self.journal.store.lookup(&self.session, key))
+                .map_err(|e| unavailable(&e))?,
+        };
         let live = |resend: bool, divergence: Option<String>| Lookup::Live {
             idempotency_key: self.idempotency_key(key),
             resend,
@@ -500,19 +539,13 @@ impl SessionRun {
 
     /// Records that `key` is about to be sent: before it is, so a daemon that dies while it
     /// is in flight sends it again with the same key.
-    pub fn sent(
-        &self,
-        key: &CallKey,
-        idempotency_key: &str,
-        read_only: bool,
-    ) -> Result<(), ToolError> {
+    pub fn sent(&self, key: &CallKey, read_only: bool) -> Result<(), ToolError> {
         let now = crate::execution::determinism::now_ms();
         self.journal
             .noted(self.journal.store.record_sent(
                 &self.session,
                 key,
                 &self.execution,
-                idempotency_key,
                 read_only,
                 now,
             ))
@@ -576,4 +609,84 @@ fn unavailable(e: &StoreError) -> ToolError {
         format!("the daemon cannot use its journal, so this call of a session is not made: {e}"),
     )
     .with_hint("run the program without a session meanwhile; the operator sees the cause in /v1/health and the airlockd log")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal() -> (tempfile::TempDir, Arc<Journal>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite::SqliteStore::open(dir.path()).unwrap();
+        let journal = Journal::new(Arc::new(store), JournalSettings::default());
+        (dir, Arc::new(journal))
+    }
+
+    /// A session's records answer the same whether the execution read them at once or looks
+    /// each call up in the store (a session too large to read at once).
+    #[test]
+    fn records_read_at_once_and_looked_up_one_by_one_answer_alike() {
+        let (_dir, journal) = journal();
+        let determinism = airlock_proto::Determinism {
+            clock_ms: 1,
+            seed: [0; 32],
+        };
+        let row = journal.create_session("p", determinism).unwrap();
+        let first = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
+        let args = serde_json::json!({ "b": 1, "a": [1, 2] });
+        for _ in 0..2 {
+            let (key, position) = first.key("t.x", &args);
+            assert!(matches!(
+                first.lookup(&key, position).unwrap(),
+                Lookup::Live { resend: false, .. }
+            ));
+            first.sent(&key, false).unwrap();
+            assert_eq!(first.outcome(&key, Ok("{\"n\":1}"), 7), None);
+        }
+        // The second occurrence was sent and never answered (the daemon died).
+        let (key, _) = first.key("t.x", &args);
+        first.sent(&key, false).unwrap();
+        let row = journal.session(&row.id, "p").unwrap();
+        assert_eq!((row.calls, row.bytes), (3, 14));
+        let too_many = SessionRow {
+            calls: PRELOAD_MAX_CALLS + 1,
+            ..row.clone()
+        };
+        for (session, preloaded) in [(&row, true), (&too_many, false)] {
+            let run = SessionRun::new(journal.clone(), session, "e2".into(), ReplayMode::All);
+            assert_eq!(run.records.is_some(), preloaded);
+            let mut answers = Vec::new();
+            for _ in 0..4 {
+                let (key, position) = run.key("t.x", &args);
+                answers.push(run.lookup(&key, position).unwrap());
+            }
+            let replay = Lookup::Replay {
+                result: "{\"n\":1}".into(),
+                clock_ms: 7,
+            };
+            assert_eq!(answers[..2], [replay.clone(), replay], "{preloaded}");
+            assert!(
+                matches!(answers[2], Lookup::Live { resend: true, .. }),
+                "{preloaded}: {:?}",
+                answers[2]
+            );
+            assert!(
+                matches!(answers[3], Lookup::Live { resend: false, .. }),
+                "{preloaded}: {:?}",
+                answers[3]
+            );
+        }
+    }
+
+    /// The journal is the daemon's alone while it runs: a second daemon on the same directory
+    /// is refused with a message that says so.
+    #[test]
+    fn a_second_daemon_on_the_same_journal_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = sqlite::SqliteStore::open(dir.path()).unwrap();
+        let second = sqlite::SqliteStore::open(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(second.contains("second airlockd"), "{second}");
+    }
 }

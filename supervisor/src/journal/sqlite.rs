@@ -5,6 +5,16 @@
 //! an OS crash or power loss may lose the last records, never corrupt the file. A call whose
 //! `sent` record is lost that way is sent again with the same idempotency key, which is what
 //! the key is for. (FULL would fsync every record: milliseconds per call.)
+//!
+//! Two records per live call are on the path of every call of a session, so the file is set up
+//! for small commits (figures in docs/testing.md):
+//! - `locking_mode = EXCLUSIVE`: the daemon takes the file's write lock when it opens it and
+//!   holds it until it stops. No file lock and no shared-memory index per commit (a few µs
+//!   each), and a second daemon pointed at the same directory is refused instead of
+//!   interleaving its sessions; other processes cannot read the file meanwhile (the API and
+//!   `airlock session` read it through the daemon).
+//! - 1 KiB pages: a commit writes the pages it changed to the write-ahead log, and a call's
+//!   row is a few hundred bytes.
 
 use super::store::{
     CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, SessionRow, StoreError,
@@ -44,7 +54,6 @@ CREATE TABLE IF NOT EXISTS calls (
     result TEXT,
     clock_ms INTEGER,
     read_only INTEGER NOT NULL,
-    idempotency_key TEXT NOT NULL,
     sends INTEGER NOT NULL DEFAULT 1,
     execution TEXT NOT NULL,
     updated_ms INTEGER NOT NULL,
@@ -69,8 +78,11 @@ CREATE INDEX IF NOT EXISTS executions_by_principal ON executions (principal, sta
 CREATE INDEX IF NOT EXISTS executions_by_session ON executions (session);
 ";
 
-/// How long a statement waits for a lock (another process reading the file).
+/// How long opening the file waits for another process's lock before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The page size of a new file (see the module's notes).
+const PAGE_SIZE: u32 = 1024;
 
 /// The SQLite journal store. One connection behind a mutex: every statement is short.
 #[derive(Debug)]
@@ -119,18 +131,22 @@ impl SqliteStore {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| fail(e.to_string()))?;
-        let store = SqliteStore {
-            path: path.clone(),
-            conn: Mutex::new(conn),
-        };
-        store.with(|conn| {
+        let prepared = (|| {
             conn.busy_timeout(BUSY_TIMEOUT)?;
+            // In this order: the page size counts only before the first table is written, and
+            // the locking mode must be exclusive before WAL is entered for the log's index to
+            // live in memory rather than in a shared -shm file.
+            conn.execute_batch(&format!(
+                "PRAGMA page_size = {PAGE_SIZE}; PRAGMA locking_mode = EXCLUSIVE;"
+            ))?;
             let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             if !mode.eq_ignore_ascii_case("wal") {
                 return Err(rusqlite::Error::InvalidParameterName(format!(
                     "the file cannot use WAL (journal_mode is {mode})"
                 )));
             }
+            // Takes the write lock now, and with it the file, until the daemon stops.
+            conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")?;
             // No checkpoint inside a call's commit (a checkpoint syncs the file): the journal
             // checkpoints when an execution of a session ends ([`JournalStore::checkpoint`]).
             conn.execute_batch(
@@ -148,7 +164,25 @@ impl SqliteStore {
                 ))?;
             }
             Ok(())
-        })?;
+        })();
+        match prepared {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) =>
+            {
+                return Err(fail(format!(
+                    "another process holds it ({e}): is a second airlockd using the same [journal] directory?"
+                )));
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        }
+        let store = SqliteStore {
+            path: path.clone(),
+            conn: Mutex::new(conn),
+        };
         Ok(store)
     }
 
@@ -190,6 +224,24 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
 const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, \
      (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = sessions.id), \
      (SELECT count(*) FROM calls WHERE calls.session = sessions.id)";
+
+/// A call's row from its first five columns: state, result, clock_ms, read_only, sends.
+fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
+    let state: String = r.get(0)?;
+    let state = match state.as_str() {
+        "ok" => CallState::Ok {
+            result: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+            clock_ms: u64_of(r.get::<_, Option<i64>>(2)?.unwrap_or(0)),
+        },
+        "sent" => CallState::Sent,
+        _ => CallState::Failed,
+    };
+    Ok(CallRow {
+        state,
+        read_only: r.get(3)?,
+        sends: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
+    })
+}
 
 fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
     Ok(ExecutionRow {
@@ -233,11 +285,10 @@ impl JournalStore for SqliteStore {
 
     fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.with(|c| {
-            // Without the count of calls: opening a session reads its row and the size of
-            // its results.
             c.query_row(
                 "SELECT id, principal, created_ms, used_ms, clock_ms, seed, \
-                 (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = ?1), 0 \
+                 (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = ?1), \
+                 (SELECT count(*) FROM calls WHERE calls.session = ?1) \
                  FROM sessions WHERE id = ?1",
                 [id],
                 session_row,
@@ -286,30 +337,32 @@ impl JournalStore for SqliteStore {
     fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError> {
         self.with(|c| {
             c.prepare_cached(
-                "SELECT state, result, clock_ms, read_only, idempotency_key, sends FROM calls \
+                "SELECT state, result, clock_ms, read_only, sends FROM calls \
                  WHERE session = ?1 AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
             )?
             .query_row(
                 params![session, key.tool, key.occurrence, key.args_hash],
-                |r| {
-                    let state: String = r.get(0)?;
-                    let state = match state.as_str() {
-                        "ok" => CallState::Ok {
-                            result: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                            clock_ms: u64_of(r.get::<_, Option<i64>>(2)?.unwrap_or(0)),
-                        },
-                        "sent" => CallState::Sent,
-                        _ => CallState::Failed,
-                    };
-                    Ok(CallRow {
-                        state,
-                        read_only: r.get(3)?,
-                        idempotency_key: r.get(4)?,
-                        sends: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
-                    })
-                },
+                call_row,
             )
             .optional()
+        })
+    }
+
+    fn records(&self, session: &str) -> Result<Vec<(CallKey, CallRow)>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT state, result, clock_ms, read_only, sends, tool, args_hash, occurrence \
+                 FROM calls WHERE session = ?1",
+            )?;
+            stmt.query_map([session], |r| {
+                let key = CallKey {
+                    tool: r.get(5)?,
+                    args_hash: r.get(6)?,
+                    occurrence: r.get(7)?,
+                };
+                Ok((key, call_row(r)?))
+            })?
+            .collect()
         })
     }
 
@@ -318,7 +371,6 @@ impl JournalStore for SqliteStore {
         session: &str,
         key: &CallKey,
         execution: &str,
-        idempotency_key: &str,
         read_only: bool,
         now_ms: u64,
     ) -> Result<(), StoreError> {
@@ -327,11 +379,11 @@ impl JournalStore for SqliteStore {
             // fresh data) is sent again: its old result goes.
             c.prepare_cached(
                 "INSERT INTO calls (session, tool, args_hash, occurrence, state, result, clock_ms, \
-                 read_only, idempotency_key, sends, execution, updated_ms) \
-                 VALUES (?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, ?6, 1, ?7, ?8) \
+                 read_only, sends, execution, updated_ms) \
+                 VALUES (?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, 1, ?6, ?7) \
                  ON CONFLICT (session, tool, occurrence, args_hash) DO UPDATE SET \
                  state = 'sent', result = NULL, clock_ms = NULL, read_only = ?5, \
-                 sends = sends + 1, execution = ?7, updated_ms = ?8",
+                 sends = sends + 1, execution = ?6, updated_ms = ?7",
             )?
             .execute(params![
                 session,
@@ -339,7 +391,6 @@ impl JournalStore for SqliteStore {
                 key.args_hash,
                 key.occurrence,
                 read_only,
-                idempotency_key,
                 execution,
                 i64_of(now_ms)
             ])
@@ -581,7 +632,7 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         s.create_session(&session("s1", 1)).unwrap();
         assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
-        s.record_sent("s1", &key(0), "ex1", "k1", true, 2).unwrap();
+        s.record_sent("s1", &key(0), "ex1", true, 2).unwrap();
         assert_eq!(
             s.lookup("s1", &key(0)).unwrap().unwrap().state,
             CallState::Sent
@@ -594,10 +645,11 @@ mod tests {
         let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!(row.state, ok);
         assert!(row.read_only);
-        assert_eq!((row.idempotency_key.as_str(), row.sends), ("k1", 1));
+        assert_eq!(row.sends, 1);
+        assert_eq!(s.records("s1").unwrap(), vec![(key(0), row.clone())]);
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
         // Sent again (a replay asked for fresh reads): the old result no longer counts.
-        s.record_sent("s1", &key(0), "ex2", "k1", true, 4).unwrap();
+        s.record_sent("s1", &key(0), "ex2", true, 4).unwrap();
         let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!((row.state, row.sends), (CallState::Sent, 2));
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
@@ -633,7 +685,7 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].code, "1");
         assert!(s.executions("other", None, 10).unwrap().is_empty());
-        s.record_sent("s1", &key(0), "ex1", "k", false, 1).unwrap();
+        s.record_sent("s1", &key(0), "ex1", false, 1).unwrap();
         assert!(s.delete_session("s1").unwrap());
         assert!(!s.delete_session("s1").unwrap());
         assert_eq!(s.execution("ex1").unwrap(), None);
@@ -645,7 +697,7 @@ mod tests {
         let (_dir, s) = store();
         for (id, used) in [("old", 1), ("mid", 50), ("new", 100)] {
             s.create_session(&session(id, used)).unwrap();
-            s.record_sent(id, &key(0), "e", "k", false, used).unwrap();
+            s.record_sent(id, &key(0), "e", false, used).unwrap();
             let big = CallState::Ok {
                 result: "x".repeat(100),
                 clock_ms: 0,

@@ -29,7 +29,7 @@ pub struct SessionRow {
     pub seed: [u8; 32],
     /// Bytes of recorded results (computed when read).
     pub bytes: u64,
-    /// Recorded calls.
+    /// Recorded calls (computed when read).
     pub calls: u64,
 }
 
@@ -49,7 +49,6 @@ pub struct CallRow {
     pub state: CallState,
     /// Whether the tool only reads (`"replay": "writes"` runs such calls again).
     pub read_only: bool,
-    pub idempotency_key: String,
     /// How many times it was sent upstream.
     pub sends: u32,
 }
@@ -123,13 +122,15 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
 
     /// The call recorded under `key`.
     fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError>;
+    /// Every call recorded in `session` (an execution reads them at once when they are few
+    /// enough, instead of one lookup per call).
+    fn records(&self, session: &str) -> Result<Vec<(CallKey, CallRow)>, StoreError>;
     /// Records that a call is about to be sent upstream (before it is).
     fn record_sent(
         &self,
         session: &str,
         key: &CallKey,
         execution: &str,
-        idempotency_key: &str,
         read_only: bool,
         now_ms: u64,
     ) -> Result<(), StoreError>;

@@ -243,53 +243,60 @@ impl Admitted {
         &self.args
     }
 
-    /// Stages 5-10 (a replayed call: its recorded result, scanned again under the policy in
-    /// force).
-    pub async fn complete(self) -> CallAnswer {
-        let Admitted {
-            scope,
-            id,
-            tool,
-            args,
-            refused,
-            journal,
-        } = self;
-        let secrets = SecretsUsed::default();
-        let ctx = CallContext {
-            execution_id: scope.execution_id.clone(),
-            principal: scope.principal.name.clone(),
-            call_id: id,
-            progress: ToolProgress::new(
-                scope.events.clone(),
-                id,
-                tool.clone(),
-                Some(scope.scanner.clone()),
-                secrets.clone(),
-            ),
-            deadline: None,
-            secrets,
-            idempotency_key: None,
-        };
-        let session = scope.journal.as_deref();
-        // Whether the call was recorded as sent (only then is its outcome recorded).
-        let sent = AtomicBool::new(false);
-        let mut replayed_at = None;
-        let mut divergence = None;
-        let result = match (refused, &journal, session) {
-            (Some(error), _, _) => Err(error),
+    /// Whether the call is answered without a source: refused at arrival, or replayed. Such a
+    /// call is answered at once ([`Admitted::answer_now`]), without a task of its own.
+    pub fn answered_at_arrival(&self) -> bool {
+        self.refused.is_some() || matches!(self.journal, Some((_, Lookup::Replay { .. })))
+    }
+
+    /// The answer of a call [`Admitted::answered_at_arrival`]: its refusal, or its recorded
+    /// result scanned again under the policy in force (stages 9 and 10).
+    pub fn answer_now(self) -> CallAnswer {
+        let ctx = self.context();
+        let (result, replayed_at) = match (&self.refused, &self.journal, &self.scope.journal) {
+            (Some(error), _, _) => (Err(error.clone()), None),
             (None, Some((_, Lookup::Replay { result, clock_ms })), Some(run)) => {
-                replayed_at = Some(*clock_ms);
                 run.replayed();
-                serde_json::from_str::<Value>(result).map_err(|e| {
+                let parsed = serde_json::from_str::<Value>(result).map_err(|e| {
                     ToolError::new(
                         ToolErrorCode::JournalUnavailable,
-                        format!("the journal's record of `{tool}` cannot be read: {e}"),
+                        format!(
+                            "the journal's record of `{}` cannot be read: {e}",
+                            self.tool
+                        ),
                     )
                     .with_hint("run the program in a new session")
-                })
+                });
+                (parsed, Some(*clock_ms))
             }
-            (
+            _ => (
+                Err(ToolError::new(
+                    ToolErrorCode::Internal,
+                    format!(
+                        "the call of `{}` was neither refused nor replayed",
+                        self.tool
+                    ),
+                )),
                 None,
+            ),
+        };
+        self.finish(&ctx, result, replayed_at, None, false)
+    }
+
+    /// Stages 5-10: the source, then the answer. A call answered at arrival is answered as
+    /// [`Admitted::answer_now`] does.
+    pub async fn complete(self) -> CallAnswer {
+        if self.answered_at_arrival() {
+            return self.answer_now();
+        }
+        let ctx = self.context();
+        let session = self.scope.journal.as_deref();
+        // Whether the call was recorded as sent (only then is its outcome recorded).
+        let sent = AtomicBool::new(false);
+        let args = self.args.clone();
+        let mut divergence = None;
+        let result = match (&self.journal, session) {
+            (
                 Some((
                     key,
                     Lookup::Live {
@@ -307,10 +314,58 @@ impl Admitted {
                     idempotency_key,
                     sent: &sent,
                 };
-                call_source(&scope.registry, &tool, args, ctx.clone(), Some(journaled)).await
+                call_source(
+                    &self.scope.registry,
+                    &self.tool,
+                    args,
+                    ctx.clone(),
+                    Some(journaled),
+                )
+                .await
             }
-            (None, _, _) => call_source(&scope.registry, &tool, args, ctx.clone(), None).await,
+            _ => call_source(&self.scope.registry, &self.tool, args, ctx.clone(), None).await,
         };
+        let sent = sent.load(Ordering::Relaxed);
+        self.finish(&ctx, result, None, divergence, sent)
+    }
+
+    /// What every call's context starts as.
+    fn context(&self) -> CallContext {
+        let secrets = SecretsUsed::default();
+        CallContext {
+            execution_id: self.scope.execution_id.clone(),
+            principal: self.scope.principal.name.clone(),
+            call_id: self.id,
+            progress: ToolProgress::new(
+                self.scope.events.clone(),
+                self.id,
+                self.tool.clone(),
+                Some(self.scope.scanner.clone()),
+                secrets.clone(),
+            ),
+            deadline: None,
+            secrets,
+            idempotency_key: None,
+        }
+    }
+
+    /// Stages 9-11: redact and scan, size, and (a live call of a session that was recorded as
+    /// sent) record the outcome.
+    fn finish(
+        self,
+        ctx: &CallContext,
+        result: Result<Value, ToolError>,
+        replayed_at: Option<u64>,
+        divergence: Option<String>,
+        sent: bool,
+    ) -> CallAnswer {
+        let Admitted {
+            scope,
+            id,
+            tool,
+            journal,
+            ..
+        } = self;
         // 9. The values the call used, then anything else secret-shaped.
         let result = match result {
             Ok(mut value) => {
@@ -330,8 +385,8 @@ impl Admitted {
         // 10.
         let result = result.and_then(encode_result);
         let clock_ms = replayed_at.unwrap_or_else(crate::execution::determinism::now_ms);
-        // What the worker gets is what is recorded: after the scan, never a credential.
-        let warning = match (&journal, session, sent.load(Ordering::Relaxed)) {
+        // 11. What the worker gets is what is recorded: after the scan, never a credential.
+        let warning = match (&journal, scope.journal.as_deref(), sent) {
             (Some((key, Lookup::Live { .. })), Some(run), true) => run.outcome(
                 key,
                 result.as_ref().map(String::as_str).map_err(|_| ()),
@@ -391,7 +446,7 @@ async fn call_source(
     let resolved = registry.resolve(tool).await?;
     resolved.schema.check(tool, &args)?;
     if let Some(j) = journaled {
-        j.run.sent(j.key, j.idempotency_key, resolved.read_only)?;
+        j.run.sent(j.key, resolved.read_only)?;
         j.sent.store(true, Ordering::Relaxed);
         ctx.idempotency_key = Some(j.idempotency_key.to_owned());
     }
