@@ -180,6 +180,50 @@ flaky
     assert_eq!(ledger.records().len(), 4);
 }
 
+/// What a re-run is compared with is kept in the journal: a daemon started after the last run
+/// still tells a re-run that took another path, and past the journal's `max_size` a session
+/// that is not running is evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn divergence_survives_a_restart_and_eviction_takes_idle_sessions() {
+    let ledger = Arc::new(Ledger::default());
+    let state = tempfile::tempdir().unwrap();
+    let on_state = |max_size: Option<u64>| {
+        let mut options = DaemonOptions::default();
+        options.sources.push(ledger.clone());
+        options.state_directory = Some(state.path().to_owned());
+        if let Some(bytes) = max_size {
+            options = options.policy(move |p| p.journal.max_size_bytes = bytes);
+        }
+        options
+    };
+    let code = |name: &str| format!("await tools.ledger.create({{ name: \"{name}\" }})");
+    let first = TestDaemon::start_with(on_state(None)).await;
+    let r = first.exec_in(&code("a"), "new", None).await.unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let session = r.session.unwrap();
+    first.stop().await;
+    let second = TestDaemon::start_with(on_state(None)).await;
+    let r = second.exec_in(&code("b"), &session, None).await.unwrap();
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(!r.tool_calls[0].replayed);
+    let note = r.tool_calls[0].divergence.as_deref().unwrap_or_default();
+    assert!(note.contains("other arguments"), "{:?}", r.tool_calls[0]);
+    second.stop().await;
+    // A journal of at most one byte: the session is evicted when its execution ends (the first
+    // execution of a daemon runs eviction), not while it runs.
+    let third = TestDaemon::start_with(on_state(Some(1))).await;
+    let r = third.exec_in(&code("b"), &session, None).await.unwrap();
+    assert_eq!((r.status, r.replayed_calls), (Status::Ok, 1), "{r:?}");
+    let (status, body) = third
+        .client()
+        .await
+        .get(&format!("/v1/sessions/{session}"))
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 404, "{body}");
+    assert_eq!(ledger.records().len(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_session_is_a_clear_404_and_sessions_can_be_listed_shown_and_deleted() {
     let ledger = Arc::new(Ledger::default());

@@ -354,14 +354,21 @@ impl ExecutionService {
         let replayed = run.replayed.load(Ordering::Relaxed);
         let live = run.live.load(Ordering::Relaxed);
         let recorded = store
-            .finish_execution(&run.execution, &status, now, replayed, live)
+            .finish_execution(
+                &run.execution,
+                &status,
+                now,
+                replayed,
+                live,
+                &run.call_order(),
+            )
             .and_then(|()| store.touch_session(&run.session, now, None));
         if let Err(e) = recorded {
             response.warnings.push(format!(
                 "the journal could not record the end of this execution ({e}); its calls are recorded"
             ));
         }
-        run.journal.leave(&run.session, run.call_order());
+        run.journal.leave(&run.session);
     }
 
     /// Runs an interrupted execution of `principal` again in its session, every recorded call

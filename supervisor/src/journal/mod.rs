@@ -41,10 +41,6 @@ pub struct Journal {
     failure: Mutex<Option<String>>,
     /// Sessions with an execution running now (never evicted), with how many.
     busy: Mutex<HashMap<String, u32>>,
-    /// The calls (tool, arguments hash) of each session's last finished execution, in call
-    /// order: what a re-run is compared with to tell it that it took another path. Kept in
-    /// memory only (a restart forgets it), for at most [`MAX_REMEMBERED_SESSIONS`] sessions.
-    last_runs: Mutex<HashMap<String, CallOrder>>,
     /// When eviction last ran (milliseconds since the epoch).
     last_eviction_ms: AtomicU64,
     pub replayed_calls: AtomicU64,
@@ -56,10 +52,6 @@ pub struct Journal {
 /// hit, not a query); a larger session is looked up call by call.
 const PRELOAD_MAX_CALLS: u64 = 20_000;
 const PRELOAD_MAX_BYTES: u64 = 16 << 20;
-
-/// Sessions whose last run's call order is remembered (for divergence notes); past it the
-/// memory is cleared and starts again.
-const MAX_REMEMBERED_SESSIONS: usize = 10_000;
 
 /// What `/v1/health` says of the journal.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -177,7 +169,6 @@ impl Journal {
             settings,
             failure: Mutex::new(None),
             busy: Mutex::new(HashMap::new()),
-            last_runs: Mutex::new(HashMap::new()),
             last_eviction_ms: AtomicU64::new(0),
             replayed_calls: AtomicU64::new(0),
             journaled_calls: AtomicU64::new(0),
@@ -286,29 +277,19 @@ impl Journal {
             .contains_key(session)
     }
 
-    /// The call order of `session`'s last finished execution (empty if none is known).
+    /// The calls (tool, arguments hash) of `session`'s last finished execution, in call
+    /// order: what a re-run is compared with to tell it that it took another path (empty if
+    /// none is recorded). Kept in the store, so a restart does not forget it.
     pub fn last_run(&self, session: &str) -> CallOrder {
-        self.last_runs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(session)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(Vec::new()))
+        match self.noted_read(self.store.last_call_order(session)) {
+            Ok(order) => Arc::from(order),
+            Err(_) => Arc::from(Vec::new()),
+        }
     }
 
-    /// One execution of `session` ended, having made `calls` in this order; every so often,
-    /// stale and excess sessions go.
-    pub fn leave(&self, session: &str, calls: Vec<(String, String)>) {
-        {
-            let mut runs = self
-                .last_runs
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if runs.len() >= MAX_REMEMBERED_SESSIONS && !runs.contains_key(session) {
-                runs.clear();
-            }
-            runs.insert(session.to_owned(), Arc::from(calls));
-        }
+    /// One execution of `session` ended (its end and call order are recorded); every so
+    /// often, stale and excess sessions go.
+    pub fn leave(&self, session: &str) {
         if let Err(e) = self.store.checkpoint() {
             warn!(error = %e, "the journal could not checkpoint its write-ahead log");
         }

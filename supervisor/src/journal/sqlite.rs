@@ -72,7 +72,10 @@ CREATE TABLE IF NOT EXISTS executions (
     finished_ms INTEGER,
     replayed_calls INTEGER NOT NULL DEFAULT 0,
     live_calls INTEGER NOT NULL DEFAULT 0,
-    resumed_by TEXT
+    resumed_by TEXT,
+    -- The calls it made, one line of tool, tab, arguments hash each, in call order; kept for
+    -- the session's last finished execution only.
+    call_order TEXT
 );
 CREATE INDEX IF NOT EXISTS executions_by_principal ON executions (principal, status, started_ms);
 CREATE INDEX IF NOT EXISTS executions_by_session ON executions (session);
@@ -485,15 +488,48 @@ impl JournalStore for SqliteStore {
         finished_ms: u64,
         replayed: u32,
         live: u32,
+        call_order: &[(String, String)],
     ) -> Result<(), StoreError> {
+        let mut order = String::new();
+        for (tool, hash) in call_order {
+            // Tool names are `namespace.name` identifiers and hashes hex: no tab, no newline.
+            order.push_str(tool);
+            order.push('\t');
+            order.push_str(hash);
+            order.push('\n');
+        }
         self.with(|c| {
-            c.execute(
+            let tx = c.transaction()?;
+            tx.execute(
+                "UPDATE executions SET call_order = NULL WHERE session = \
+                 (SELECT session FROM executions WHERE id = ?1) AND call_order IS NOT NULL",
+                [id],
+            )?;
+            tx.execute(
                 "UPDATE executions SET status = ?2, finished_ms = ?3, replayed_calls = ?4, \
-                 live_calls = ?5 WHERE id = ?1",
-                params![id, status, i64_of(finished_ms), replayed, live],
-            )
-            .map(|_| ())
+                 live_calls = ?5, call_order = ?6 WHERE id = ?1",
+                params![id, status, i64_of(finished_ms), replayed, live, order],
+            )?;
+            tx.commit()
         })
+    }
+
+    fn last_call_order(&self, session: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let order: Option<String> = self.with(|c| {
+            c.query_row(
+                "SELECT call_order FROM executions WHERE session = ?1 AND call_order IS NOT NULL \
+                 ORDER BY finished_ms DESC LIMIT 1",
+                [session],
+                |r| r.get(0),
+            )
+            .optional()
+        })?;
+        Ok(order
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split_once('\t'))
+            .map(|(tool, hash)| (tool.to_owned(), hash.to_owned()))
+            .collect())
     }
 
     fn mark_resumed(&self, id: &str, by: &str) -> Result<(), StoreError> {
@@ -690,6 +726,46 @@ mod tests {
         assert!(!s.delete_session("s1").unwrap());
         assert_eq!(s.execution("ex1").unwrap(), None);
         assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
+    }
+
+    #[test]
+    fn only_the_last_finished_execution_keeps_its_call_order() {
+        let (_dir, s) = store();
+        s.create_session(&session("s1", 1)).unwrap();
+        assert!(s.last_call_order("s1").unwrap().is_empty());
+        let order = |n: usize| -> Vec<(String, String)> {
+            (0..n).map(|i| ("t.x".into(), format!("h{i}"))).collect()
+        };
+        for (id, n) in [("e1", 3), ("e2", 2)] {
+            s.begin_execution(&ExecutionRow {
+                id: id.into(),
+                session: "s1".into(),
+                principal: "local".into(),
+                status: "running".into(),
+                language: "typescript".into(),
+                code: "1".into(),
+                timeout_ms: None,
+                replay: "all".into(),
+                started_ms: 1,
+                finished_ms: None,
+                replayed_calls: 0,
+                live_calls: 0,
+                resumed_by: None,
+            })
+            .unwrap();
+            s.finish_execution(id, "ok", 10, 0, 0, &order(n)).unwrap();
+            assert_eq!(s.last_call_order("s1").unwrap(), order(n));
+        }
+        let kept: i64 = s
+            .with(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM executions WHERE call_order IS NOT NULL",
+                    [],
+                    |r| r.get(0),
+                )
+            })
+            .unwrap();
+        assert_eq!(kept, 1);
     }
 
     #[test]

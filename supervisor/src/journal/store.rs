@@ -145,6 +145,9 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
 
     fn begin_execution(&self, execution: &ExecutionRow) -> Result<(), StoreError>;
+    /// Records how an execution ended, and the calls (tool, arguments hash) it made in call
+    /// order: its session's last run, which the next run is compared with (only the session's
+    /// last finished execution keeps its order).
     fn finish_execution(
         &self,
         id: &str,
@@ -152,7 +155,10 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         finished_ms: u64,
         replayed: u32,
         live: u32,
+        call_order: &[(String, String)],
     ) -> Result<(), StoreError>;
+    /// The call order of `session`'s last finished execution (empty if none).
+    fn last_call_order(&self, session: &str) -> Result<Vec<(String, String)>, StoreError>;
     fn mark_resumed(&self, id: &str, by: &str) -> Result<(), StoreError>;
     fn execution(&self, id: &str) -> Result<Option<ExecutionRow>, StoreError>;
     /// A principal's executions (with `status`, only those), newest first, at most `limit`.
