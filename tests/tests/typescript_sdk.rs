@@ -179,7 +179,7 @@ fn programs_are_checked_against_the_types() {
         tool("math", "delete", json!({"type": "object"})),
     ];
     let sdk = SdkFiles::generate(&tools);
-    let good = "const r = await tools.math.add({ a: 1, b: 2 });\nconst n: number = r.sum;\nawait tools.math.delete({});\ntry { await tools.math.add({ a: 1, b: 2 }) } catch (e) { if (e instanceof ToolError) console.log(e.code, e.hint) }\nprogress({ done: n });\n";
+    let good = "const r = await tools.math.add({ a: 1, b: 2 });\nconst n: number = r.sum;\nawait tools.math.delete({});\ntry { await tools.math.add({ a: 1, b: 2 }) } catch (e) { if (e instanceof ToolError) console.log(e.code, e.hint) }\nprogress({ done: n });\nconst id: string = crypto.randomUUID();\nconst bytes: Uint8Array = crypto.getRandomValues(new Uint8Array(4));\nconst took: number = performance.now();\nconsole.log(id, bytes, took);\n";
     let (ok, out) = check(&tsc, &sdk, &[("program.ts", good)]);
     assert!(ok, "a correct program was rejected:\n{out}");
     for (bad, expected) in [
