@@ -276,10 +276,13 @@ async fn an_unknown_session_is_a_clear_404_and_sessions_can_be_listed_shown_and_
     );
 }
 
-/// A journal that cannot be written fails the calls of sessions with `journal_unavailable`,
-/// shows in health, and executions without a session go on. (The daemon holds its journal
-/// exclusively while it runs, so the file is broken between two daemons on one state
-/// directory.)
+/// A journal whose store cannot be written (here a trigger that fails every insert, as a full
+/// disk would): the calls already taken are kept in the intent log, health says what is
+/// wrong, the next request in a session gets `503 journal_unavailable`, executions without a
+/// session go on, and once the store works again nothing recorded is lost. (The daemon holds
+/// its journal exclusively while it runs, so the file is broken between two daemons on one
+/// state directory. A log that cannot be written fails the call itself before it is sent:
+/// the journal's unit tests do that on /dev/full.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_journal_fails_only_session_calls() {
     let ledger = Arc::new(Ledger::default());
@@ -290,6 +293,7 @@ async fn a_broken_journal_fails_only_session_calls() {
         options.state_directory = Some(state.path().to_owned());
         options
     };
+    let code = "await tools.ledger.create({ name: 'x' }); await tools.ledger.create({ name: 'y' })";
     let first = TestDaemon::start_with(on_state()).await;
     let r = first
         .exec_in("await tools.ledger.create({ name: 'x' })", "new", None)
@@ -297,29 +301,17 @@ async fn a_broken_journal_fails_only_session_calls() {
         .unwrap();
     let session = r.session.unwrap();
     first.stop().await;
-    // From now on nothing can be recorded (as on a full disk): every write of a call fails.
-    let conn = rusqlite::Connection::open(state.path().join("journal.sqlite")).unwrap();
+    let file = state.path().join("journal.sqlite");
+    let conn = rusqlite::Connection::open(&file).unwrap();
     conn.execute_batch(
         "CREATE TRIGGER full BEFORE INSERT ON calls BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;",
     )
     .unwrap();
     drop(conn);
     let d = TestDaemon::start_with(on_state()).await;
-    let r = d
-        .exec_in(
-            "try { await tools.ledger.create({ name: 'y' }); 'made' } catch (e: any) { e.code }",
-            &session,
-            None,
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(r.result, json!("journal_unavailable"), "{r:?}");
-    assert_eq!(
-        ledger.records().len(),
-        1,
-        "the call must not be made unrecorded"
-    );
+    let r = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!((r.status, r.replayed_calls), (Status::Ok, 1), "{r:?}");
+    assert_eq!(ledger.records().len(), 2);
     let (_, health) = d.client().await.get("/v1/health").await.unwrap();
     let health: Value = serde_json::from_str(&health).unwrap();
     assert_eq!(
@@ -333,10 +325,32 @@ async fn a_broken_journal_fails_only_session_calls() {
             .unwrap()
             .contains("disk is full")
     );
+    match d.exec_in(code, &session, None).await {
+        Err(ClientError::Api { status, code, .. }) => {
+            assert_eq!(
+                (status.as_u16(), code.as_str()),
+                (503, "journal_unavailable")
+            );
+        }
+        other => panic!("expected 503 journal_unavailable, got {other:?}"),
+    }
     // One-shot executions are untouched.
     let r = d.exec("await tools.ledger.create({ name: 'z' })").await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(ledger.records().len(), 2);
+    assert_eq!(ledger.records().len(), 3);
+    d.stop().await;
+    // The store works again: what the log kept is folded in when the daemon starts, so the
+    // call made while the store was broken is replayed, not made again.
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.execute_batch("DROP TRIGGER full;").unwrap();
+    drop(conn);
+    let d = TestDaemon::start_with(on_state()).await;
+    let r = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!((r.status, r.replayed_calls), (Status::Ok, 2), "{r:?}");
+    assert_eq!(ledger.records().len(), 3);
+    let (_, health) = d.client().await.get("/v1/health").await.unwrap();
+    let health: Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(health["journal"]["status"], json!("ok"), "{health}");
 }
 
 /// The clock and the random numbers are the session's: a re-run takes the same path, so the

@@ -6,7 +6,10 @@
 //! - this file: [`Journal`] (the store, its health, its counters) and [`SessionRun`], what one
 //!   execution of a session asks of it (keys, lookups, records);
 //! - [`canonical`]: RFC 8785 canonical JSON, for keys that do not depend on key order;
-//! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store.
+//! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store;
+//! - [`log`]: the intent log, where a live call's "sent" and outcome are appended (one write
+//!   each) until they are folded into the store in one transaction (when an execution ends,
+//!   before the store is read, at start).
 //!
 //! A call's key is (tool, hash of its canonical arguments, occurrence of that pair within the
 //! execution), never its arrival order, so `Promise.all` replays the same way whichever call
@@ -14,6 +17,7 @@
 //! ([`crate::tools::call`]) asks, the execution service ([`crate::execution`]) opens sessions.
 
 pub mod canonical;
+pub mod log;
 pub mod sqlite;
 pub mod store;
 
@@ -26,7 +30,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use store::{CallKey, CallRow, CallState, JournalStore, SessionRow, StoreError};
+use store::{
+    CallKey, CallRow, CallState, JournalStore, LogRecord, Outcome, SessionRow, StoreError,
+};
 use tracing::warn;
 
 /// The calls of one execution in call order: (tool, arguments hash) each.
@@ -36,6 +42,8 @@ pub type CallOrder = Arc<[(String, String)]>;
 #[derive(Debug)]
 pub struct Journal {
     store: Arc<dyn JournalStore>,
+    /// Where live calls' records go first ([`log`]), until folded into the store.
+    log: log::IntentLog,
     pub settings: JournalSettings,
     /// The last failure to read or write the store, until a write succeeds again.
     failure: Mutex<Option<String>>,
@@ -111,9 +119,21 @@ impl JournalState {
                 "no directory for the journal: set [journal] directory".into(),
             );
         };
-        match sqlite::SqliteStore::open(directory) {
-            Ok(store) => {
-                let journal = Journal::new(Arc::new(store), settings.clone());
+        let opened = sqlite::SqliteStore::open(directory).and_then(|store| {
+            let (log, _, torn) = log::IntentLog::open(directory)?;
+            if torn > 0 {
+                warn!(
+                    bytes = torn,
+                    "the journal's intent log ended in a record cut off by a crash; it was dropped (that call goes out again with its idempotency key)"
+                );
+            }
+            let journal = Journal::new(Arc::new(store), log, settings.clone());
+            // What the daemon appended before it last stopped (or was killed).
+            journal.fold()?;
+            Ok(journal)
+        });
+        match opened {
+            Ok(journal) => {
                 match journal.store.interrupt_running() {
                     Ok(0) => {}
                     Ok(n) => warn!(
@@ -163,9 +183,14 @@ fn new_session_id() -> String {
 }
 
 impl Journal {
-    pub fn new(store: Arc<dyn JournalStore>, settings: JournalSettings) -> Journal {
+    pub fn new(
+        store: Arc<dyn JournalStore>,
+        log: log::IntentLog,
+        settings: JournalSettings,
+    ) -> Journal {
         Journal {
             store,
+            log,
             settings,
             failure: Mutex::new(None),
             busy: Mutex::new(HashMap::new()),
@@ -175,8 +200,21 @@ impl Journal {
         }
     }
 
+    /// The store, with every record of the intent log folded in (a fold that fails is in
+    /// health; the store then lacks the records still in the log).
     pub fn store(&self) -> &dyn JournalStore {
+        let _ = self.fold();
         self.store.as_ref()
+    }
+
+    /// Folds the intent log into the store. A fold that wrote something and succeeded ends a
+    /// failure in health; one that fails is one.
+    pub fn fold(&self) -> Result<(), StoreError> {
+        match self.log.fold(|records| self.store.apply(records)) {
+            Ok(true) => self.noted(Ok(())),
+            Ok(false) => Ok(()),
+            Err(e) => self.noted(Err(e)),
+        }
     }
 
     /// Notes the outcome of a store operation that writes for health (a failure, or a success
@@ -252,6 +290,9 @@ impl Journal {
 
     /// `principal`'s session `id`; another principal's is as absent as a missing one.
     pub fn session(&self, id: &str, principal: &str) -> Result<SessionRow, SessionError> {
+        // Its records must all be in the store before an execution reads them.
+        self.fold()
+            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
         match self.noted_read(self.store.session(id)) {
             Ok(Some(row)) if row.principal == principal => Ok(row),
             Ok(_) => Err(SessionError::NotFound(id.to_owned())),
@@ -290,6 +331,7 @@ impl Journal {
     /// One execution of `session` ended (its end and call order are recorded); every so
     /// often, stale and excess sessions go.
     pub fn leave(&self, session: &str) {
+        let _ = self.fold();
         if let Err(e) = self.store.checkpoint() {
             warn!(error = %e, "the journal could not checkpoint its write-ahead log");
         }
@@ -521,15 +563,15 @@ impl SessionRun {
     /// Records that `key` is about to be sent: before it is, so a daemon that dies while it
     /// is in flight sends it again with the same key.
     pub fn sent(&self, key: &CallKey, read_only: bool) -> Result<(), ToolError> {
-        let now = crate::execution::determinism::now_ms();
+        let record = LogRecord::Sent {
+            session: self.session.clone(),
+            key: key.clone(),
+            execution: self.execution.clone(),
+            read_only,
+            at_ms: crate::execution::determinism::now_ms(),
+        };
         self.journal
-            .noted(self.journal.store.record_sent(
-                &self.session,
-                key,
-                &self.execution,
-                read_only,
-                now,
-            ))
+            .noted_read(self.journal.log.append(&record))
             .map_err(|e| unavailable(&e))?;
         self.live.fetch_add(1, Ordering::Relaxed);
         self.journal.journaled_calls.fetch_add(1, Ordering::Relaxed);
@@ -545,8 +587,7 @@ impl SessionRun {
         result: Result<&str, ()>,
         clock_ms: u64,
     ) -> Option<String> {
-        let now = crate::execution::determinism::now_ms();
-        let state = match result {
+        let outcome = match result {
             Ok(text) => {
                 let size = text.len() as u64;
                 let before = self.bytes.fetch_add(size, Ordering::Relaxed);
@@ -557,18 +598,20 @@ impl SessionRun {
                         key.tool
                     ));
                 }
-                CallState::Ok {
+                Outcome::Ok {
                     result: text.to_owned(),
                     clock_ms,
                 }
             }
-            Err(()) => CallState::Failed,
+            Err(()) => Outcome::Failed,
         };
-        match self.journal.noted(
-            self.journal
-                .store
-                .record_outcome(&self.session, key, &state, now),
-        ) {
+        let record = LogRecord::Outcome {
+            session: self.session.clone(),
+            key: key.clone(),
+            outcome,
+            at_ms: crate::execution::determinism::now_ms(),
+        };
+        match self.journal.noted_read(self.journal.log.append(&record)) {
             Ok(()) => None,
             Err(e) => Some(format!(
                 "the outcome of {} could not be recorded in the journal ({e}); a re-run makes this call again, with the same idempotency key",
@@ -599,7 +642,8 @@ mod tests {
     fn journal() -> (tempfile::TempDir, Arc<Journal>) {
         let dir = tempfile::tempdir().unwrap();
         let store = sqlite::SqliteStore::open(dir.path()).unwrap();
-        let journal = Journal::new(Arc::new(store), JournalSettings::default());
+        let (log, _, _) = log::IntentLog::open(dir.path()).unwrap();
+        let journal = Journal::new(Arc::new(store), log, JournalSettings::default());
         (dir, Arc::new(journal))
     }
 
@@ -657,6 +701,41 @@ mod tests {
                 answers[3]
             );
         }
+    }
+
+    /// A journal that cannot take a record (a full disk) fails the call before anything is
+    /// sent, with `journal_unavailable`, and health says why.
+    #[test]
+    fn a_full_disk_fails_the_call_before_it_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = sqlite::SqliteStore::open(dir.path()).unwrap();
+        let full = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/full")
+            .unwrap();
+        let journal = Arc::new(Journal::new(
+            Arc::new(store),
+            log::IntentLog::on_file(full),
+            JournalSettings::default(),
+        ));
+        let determinism = airlock_proto::Determinism {
+            clock_ms: 1,
+            seed: [0; 32],
+        };
+        let row = journal.create_session("p", determinism).unwrap();
+        let run = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
+        let (key, position) = run.key("t.x", &serde_json::json!({}));
+        assert!(matches!(
+            run.lookup(&key, position).unwrap(),
+            Lookup::Live { .. }
+        ));
+        let e = run.sent(&key, false).unwrap_err();
+        assert_eq!(e.code, ToolErrorCode::JournalUnavailable);
+        assert!(e.message.contains("No space"), "{}", e.message);
+        let health = journal.health();
+        assert_eq!(health.status, "unavailable");
+        assert!(health.error.unwrap().contains("No space"));
+        assert_eq!(run.live.load(Ordering::Relaxed), 0);
     }
 
     /// The journal is the daemon's alone while it runs: a second daemon on the same directory

@@ -4,20 +4,22 @@
 //! `synchronous = NORMAL`: a committed record survives the daemon being killed (SIGKILL, OOM);
 //! an OS crash or power loss may lose the last records, never corrupt the file. A call whose
 //! `sent` record is lost that way is sent again with the same idempotency key, which is what
-//! the key is for. (FULL would fsync every record: milliseconds per call.)
+//! the key is for. (FULL would fsync every commit: milliseconds each.)
 //!
-//! Two records per live call are on the path of every call of a session, so the file is set up
-//! for small commits (figures in docs/testing.md):
+//! Calls' records reach it in batches, folded from the intent log ([`super::log`]); one commit
+//! per record cost 15 µs a call (figures in docs/testing.md). The file is still set up for
+//! small commits:
 //! - `locking_mode = EXCLUSIVE`: the daemon takes the file's write lock when it opens it and
-//!   holds it until it stops. No file lock and no shared-memory index per commit (a few µs
-//!   each), and a second daemon pointed at the same directory is refused instead of
-//!   interleaving its sessions; other processes cannot read the file meanwhile (the API and
-//!   `airlock session` read it through the daemon).
+//!   holds it until it stops. No file lock and no shared-memory index per commit, and a second
+//!   daemon pointed at the same directory is refused instead of interleaving its sessions;
+//!   other processes cannot read the file meanwhile (the API and `airlock session` read it
+//!   through the daemon).
 //! - 1 KiB pages: a commit writes the pages it changed to the write-ahead log, and a call's
 //!   row is a few hundred bytes.
 
 use super::store::{
-    CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, SessionRow, StoreError,
+    CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, LogRecord, Outcome,
+    SessionRow, StoreError,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::fs::OpenOptions;
@@ -369,66 +371,70 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn record_sent(
-        &self,
-        session: &str,
-        key: &CallKey,
-        execution: &str,
-        read_only: bool,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
+    fn apply(&self, records: &[LogRecord]) -> Result<(), StoreError> {
         self.with(|c| {
-            // A call recorded before (failed, or sent and never answered, or run again for
-            // fresh data) is sent again: its old result goes.
-            c.prepare_cached(
-                "INSERT INTO calls (session, tool, args_hash, occurrence, state, result, clock_ms, \
-                 read_only, sends, execution, updated_ms) \
-                 VALUES (?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, 1, ?6, ?7) \
-                 ON CONFLICT (session, tool, occurrence, args_hash) DO UPDATE SET \
-                 state = 'sent', result = NULL, clock_ms = NULL, read_only = ?5, \
-                 sends = sends + 1, execution = ?6, updated_ms = ?7",
-            )?
-            .execute(params![
-                session,
-                key.tool,
-                key.args_hash,
-                key.occurrence,
-                read_only,
-                execution,
-                i64_of(now_ms)
-            ])
-            .map(|_| ())
-        })
-    }
-
-    fn record_outcome(
-        &self,
-        session: &str,
-        key: &CallKey,
-        outcome: &CallState,
-        now_ms: u64,
-    ) -> Result<(), StoreError> {
-        let (state, result, clock) = match outcome {
-            CallState::Ok { result, clock_ms } => ("ok", Some(result.as_str()), Some(*clock_ms)),
-            CallState::Sent => ("sent", None, None),
-            CallState::Failed => ("failed", None, None),
-        };
-        self.with(|c| {
-            c.prepare_cached(
-                "UPDATE calls SET state = ?5, result = ?6, clock_ms = ?7, updated_ms = ?8 \
-                 WHERE session = ?1 AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
-            )?
-            .execute(params![
-                session,
-                key.tool,
-                key.occurrence,
-                key.args_hash,
-                state,
-                result,
-                clock.map(i64_of),
-                i64_of(now_ms)
-            ])
-            .map(|_| ())
+            let tx = c.transaction()?;
+            for record in records {
+                match record {
+                    LogRecord::Sent {
+                        session,
+                        key,
+                        execution,
+                        read_only,
+                        at_ms,
+                    } => {
+                        // Only for a session that still exists (the WHERE also lets SQLite
+                        // parse the upsert after a SELECT).
+                        tx.prepare_cached(
+                            "INSERT INTO calls (session, tool, args_hash, occurrence, state, \
+                             result, clock_ms, read_only, sends, execution, updated_ms) \
+                             SELECT ?1, ?2, ?3, ?4, 'sent', NULL, NULL, ?5, 1, ?6, ?7 \
+                             WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) \
+                             ON CONFLICT (session, tool, occurrence, args_hash) DO UPDATE SET \
+                             state = 'sent', result = NULL, clock_ms = NULL, read_only = ?5, \
+                             sends = sends + 1, execution = ?6, updated_ms = ?7",
+                        )?
+                        .execute(params![
+                            session,
+                            key.tool,
+                            key.args_hash,
+                            key.occurrence,
+                            read_only,
+                            execution,
+                            i64_of(*at_ms)
+                        ])?;
+                    }
+                    LogRecord::Outcome {
+                        session,
+                        key,
+                        outcome,
+                        at_ms,
+                    } => {
+                        let (state, result, clock) = match outcome {
+                            Outcome::Ok { result, clock_ms } => {
+                                ("ok", Some(result.as_str()), Some(*clock_ms))
+                            }
+                            Outcome::Failed => ("failed", None, None),
+                        };
+                        tx.prepare_cached(
+                            "UPDATE calls SET state = ?5, result = ?6, clock_ms = ?7, \
+                             updated_ms = ?8 WHERE session = ?1 AND tool = ?2 \
+                             AND occurrence = ?3 AND args_hash = ?4",
+                        )?
+                        .execute(params![
+                            session,
+                            key.tool,
+                            key.occurrence,
+                            key.args_hash,
+                            state,
+                            result,
+                            clock.map(i64_of),
+                            i64_of(*at_ms)
+                        ])?;
+                    }
+                }
+            }
+            tx.commit()
         })
     }
 
@@ -651,6 +657,30 @@ mod tests {
         }
     }
 
+    fn sent(s: &SqliteStore, session: &str, key: &CallKey, execution: &str, read_only: bool) {
+        s.apply(&[LogRecord::Sent {
+            session: session.into(),
+            key: key.clone(),
+            execution: execution.into(),
+            read_only,
+            at_ms: 2,
+        }])
+        .unwrap();
+    }
+
+    fn answered(s: &SqliteStore, session: &str, key: &CallKey, result: &str, clock_ms: u64) {
+        s.apply(&[LogRecord::Outcome {
+            session: session.into(),
+            key: key.clone(),
+            outcome: Outcome::Ok {
+                result: result.into(),
+                clock_ms,
+            },
+            at_ms: 3,
+        }])
+        .unwrap();
+    }
+
     fn key(n: u32) -> CallKey {
         CallKey {
             tool: "t.x".into(),
@@ -668,16 +698,16 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         s.create_session(&session("s1", 1)).unwrap();
         assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
-        s.record_sent("s1", &key(0), "ex1", true, 2).unwrap();
+        sent(&s, "s1", &key(0), "ex1", true);
         assert_eq!(
             s.lookup("s1", &key(0)).unwrap().unwrap().state,
             CallState::Sent
         );
+        answered(&s, "s1", &key(0), "{\"n\":1}", 77);
         let ok = CallState::Ok {
             result: "{\"n\":1}".into(),
             clock_ms: 77,
         };
-        s.record_outcome("s1", &key(0), &ok, 3).unwrap();
         let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!(row.state, ok);
         assert!(row.read_only);
@@ -685,7 +715,7 @@ mod tests {
         assert_eq!(s.records("s1").unwrap(), vec![(key(0), row.clone())]);
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
         // Sent again (a replay asked for fresh reads): the old result no longer counts.
-        s.record_sent("s1", &key(0), "ex2", true, 4).unwrap();
+        sent(&s, "s1", &key(0), "ex2", true);
         let row = s.lookup("s1", &key(0)).unwrap().unwrap();
         assert_eq!((row.state, row.sends), (CallState::Sent, 2));
         assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
@@ -721,9 +751,13 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].code, "1");
         assert!(s.executions("other", None, 10).unwrap().is_empty());
-        s.record_sent("s1", &key(0), "ex1", false, 1).unwrap();
+        sent(&s, "s1", &key(0), "ex1", false);
         assert!(s.delete_session("s1").unwrap());
         assert!(!s.delete_session("s1").unwrap());
+        // What the intent log still held for it is dropped when folded, not an error.
+        sent(&s, "s1", &key(1), "ex1", false);
+        answered(&s, "s1", &key(1), "1", 0);
+        assert!(s.records("s1").unwrap().is_empty());
         assert_eq!(s.execution("ex1").unwrap(), None);
         assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
     }
@@ -773,12 +807,8 @@ mod tests {
         let (_dir, s) = store();
         for (id, used) in [("old", 1), ("mid", 50), ("new", 100)] {
             s.create_session(&session(id, used)).unwrap();
-            s.record_sent(id, &key(0), "e", false, used).unwrap();
-            let big = CallState::Ok {
-                result: "x".repeat(100),
-                clock_ms: 0,
-            };
-            s.record_outcome(id, &key(0), &big, used).unwrap();
+            sent(&s, id, &key(0), "e", false);
+            answered(&s, id, &key(0), &"x".repeat(100), 0);
         }
         assert!(s.size_bytes().unwrap() > 300);
         // "old" is stale but busy: kept; "mid" goes to bring the total under 250.

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub enum StoreError {
     #[error("journal {path}: {message}")]
     Sqlite { path: String, message: String },
+    #[error("journal log {path}: {message}")]
+    Log { path: String, message: String },
     #[error("journal directory {path}: {message}")]
     Directory { path: String, message: String },
 }
@@ -61,6 +63,39 @@ pub enum CallState {
     /// Succeeded: the result as the worker got it (after the secret scan) and the clock then.
     Ok { result: String, clock_ms: u64 },
     /// Failed (failed calls are never replayed).
+    Failed,
+}
+
+/// What the intent log ([`super::log`]) holds until it is folded into the store: a call's
+/// "sent" (before it is made) and its outcome (after).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LogRecord {
+    /// The call is about to be sent upstream. A call recorded before (failed, sent and never
+    /// answered, or run again for fresh data) is sent again: its old result goes.
+    Sent {
+        session: String,
+        key: CallKey,
+        execution: String,
+        read_only: bool,
+        at_ms: u64,
+    },
+    /// A sent call's outcome.
+    Outcome {
+        session: String,
+        key: CallKey,
+        outcome: Outcome,
+        at_ms: u64,
+    },
+}
+
+/// How a sent call ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The result as the worker got it (after the secret scan), and the clock then.
+    Ok {
+        result: String,
+        clock_ms: u64,
+    },
     Failed,
 }
 
@@ -125,23 +160,9 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// Every call recorded in `session` (an execution reads them at once when they are few
     /// enough, instead of one lookup per call).
     fn records(&self, session: &str) -> Result<Vec<(CallKey, CallRow)>, StoreError>;
-    /// Records that a call is about to be sent upstream (before it is).
-    fn record_sent(
-        &self,
-        session: &str,
-        key: &CallKey,
-        execution: &str,
-        read_only: bool,
-        now_ms: u64,
-    ) -> Result<(), StoreError>;
-    /// Records a sent call's outcome: `Ok` with its result, or failed.
-    fn record_outcome(
-        &self,
-        session: &str,
-        key: &CallKey,
-        outcome: &CallState,
-        now_ms: u64,
-    ) -> Result<(), StoreError>;
+    /// Applies records of the intent log ([`super::log`]), in order, in one transaction.
+    /// Records of a session that no longer exists are dropped.
+    fn apply(&self, records: &[LogRecord]) -> Result<(), StoreError>;
     fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
 
     fn begin_execution(&self, execution: &ExecutionRow) -> Result<(), StoreError>;
