@@ -167,6 +167,11 @@ impl IntentLog {
         }
     }
 
+    /// Bytes of records not folded yet.
+    pub fn unfolded_bytes(&self) -> u64 {
+        self.lock().len
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, LogFile> {
         // A panic while holding it left at most a frame that `len` does not count, which the
         // next append's cut-back or the next fold's length check deals with.

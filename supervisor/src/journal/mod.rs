@@ -61,6 +61,11 @@ pub struct Journal {
 const PRELOAD_MAX_CALLS: u64 = 20_000;
 const PRELOAD_MAX_BYTES: u64 = 16 << 20;
 
+/// Past this many bytes the intent log is folded into the store by the call that passed it,
+/// rather than when an execution ends: a fold reads the whole log into memory, so this (plus
+/// one record) bounds it.
+const FOLD_AT_BYTES: u64 = 16 << 20;
+
 /// What `/v1/health` says of the journal.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct JournalHealth {
@@ -612,7 +617,13 @@ impl SessionRun {
             at_ms: crate::execution::determinism::now_ms(),
         };
         match self.journal.noted_read(self.journal.log.append(&record)) {
-            Ok(()) => None,
+            Ok(()) => {
+                if self.journal.log.unfolded_bytes() > FOLD_AT_BYTES {
+                    // A failure is in health; the records stay in the log for the next fold.
+                    let _ = self.journal.fold();
+                }
+                None
+            }
             Err(e) => Some(format!(
                 "the outcome of {} could not be recorded in the journal ({e}); a re-run makes this call again, with the same idempotency key",
                 key.tool
@@ -701,6 +712,32 @@ mod tests {
                 answers[3]
             );
         }
+    }
+
+    /// The intent log is folded by the call that takes it past its bound, not only when the
+    /// execution ends, so what a fold reads into memory stays bounded.
+    #[test]
+    fn a_large_log_is_folded_by_the_call_that_passes_the_bound() {
+        let (_dir, journal) = journal();
+        let determinism = airlock_proto::Determinism {
+            clock_ms: 1,
+            seed: [0; 32],
+        };
+        let row = journal.create_session("p", determinism).unwrap();
+        let run = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
+        let big = format!(
+            "\"{}\"",
+            "x".repeat(usize::try_from(FOLD_AT_BYTES).unwrap())
+        );
+        let (key, _) = run.key("t.x", &serde_json::json!({}));
+        run.sent(&key, false).unwrap();
+        assert!(journal.log.unfolded_bytes() > 0);
+        assert_eq!(run.outcome(&key, Ok(&big), 2), None);
+        assert_eq!(journal.log.unfolded_bytes(), 0);
+        let recorded = journal.store.records(&row.id).unwrap();
+        assert!(
+            matches!(&recorded[0].1.state, CallState::Ok { result, .. } if result.len() == big.len())
+        );
     }
 
     /// A journal that cannot take a record (a full disk) fails the call before anything is
