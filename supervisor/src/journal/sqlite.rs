@@ -681,6 +681,25 @@ mod tests {
         .unwrap();
     }
 
+    /// Execution `id` of session `s1`, running.
+    fn running(id: &str) -> ExecutionRow {
+        ExecutionRow {
+            id: id.into(),
+            session: "s1".into(),
+            principal: "local".into(),
+            status: "running".into(),
+            language: "typescript".into(),
+            code: "1".into(),
+            timeout_ms: None,
+            replay: "all".into(),
+            started_ms: 1,
+            finished_ms: None,
+            replayed_calls: 0,
+            live_calls: 0,
+            resumed_by: None,
+        }
+    }
+
     fn key(n: u32) -> CallKey {
         CallKey {
             tool: "t.x".into(),
@@ -730,22 +749,7 @@ mod tests {
     fn running_executions_become_interrupted_and_deleting_a_session_takes_everything() {
         let (_dir, s) = store();
         s.create_session(&session("s1", 1)).unwrap();
-        let e = ExecutionRow {
-            id: "ex1".into(),
-            session: "s1".into(),
-            principal: "local".into(),
-            status: "running".into(),
-            language: "typescript".into(),
-            code: "1".into(),
-            timeout_ms: None,
-            replay: "all".into(),
-            started_ms: 1,
-            finished_ms: None,
-            replayed_calls: 0,
-            live_calls: 0,
-            resumed_by: None,
-        };
-        s.begin_execution(&e).unwrap();
+        s.begin_execution(&running("ex1")).unwrap();
         assert_eq!(s.interrupt_running().unwrap(), 1);
         let listed = s.executions("local", Some("interrupted"), 10).unwrap();
         assert_eq!(listed.len(), 1);
@@ -771,22 +775,7 @@ mod tests {
             (0..n).map(|i| ("t.x".into(), format!("h{i}"))).collect()
         };
         for (id, n) in [("e1", 3), ("e2", 2)] {
-            s.begin_execution(&ExecutionRow {
-                id: id.into(),
-                session: "s1".into(),
-                principal: "local".into(),
-                status: "running".into(),
-                language: "typescript".into(),
-                code: "1".into(),
-                timeout_ms: None,
-                replay: "all".into(),
-                started_ms: 1,
-                finished_ms: None,
-                replayed_calls: 0,
-                live_calls: 0,
-                resumed_by: None,
-            })
-            .unwrap();
+            s.begin_execution(&running(id)).unwrap();
             s.finish_execution(id, "ok", 10, 0, 0, &order(n)).unwrap();
             assert_eq!(s.last_call_order("s1").unwrap(), order(n));
         }
