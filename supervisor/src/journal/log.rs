@@ -8,6 +8,10 @@
 //! records, as with the store's `synchronous = NORMAL`: a call then goes out again with the
 //! same idempotency key.
 //!
+//! A daemon killed between a fold's commit and the truncation that follows it applies those
+//! records again at its next start: each record sets what it sets, so the store ends the same,
+//! except that a call's `sends` count is one higher.
+//!
 //! A frame is the body's length (u32, little-endian), its CRC-32, then the body (a postcard
 //! [`LogRecord`]). A frame torn by a crash mid-write (short, or its CRC wrong) ends the log
 //! when it is recovered; a write that fails is cut off again, so the frames before it and
