@@ -235,8 +235,14 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
     };
     check("close_range", rc)?;
 
-    // Step 1d: the environment is the supervisor's business, not the program's.
+    // Step 1d: the environment is the supervisor's business, not the program's. One variable
+    // goes back: TZ=UTC0, so the program's local time is UTC whatever the host's zone and a
+    // session replays the same on any host. No zoneinfo file is named "UTC0", so glibc
+    // falls back to reading it as a POSIX rule: offset 0, whatever files exist. Set before the
+    // engine's date warm-up, which is where glibc first reads the zone.
     clear_environment()?;
+    // SAFETY: still single-threaded (see clear_environment).
+    unsafe { std::env::set_var("TZ", "UTC0") };
 
     // Step 1e: a working directory inherited from the supervisor is a reference into its
     // filesystem view; "/" is meaningless once Landlock denies every path.

@@ -117,3 +117,109 @@ fn locked_down_workers_run_on_the_supervisors_clock_and_seed() {
     assert_eq!(without_stats(&first), without_stats(&again));
     assert_ne!(value(&first), value(&other_seed));
 }
+
+/// A time zone file (TZif version 1) for a fixed offset of +09:00 named JST: one type, no
+/// transitions.
+fn plus_nine_zone() -> Vec<u8> {
+    let mut tzif = b"TZif".to_vec();
+    tzif.push(0); // version 1
+    tzif.extend_from_slice(&[0; 15]);
+    // isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt
+    for count in [0u32, 0, 0, 0, 1, 4] {
+        tzif.extend_from_slice(&count.to_be_bytes());
+    }
+    tzif.extend_from_slice(&(9 * 3600i32).to_be_bytes()); // utoff
+    tzif.extend_from_slice(&[0, 0]); // isdst, desigidx
+    tzif.extend_from_slice(b"JST\0");
+    tzif
+}
+
+/// The program's local time is UTC whatever the host's zone: a worker started where
+/// /etc/localtime says +09:00 (a mount namespace with that file bound over it) still says
+/// midnight for the epoch, so a session replays the same on any host. Root only (a mount
+/// namespace); skipped, with a message, elsewhere or where there is no /etc/localtime.
+#[test]
+fn local_time_is_utc_whatever_the_hosts_zone() {
+    if !common::is_root() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_ROOT").is_none(),
+            "AIRLOCK_REQUIRE_ROOT is set but the tests do not run as root"
+        );
+        eprintln!(
+            "SKIPPED local_time_is_utc_whatever_the_hosts_zone: needs root for a mount namespace"
+        );
+        return;
+    }
+    if !std::path::Path::new("/etc/localtime").exists() {
+        eprintln!(
+            "SKIPPED local_time_is_utc_whatever_the_hosts_zone: no /etc/localtime to stand in for"
+        );
+        return;
+    }
+    let zone = std::env::temp_dir().join(format!("airlock-zone-{}", std::process::id()));
+    std::fs::write(&zone, plus_nine_zone()).unwrap();
+    let source = std::ffi::CString::new(zone.as_os_str().as_encoded_bytes()).unwrap();
+    let target = c"/etc/localtime";
+    let mut w = common::spawn_with(
+        &standard_args(),
+        Fd3::Socket,
+        std::process::Stdio::null(),
+        move || {
+            // SAFETY: raw system calls on strings made before the fork; nothing allocated.
+            unsafe {
+                if libc::unshare(libc::CLONE_NEWNS) != 0
+                    || libc::mount(
+                        std::ptr::null(),
+                        c"/".as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_REC | libc::MS_PRIVATE,
+                        std::ptr::null(),
+                    ) != 0
+                    || libc::mount(
+                        source.as_ptr(),
+                        target.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        },
+    );
+    w.expect_ready();
+    w.send(&SupervisorMessage::Start(StartExecution {
+        execution_id: "zone".to_owned(),
+        language: Language::JavaScript,
+        code: "const d = new Date(0); [d.getHours(), d.getTimezoneOffset(), d.toString()]"
+            .to_owned(),
+        limits: Limits {
+            timeout_ms: 10_000,
+            memory_bytes: 64 << 20,
+            stack_bytes: 1 << 20,
+            max_tool_calls: 1,
+            max_output_bytes: 1 << 16,
+        },
+        determinism: Determinism {
+            clock_ms: CLOCK_MS,
+            seed: [0; 32],
+        },
+    }));
+    let mut seen = Vec::new();
+    loop {
+        let message = w.recv().expect("the worker answers");
+        if let WorkerMessage::ToolReferences(_) = message {
+            w.send(&SupervisorMessage::Proceed);
+        }
+        let done = matches!(message, WorkerMessage::Done { .. });
+        seen.push(message);
+        if done {
+            break;
+        }
+    }
+    let _ = std::fs::remove_file(&zone);
+    let v = value(&seen);
+    assert!(v.starts_with("[0,0,\"Thu Jan 01 1970 00:00:00 GMT"), "{v}");
+}

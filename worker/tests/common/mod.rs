@@ -103,6 +103,17 @@ pub fn spawn_capturing_stderr(args: &[OsString], fd3: Fd3) -> Worker {
 }
 
 fn spawn_with_stderr(args: &[OsString], fd3: Fd3, stderr: Stdio) -> Worker {
+    spawn_with(args, fd3, stderr, || Ok(()))
+}
+
+/// Like [`spawn`], with `setup` run in the child before exec, after the descriptors are in
+/// place. It runs between fork and exec: only async-signal-safe calls, nothing allocated.
+pub fn spawn_with(
+    args: &[OsString],
+    fd3: Fd3,
+    stderr: Stdio,
+    mut setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static,
+) -> Worker {
     let (ours, theirs) = UnixStream::pair().expect("socketpair");
     ours.set_read_timeout(Some(TIMEOUT)).expect("read timeout");
     let child_fd = theirs.as_raw_fd();
@@ -142,7 +153,7 @@ fn spawn_with_stderr(args: &[OsString], fd3: Fd3, stderr: Stdio) -> Worker {
                 // SAFETY: closing stdin of the child only.
                 libc::close(0);
             }
-            Ok(())
+            setup()
         });
     }
     let child = cmd.spawn().expect("spawn airlock-worker");
