@@ -17,6 +17,15 @@ use std::os::unix::process::ExitStatusExt;
 
 const CLOCK_MS: u64 = 1_000_000_000_000;
 
+/// The limits every program here runs with: ample for a few lines.
+const LIMITS: Limits = Limits {
+    timeout_ms: 10_000,
+    memory_bytes: 64 << 20,
+    stack_bytes: 1 << 20,
+    max_tool_calls: 1,
+    max_output_bytes: 1 << 16,
+};
+
 const PROGRAM: &str = r#"
 const before = [Date.now(), Date(), new Date().toString(), performance.now(), Math.random(),
   crypto.randomUUID(), Array.from(crypto.getRandomValues(new Uint32Array(4)))];
@@ -35,13 +44,7 @@ fn run(seed: [u8; 32]) -> Vec<WorkerMessage> {
         execution_id: "determinism".to_owned(),
         language: Language::JavaScript,
         code: PROGRAM.to_owned(),
-        limits: Limits {
-            timeout_ms: 10_000,
-            memory_bytes: 64 << 20,
-            stack_bytes: 1 << 20,
-            max_tool_calls: 1,
-            max_output_bytes: 1 << 16,
-        },
+        limits: LIMITS,
         determinism: Determinism {
             clock_ms: CLOCK_MS,
             seed,
@@ -195,13 +198,7 @@ fn local_time_is_utc_whatever_the_hosts_zone() {
         language: Language::JavaScript,
         code: "const d = new Date(0); [d.getHours(), d.getTimezoneOffset(), d.toString()]"
             .to_owned(),
-        limits: Limits {
-            timeout_ms: 10_000,
-            memory_bytes: 64 << 20,
-            stack_bytes: 1 << 20,
-            max_tool_calls: 1,
-            max_output_bytes: 1 << 16,
-        },
+        limits: LIMITS,
         determinism: Determinism {
             clock_ms: CLOCK_MS,
             seed: [0; 32],
