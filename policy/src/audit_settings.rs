@@ -7,10 +7,8 @@
 
 use std::path::PathBuf;
 
-use toml::de::DeValue;
-
 use crate::daemon_settings::absolute_path;
-use crate::document::{Field, TableReader};
+use crate::document::TableReader;
 use crate::error::PolicyError;
 
 const KIB: u64 = 1 << 10;
@@ -49,7 +47,7 @@ impl AuditSettings {
         let defaults = AuditSettings::default();
         Ok(AuditSettings {
             enabled: match table.get("enabled") {
-                Some(field) => boolean(&field)?,
+                Some(field) => field.boolean()?,
                 None => defaults.enabled,
             },
             directory: match table.get("directory") {
@@ -82,13 +80,6 @@ impl Default for AuditSettings {
             max_size_bytes: Self::DEFAULT_MAX_SIZE_BYTES,
             keep: Self::DEFAULT_KEEP,
         }
-    }
-}
-
-fn boolean(field: &Field<'_>) -> Result<bool, PolicyError> {
-    match field.value() {
-        DeValue::Boolean(value) => Ok(*value),
-        _ => Err(field.wrong_type("true or false")),
     }
 }
 

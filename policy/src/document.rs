@@ -190,6 +190,14 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// `true` or `false`.
+    pub fn boolean(&self) -> Result<bool, PolicyError> {
+        match self.value.get_ref() {
+            DeValue::Boolean(value) => Ok(*value),
+            _ => Err(self.wrong_type("true or false")),
+        }
+    }
+
     /// An integer of any sign and radix, widened so that nothing TOML allows can overflow.
     pub fn integer(&self, expected: &'static str) -> Result<i128, PolicyError> {
         match self.value.get_ref() {

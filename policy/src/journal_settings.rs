@@ -7,10 +7,8 @@
 
 use std::path::PathBuf;
 
-use toml::de::DeValue;
-
 use crate::daemon_settings::absolute_path;
-use crate::document::{Field, TableReader};
+use crate::document::TableReader;
 use crate::error::PolicyError;
 
 const MIB: u64 = 1 << 20;
@@ -62,7 +60,7 @@ impl JournalSettings {
         };
         Ok(JournalSettings {
             enabled: match table.get("enabled") {
-                Some(field) => boolean(&field)?,
+                Some(field) => field.boolean()?,
                 None => defaults.enabled,
             },
             directory: match table.get("directory") {
@@ -88,13 +86,6 @@ impl Default for JournalSettings {
             max_size_bytes: Self::DEFAULT_MAX_SIZE_BYTES,
             max_session_size_bytes: Self::DEFAULT_MAX_SESSION_SIZE_BYTES,
         }
-    }
-}
-
-fn boolean(field: &Field<'_>) -> Result<bool, PolicyError> {
-    match field.value() {
-        DeValue::Boolean(value) => Ok(*value),
-        _ => Err(field.wrong_type("true or false")),
     }
 }
 
