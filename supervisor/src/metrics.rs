@@ -139,34 +139,26 @@ impl Metrics {
         let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", m.duration_count);
         let _ = writeln!(out, "{name}_sum {}", m.duration_sum);
         let _ = writeln!(out, "{name}_count {}", m.duration_count);
-        let name = header(
+        single(
             &mut out,
             "airlock_executions_from_pool_total",
             "counter",
             "Executions that got a pre-started worker.",
+            m.from_pool,
         );
-        let _ = writeln!(out, "{name} {}", m.from_pool);
-        let name = header(
+        single(
             &mut out,
             "airlock_connections_refused_total",
             "counter",
             "Connections no principal admits.",
+            self.refused_connections.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            out,
-            "{name} {}",
-            self.refused_connections.load(Ordering::Relaxed)
-        );
-        let name = header(
+        single(
             &mut out,
             "airlock_executions_rate_limited_total",
             "counter",
             "Executions refused because the principal's executions_per_minute was used up.",
-        );
-        let _ = writeln!(
-            out,
-            "{name} {}",
-            self.rate_limited_executions.load(Ordering::Relaxed)
+            self.rate_limited_executions.load(Ordering::Relaxed),
         );
         for (name, help, value) in [
             (
@@ -195,18 +187,29 @@ impl Metrics {
                 gauges.pool_starting,
             ),
         ] {
-            let name = header(&mut out, name, "gauge", help);
-            let _ = writeln!(out, "{name} {value}");
+            single(&mut out, name, "gauge", help, value);
         }
-        let name = header(
+        single(
             &mut out,
             "airlock_uptime_seconds",
             "gauge",
             "Seconds since the daemon started.",
+            gauges.uptime_s,
         );
-        let _ = writeln!(out, "{name} {}", gauges.uptime_s);
         out
     }
+}
+
+/// Writes one metric family of a single value: its HELP and TYPE lines, then the value.
+pub(crate) fn single(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl std::fmt::Display,
+) {
+    let name = header(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
 }
 
 /// Writes the HELP and TYPE lines of one metric family and returns its name.

@@ -86,38 +86,38 @@ pub(super) fn metrics_text(state: &HttpState) -> String {
 /// The journal's counters (Prometheus text): calls answered from it and calls recorded live,
 /// its size, and whether it works.
 fn journal_metrics(journal: &JournalState) -> String {
-    use std::fmt::Write;
+    use crate::metrics::single;
     use std::sync::atomic::Ordering;
     let health = journal.health();
     let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "# HELP airlock_journal_up Whether the sessions' journal works (0 when disabled or unavailable).
-# TYPE airlock_journal_up gauge
-airlock_journal_up {}",
-        u8::from(health.status == "ok")
+    single(
+        &mut text,
+        "airlock_journal_up",
+        "gauge",
+        "Whether the sessions' journal works (0 when disabled or unavailable).",
+        u8::from(health.status == "ok"),
     );
     if let JournalState::Ready(j) = journal {
-        let _ = writeln!(
-            text,
-            "# HELP airlock_tool_calls_replayed_total Tool calls of sessions answered from the journal.
-# TYPE airlock_tool_calls_replayed_total counter
-airlock_tool_calls_replayed_total {}",
-            j.replayed_calls.load(Ordering::Relaxed)
+        single(
+            &mut text,
+            "airlock_tool_calls_replayed_total",
+            "counter",
+            "Tool calls of sessions answered from the journal.",
+            j.replayed_calls.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            text,
-            "# HELP airlock_tool_calls_journaled_total Tool calls of sessions made live and recorded.
-# TYPE airlock_tool_calls_journaled_total counter
-airlock_tool_calls_journaled_total {}",
-            j.journaled_calls.load(Ordering::Relaxed)
+        single(
+            &mut text,
+            "airlock_tool_calls_journaled_total",
+            "counter",
+            "Tool calls of sessions made live and recorded.",
+            j.journaled_calls.load(Ordering::Relaxed),
         );
-        let _ = writeln!(
-            text,
-            "# HELP airlock_journal_bytes Bytes of recorded results in the journal.
-# TYPE airlock_journal_bytes gauge
-airlock_journal_bytes {}",
-            health.bytes.unwrap_or(0)
+        single(
+            &mut text,
+            "airlock_journal_bytes",
+            "gauge",
+            "Bytes of recorded results in the journal.",
+            health.bytes.unwrap_or(0),
         );
     }
     text
