@@ -73,15 +73,23 @@ impl Client {
         Ok(self.sender.send_request(req).await?)
     }
 
+    /// Sends `req` and reads the whole answer: its status and body text.
+    async fn text(
+        &mut self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, String), ClientError> {
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
     /// `GET path` → status and body text.
     pub async fn get(&mut self, path: &str) -> Result<(StatusCode, String), ClientError> {
         let req = Request::get(path)
             .header("host", "airlock")
             .body(Full::new(Bytes::new()))?;
-        let resp = self.send(req).await?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        self.text(req).await
     }
 
     /// `POST path` with a JSON body → status and body text.
@@ -94,10 +102,7 @@ impl Client {
             .header("host", "airlock")
             .header("content-type", "application/json")
             .body(Full::new(body))?;
-        let resp = self.send(req).await?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        self.text(req).await
     }
 
     /// `DELETE path` → status and body text.
@@ -105,10 +110,7 @@ impl Client {
         let req = Request::delete(path)
             .header("host", "airlock")
             .body(Full::new(Bytes::new()))?;
-        let resp = self.send(req).await?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+        self.text(req).await
     }
 
     /// `POST /v1/executions/<id>/resume`: finishes an interrupted execution by replay, and
