@@ -184,3 +184,24 @@ pub fn airlockd_command(socket: &std::path::Path) -> Command {
         .stderr(std::process::Stdio::null());
     cmd
 }
+
+/// Runs the `airlock` CLI as uid/gid 65534 (nobody) against the daemon at `socket`: whether
+/// it succeeded, and what it printed (stdout, then stderr). Root only (it changes user).
+pub fn cli_as_nobody(socket: &Path, args: &[&str]) -> (bool, String) {
+    use std::os::unix::process::CommandExt as _;
+    // From where uid 65534 can run it (the checkout may sit under a 0700 directory).
+    let out = Command::new(for_other_users().join("airlock"))
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run the airlock CLI as nobody");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -473,24 +473,7 @@ async fn reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon() {
     let dir = d.socket.parent().unwrap();
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let as_nobody = |args: &[&str]| {
-        use std::os::unix::process::CommandExt as _;
-        // From where uid 65534 can run it (the checkout may sit under a 0700 directory).
-        let out = std::process::Command::new(binaries::for_other_users().join("airlock"))
-            .arg("--socket")
-            .arg(&d.socket)
-            .args(args)
-            .uid(65534)
-            .gid(65534)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
+    let as_nobody = |args: &[&str]| binaries::cli_as_nobody(&d.socket, args);
     // Admitted: it may run a program.
     let (ok, text) = as_nobody(&["exec", "-e", "40 + 2"]);
     assert!(ok && text.contains("42"), "{text}");

@@ -469,24 +469,7 @@ async fn another_principal_cannot_use_read_or_resume_a_session() {
         .await
         .unwrap();
     let session = mine.session.clone().unwrap();
-    let as_other = |args: &[&str]| {
-        use std::os::unix::process::CommandExt as _;
-        let out =
-            std::process::Command::new(airlock_tests::binaries::for_other_users().join("airlock"))
-                .arg("--socket")
-                .arg(&d.socket)
-                .args(args)
-                .uid(65534)
-                .gid(65534)
-                .output()
-                .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
+    let as_other = |args: &[&str]| airlock_tests::binaries::cli_as_nobody(&d.socket, args);
     let code = "await tools.ledger.create({ name: 'mine' })";
     for args in [
         vec!["exec", "--session", session.as_str(), "-e", code],
