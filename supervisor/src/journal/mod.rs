@@ -658,16 +658,21 @@ mod tests {
         (dir, Arc::new(journal))
     }
 
+    /// A new session of principal `p`.
+    fn new_session(journal: &Journal) -> SessionRow {
+        let determinism = airlock_proto::Determinism {
+            clock_ms: 1,
+            seed: [0; 32],
+        };
+        journal.create_session("p", determinism).unwrap()
+    }
+
     /// A session's records answer the same whether the execution read them at once or looks
     /// each call up in the store (a session too large to read at once).
     #[test]
     fn records_read_at_once_and_looked_up_one_by_one_answer_alike() {
         let (_dir, journal) = journal();
-        let determinism = airlock_proto::Determinism {
-            clock_ms: 1,
-            seed: [0; 32],
-        };
-        let row = journal.create_session("p", determinism).unwrap();
+        let row = new_session(&journal);
         let first = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
         let args = serde_json::json!({ "b": 1, "a": [1, 2] });
         for _ in 0..2 {
@@ -719,11 +724,7 @@ mod tests {
     #[test]
     fn a_large_log_is_folded_by_the_call_that_passes_the_bound() {
         let (_dir, journal) = journal();
-        let determinism = airlock_proto::Determinism {
-            clock_ms: 1,
-            seed: [0; 32],
-        };
-        let row = journal.create_session("p", determinism).unwrap();
+        let row = new_session(&journal);
         let run = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
         let big = format!(
             "\"{}\"",
@@ -755,11 +756,7 @@ mod tests {
             log::IntentLog::on_file(full),
             JournalSettings::default(),
         ));
-        let determinism = airlock_proto::Determinism {
-            clock_ms: 1,
-            seed: [0; 32],
-        };
-        let row = journal.create_session("p", determinism).unwrap();
+        let row = new_session(&journal);
         let run = SessionRun::new(journal.clone(), &row, "e1".into(), ReplayMode::All);
         let (key, position) = run.key("t.x", &serde_json::json!({}));
         assert!(matches!(
