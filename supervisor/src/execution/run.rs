@@ -15,7 +15,7 @@ use crate::journal::SessionRun;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
-use crate::tools::call::{self, CallAnswer, CallRequest, CallScope};
+use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope};
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
@@ -589,10 +589,12 @@ impl Run {
         self.call_started.push(now);
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
             .await;
-        if admitted.answered_at_arrival() {
-            return Err(admitted.answer_now());
+        match admitted.answer_at_arrival() {
+            Arrival::Answered(answer) => Err(answer),
+            Arrival::ToSource(admitted) => {
+                Ok(calls.spawn(admitted.complete().in_current_span()).id())
+            }
         }
-        Ok(calls.spawn(admitted.complete().in_current_span()).id())
     }
 
     /// Records a call's answer and sends it to the worker.

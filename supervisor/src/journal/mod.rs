@@ -433,23 +433,25 @@ impl SessionRun {
         replay: ReplayMode,
     ) -> SessionRun {
         let last_run = journal.last_run(&session.id);
-        let records = (session.calls > 0
-            && session.calls <= PRELOAD_MAX_CALLS
-            && session.bytes <= PRELOAD_MAX_BYTES)
-            .then(|| journal.noted_read(journal.store.records(&session.id)).ok())
-            .flatten()
-            .map(|rows| Mutex::new(rows.into_iter().collect()));
+        let records = if session.calls == 0 {
+            // Nothing recorded: nothing to read.
+            Some(Mutex::new(HashMap::new()))
+        } else if session.calls <= PRELOAD_MAX_CALLS && session.bytes <= PRELOAD_MAX_BYTES {
+            // A read that fails leaves the lookups to the store (and is in health).
+            journal
+                .noted_read(journal.store.records(&session.id))
+                .ok()
+                .map(|rows| Mutex::new(rows.into_iter().collect()))
+        } else {
+            None
+        };
         SessionRun {
             journal,
             session: session.id.clone(),
             execution,
             replay,
             last_run,
-            records: if session.calls == 0 {
-                Some(Mutex::new(HashMap::new()))
-            } else {
-                records
-            },
+            records,
             occurrences: Mutex::new(Occurrences::default()),
             bytes: AtomicU64::new(session.bytes),
             replayed: AtomicU32::new(0),

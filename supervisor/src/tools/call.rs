@@ -125,6 +125,15 @@ pub struct Admitted {
     journal: Option<(CallKey, Lookup)>,
 }
 
+/// A call after [`Admitted::answer_at_arrival`].
+#[derive(Debug)]
+pub enum Arrival {
+    /// Refused, or replayed: its answer.
+    Answered(CallAnswer),
+    /// It needs its source: [`Admitted::complete`].
+    ToSource(Admitted),
+}
+
 /// What the pipeline hands back for one call.
 #[derive(Debug)]
 pub struct CallAnswer {
@@ -243,16 +252,10 @@ impl Admitted {
         &self.args
     }
 
-    /// Whether the call is answered without a source: refused at arrival, or replayed. Such a
-    /// call is answered at once ([`Admitted::answer_now`]), without a task of its own.
-    pub fn answered_at_arrival(&self) -> bool {
-        self.refused.is_some() || matches!(self.journal, Some((_, Lookup::Replay { .. })))
-    }
-
-    /// The answer of a call [`Admitted::answered_at_arrival`]: its refusal, or its recorded
-    /// result scanned again under the policy in force (stages 9 and 10).
-    pub fn answer_now(self) -> CallAnswer {
-        let ctx = self.context();
+    /// The answer of a call that needs no source, at once and without a task of its own: its
+    /// refusal, or its recorded result scanned again under the policy in force (stages 9 and
+    /// 10). A call that needs its source comes back as it is, for [`Admitted::complete`].
+    pub fn answer_at_arrival(self) -> Arrival {
         let (result, replayed_at) = match (&self.refused, &self.journal, &self.scope.journal) {
             (Some(error), _, _) => (Err(error.clone()), None),
             (None, Some((_, Lookup::Replay { result, clock_ms })), Some(run)) => {
@@ -269,31 +272,30 @@ impl Admitted {
                 });
                 (parsed, Some(*clock_ms))
             }
-            _ => (
-                Err(ToolError::new(
-                    ToolErrorCode::Internal,
-                    format!(
-                        "the call of `{}` was neither refused nor replayed",
-                        self.tool
-                    ),
-                )),
-                None,
-            ),
+            _ => return Arrival::ToSource(self),
         };
-        self.finish(&ctx, result, replayed_at, None, false)
+        let ctx = self.context();
+        Arrival::Answered(self.finish(&ctx, result, replayed_at, None, false))
     }
 
-    /// Stages 5-10: the source, then the answer. A call answered at arrival is answered as
-    /// [`Admitted::answer_now`] does.
+    /// Stages 5-10: the source, then the answer (a call that needs no source is answered as
+    /// [`Admitted::answer_at_arrival`] answers it).
     pub async fn complete(self) -> CallAnswer {
-        if self.answered_at_arrival() {
-            return self.answer_now();
-        }
+        let mut this = match self.answer_at_arrival() {
+            Arrival::Answered(answer) => return answer,
+            Arrival::ToSource(this) => this,
+        };
+        // The source gets the arguments; the answer no longer needs them.
+        let args = std::mem::take(&mut this.args);
+        this.call_live(args).await
+    }
+
+    /// Stages 5-10 of a call that needs its source.
+    async fn call_live(self, args: Value) -> CallAnswer {
         let ctx = self.context();
         let session = self.scope.journal.as_deref();
         // Whether the call was recorded as sent (only then is its outcome recorded).
         let sent = AtomicBool::new(false);
-        let args = self.args.clone();
         let mut divergence = None;
         let result = match (&self.journal, session) {
             (
