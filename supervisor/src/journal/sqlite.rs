@@ -291,10 +291,7 @@ impl JournalStore for SqliteStore {
     fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError> {
         self.with(|c| {
             c.query_row(
-                "SELECT id, principal, created_ms, used_ms, clock_ms, seed, \
-                 (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = ?1), \
-                 (SELECT count(*) FROM calls WHERE calls.session = ?1) \
-                 FROM sessions WHERE id = ?1",
+                &format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"),
                 [id],
                 session_row,
             )
