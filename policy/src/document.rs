@@ -12,6 +12,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::byte_size::{format_byte_size, parse_byte_size};
+use crate::duration::{format_duration_ms, parse_duration_ms, seconds_to_ms};
 use crate::error::PolicyError;
 use crate::source_location::Location;
 
@@ -258,6 +259,37 @@ impl<'a> Field<'a> {
         }
     }
 
+    /// A duration (a string such as `"15m"`, or an integer number of seconds) within `range`,
+    /// in milliseconds.
+    pub fn duration_ms_in(&self, range: RangeInclusive<u64>) -> Result<u64, PolicyError> {
+        let ms = match self.value.get_ref() {
+            DeValue::String(s) => {
+                parse_duration_ms(s).map_err(|source| PolicyError::InvalidDuration {
+                    at: self.location(),
+                    key: self.path.clone(),
+                    source,
+                })?
+            }
+            DeValue::Integer(_) => {
+                let n = self.integer("a duration")?;
+                u64::try_from(n)
+                    .ok()
+                    .and_then(seconds_to_ms)
+                    .ok_or_else(|| self.out_of_range(duration_range(&range)))?
+            }
+            _ => {
+                return Err(self.wrong_type(
+                    "a duration such as \"30s\", \"15m\", \"1h\" or \"2d\", or a number of seconds",
+                ));
+            }
+        };
+        if range.contains(&ms) {
+            Ok(ms)
+        } else {
+            Err(self.out_of_range(duration_range(&range)))
+        }
+    }
+
     /// The elements of an array, each with its `key[index]` path.
     pub fn array(&self, expected: &'static str) -> Result<Vec<Field<'a>>, PolicyError> {
         match self.value.get_ref() {
@@ -324,6 +356,14 @@ fn size_range(range: &RangeInclusive<u64>) -> String {
         "{}..={}",
         format_byte_size(*range.start()),
         format_byte_size(*range.end())
+    )
+}
+
+fn duration_range(range: &RangeInclusive<u64>) -> String {
+    format!(
+        "{}..={}",
+        format_duration_ms(*range.start()),
+        format_duration_ms(*range.end())
     )
 }
 

@@ -5,6 +5,7 @@
 
 use crate::account::AccountError;
 use crate::byte_size::ByteSizeError;
+use crate::duration::DurationError;
 use crate::file_mode::FileModeError;
 use crate::source_location::Location;
 use crate::tool_pattern::ToolPatternError;
@@ -108,6 +109,16 @@ pub enum PolicyError {
         key: String,
         /// What is wrong with it.
         source: ByteSizeError,
+    },
+    /// A duration string that does not parse.
+    #[error("{at}: {key}: {source}")]
+    InvalidDuration {
+        /// Where the value is.
+        at: Location,
+        /// Its dotted path.
+        key: String,
+        /// What is wrong with it.
+        source: DurationError,
     },
     /// A permission string that does not parse.
     #[error("{at}: {key}: {source}")]
@@ -248,6 +259,7 @@ impl PolicyError {
             | PolicyError::MissingKey { at, .. }
             | PolicyError::OutOfRange { at, .. }
             | PolicyError::InvalidSize { at, .. }
+            | PolicyError::InvalidDuration { at, .. }
             | PolicyError::InvalidMode { at, .. }
             | PolicyError::InvalidToolPattern { at, .. }
             | PolicyError::InvalidValue { at, .. }
@@ -271,6 +283,7 @@ impl PolicyError {
             | PolicyError::MissingKey { key, .. }
             | PolicyError::OutOfRange { key, .. }
             | PolicyError::InvalidSize { key, .. }
+            | PolicyError::InvalidDuration { key, .. }
             | PolicyError::InvalidMode { key, .. }
             | PolicyError::InvalidToolPattern { key, .. }
             | PolicyError::InvalidValue { key, .. }

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use crate::duration::format_duration_ms;
 use crate::policy_file::Policy;
 use crate::principal::{Principal, ToolDecision};
 
@@ -96,7 +97,13 @@ impl fmt::Display for Explanation<'_> {
                 )?;
                 match decision {
                     ToolDecision::Allowed(rule) => {
-                        write!(f, "{tool}: ALLOWED by allow pattern {rule}")?
+                        write!(f, "{tool}: ALLOWED by allow pattern {rule}")?;
+                        if let Some(approve) = principal.approval_rule(tool) {
+                            write!(
+                                f,
+                                ", each call waiting for an approver's decision (approve pattern {approve})"
+                            )?;
+                        }
                     }
                     ToolDecision::Denied(rule) => write!(
                         f,
@@ -111,12 +118,14 @@ impl fmt::Display for Explanation<'_> {
                 let l = &principal.limits;
                 write!(
                     f,
-                    "\nlimits: timeout {} ms (max {} ms), memory {} MiB, {} tool calls, output {} KiB",
+                    "\nlimits: timeout {} ms (max {} ms), memory {} MiB, {} tool calls, output {} KiB, {} waiting executions for up to {}",
                     l.timeout_ms,
                     l.max_timeout_ms,
                     l.memory_bytes >> 20,
                     l.max_tool_calls,
-                    l.max_output_bytes >> 10
+                    l.max_output_bytes >> 10,
+                    l.max_waiting_executions,
+                    format_duration_ms(l.waiting_ttl_ms)
                 )?;
                 let rate = |n: Option<u32>| n.map_or("no limit".to_owned(), |n| n.to_string());
                 write!(
@@ -145,7 +154,11 @@ name = "agents"
 groups = [27]
 allow = ["github.*"]
 deny = ["github.delete_*"]
+approve = ["github.merge_*"]
 tool_calls_per_minute = 100
+
+[approvals]
+approvers = [0]
 "#;
 
     fn caller(uid: u32, groups: &[u32]) -> Caller {
@@ -172,6 +185,20 @@ tool_calls_per_minute = 100
             allowed
                 .to_string()
                 .contains("ALLOWED by allow pattern \"github.*\" (/etc/airlock/policy.toml:10:10)")
+        );
+
+        assert!(!allowed.to_string().contains("approver"));
+        assert!(
+            allowed
+                .to_string()
+                .contains("16 waiting executions for up to 1d")
+        );
+
+        let waits = policy.explain(caller(1000, &[27]), "github.merge_pr");
+        assert!(waits.allowed());
+        assert!(
+            waits.to_string().contains("github.merge_pr: ALLOWED by allow pattern \"github.*\" (/etc/airlock/policy.toml:10:10), each call waiting for an approver's decision (approve pattern \"github.merge_*\" (/etc/airlock/policy.toml:12:12))"),
+            "{waits}"
         );
 
         let nothing = policy.explain(caller(1000, &[27]), "time.now");

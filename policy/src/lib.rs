@@ -9,16 +9,19 @@
 //! - [`daemon_settings`]: the `[daemon]` table;
 //! - [`limit_settings`]: the `[limits]` table;
 //! - [`principal`]: `[[principal]]` tables, admission by uid/gid, `allow`/`deny` decisions,
-//!   per-principal limits and rate limits;
+//!   `approve` patterns, per-principal limits and rate limits;
+//! - [`approval_settings`]: the `[approvals]` table, who may decide calls that wait for
+//!   approval and how long they wait;
 //! - [`explanation`]: which principal admits a caller and which rule decides a tool call;
 //! - [`audit_settings`]: the `[audit]` table, the audit log's directory, size and rotation;
-//! - [`tool_pattern`]: the `*` glob used in `allow` and `deny`;
+//! - [`tool_pattern`]: the `*` glob used in `allow`, `deny` and `approve`;
 //! - [`sources`]: the tool sources: `[[server]]` tables ([`sources::server`], the MCP servers
 //!   whose tools programs call), `[[openapi]]` ([`sources::openapi`], documents whose
 //!   operations become tools) and `[[graphql]]` ([`sources::graphql`], endpoints whose fields
 //!   become tools);
 //! - [`secret_scanning`]: the `[secret_scanning]` table: redact or fail on secrets in results;
 //! - [`byte_size`]: size strings such as `"256MiB"`;
+//! - [`duration`]: duration strings such as `"15m"`;
 //! - [`file_mode`]: octal permission strings such as `"0660"`;
 //! - [`account`]: user and group names resolved through the system's user database;
 //! - [`source_location`]: byte offsets turned into `file:line:column`;
@@ -39,10 +42,12 @@
 )]
 
 pub mod account;
+pub mod approval_settings;
 pub mod audit_settings;
 pub mod byte_size;
 pub mod daemon_settings;
 mod document;
+pub mod duration;
 pub mod error;
 pub mod explanation;
 pub mod file_mode;
@@ -55,6 +60,7 @@ pub mod source_location;
 pub mod sources;
 pub mod tool_pattern;
 
+pub use approval_settings::ApprovalSettings;
 pub use audit_settings::AuditSettings;
 pub use daemon_settings::DaemonSettings;
 pub use error::{PolicyError, PolicyWarning};

@@ -1,14 +1,24 @@
 //! The `[limits]` table: what one execution may use. The supervisor turns these into the limits it
 //! sends to each worker; a request may ask for a shorter timeout, or a longer one up to
 //! `max_timeout_ms`.
+//!
+//! Two limits are about executions that wait (for the results of tools the client runs itself,
+//! for an approval, or kept detached for a client to collect) rather than run: how many of a
+//! principal's executions may wait at once and for how long. A waiting execution holds no worker,
+//! but the daemon keeps what it needs to go on (its code, its calls so far, what it waits for),
+//! so both bound what clients that never come back leave behind.
 
 use crate::byte_size::format_byte_size;
 use crate::document::TableReader;
+use crate::duration::format_duration_ms;
 use crate::error::PolicyError;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
+const SECOND_MS: u64 = 1_000;
+const HOUR_MS: u64 = 3_600 * SECOND_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Per-execution limits (`[limits]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +38,13 @@ pub struct LimitSettings {
     pub max_output_bytes: u64,
     /// Size of the submitted program (key `max_code`).
     pub max_code_bytes: u64,
+    /// Executions of one principal that may wait at once (for client tool results or an
+    /// approval, or kept detached); one more that would wait is refused instead. `0`: none may
+    /// wait. Counted per principal: `[limits]`' value applies to each principal on its own.
+    pub max_waiting_executions: u32,
+    /// How long an execution may wait for client tool results (or be kept detached) before it
+    /// expires and what the daemon kept of it is dropped (key `waiting_ttl`).
+    pub waiting_ttl_ms: u64,
 }
 
 /// One limit a principal may only lower: key, its value, `[limits]`' value, how to show it.
@@ -43,6 +60,8 @@ impl LimitSettings {
         "max_tool_calls",
         "max_output",
         "max_code",
+        "max_waiting_executions",
+        "waiting_ttl",
     ];
     /// Default `timeout_ms` (30 s); lowered to `max_timeout_ms` if that is smaller.
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -78,6 +97,17 @@ impl LimitSettings {
     pub const MIN_CODE_BYTES: u64 = KIB;
     /// Largest `max_code` (must fit in one supervisor⇄worker frame with room to spare).
     pub const MAX_CODE_BYTES: u64 = 16 * MIB;
+    /// Default `max_waiting_executions`.
+    pub const DEFAULT_MAX_WAITING_EXECUTIONS: u32 = 16;
+    /// Largest `max_waiting_executions`: the daemon keeps each waiting execution's code and
+    /// calls until it is answered or expires.
+    pub const MAX_WAITING_EXECUTIONS: u32 = 1024;
+    /// Default `waiting_ttl` (24 h): a client gets a working day to come back.
+    pub const DEFAULT_WAITING_TTL_MS: u64 = DAY_MS;
+    /// Smallest `waiting_ttl` (1 s).
+    pub const MIN_WAITING_TTL_MS: u64 = SECOND_MS;
+    /// Largest `waiting_ttl` (30 days): a waiting worker is not an archive.
+    pub const MAX_WAITING_TTL_MS: u64 = 30 * DAY_MS;
 
     pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
         Self::read_over(table, &LimitSettings::default())
@@ -93,7 +123,7 @@ impl LimitSettings {
         let limits = Self::read_over(table, global)?;
         // `timeout_ms` is a default, not a ceiling: it only has to stay within the principal's
         // own `max_timeout_ms`, which `read_over` checks.
-        let checks: [Ceiling; 6] = [
+        let checks: [Ceiling; 8] = [
             (
                 "max_timeout_ms",
                 limits.max_timeout_ms,
@@ -129,6 +159,18 @@ impl LimitSettings {
                 limits.max_code_bytes,
                 global.max_code_bytes,
                 format_byte_size,
+            ),
+            (
+                "max_waiting_executions",
+                u64::from(limits.max_waiting_executions),
+                u64::from(global.max_waiting_executions),
+                |n| n.to_string(),
+            ),
+            (
+                "waiting_ttl",
+                limits.waiting_ttl_ms,
+                global.waiting_ttl_ms,
+                format_duration_ms,
             ),
         ];
         for (key, value, ceiling, show) in checks {
@@ -194,6 +236,16 @@ impl LimitSettings {
                 Some(field) => field.byte_size_in(Self::MIN_CODE_BYTES..=Self::MAX_CODE_BYTES)?,
                 None => defaults.max_code_bytes,
             },
+            max_waiting_executions: match table.get("max_waiting_executions") {
+                Some(field) => field.u32_in(0..=Self::MAX_WAITING_EXECUTIONS)?,
+                None => defaults.max_waiting_executions,
+            },
+            waiting_ttl_ms: match table.get("waiting_ttl") {
+                Some(field) => {
+                    field.duration_ms_in(Self::MIN_WAITING_TTL_MS..=Self::MAX_WAITING_TTL_MS)?
+                }
+                None => defaults.waiting_ttl_ms,
+            },
         })
     }
 }
@@ -208,6 +260,147 @@ impl Default for LimitSettings {
             max_tool_calls: Self::DEFAULT_MAX_TOOL_CALLS,
             max_output_bytes: Self::DEFAULT_MAX_OUTPUT_BYTES,
             max_code_bytes: Self::DEFAULT_MAX_CODE_BYTES,
+            max_waiting_executions: Self::DEFAULT_MAX_WAITING_EXECUTIONS,
+            waiting_ttl_ms: Self::DEFAULT_WAITING_TTL_MS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+
+    const FILE: &str = "/etc/airlock/policy.toml";
+
+    fn limits(text: &str) -> Result<LimitSettings, PolicyError> {
+        Policy::parse(text, FILE).map(|policy| policy.limits)
+    }
+
+    /// The limits of the one principal `p` that `text` (a `[limits]` table or nothing) and
+    /// `principal_limits` (the keys of its own `limits` table) give it.
+    fn principal_limits(text: &str, principal_limits: &str) -> Result<LimitSettings, String> {
+        Policy::parse(
+            &format!(
+                "{text}\n[[principal]]\nname = \"p\"\nusers = [0]\n[principal.limits]\n{principal_limits}\n"
+            ),
+            FILE,
+        )
+        .map(|mut policy| policy.principals.remove(0).limits)
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn waiting_limits_default_to_16_executions_for_a_day() {
+        let defaults = LimitSettings::default();
+        assert_eq!(defaults.max_waiting_executions, 16);
+        assert_eq!(defaults.waiting_ttl_ms, 24 * 3_600_000);
+        assert_eq!(limits("").unwrap(), defaults);
+        assert_eq!(limits("[limits]\n").unwrap(), defaults);
+    }
+
+    #[test]
+    fn waiting_limits_are_read() {
+        let read = limits("[limits]\nmax_waiting_executions = 0\nwaiting_ttl = \"2d\"\n").unwrap();
+        assert_eq!(read.max_waiting_executions, 0, "0: none may wait");
+        assert_eq!(read.waiting_ttl_ms, 2 * DAY_MS);
+        let cases: &[(&str, u64)] = &[
+            ("\"30s\"", 30_000),
+            ("\"15m\"", 900_000),
+            ("\"1h\"", HOUR_MS),
+            ("\"30d\"", 30 * DAY_MS),
+            ("1", SECOND_MS),
+            ("90", 90 * SECOND_MS),
+        ];
+        for &(written, ms) in cases {
+            let read = limits(&format!("[limits]\nwaiting_ttl = {written}\n")).unwrap();
+            assert_eq!(read.waiting_ttl_ms, ms, "{written}");
+        }
+        let most = limits("[limits]\nmax_waiting_executions = 1024\n").unwrap();
+        assert_eq!(most.max_waiting_executions, 1024);
+    }
+
+    #[test]
+    fn waiting_limits_out_of_bounds_are_located_and_name_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "max_waiting_executions = 1025",
+                "limits.max_waiting_executions",
+                "0..=1024",
+            ),
+            (
+                "max_waiting_executions = -1",
+                "limits.max_waiting_executions",
+                "0..=1024",
+            ),
+            (
+                "max_waiting_executions = \"16\"",
+                "limits.max_waiting_executions",
+                "expected an integer",
+            ),
+            ("waiting_ttl = \"31d\"", "limits.waiting_ttl", "1s..=30d"),
+            ("waiting_ttl = \"0s\"", "limits.waiting_ttl", "1s..=30d"),
+            ("waiting_ttl = 0", "limits.waiting_ttl", "1s..=30d"),
+            ("waiting_ttl = -5", "limits.waiting_ttl", "1s..=30d"),
+            (
+                "waiting_ttl = \"1H\"",
+                "limits.waiting_ttl",
+                "did you mean `h`",
+            ),
+            ("waiting_ttl = \"24\"", "limits.waiting_ttl", "add a unit"),
+            (
+                "waiting_ttl = true",
+                "limits.waiting_ttl",
+                "a duration such as",
+            ),
+            (
+                "waiting_ttl = 9223372036854775807",
+                "limits.waiting_ttl",
+                "out of range",
+            ),
+        ];
+        for &(line, key, detail) in cases {
+            let message = limits(&format!("[limits]\n{line}\n"))
+                .expect_err(line)
+                .to_string();
+            assert!(message.starts_with(&format!("{FILE}:2:")), "{message:?}");
+            assert!(message.contains(key), "{message:?} should name {key}");
+            assert!(message.contains(detail), "{message:?} should say {detail}");
+        }
+    }
+
+    #[test]
+    fn a_principal_may_only_lower_the_waiting_limits() {
+        let global = "[limits]\nmax_waiting_executions = 8\nwaiting_ttl = \"12h\"\n";
+        let inherited = principal_limits(global, "").unwrap();
+        assert_eq!(inherited.max_waiting_executions, 8);
+        assert_eq!(inherited.waiting_ttl_ms, 12 * HOUR_MS);
+
+        let lowered =
+            principal_limits(global, "max_waiting_executions = 0\nwaiting_ttl = \"15m\"").unwrap();
+        assert_eq!(lowered.max_waiting_executions, 0);
+        assert_eq!(lowered.waiting_ttl_ms, 15 * 60 * SECOND_MS);
+        let equal = principal_limits(global, "waiting_ttl = 43200").unwrap();
+        assert_eq!(equal.waiting_ttl_ms, 12 * HOUR_MS);
+
+        let message = principal_limits(global, "max_waiting_executions = 9").unwrap_err();
+        assert!(
+            message.contains("principal[0].limits.max_waiting_executions: 9 is more than the policy's limits.max_waiting_executions (8)"),
+            "{message}"
+        );
+        assert!(
+            message.contains("raise limits.max_waiting_executions too"),
+            "{message}"
+        );
+        let message = principal_limits(global, "waiting_ttl = \"1d\"").unwrap_err();
+        assert!(
+            message.contains("principal[0].limits.waiting_ttl: 1d is more than the policy's limits.waiting_ttl (12h)"),
+            "{message}"
+        );
+        // Without [limits] the defaults are the ceilings.
+        let message = principal_limits("", "waiting_ttl = \"2d\"").unwrap_err();
+        assert!(message.contains("(1d)"), "{message}");
+        principal_limits("", "max_waiting_executions = 16").unwrap();
+        assert!(principal_limits("", "max_waiting_executions = 17").is_err());
     }
 }

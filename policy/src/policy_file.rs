@@ -1,5 +1,6 @@
 //! The policy file as a whole: reading it, the top-level tables, the checks that span tables
-//! (unique principal names), and admission of a peer.
+//! (unique principal names, approvers for every principal that has calls approved), and
+//! admission of a peer.
 
 use std::collections::HashMap;
 use std::io;
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use toml::de::DeTable;
 
+use crate::approval_settings::ApprovalSettings;
 use crate::audit_settings::AuditSettings;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
@@ -38,6 +40,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "secret_scanning",
     "audit",
     "journal",
+    "approvals",
 ];
 
 /// A validated policy.
@@ -61,6 +64,8 @@ pub struct Policy {
     pub audit: AuditSettings,
     /// `[journal]`: the replay journal of sessions.
     pub journal: JournalSettings,
+    /// `[approvals]`: who may decide the calls principals' `approve` patterns make wait.
+    pub approvals: ApprovalSettings,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
     /// The drop-in files merged into it, in the order they were read.
@@ -292,6 +297,23 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         LimitSettings::read,
     );
     let limits = limits.unwrap_or_default();
+    // [approvals] names who may decide for every principal, wherever they are written: like
+    // [limits], one file.
+    let errors_before_approvals = errors.len();
+    let approvals = read_single_table(
+        &roots,
+        "approvals",
+        "a table ([approvals])",
+        ApprovalSettings::KEYS,
+        Placement::OneFile {
+            hint: "name the approvers in one file",
+        },
+        &mut errors,
+        ApprovalSettings::read,
+    );
+    // A broken [approvals] is reported as itself, not again at every principal's `approve`.
+    let no_approvers = errors.len() == errors_before_approvals
+        && approvals.as_ref().is_none_or(|a| !a.has_approvers());
 
     let mut principals: Vec<Principal> = Vec::new();
     let mut first_names: HashMap<String, Location> = HashMap::new();
@@ -312,6 +334,12 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
                 .and_then(|table| {
                     let principal = Principal::read(&table, &limits)?;
                     let name_at = table.require("name")?.location();
+                    if no_approvers
+                        && !principal.approve.is_empty()
+                        && let Some(approve) = table.get("approve")
+                    {
+                        errors.push(approve.invalid(unapproved_message(&principal)));
+                    }
                     Ok((principal, name_at, format!("{}.name", table.path())))
                 });
             let (principal, name_at, key) = match read {
@@ -439,10 +467,26 @@ fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
         secret_scanning: secret_scanning.unwrap_or_default(),
         audit: audit.unwrap_or_default(),
         journal: journal.unwrap_or_default(),
+        approvals: approvals.unwrap_or_default(),
         origin: origins.next().unwrap_or_default(),
         drop_ins: origins.collect(),
         warnings,
     })
+}
+
+/// Why a principal with `approve` patterns is refused when nobody may approve: its calls would
+/// wait until they expire, every one of them denied.
+fn unapproved_message(principal: &Principal) -> String {
+    let patterns = principal
+        .approve
+        .iter()
+        .map(|rule| format!("\"{}\"", rule.pattern))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "principal `{}` needs approvals for {patterns} but [approvals] names no approvers, so every such call would wait and expire denied: add `[approvals] approvers = [\"user\", \"@group\"]` naming who may decide, or remove `approve`",
+        principal.name
+    )
 }
 
 fn syntax_error(source: Source<'_>, error: &toml::de::Error) -> PolicyError {
@@ -675,6 +719,8 @@ stack = "512KiB"
 max_tool_calls = 10
 max_output = 65536
 max_code = "1MB"
+max_waiting_executions = 4
+waiting_ttl = "2h"
 
 [[principal]]
 name = "agents"
@@ -713,6 +759,8 @@ groups = [2000]
                 max_tool_calls: 10,
                 max_output_bytes: 65536,
                 max_code_bytes: 1_000_000,
+                max_waiting_executions: 4,
+                waiting_ttl_ms: 7_200_000,
             }
         );
         let agents = &policy.principals[0];

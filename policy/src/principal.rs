@@ -1,6 +1,7 @@
 //! Principals: who may connect (by uid, primary gid or supplementary gid, as the kernel reports
-//! them for the socket peer), which tools they may call, the limits their executions run under,
-//! and how often they may run programs and call tools.
+//! them for the socket peer), which tools they may call, which of those calls wait for an
+//! approver's decision, the limits their executions run under, and how often they may run
+//! programs and call tools.
 
 use std::fmt;
 
@@ -13,7 +14,8 @@ use crate::limit_settings::LimitSettings;
 use crate::source_location::Location;
 use crate::tool_pattern::{tool_matches, validate_tool_pattern};
 
-/// One `allow` or `deny` pattern and where it was written (for `airlock policy explain`).
+/// One `allow`, `deny` or `approve` pattern and where it was written (for
+/// `airlock policy explain`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolRule {
     /// The pattern, e.g. `github.*`.
@@ -81,6 +83,9 @@ pub struct Principal {
     pub allow: Vec<ToolRule>,
     /// Tool patterns this principal may never call, whatever `allow` says.
     pub deny: Vec<ToolRule>,
+    /// Tool patterns whose calls wait for an approver's decision (`[approvals]`) before they
+    /// are made. Approval only adds a step: a tool must still be allowed, and `deny` still wins.
+    pub approve: Vec<ToolRule>,
     /// The limits its executions run under: `[limits]`, narrowed by the principal's own
     /// `limits` table.
     pub limits: LimitSettings,
@@ -104,6 +109,7 @@ impl Principal {
         "groups",
         "allow",
         "deny",
+        "approve",
         "limits",
         "executions_per_minute",
         "tool_calls_per_minute",
@@ -113,7 +119,7 @@ impl Principal {
     pub const MAX_PER_MINUTE: u32 = 1_000_000;
 
     /// A principal made in code (tests, tools): the given members and rules, the default
-    /// limits, no rate limits.
+    /// limits, no rate limits, no call waiting for approval.
     pub fn new(name: &str, uids: Vec<u32>, allow: &[&str]) -> Principal {
         Principal {
             name: name.to_owned(),
@@ -122,6 +128,7 @@ impl Principal {
             any_user: false,
             allow: allow.iter().map(|p| ToolRule::from(*p)).collect(),
             deny: Vec::new(),
+            approve: Vec::new(),
             limits: LimitSettings::default(),
             rates: RateLimits::default(),
             at: None,
@@ -145,6 +152,21 @@ impl Principal {
             Some(rule) => ToolDecision::Allowed(rule),
             None => ToolDecision::NotAllowed,
         }
+    }
+
+    /// Whether a call of `tool` (`namespace.tool`) waits for an approver's decision before it
+    /// is made: some `approve` pattern matches. Says nothing about whether the call is allowed
+    /// (ask [`Principal::decide`] first).
+    pub fn needs_approval(&self, tool: &str) -> bool {
+        self.approval_rule(tool).is_some()
+    }
+
+    /// The first `approve` pattern that matches `tool`, if any: what makes its calls wait
+    /// (named by `airlock policy explain` and in the approval request).
+    pub fn approval_rule(&self, tool: &str) -> Option<&ToolRule> {
+        self.approve
+            .iter()
+            .find(|rule| tool_matches(&rule.pattern, tool))
     }
 
     /// Whether a peer with these credentials belongs to this principal.
@@ -227,6 +249,7 @@ impl Principal {
             any_user,
             allow: tool_patterns(table.get("allow"))?,
             deny: tool_patterns(table.get("deny"))?,
+            approve: tool_patterns(table.get("approve"))?,
             limits,
             rates: RateLimits {
                 executions_per_minute: per_minute("executions_per_minute")?,
@@ -240,21 +263,22 @@ impl Principal {
 /// The `users` entry that admits every local user.
 pub const ANY_USER: &str = "*";
 
-fn push_unique(ids: &mut Vec<u32>, id: u32) {
+pub(crate) fn push_unique(ids: &mut Vec<u32>, id: u32) {
     if !ids.contains(&id) {
         ids.push(id);
     }
 }
 
 /// uid/gid `u32::MAX` is `(uid_t)-1`, which the kernel uses as "no id"; never admit it.
-const MAX_ID: u32 = u32::MAX - 1;
+pub(crate) const MAX_ID: u32 = u32::MAX - 1;
 
 fn numeric_id(entry: &Field<'_>) -> Result<u32, PolicyError> {
     let n = entry.u64_in(0..=u64::from(MAX_ID))?;
     u32::try_from(n).map_err(|_| entry.out_of_range(format!("0..={MAX_ID}")))
 }
 
-fn user_id(entry: &Field<'_>) -> Result<u32, PolicyError> {
+/// The uid a `users` entry names: a uid, a user name or `"@daemon"`.
+pub(crate) fn user_id(entry: &Field<'_>) -> Result<u32, PolicyError> {
     match entry.value() {
         DeValue::Integer(_) => numeric_id(entry),
         DeValue::String(name) if name == DAEMON_USER => Ok(effective_uid()),
@@ -277,16 +301,21 @@ fn user_id(entry: &Field<'_>) -> Result<u32, PolicyError> {
 fn group_id(entry: &Field<'_>) -> Result<u32, PolicyError> {
     match entry.value() {
         DeValue::Integer(_) => numeric_id(entry),
-        DeValue::String(name) => match gid_of_group(name) {
-            Ok(Some(gid)) => Ok(gid),
-            Ok(None) => Err(PolicyError::UnknownGroup {
-                at: entry.location(),
-                key: entry.path().to_owned(),
-                name: name.to_string(),
-            }),
-            Err(source) => Err(lookup_failed(entry, name, source)),
-        },
+        DeValue::String(name) => group_named(entry, name),
         _ => Err(entry.wrong_type("a group name or a gid")),
+    }
+}
+
+/// The gid of the group `name`, written at `entry` (a `groups` entry, or an `@group` approver).
+pub(crate) fn group_named(entry: &Field<'_>, name: &str) -> Result<u32, PolicyError> {
+    match gid_of_group(name) {
+        Ok(Some(gid)) => Ok(gid),
+        Ok(None) => Err(PolicyError::UnknownGroup {
+            at: entry.location(),
+            key: entry.path().to_owned(),
+            name: name.to_owned(),
+        }),
+        Err(source) => Err(lookup_failed(entry, name, source)),
     }
 }
 
@@ -370,6 +399,33 @@ mod tests {
             ToolDecision::Denied(&p.deny[0])
         );
         assert_eq!(p.decide("time.now"), ToolDecision::NotAllowed);
+    }
+
+    #[test]
+    fn approve_patterns_make_calls_wait() {
+        let p = Principal {
+            approve: ["github.delete_*", "payments.*"]
+                .iter()
+                .map(|s| ToolRule::from(*s))
+                .collect(),
+            ..principal(&["*"], &[])
+        };
+        assert!(p.needs_approval("github.delete_repo"));
+        assert!(p.needs_approval("payments.refund"));
+        assert!(p.needs_approval("payments.cards.charge"));
+        assert!(!p.needs_approval("github.get_issue"));
+        assert!(!p.needs_approval("payment.refund"));
+        assert_eq!(p.approval_rule("payments.refund"), Some(&p.approve[1]));
+        assert_eq!(p.approval_rule("time.now"), None);
+        // Approval and permission are separate questions.
+        assert!(p.allows_tool("github.delete_repo"));
+    }
+
+    #[test]
+    fn principals_made_in_code_need_no_approval() {
+        let p = Principal::new("p", vec![1000], &["*"]);
+        assert!(p.approve.is_empty());
+        assert!(!p.needs_approval("github.delete_repo"));
     }
 
     #[test]

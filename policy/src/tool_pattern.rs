@@ -1,4 +1,4 @@
-//! Tool-name patterns used in a principal's `allow` and `deny` lists.
+//! Tool-name patterns used in a principal's `allow`, `deny` and `approve` lists.
 //!
 //! A tool is named `server.tool`. A pattern is matched against the whole name; `*` matches any run
 //! of characters, including none and including dots (so `github.*` matches `github.issues.list`,

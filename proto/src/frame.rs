@@ -237,6 +237,7 @@ mod tests {
                 tool: "github.search_issues".into(),
                 args_json: r#"{"q":"bug"}"#.into(),
             },
+            WorkerMessage::Idle { results: 3 },
             WorkerMessage::Console {
                 level: ConsoleLevel::Warn,
                 text: "careful ✓".into(),
@@ -282,6 +283,7 @@ mod tests {
                     clock_ms: 1_790_000_000_000,
                     seed: [7; 32],
                 },
+                report_idle: true,
             }),
             SupervisorMessage::ToolResult {
                 id: 1,

@@ -30,6 +30,13 @@ pub enum WorkerMessage {
         /// The arguments, serialised once inside the worker (the copy that is checked and sent).
         args_json: String,
     },
+    /// The program can run nothing more until an answer comes: every job is done and it
+    /// awaits tool calls. Sent (only when [`StartExecution::report_idle`] asked for it) each
+    /// time the worker is about to block for the next message, with how many `ToolResult`s it
+    /// has received so far, so the supervisor can tell that it has seen every answer sent: if
+    /// it has, and every outstanding call waits for someone outside the daemon (a client-owned
+    /// tool, a person's approval), the execution can only wait.
+    Idle { results: u32 },
     /// One `console.*` call, already formatted to text.
     Console { level: ConsoleLevel, text: String },
     /// One `progress(value)` call.
@@ -146,6 +153,10 @@ pub struct StartExecution {
     pub code: String,
     pub limits: Limits,
     pub determinism: Determinism,
+    /// Send [`WorkerMessage::Idle`] whenever the program blocks waiting for tool results (an
+    /// execution with calls that may have to wait outside the daemon; one frame per wait
+    /// otherwise spent for nothing).
+    pub report_idle: bool,
 }
 
 /// Where the program's clock and randomness come from: the supervisor, never the system, so

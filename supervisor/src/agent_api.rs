@@ -120,6 +120,8 @@ wire_code! {
         RateLimited => "rate_limited",
         RequestTooLarge => "request_too_large",
         ShuttingDown => "shutting_down",
+        /// The principal has as many executions waiting as `limits.max_waiting_executions`.
+        TooManyWaiting => "too_many_waiting",
     }
 }
 
@@ -178,6 +180,125 @@ pub struct ExecutionRequest {
     /// Which recorded calls a session's execution replays (default `all`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayMode>,
+    /// Tools the agent owns and answers itself: the program calls them as
+    /// `tools.client.<name>(args)`, and the execution waits (`status: "waiting"`,
+    /// `pending_calls`) when it can go no further without their results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<ClientToolSpec>,
+    /// The stateless form: the client tools' results so far (ids from earlier `waiting`
+    /// responses). The program runs again from the start, these calls answered from here, and
+    /// the daemon keeps nothing: the answer is the next batch or the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_results: Option<Vec<ClientResult>>,
+    /// The clock and seed to run with, from an earlier `waiting` response of the stateless form,
+    /// so a program that reads `Date.now()` or `Math.random()` takes the same path again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<DeterminismSpec>,
+}
+
+impl ExecutionRequest {
+    /// A request to run `code` with everything else at its default.
+    pub fn code(code: impl Into<String>) -> ExecutionRequest {
+        ExecutionRequest {
+            code: code.into(),
+            language: RequestLanguage::default(),
+            timeout_ms: None,
+            session: None,
+            replay: None,
+            client_tools: Vec::new(),
+            client_results: None,
+            determinism: None,
+        }
+    }
+}
+
+/// A tool the agent declares in its request and answers itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientToolSpec {
+    /// As the program calls it: `tools.client.<name>`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments object (default: any object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+}
+
+/// One client tool call's answer: `{ "id", "ok": value }` or `{ "id", "error": { "message" } }`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientResult {
+    /// The `id` of the pending call it answers.
+    pub id: u32,
+    /// The tool's value (`null` is a value: present and null is not absent).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub ok: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ClientFailure>,
+}
+
+/// A client tool's failure: a `ToolError` in the program.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ClientFailure {
+    pub message: String,
+}
+
+/// A field that is there, whatever its value (so `"ok": null` is `Some(Null)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A client tool call the program waits for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PendingCall {
+    /// What `POST /v1/executions/<id>/results` answers it under (the call's id in the trace).
+    pub id: u32,
+    /// The client tool's name as the request declared it.
+    pub tool: String,
+    pub args: Value,
+}
+
+/// `POST /v1/executions/<id>/results` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientResults {
+    pub results: Vec<ClientResult>,
+}
+
+/// The clock and seed an execution ran with (the seed as 64 hex digits).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DeterminismSpec {
+    pub clock_ms: u64,
+    #[serde(with = "hex_seed")]
+    pub seed: [u8; 32],
+}
+
+mod hex_seed {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(seed: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        let text: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+        let text = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom("seed must be 64 hex digits");
+        if text.len() != 64 || !text.is_ascii() {
+            return Err(bad());
+        }
+        let mut seed = [0u8; 32];
+        for (i, byte) in seed.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(seed)
+    }
 }
 
 /// Which recorded calls a session's execution answers from its journal.
@@ -223,6 +344,9 @@ pub enum Status {
     /// The streaming client hung up before the end, and the program was stopped. Nobody
     /// receives this response; it is what the audit log and the metrics record.
     Cancelled,
+    /// The program can go no further until someone outside the daemon answers: the client's
+    /// tools (`pending_calls`).
+    Waiting,
 }
 
 /// The answer to an execution (also the last event of a streamed execution).
@@ -246,6 +370,14 @@ pub struct ExecutionResponse {
     /// The interrupted execution this one resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<String>,
+    /// With `status: "waiting"`: the client tool calls the program waits for, every one it
+    /// made before it blocked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_calls: Vec<PendingCall>,
+    /// With `status: "waiting"`: the clock and seed it ran with (the stateless form sends them
+    /// back with `client_results`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub determinism: Option<DeterminismSpec>,
     pub stats: ExecutionStats,
     pub peer: PeerInfo,
     pub principal: String,

@@ -63,6 +63,7 @@ impl Metrics {
             Status::Error => "error",
             Status::Timeout => "timeout",
             Status::Cancelled => "cancelled",
+            Status::Waiting => "waiting",
         };
         *m.executions_by_status.entry(status).or_default() += 1;
         if let Some(err) = &response.error {
@@ -248,6 +249,8 @@ mod tests {
             session: None,
             replayed_calls: 0,
             resumed_from: None,
+            pending_calls: Vec::new(),
+            determinism: None,
             stats: ExecutionStats {
                 total_ms,
                 ..ExecutionStats::default()

@@ -51,6 +51,8 @@ fn response(n: u64) -> ExecutionResponse {
         session: None,
         replayed_calls: 0,
         resumed_from: None,
+        pending_calls: Vec::new(),
+        determinism: None,
         stats: ExecutionStats {
             queue_ms: 0.1,
             run_ms: 2.0,

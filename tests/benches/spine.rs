@@ -35,6 +35,9 @@ fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
         timeout_ms: Some(timeout_ms),
         session: None,
         replay: None,
+        client_tools: Vec::new(),
+        client_results: None,
+        determinism: None,
     }
 }
 

@@ -207,6 +207,9 @@ impl TestDaemon {
                 timeout_ms,
                 session: None,
                 replay: None,
+                client_tools: Vec::new(),
+                client_results: None,
+                determinism: None,
             })
             .await
     }
@@ -226,6 +229,9 @@ impl TestDaemon {
                 timeout_ms: None,
                 session: Some(session.to_owned()),
                 replay,
+                client_tools: Vec::new(),
+                client_results: None,
+                determinism: None,
             })
             .await
     }

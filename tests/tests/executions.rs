@@ -64,6 +64,9 @@ async fn javascript_language_is_accepted() {
             timeout_ms: Some(5000),
             session: None,
             replay: None,
+            client_tools: Vec::new(),
+            client_results: None,
+            determinism: None,
         })
         .await
         .unwrap();
@@ -237,6 +240,9 @@ async fn streaming_delivers_events_before_the_result() {
                 timeout_ms: Some(5000),
                 session: None,
                 replay: None,
+                client_tools: Vec::new(),
+                client_results: None,
+                determinism: None,
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )
@@ -429,6 +435,9 @@ async fn a_running_execution_can_be_cancelled_by_id() {
                     timeout_ms: Some(30_000),
                     session: None,
                     replay: None,
+                    client_tools: Vec::new(),
+                    client_results: None,
+                    determinism: None,
                 },
                 |event| match event {
                     ExecutionEvent::Started { id: started } => id = Some(started.clone()),

@@ -82,6 +82,9 @@ async fn execute(socket: &Path, code: &str) -> airlock_supervisor::agent_api::Ex
             timeout_ms: Some(10_000),
             session: None,
             replay: None,
+            client_tools: Vec::new(),
+            client_results: None,
+            determinism: None,
         })
         .await
         .expect("the daemon answers the execution")

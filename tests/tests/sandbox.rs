@@ -97,6 +97,7 @@ async fn landlock_alone_refuses_files_network_and_signals() {
                 clock_ms: 0,
                 seed: [0; 32],
             },
+            report_idle: false,
         });
         w.channel.send(&start).await.unwrap();
         let msg = w.channel.recv().await.unwrap();

@@ -49,6 +49,7 @@ fn run(seed: [u8; 32]) -> Vec<WorkerMessage> {
             clock_ms: CLOCK_MS,
             seed,
         },
+        report_idle: false,
     }));
     let mut seen = Vec::new();
     loop {
@@ -203,6 +204,7 @@ fn local_time_is_utc_whatever_the_hosts_zone() {
             clock_ms: CLOCK_MS,
             seed: [0; 32],
         },
+        report_idle: false,
     }));
     let mut seen = Vec::new();
     loop {

@@ -75,6 +75,7 @@ impl GraphQlSource {
                 "invalid source name \"{name}\": programs call `tools.{name}.<tool>()`, so use a JavaScript identifier (letters, digits, `_` and `$`, not starting with a digit)"
             )));
         }
+        crate::sources::check_not_reserved(&name_field, name)?;
 
         let schema_field = table.require("schema")?;
         let schema = schema_field.string("a string (the schema file's absolute path)")?;

@@ -102,6 +102,7 @@ impl OpenApiSource {
                 "invalid source name \"{name}\": programs call `tools.{name}.<operation>()`, so use a JavaScript identifier (letters, digits, `_` and `$`, not starting with a digit)"
             )));
         }
+        crate::sources::check_not_reserved(&name_field, name)?;
         let spec_field = table.require("spec")?;
         let spec = spec_field.string("a string (the path of an OpenAPI document)")?;
         if !spec.starts_with('/') {

@@ -182,6 +182,7 @@ impl ToolServer {
                 "invalid server name \"{name}\": programs call `tools.{name}.<tool>()`, so use a JavaScript identifier (letters, digits, `_` and `$`, not starting with a digit)"
             )));
         }
+        crate::sources::check_not_reserved(&name_field, name)?;
         let transport = match (table.get("command"), table.get("url")) {
             (Some(_), Some(url)) => {
                 return Err(url.invalid(

@@ -214,6 +214,7 @@ fn status_name(status: Status) -> &'static str {
         Status::Error => "error",
         Status::Timeout => "timeout",
         Status::Cancelled => "cancelled",
+        Status::Waiting => "waiting",
     }
 }
 
@@ -260,6 +261,8 @@ mod tests {
             session: None,
             replayed_calls: 0,
             resumed_from: None,
+            pending_calls: Vec::new(),
+            determinism: None,
             tool_calls: vec![agent_api::ToolCallRecord {
                 id: 1,
                 tool: "github.create_issue".into(),

@@ -257,6 +257,8 @@ enum SecretCommand {
 const EXIT_PROGRAM_FAILED: u8 = 1;
 const EXIT_TIMEOUT: u8 = 2;
 const EXIT_REQUEST_FAILED: u8 = 3;
+/// The program waits for someone outside the daemon (its id is printed).
+const EXIT_WAITING: u8 = 4;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -530,6 +532,9 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                     session
                 },
                 replay,
+                client_tools: Vec::new(),
+                client_results: None,
+                determinism: None,
             };
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let response = if json {
@@ -605,6 +610,7 @@ fn exit_code(response: &ExecutionResponse) -> ExitCode {
         // Cancelled only reaches a client that is gone; counted as a failure anyway.
         Status::Error | Status::Cancelled => ExitCode::from(EXIT_PROGRAM_FAILED),
         Status::Timeout => ExitCode::from(EXIT_TIMEOUT),
+        Status::Waiting => ExitCode::from(EXIT_WAITING),
     }
 }
 

@@ -286,6 +286,9 @@ async fn run_example(socket: PathBuf) {
             timeout_ms: None,
             session: None,
             replay: None,
+            client_tools: Vec::new(),
+            client_results: None,
+            determinism: None,
         };
         client.execute(&request).await
     }

@@ -32,6 +32,7 @@ use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The catalogue as the check needs it: namespace → tool name → tool. It holds every tool
 /// of the daemon, not only the caller's: a call the policy denies fails at run time with
@@ -68,7 +69,12 @@ pub enum Leniency {
 /// `contract`), or `None` when nothing the check can judge is wrong.
 ///
 /// Only the namespaces the calls name are listed (listing starts a lazily started server).
-pub async fn check(tools: &ToolRegistry, references: &ToolReferences) -> Option<ExecutionError> {
+/// `client` holds the request's client-owned tools (`tools.client.<name>`), judged like any.
+pub async fn check(
+    tools: &ToolRegistry,
+    client: Option<Arc<[ToolDescriptor]>>,
+    references: &ToolReferences,
+) -> Option<ExecutionError> {
     let mut named: Vec<&str> = references
         .calls
         .iter()
@@ -95,6 +101,9 @@ pub async fn check(tools: &ToolRegistry, references: &ToolReferences) -> Option<
             // Its calls will fail at run time with the reason; the check cannot judge them.
             Err(_) => lenient.push((namespace, Leniency::Unlisted)),
         }
+    }
+    if let Some(client) = client {
+        lists.push((crate::tools::client::NAMESPACE.to_owned(), Some(client)));
     }
     let catalogue = catalogue(
         lists
@@ -168,7 +177,9 @@ impl Problem<'_> {
         match self {
             Problem::UnknownNamespace { namespace } => {
                 let near = closest(namespace, catalogue.keys().copied(), 3);
-                let hint = if near.is_empty() {
+                let hint = if *namespace == crate::tools::client::NAMESPACE {
+                    "tools.client.<name> calls the tools a request declares in client_tools, and this one declares none".to_owned()
+                } else if near.is_empty() {
                     let all: Vec<String> = catalogue.keys().map(|k| format!("tools.{k}")).collect();
                     format!("the namespaces are {}", all.join(", "))
                 } else {
@@ -182,7 +193,18 @@ impl Problem<'_> {
             Problem::UnknownTool { namespace, name } => {
                 let tools = catalogue.get(namespace).into_iter().flat_map(|t| t.keys());
                 let near = closest(name, tools.copied(), 3);
-                let hint = if near.is_empty() {
+                let hint = if near.is_empty() && *namespace == crate::tools::client::NAMESPACE {
+                    // The request's own tools are not in the daemon's search: name them.
+                    let declared: Vec<&str> = catalogue
+                        .get(namespace)
+                        .into_iter()
+                        .flat_map(|t| t.keys().copied())
+                        .collect();
+                    format!(
+                        "the request declares {} in client_tools",
+                        quote_list(&declared, "tools.client.", "()")
+                    )
+                } else if near.is_empty() {
                     format!("search for it: GET /v1/tools/search?q={name}")
                 } else {
                     format!(

@@ -4,7 +4,8 @@
 use super::error;
 use super::run::{ExecutionJob, Run, StopReason, ms};
 use crate::agent_api::{
-    ExecutionError, ExecutionErrorKind, ExecutionResponse, Redaction, RedactionPlace, Status,
+    DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, Redaction,
+    RedactionPlace, Status,
 };
 use crate::secrets::scanner::Finding;
 use crate::tools::call::{JsonLimit, unreadable_json_error};
@@ -25,7 +26,11 @@ impl Run {
         }
         self.stats.total_ms = ms(total.elapsed());
 
-        let (status, result, error) = if let Some(reason) = self.stopped {
+        let (status, result, error) = if self.waiting && self.failure.is_none() && !self.timed_out {
+            // Stopped to wait for the agent's answers: not a failure, and the program's own
+            // report (cancelled) is not the answer.
+            (Status::Waiting, Value::Null, None)
+        } else if let Some(reason) = self.stopped {
             let error = match reason {
                 StopReason::ClientGone => error::client_gone(),
                 StopReason::Cancelled => error::cancelled(),
@@ -97,6 +102,16 @@ impl Run {
             error = Some(err);
         }
         let mut tool_calls = std::mem::take(&mut self.tool_calls);
+        let mut pending_calls = if status == Status::Waiting {
+            std::mem::take(&mut self.held)
+        } else {
+            Vec::new()
+        };
+        for call in &mut pending_calls {
+            // The program's arguments, on their way to the agent: scanned like the trace's.
+            let findings = self.scanner.scan_json(&mut call.args);
+            note_findings(&mut self.redactions, RedactionPlace::Arguments, &findings);
+        }
         {
             // The arguments as the trace shows them: the program's own data, but agent-bound.
             for call in &mut tool_calls {
@@ -152,6 +167,11 @@ impl Run {
             tool_calls,
             session: job.session.as_ref().map(|s| s.session.clone()),
             resumed_from: job.resumed_from.clone(),
+            determinism: (status == Status::Waiting).then_some(DeterminismSpec {
+                clock_ms: job.determinism.clock_ms,
+                seed: job.determinism.seed,
+            }),
+            pending_calls,
             stats: self.stats,
             peer: job.peer,
             principal: job.principal.name.clone(),

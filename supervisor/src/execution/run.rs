@@ -8,7 +8,7 @@ use super::registry::StopSignals;
 use super::response::note_findings;
 use crate::agent_api::{
     CallOutcome, ConsoleStream, ExecutionError, ExecutionEvent, ExecutionResponse, ExecutionStats,
-    PeerInfo, Redaction, RedactionPlace, ToolCallRecord,
+    PeerInfo, PendingCall, Redaction, RedactionPlace, ToolCallRecord,
 };
 use crate::generation::PolicyGeneration;
 use crate::journal::SessionRun;
@@ -16,6 +16,7 @@ use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
 use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope};
+use crate::tools::client::ClientScope;
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
@@ -96,6 +97,8 @@ pub struct ExecutionJob {
     pub session: Option<Arc<SessionRun>>,
     /// The interrupted execution it resumes.
     pub resumed_from: Option<String>,
+    /// The request's client-owned tools and the answers they have.
+    pub client: Option<Arc<ClientScope>>,
 }
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
@@ -194,6 +197,24 @@ pub(super) struct Run {
     /// What the agent should know that did not stop the program (a call whose outcome the
     /// journal could not record).
     pub(super) warnings: Vec<String>,
+    /// Client tool calls the agent has not answered, in call order.
+    pub(super) held: Vec<PendingCall>,
+    /// `ToolResult`s sent to the worker (an `Idle` that counts fewer was sent before the
+    /// last of them arrived: the program may still move).
+    results_sent: u32,
+    /// The program can go no further without the agent's answers to `held`: it was stopped
+    /// to wait for them.
+    pub(super) waiting: bool,
+}
+
+/// What became of a call at its arrival.
+enum Begun {
+    /// It runs in its own task.
+    Task(tokio::task::Id),
+    /// Refused or replayed or answered by the agent: answered at once.
+    Answered(CallAnswer),
+    /// A client tool's call without an answer: it waits.
+    Held,
 }
 
 impl Run {
@@ -213,6 +234,7 @@ impl Run {
             secret_scanning: env.secret_scanning.clone(),
             events: events.clone(),
             journal: job.session.clone(),
+            client: job.client.clone(),
         });
         Run {
             origin,
@@ -239,6 +261,9 @@ impl Run {
             },
             timeout_ms: job.limits.timeout_ms,
             warnings: Vec::new(),
+            held: Vec::new(),
+            results_sent: 0,
+            waiting: false,
         }
     }
 
@@ -271,6 +296,8 @@ impl Run {
             code: job.code.clone(),
             limits: job.limits,
             determinism: job.determinism,
+            // Only an execution with calls that can wait needs to know when it is idle.
+            report_idle: job.client.is_some(),
         });
         let sent = channel.send(&start).await;
         debug!(
@@ -355,8 +382,9 @@ impl Run {
                         references_seen = true;
                         held = true;
                         let tools = env.tools.clone();
+                        let client = job.client.as_ref().map(|c| c.tools.descriptors());
                         contract = Some(AbortOnDrop(tokio::spawn(
-                            async move { contract::check(&tools, &references).await }
+                            async move { contract::check(&tools, client, &references).await }
                                 .in_current_span(),
                         )));
                     }
@@ -383,11 +411,27 @@ impl Run {
                         }
                         self.last_call_id = id;
                         match self.start_call(&mut calls, CallRequest { id, tool, args_json }).await {
-                            Ok(task) => {
+                            Begun::Task(task) => {
                                 call_ids.insert(task, id);
                             }
-                            // Refused or replayed: answered at once.
-                            Err(answer) => self.deliver(&mut channel, answer).await,
+                            Begun::Answered(answer) => self.deliver(&mut channel, answer).await,
+                            Begun::Held => {}
+                        }
+                    }
+                    Ok(WorkerMessage::Idle { results }) => {
+                        // The program waits. If it has seen every answer sent, no call is in
+                        // flight here, and it waits for the agent's answers, nothing but the
+                        // agent can move it: it stops, to be run again with the answers.
+                        if results == self.results_sent
+                            && calls.is_empty()
+                            && !self.held.is_empty()
+                            && !self.waiting
+                            && !cancel_sent
+                        {
+                            debug!(pending = self.held.len(), "the program waits for the client's tools");
+                            self.waiting = true;
+                            cancel_sent = true;
+                            let _ = channel.send(&SupervisorMessage::Cancel).await;
                         }
                     }
                     Ok(other @ WorkerMessage::Ready { .. }) => {
@@ -566,11 +610,7 @@ impl Run {
     /// order; the rest of the pipeline runs in its own task, concurrently with the others.
     /// Starts a call: its task, or (a call refused at arrival or replayed from the journal)
     /// its answer, which needs no task.
-    async fn start_call(
-        &mut self,
-        calls: &mut JoinSet<CallAnswer>,
-        request: CallRequest,
-    ) -> Result<tokio::task::Id, CallAnswer> {
+    async fn start_call(&mut self, calls: &mut JoinSet<CallAnswer>, request: CallRequest) -> Begun {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
         let admitted = call::admit(&self.calls, request, self.tool_calls.len() + 1);
@@ -590,9 +630,13 @@ impl Run {
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
             .await;
         match admitted.answer_at_arrival() {
-            Arrival::Answered(answer) => Err(answer),
+            Arrival::Answered(answer) => Begun::Answered(answer),
             Arrival::ToSource(admitted) => {
-                Ok(calls.spawn(admitted.complete().in_current_span()).id())
+                Begun::Task(calls.spawn(admitted.complete().in_current_span()).id())
+            }
+            Arrival::Held(call) => {
+                self.held.push(call);
+                Begun::Held
             }
         }
     }
@@ -606,6 +650,7 @@ impl Run {
             result,
             clock_ms,
         };
+        self.results_sent = self.results_sent.saturating_add(1);
         if let Err(e) = channel.send(&msg).await {
             debug!(error = %e, "could not deliver a tool result; the worker is gone");
         }

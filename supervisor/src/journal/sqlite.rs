@@ -19,7 +19,7 @@
 
 use super::store::{
     CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, LogRecord, Outcome,
-    SessionRow, StoreError,
+    SessionRow, StoreError, WaitingRow,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::fs::OpenOptions;
@@ -81,6 +81,19 @@ CREATE TABLE IF NOT EXISTS executions (
 );
 CREATE INDEX IF NOT EXISTS executions_by_principal ON executions (principal, status, started_ms);
 CREATE INDEX IF NOT EXISTS executions_by_session ON executions (session);
+-- What an execution that waits for its client's tools needs to go on: its tools, the answers
+-- so far and the calls it waits for (JSON), its clock and seed, and when it expires.
+CREATE TABLE IF NOT EXISTS waiting (
+    execution TEXT PRIMARY KEY REFERENCES executions (id) ON DELETE CASCADE,
+    principal TEXT NOT NULL,
+    client_tools TEXT NOT NULL,
+    answers TEXT NOT NULL,
+    pending TEXT NOT NULL,
+    clock_ms INTEGER NOT NULL,
+    seed BLOB NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS waiting_by_principal ON waiting (principal);
 ";
 
 /// How long opening the file waits for another process's lock before it gives up.
@@ -574,11 +587,146 @@ impl JournalStore for SqliteStore {
 
     fn interrupt_running(&self) -> Result<u64, StoreError> {
         self.with(|c| {
-            c.execute(
+            let tx = c.transaction()?;
+            // One that was run again with its client's answers waits again: the answers
+            // are kept, and posting them again runs it.
+            tx.execute(
+                "UPDATE executions SET status = 'waiting' WHERE status = 'running' \
+                 AND id IN (SELECT execution FROM waiting)",
+                [],
+            )?;
+            let n = tx.execute(
                 "UPDATE executions SET status = 'interrupted' WHERE status = 'running'",
                 [],
+            )?;
+            tx.commit()?;
+            Ok(n as u64)
+        })
+    }
+
+    fn save_waiting(&self, w: &WaitingRow) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO waiting (execution, principal, client_tools, answers, \
+                 pending, clock_ms, seed, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    w.execution,
+                    w.principal,
+                    w.client_tools,
+                    w.answers,
+                    w.pending,
+                    i64_of(w.clock_ms),
+                    &w.seed[..],
+                    i64_of(w.expires_ms)
+                ],
             )
-            .map(|n| n as u64)
+            .map(drop)
+        })
+    }
+
+    fn waiting(&self, id: &str) -> Result<Option<WaitingRow>, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT execution, principal, client_tools, answers, pending, clock_ms, seed, \
+                 expires_ms FROM waiting WHERE execution = ?1",
+                [id],
+                |r| {
+                    let seed: Vec<u8> = r.get(6)?;
+                    let mut fixed = [0u8; 32];
+                    if seed.len() == fixed.len() {
+                        fixed.copy_from_slice(&seed);
+                    }
+                    Ok(WaitingRow {
+                        execution: r.get(0)?,
+                        principal: r.get(1)?,
+                        client_tools: r.get(2)?,
+                        answers: r.get(3)?,
+                        pending: r.get(4)?,
+                        clock_ms: u64_of(r.get(5)?),
+                        seed: fixed,
+                        expires_ms: u64_of(r.get(7)?),
+                    })
+                },
+            )
+            .optional()
+        })
+    }
+
+    fn claim_waiting(&self, id: &str, answers: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let claimed = tx.execute(
+                "UPDATE executions SET status = 'running', finished_ms = NULL \
+                 WHERE id = ?1 AND status = 'waiting'",
+                [id],
+            )? == 1;
+            if claimed {
+                tx.execute(
+                    "UPDATE waiting SET answers = ?2 WHERE execution = ?1",
+                    params![id, answers],
+                )?;
+            }
+            tx.commit()?;
+            Ok(claimed)
+        })
+    }
+
+    fn drop_waiting(&self, id: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute("DELETE FROM waiting WHERE execution = ?1", [id])
+                .map(drop)
+        })
+    }
+
+    fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let ended = tx.execute(
+                "UPDATE executions SET status = ?2, finished_ms = ?3 \
+                 WHERE id = ?1 AND status = 'waiting'",
+                params![id, status, i64_of(now_ms)],
+            )? == 1;
+            if ended {
+                tx.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
+            }
+            tx.commit()?;
+            Ok(ended)
+        })
+    }
+
+    fn count_waiting(&self, principal: &str) -> Result<u64, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
+                 WHERE waiting.principal = ?1 AND executions.status = 'waiting'",
+                [principal],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(u64_of)
+        })
+    }
+
+    fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let expired: Vec<String> = {
+                let mut stmt = tx.prepare(
+                    "SELECT execution FROM waiting JOIN executions \
+                     ON executions.id = waiting.execution \
+                     WHERE executions.status = 'waiting' AND waiting.expires_ms < ?1",
+                )?;
+                stmt.query_map([i64_of(now_ms)], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            for id in &expired {
+                tx.execute(
+                    "UPDATE executions SET status = 'expired', finished_ms = ?2 WHERE id = ?1",
+                    params![id, i64_of(now_ms)],
+                )?;
+                tx.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
+            }
+            tx.commit()?;
+            Ok(expired)
         })
     }
 
@@ -602,8 +750,15 @@ impl JournalStore for SqliteStore {
             };
             let mut total: u64 = sessions.iter().map(|(_, _, bytes)| bytes).sum();
             let mut evicted = Vec::new();
+            // A session with an execution that waits keeps what its re-run replays.
+            let waiting: Vec<String> = {
+                let mut stmt =
+                    tx.prepare("SELECT DISTINCT session FROM executions WHERE status = 'waiting'")?;
+                stmt.query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?
+            };
             for (id, used, bytes) in sessions {
-                if busy.contains(&id) {
+                if busy.contains(&id) || waiting.contains(&id) {
                     continue;
                 }
                 if used >= unused_before_ms && total <= max_bytes {

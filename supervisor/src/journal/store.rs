@@ -138,6 +138,23 @@ pub struct ExecutionRow {
     pub resumed_by: Option<String>,
 }
 
+/// An execution that waits for its client's tools: what it needs to run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingRow {
+    pub execution: String,
+    pub principal: String,
+    /// The request's `client_tools` (JSON).
+    pub client_tools: String,
+    /// The answers so far (JSON of [`crate::tools::client::ClientAnswers`]).
+    pub answers: String,
+    /// The calls it waits for (JSON array of `PendingCall`).
+    pub pending: String,
+    /// The clock and seed it runs with, every time.
+    pub clock_ms: u64,
+    pub seed: [u8; 32],
+    pub expires_ms: u64,
+}
+
 /// The store of sessions, their recorded calls and their executions.
 pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn create_session(&self, session: &SessionRow) -> Result<(), StoreError>;
@@ -189,8 +206,27 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         status: Option<&str>,
         limit: u32,
     ) -> Result<Vec<ExecutionRow>, StoreError>;
-    /// At start: every execution still `running` was cut off by the daemon's end.
+    /// At start: every execution still `running` was cut off by the daemon's end. One that
+    /// was running again with its client's answers ([`WaitingRow`]) waits again; the others
+    /// are `interrupted`. Returns how many were interrupted.
     fn interrupt_running(&self) -> Result<u64, StoreError>;
+
+    /// Keeps (or replaces) what a waiting execution needs to go on; its execution row says
+    /// `waiting`.
+    fn save_waiting(&self, waiting: &WaitingRow) -> Result<(), StoreError>;
+    fn waiting(&self, id: &str) -> Result<Option<WaitingRow>, StoreError>;
+    /// Takes a waiting execution to run it again with `answers` (its status becomes
+    /// `running`); false when it was not waiting (another request took it first, or it ended).
+    fn claim_waiting(&self, id: &str, answers: &str) -> Result<bool, StoreError>;
+    /// Forgets what an execution that no longer waits kept.
+    fn drop_waiting(&self, id: &str) -> Result<(), StoreError>;
+    /// How many of `principal`'s executions wait now.
+    fn count_waiting(&self, principal: &str) -> Result<u64, StoreError>;
+    /// Ends the waiting executions whose time ran out before `now_ms` (status `expired`);
+    /// returns their ids.
+    fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError>;
+    /// Ends waiting execution `id` with `status` (`cancelled`); false if it was not waiting.
+    fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError>;
 
     /// Deletes sessions unused since `unused_before_ms`, then the least recently used ones
     /// until the recorded results total at most `max_bytes`; never one in `busy`. Returns

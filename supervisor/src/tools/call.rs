@@ -25,14 +25,20 @@
 //! 11. **record** (a session's live call): recorded as sent just before 7, and its outcome
 //!    (what the worker gets) after 10.
 //!
+//! A call of a client-owned tool (`tools.client.<name>`, [`super::client`]) takes stage 1,
+//! then its own checks in place of 2-4 (the declared tool and its schema: the agent's own
+//! tool needs no grant and spends no rate) and is answered at arrival from the agent's
+//! results, or held for them ([`Arrival::Held`]).
+//!
 //! The execution records what comes out (the trace, the audit log). Later stages of the
-//! roadmap (coercion, approvals, client-owned tools) are stages or sources here.
+//! roadmap (coercion, approvals) are stages here.
 
-use crate::agent_api::{Redaction, RedactionPlace};
+use crate::agent_api::{PendingCall, Redaction, RedactionPlace};
 use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
+use crate::tools::client::{self, ClientScope};
 use crate::tools::{
     CallContext, CallDeadline, SecretsUsed, ToolError, ToolErrorCode, ToolProgress, ToolRegistry,
     ToolSource,
@@ -100,6 +106,8 @@ pub struct CallScope {
     pub events: Option<mpsc::Sender<crate::agent_api::ExecutionEvent>>,
     /// The session's journal, for an execution of a session.
     pub journal: Option<Arc<SessionRun>>,
+    /// The request's client-owned tools and the answers they have so far.
+    pub client: Option<Arc<ClientScope>>,
 }
 
 /// One call as the worker sent it.
@@ -123,6 +131,9 @@ pub struct Admitted {
     refused: Option<ToolError>,
     /// In a session: the call's journal key and what the journal said of it.
     journal: Option<(CallKey, Lookup)>,
+    /// A client tool's call: its answer (and the clock then), or `None` while the agent has
+    /// given none.
+    client: Option<Option<(Result<Value, ToolError>, u64)>>,
 }
 
 /// A call after [`Admitted::answer_at_arrival`].
@@ -132,6 +143,8 @@ pub enum Arrival {
     Answered(CallAnswer),
     /// It needs its source: [`Admitted::complete`].
     ToSource(Admitted),
+    /// A client tool's call the agent has not answered yet: it waits, unanswered.
+    Held(PendingCall),
 }
 
 /// What the pipeline hands back for one call.
@@ -164,6 +177,10 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     let parsed = serde_json::from_str::<Value>(&args_json);
     let unreadable = parsed.as_ref().err().map(|e| e.to_string());
     let args = parsed.unwrap_or(Value::Null);
+    // `tools.client.<name>`: the agent's own tool, not the daemon's.
+    let client_name = tool
+        .strip_prefix(client::NAMESPACE)
+        .and_then(|rest| rest.strip_prefix('.'));
     let mut refused = if made > scope.max_tool_calls as usize {
         Some(
             ToolError::new(
@@ -177,7 +194,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                 "batch the work into fewer calls, or ask the operator to raise limits.max_tool_calls",
             ),
         )
-    } else if !scope.principal.allows_tool(&tool) {
+    } else if client_name.is_none() && !scope.principal.allows_tool(&tool) {
         Some(
             ToolError::new(
                 ToolErrorCode::Denied,
@@ -204,13 +221,42 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")),
         )
+    } else if let Some(name) = client_name {
+        match &scope.client {
+            Some(client) => client.tools.check(name, &args).err(),
+            None => Some(
+                ToolError::new(
+                    ToolErrorCode::UnknownTool,
+                    format!("`tools.{tool}` is a client tool, and this request declares none"),
+                )
+                .with_hint("declare the tools you answer yourself in the request's client_tools"),
+            ),
+        }
     } else {
         None
     };
+    if let (None, Some(name), Some(client)) = (&refused, client_name, &scope.client) {
+        let answer = client.answer(id, name).map(|a| {
+            let result = a
+                .result
+                .clone()
+                .map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
+            (result, a.clock_ms)
+        });
+        return Admitted {
+            scope: scope.clone(),
+            id,
+            tool,
+            args,
+            refused,
+            journal: None,
+            client: Some(answer),
+        };
+    }
     // The journal: the key is taken here, in call order, so occurrences count the same way
     // in every run whatever order the calls finish in.
     let mut journal = None;
-    if let (None, Some(run)) = (&refused, &scope.journal) {
+    if let (None, Some(run), None) = (&refused, &scope.journal, client_name) {
         let (key, position) = run.key(&tool, &args);
         match run.lookup(&key, position) {
             Ok(lookup) => journal = Some((key, lookup)),
@@ -220,6 +266,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     let replayed = matches!(journal, Some((_, Lookup::Replay { .. })));
     if refused.is_none()
         && !replayed
+        && client_name.is_none()
         && let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take())
     {
         refused = Some(
@@ -243,6 +290,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
         args,
         refused,
         journal,
+        client: None,
     }
 }
 
@@ -255,7 +303,32 @@ impl Admitted {
     /// The answer of a call that needs no source, at once and without a task of its own: its
     /// refusal, or its recorded result scanned again under the policy in force (stages 9 and
     /// 10). A call that needs its source comes back as it is, for [`Admitted::complete`].
-    pub fn answer_at_arrival(self) -> Arrival {
+    pub fn answer_at_arrival(mut self) -> Arrival {
+        if self.refused.is_none()
+            && let Some(client) = self.client.take()
+        {
+            let Some((result, clock_ms)) = client else {
+                let name = self
+                    .tool
+                    .split_once('.')
+                    .map_or(self.tool.as_str(), |(_, name)| name);
+                return Arrival::Held(PendingCall {
+                    id: self.id,
+                    tool: name.to_owned(),
+                    args: self.args.clone(),
+                });
+            };
+            let ctx = self.context();
+            // Scanned like any tool's answer (stages 9 and 10) before the worker sees it.
+            return Arrival::Answered(self.finish(
+                &ctx,
+                result,
+                Some(clock_ms),
+                false,
+                None,
+                false,
+            ));
+        }
         let (result, replayed_at) = match (&self.refused, &self.journal, &self.scope.journal) {
             (Some(error), _, _) => (Err(error.clone()), None),
             (None, Some((_, Lookup::Replay { result, clock_ms })), Some(run)) => {
@@ -275,7 +348,8 @@ impl Admitted {
             _ => return Arrival::ToSource(self),
         };
         let ctx = self.context();
-        Arrival::Answered(self.finish(&ctx, result, replayed_at, None, false))
+        let replayed = replayed_at.is_some();
+        Arrival::Answered(self.finish(&ctx, result, replayed_at, replayed, None, false))
     }
 
     /// Stages 5-10: the source, then the answer (a call that needs no source is answered as
@@ -284,6 +358,8 @@ impl Admitted {
         let mut this = match self.answer_at_arrival() {
             Arrival::Answered(answer) => return answer,
             Arrival::ToSource(this) => this,
+            // Only the run loop holds calls; it never hands a held one here.
+            Arrival::Held(call) => return failed(call.id),
         };
         // The source gets the arguments; the answer no longer needs them.
         let args = std::mem::take(&mut this.args);
@@ -328,7 +404,7 @@ impl Admitted {
             _ => call_source(&self.scope.registry, &self.tool, args, ctx.clone(), None).await,
         };
         let sent = sent.load(Ordering::Relaxed);
-        self.finish(&ctx, result, None, divergence, sent)
+        self.finish(&ctx, result, None, false, divergence, sent)
     }
 
     /// What every call's context starts as.
@@ -353,11 +429,14 @@ impl Admitted {
 
     /// Stages 9-11: redact and scan, size, and (a live call of a session that was recorded as
     /// sent) record the outcome.
+    /// `answered_at` is the clock of an answer made earlier (a replayed call's, a client
+    /// tool's); `replayed` says it came from the journal.
     fn finish(
         self,
         ctx: &CallContext,
         result: Result<Value, ToolError>,
-        replayed_at: Option<u64>,
+        answered_at: Option<u64>,
+        replayed: bool,
         divergence: Option<String>,
         sent: bool,
     ) -> CallAnswer {
@@ -386,7 +465,7 @@ impl Admitted {
         redactions.extend(ctx.progress.take_redactions());
         // 10.
         let result = result.and_then(encode_result);
-        let clock_ms = replayed_at.unwrap_or_else(crate::execution::determinism::now_ms);
+        let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);
         // 11. What the worker gets is what is recorded: after the scan, never a credential.
         let warning = match (&journal, scope.journal.as_deref(), sent) {
             (Some((key, Lookup::Live { .. })), Some(run), true) => run.outcome(
@@ -401,7 +480,7 @@ impl Admitted {
             result,
             redactions,
             clock_ms,
-            replayed: replayed_at.is_some(),
+            replayed,
             divergence,
             warning,
         }

@@ -45,6 +45,47 @@ impl CatalogueView {
     }
 }
 
+impl CatalogueView {
+    /// The SDK files a request with client-owned tools sees: the view's, with the client's
+    /// tools (`tools.client.<name>`) added. Only the files that differ: `tools.d.ts`,
+    /// `README.md` and `servers/client/*`.
+    pub fn with_client_tools(
+        &self,
+        principal: &Principal,
+        client: &[SdkTool],
+    ) -> std::collections::BTreeMap<String, String> {
+        let mut tools = sdk_tools(&self.lists, principal);
+        tools.extend(client.iter().cloned());
+        let files = crate::sdk::sdk_files::SdkFiles::generate(&tools);
+        files
+            .files
+            .into_iter()
+            .filter(|(path, _)| {
+                path == "tools.d.ts" || path == "README.md" || path.starts_with("servers/client/")
+            })
+            .collect()
+    }
+}
+
+/// The tools of `lists` that `principal` may call, as the SDK shows them.
+fn sdk_tools(lists: &[(String, Arc<[ToolDescriptor]>)], principal: &Principal) -> Vec<SdkTool> {
+    lists
+        .iter()
+        .flat_map(|(namespace, tools)| {
+            tools
+                .iter()
+                .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
+                .map(|t| SdkTool {
+                    namespace: namespace.clone(),
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    input_schema: t.input_schema.clone(),
+                    output_schema: t.output_schema.clone(),
+                })
+        })
+        .collect()
+}
+
 /// A source whose tools are missing from the SDK, and why.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct UnavailableSource {
@@ -104,21 +145,7 @@ impl ToolCatalogue {
                 lists,
             };
         }
-        let tools: Vec<SdkTool> = lists
-            .iter()
-            .flat_map(|(namespace, tools)| {
-                tools
-                    .iter()
-                    .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
-                    .map(|t| SdkTool {
-                        namespace: namespace.clone(),
-                        name: t.name.clone(),
-                        description: t.description.clone(),
-                        input_schema: t.input_schema.clone(),
-                        output_schema: t.output_schema.clone(),
-                    })
-            })
-            .collect();
+        let tools = sdk_tools(&lists, principal);
         let sdk = Arc::new(Sdk::new(&tools));
         cache.insert(principal.name.clone(), (lists.clone(), sdk.clone()));
         CatalogueView {

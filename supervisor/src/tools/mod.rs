@@ -7,6 +7,7 @@
 //! - [`registry`]: namespaces → sources, and name resolution with did-you-mean;
 //! - [`arguments`]: arguments checked against a tool's JSON Schema;
 //! - [`catalogue`]: a caller's tools as an SDK and search index, cached per principal;
+//! - [`client`]: client-owned tools, which a request declares and the agent answers itself;
 //! - [`naming`]: near-name suggestions;
 //! - [`progress`]: a call's progress, scanned, on its way to the agent;
 //! - [`redaction`]: the secret values a call used, redacted from what came back;
@@ -19,6 +20,7 @@
 pub mod arguments;
 pub mod call;
 pub mod catalogue;
+pub mod client;
 pub mod naming;
 pub mod progress;
 pub mod redaction;

@@ -199,6 +199,7 @@ pub fn message_name(msg: &WorkerMessage) -> &'static str {
         WorkerMessage::Ready { .. } => "Ready",
         WorkerMessage::ToolReferences(_) => "ToolReferences",
         WorkerMessage::ToolCall { .. } => "ToolCall",
+        WorkerMessage::Idle { .. } => "Idle",
         WorkerMessage::Console { .. } => "Console",
         WorkerMessage::Progress { .. } => "Progress",
         WorkerMessage::Done { .. } => "Done",

@@ -250,6 +250,7 @@ pub fn start_message(code: &str) -> SupervisorMessage {
             clock_ms: 1_790_000_000_000,
             seed: [7; 32],
         },
+        report_idle: false,
     })
 }
 

@@ -4,7 +4,7 @@
 
 use super::responses::{ApiBody, EventBody, error_response, json_response};
 use super::{HttpState, Peer};
-use crate::agent_api::{ApiErrorCode, ExecutionEvent, ExecutionRequest};
+use crate::agent_api::{ApiErrorCode, ClientResults, ExecutionEvent, ExecutionRequest};
 use crate::execution::{Started, Submission, SubmitError};
 use crate::generation::PolicyGeneration;
 use crate::journal::SessionError;
@@ -62,7 +62,7 @@ pub(super) async fn execute(
                 StatusCode::BAD_REQUEST,
                 ApiErrorCode::InvalidJson,
                 format!("the request body is not a valid execution request: {e}"),
-                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none"} (all but code optional)"#.into()),
+                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
             );
         }
     };
@@ -95,6 +95,135 @@ pub(super) async fn resume(
         .await;
     answer(started, rx).await
 }
+
+/// `POST /v1/executions/<id>/results`: the agent's answers to a waiting execution's client
+/// tool calls; the execution runs on and is answered like `POST /v1/executions`.
+pub(super) async fn results(
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+    id: &str,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
+    let streaming = wants_events(&req);
+    let body = match Limited::new(req.into_body(), MAX_RESULTS_BODY)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            return error_response(
+                if too_large {
+                    StatusCode::PAYLOAD_TOO_LARGE
+                } else {
+                    StatusCode::BAD_REQUEST
+                },
+                if too_large {
+                    ApiErrorCode::RequestTooLarge
+                } else {
+                    ApiErrorCode::BadRequest
+                },
+                if too_large {
+                    format!("the results exceed {MAX_RESULTS_BODY} bytes")
+                } else {
+                    format!("cannot read the request body: {e}")
+                },
+                too_large
+                    .then(|| "answer fewer calls per request: partial answers are allowed".into()),
+            );
+        }
+    };
+    let answers: ClientResults = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidJson,
+                format!("the body is not a list of client tool results: {e}"),
+                Some(r#"send {"results": [{"id": <pending call id>, "ok": <value>} | {"id": <id>, "error": {"message": "..."}}]}"#.into()),
+            );
+        }
+    };
+    let (events, rx) = event_channel(streaming);
+    let started = state
+        .executions
+        .answer_waiting(
+            id,
+            answers.results,
+            peer.info,
+            principal,
+            generation,
+            events,
+        )
+        .await;
+    answer(started, rx).await
+}
+
+/// `POST /v1/sdk` with `{ "client_tools": [...] }`: the SDK files that change for a request
+/// declaring these client tools (`tools.d.ts`, `README.md`, `servers/client/*`), so the agent
+/// can type its program against `tools.client.<name>` before it sends it.
+pub(super) async fn client_sdk(
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+    req: Request<Incoming>,
+) -> Response<ApiBody> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        client_tools: Vec<crate::agent_api::ClientToolSpec>,
+    }
+    let body = match Limited::new(req.into_body(), 4 * 1024 * 1024)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::BadRequest,
+                format!("cannot read the request body (at most 4 MiB): {e}"),
+                None,
+            );
+        }
+    };
+    let hint = r#"send {"client_tools": [{"name", "description", "input_schema"}]} as in POST /v1/executions"#;
+    let tools = match serde_json::from_slice::<Body>(&body) {
+        Ok(b) => b.client_tools,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidJson,
+                format!("the body is not a list of client tools: {e}"),
+                Some(hint.into()),
+            );
+        }
+    };
+    let tools = match crate::tools::client::ClientTools::new(tools) {
+        Ok(t) => t,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::BadRequest,
+                e.to_string(),
+                Some(e.hint().into()),
+            );
+        }
+    };
+    let view = generation.catalogue_view(&principal).await;
+    let files = view.with_client_tools(&principal, &tools.sdk_tools());
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "files": files, "unavailable": view.unavailable }),
+    )
+}
+
+/// Largest body of `POST /v1/executions/<id>/results`: one result may fill a frame to the
+/// worker (16 MiB); a few more for the rest of the batch.
+const MAX_RESULTS_BODY: usize = 32 * 1024 * 1024;
 
 /// Whether the client asked for NDJSON events (`Accept: application/x-ndjson`).
 pub(super) fn wants_events(req: &Request<Incoming>) -> bool {
@@ -174,7 +303,14 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
             StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorCode::JournalUnavailable,
         ),
-        SubmitError::NotInterrupted { .. } => (StatusCode::CONFLICT, ApiErrorCode::Conflict),
+        SubmitError::NotInterrupted { .. } | SubmitError::NotWaiting { .. } => {
+            (StatusCode::CONFLICT, ApiErrorCode::Conflict)
+        }
+        SubmitError::ClientTools(_) => (StatusCode::BAD_REQUEST, ApiErrorCode::BadRequest),
+        SubmitError::TooManyWaiting { .. } => {
+            (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::TooManyWaiting)
+        }
+        SubmitError::UnknownWaiting(_) => (StatusCode::NOT_FOUND, ApiErrorCode::NotFound),
     };
     let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
     if let SubmitError::RateLimited { retry_after_s, .. } = e {

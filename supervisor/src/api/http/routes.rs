@@ -11,7 +11,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -67,6 +67,14 @@ pub(super) async fn route(
             let streaming = executions::wants_events(&req);
             executions::resume(state, peer, generation, principal, &id, streaming).await
         }
+        (&Method::POST, results)
+            if results.starts_with("/v1/executions/") && results.ends_with("/results") =>
+        {
+            let id = percent_decoded(
+                &results["/v1/executions/".len()..results.len() - "/results".len()],
+            );
+            executions::results(state, peer, generation, principal, &id, req).await
+        }
         (&Method::GET, "/v1/executions") => {
             let status = query_param(req.uri().query(), "status");
             sessions::list_executions(&state, &principal, status.as_deref())
@@ -84,16 +92,16 @@ pub(super) async fn route(
         ),
         (&Method::DELETE, execution) if execution.starts_with("/v1/executions/") => {
             let id = percent_decoded(&execution["/v1/executions/".len()..]);
-            match state.executions.live.cancel(&id, &principal.name) {
-                Ok(()) => json_response(
+            match state.executions.cancel(&id, &principal.name) {
+                Ok(status) => json_response(
                     StatusCode::ACCEPTED,
-                    &serde_json::json!({ "id": id, "status": "cancelling" }),
+                    &serde_json::json!({ "id": id, "status": status }),
                 ),
                 Err(e) => error_response(
                     StatusCode::NOT_FOUND,
                     ApiErrorCode::NotFound,
                     e.to_string(),
-                    Some("the id is the `id` of a running execution you started (the first event of a stream, or `airlock exec --json`); finished executions cannot be cancelled".into()),
+                    Some("the id is the `id` of a running or waiting execution you started (the first event of a stream, or `airlock exec --json`); finished executions cannot be cancelled".into()),
                 ),
             }
         }
@@ -136,6 +144,7 @@ pub(super) async fn route(
                 }),
             )
         }
+        (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
             let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
             let view = generation.catalogue_view(&principal).await;

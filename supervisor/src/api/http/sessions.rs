@@ -22,6 +22,8 @@ const STATUSES: &[&str] = &[
     "cancelled",
     "interrupted",
     "resumed",
+    "waiting",
+    "expired",
 ];
 
 fn journal(state: &HttpState) -> Result<&Arc<Journal>, Box<Response<ApiBody>>> {

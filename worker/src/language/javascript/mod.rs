@@ -20,8 +20,9 @@
 //!   queue: run every pending job (checking the deadline between jobs); when none is left,
 //!   look at the program's promise; if it is still pending and tool calls are outstanding,
 //!   block on the IPC socket for the next `ToolResult` (or `Cancel`; a result's `clock_ms`
-//!   moves the program's clock before its promise settles); if nothing is outstanding, the
-//!   program can never finish (deadlock).
+//!   moves the program's clock before its promise settles; when `Start` asked for it, an
+//!   `Idle` message with the number of results received goes first); if nothing is
+//!   outstanding, the program can never finish (deadlock).
 //!
 //! Inside `run` nothing opens files, spawns threads or writes to stdout/stderr: the seccomp
 //! filter allows only the IPC socket, memory management, clocks and futexes.
@@ -186,7 +187,7 @@ impl Engine {
             self.await_contract_check(references)?;
         }
         let run_started = Instant::now();
-        let result = self.evaluate(&prepared.script, prepared.filename);
+        let result = self.evaluate(&prepared.script, prepared.filename, start.report_idle);
         stats.run_us = micros(run_started.elapsed());
         stats.heap_used_bytes = self.runtime.memory_usage().malloc_size.max(0) as u64;
         result
@@ -263,8 +264,14 @@ impl Engine {
         }
     }
 
-    /// Evaluates the script and pumps jobs and tool results until the program settles.
-    fn evaluate(&self, script: &str, filename: &'static str) -> Result<String, ExecError> {
+    /// Evaluates the script and pumps jobs and tool results until the program settles. With
+    /// `report_idle`, each wait for the supervisor is announced ([`WorkerMessage::Idle`]).
+    fn evaluate(
+        &self,
+        script: &str,
+        filename: &'static str,
+        report_idle: bool,
+    ) -> Result<String, ExecError> {
         let main = self
             .context
             .with(|ctx| -> Result<Persistent<Promise<'static>>, ExecError> {
@@ -288,6 +295,8 @@ impl Engine {
                 }
             });
         let main = main.map_err(|e| self.finish_error(e))?;
+        // `ToolResult`s received, for `Idle`: it tells the supervisor which answers were seen.
+        let mut results: u32 = 0;
 
         loop {
             if self.bridge.should_interrupt() {
@@ -347,12 +356,17 @@ impl Engine {
                 return Err(deadlock());
             }
             // Nothing can run until the supervisor answers.
+            if report_idle && let Err(e) = self.bridge.ipc.send(&WorkerMessage::Idle { results }) {
+                self.bridge.set_stop(Stop::Ipc(e.to_string()));
+                continue;
+            }
             match self.bridge.ipc.recv() {
                 Ok(SupervisorMessage::ToolResult {
                     id,
                     result,
                     clock_ms,
                 }) => {
+                    results = results.saturating_add(1);
                     let settled = self.context.with(|ctx| {
                         match self.bridge.settle(&ctx, id, result, clock_ms) {
                             Ok(()) => Ok(()),

@@ -103,7 +103,15 @@ fn run_judged(
     verdict: SupervisorMessage,
     respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
-    run_full(code, language, limits, TEST_DETERMINISM, verdict, respond)
+    run_full(
+        code,
+        language,
+        limits,
+        TEST_DETERMINISM,
+        verdict,
+        false,
+        respond,
+    )
 }
 
 /// [`run_with`] from JavaScript, with `determinism` instead of [`TEST_DETERMINISM`].
@@ -118,6 +126,7 @@ fn run_determined(
         limits(),
         determinism,
         SupervisorMessage::Proceed,
+        false,
         respond,
     )
 }
@@ -128,6 +137,7 @@ fn run_full(
     limits: Limits,
     determinism: airlock_proto::Determinism,
     verdict: SupervisorMessage,
+    report_idle: bool,
     mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
     let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
@@ -170,6 +180,7 @@ fn run_full(
         code: code.to_owned(),
         limits,
         determinism,
+        report_idle,
     };
     // The worker runs programs on its 8 MiB main thread; give the engine the same.
     let worker = std::thread::Builder::new()
@@ -1012,6 +1023,7 @@ fn a_closed_channel_is_an_internal_error() {
         code: "console.log('x'); 1".to_owned(),
         limits: limits(),
         determinism: TEST_DETERMINISM,
+        report_idle: false,
     };
     let engine = Engine::new().expect("engine");
     let (outcome, _) = engine.run(start, &mut Ipc::from_stream(worker_end));
@@ -1812,4 +1824,68 @@ console.log(new Date().toISOString(), Math.random(), Array.from(crypto.getRandom
     assert_eq!(first.value(), second.value());
     assert_eq!(first.messages, second.messages);
     assert_eq!(first.tool_calls().len(), 3);
+}
+
+/// With `report_idle`, the worker says it is idle each time it blocks for an answer, with the
+/// number of results it has seen: after the two calls of a `Promise.all` (one batch), and
+/// again after the first answer only if the program still waits.
+#[test]
+fn an_idle_program_says_so_with_the_results_it_has_seen() {
+    let code = r#"
+        const [a, b] = await Promise.all([tools.c.f({ n: 1 }), tools.c.f({ n: 2 })]);
+        const c = await tools.c.f({ n: a.n + b.n });
+        return c.n;
+    "#;
+    let run = run_full(
+        code,
+        Language::JavaScript,
+        limits(),
+        TEST_DETERMINISM,
+        SupervisorMessage::Proceed,
+        true,
+        {
+            let mut answered = 0;
+            move |seen: &[WorkerMessage]| match seen.last() {
+                // Answer the calls not answered yet, once the worker says it is idle.
+                Some(WorkerMessage::Idle { .. }) => {
+                    let replies: Vec<SupervisorMessage> = seen
+                        .iter()
+                        .filter_map(|m| match m {
+                            WorkerMessage::ToolCall { id, args_json, .. } if *id > answered => {
+                                Some(SupervisorMessage::ToolResult {
+                                    id: *id,
+                                    result: Ok(args_json.clone()),
+                                    clock_ms: TEST_DETERMINISM.clock_ms,
+                                })
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    answered += u32::try_from(replies.len()).unwrap();
+                    replies
+                }
+                _ => vec![],
+            }
+        },
+    );
+    assert_eq!(
+        run.outcome,
+        Outcome::Ok {
+            value_json: "3".into()
+        }
+    );
+    let shape: Vec<String> = run
+        .messages
+        .iter()
+        .map(|m| match m {
+            WorkerMessage::ToolCall { id, .. } => format!("call {id}"),
+            WorkerMessage::Idle { results } => format!("idle {results}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    // After the first answer the second is still awaited: idle again, having seen one.
+    assert_eq!(
+        shape[..6],
+        ["call 1", "call 2", "idle 0", "idle 1", "call 3", "idle 2"]
+    );
 }

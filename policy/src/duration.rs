@@ -1,0 +1,233 @@
+//! Durations as operators write them: `"30s"`, `"15m"`, `"1h"`, `"2d"`, or a plain integer
+//! number of seconds.
+//!
+//! Used by keys whose values span seconds to weeks (how long an approval or a waiting execution
+//! may wait), where a count of milliseconds would be unreadable. Units are `s`, `m`, `h` and `d`
+//! and are case-sensitive (so `"1H"` is an error with a hint rather than a guess), only whole
+//! numbers are accepted, and one optional space may separate the number from the unit, as in
+//! sizes. A string needs its unit: `"90"` could mean seconds or milliseconds next to the
+//! policy's `_ms` keys, so only the TOML integer `90` means 90 seconds.
+
+const SECOND_MS: u64 = 1_000;
+const MINUTE_MS: u64 = 60 * SECOND_MS;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// Why a duration string was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// The string was empty or blank.
+    #[error("empty duration (write e.g. \"30s\", \"15m\", \"1h\" or \"2d\")")]
+    Empty,
+    /// The string did not start with a whole number.
+    #[error(
+        "invalid duration \"{text}\": expected a whole number and a unit, e.g. \"30s\", \"15m\", \"1h\" or \"2d\""
+    )]
+    NotANumber {
+        /// The rejected string.
+        text: String,
+    },
+    /// The number had a fractional part.
+    #[error(
+        "invalid duration \"{text}\": fractions are not supported (write e.g. \"90m\" rather than \"1.5h\")"
+    )]
+    Fraction {
+        /// The rejected string.
+        text: String,
+    },
+    /// A string without a unit.
+    #[error(
+        "invalid duration \"{text}\": add a unit (s, m, h or d), e.g. \"{text}s\", or write the number of seconds as a TOML integer without quotes"
+    )]
+    MissingUnit {
+        /// The rejected string.
+        text: String,
+    },
+    /// The unit is not one of the accepted ones.
+    #[error(
+        "invalid duration \"{text}\": unknown unit `{unit}` (use s, m, h or d, one number and one unit such as \"90m\"){}",
+        case_hint(unit)
+    )]
+    UnknownUnit {
+        /// The rejected string.
+        text: String,
+        /// The unit as written.
+        unit: String,
+    },
+    /// The value does not fit in 64 bits of milliseconds.
+    #[error("invalid duration \"{text}\": too large")]
+    Overflow {
+        /// The rejected string.
+        text: String,
+    },
+}
+
+const UNITS: &[(&str, u64)] = &[
+    ("s", SECOND_MS),
+    ("m", MINUTE_MS),
+    ("h", HOUR_MS),
+    ("d", DAY_MS),
+];
+
+/// Parses a duration string such as `"15m"` into milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<u64, DurationError> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err(DurationError::Empty);
+    }
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, rest) = trimmed.split_at(digits_end);
+    if digits.is_empty() {
+        return Err(DurationError::NotANumber {
+            text: text.to_owned(),
+        });
+    }
+    if rest.starts_with(['.', ',']) {
+        return Err(DurationError::Fraction {
+            text: text.to_owned(),
+        });
+    }
+    let unit = rest.strip_prefix(' ').unwrap_or(rest);
+    if unit.is_empty() {
+        return Err(DurationError::MissingUnit {
+            text: trimmed.to_owned(),
+        });
+    }
+    let Some((_, multiplier)) = UNITS.iter().find(|(name, _)| *name == unit) else {
+        return Err(DurationError::UnknownUnit {
+            text: text.to_owned(),
+            unit: unit.to_owned(),
+        });
+    };
+    let overflow = || DurationError::Overflow {
+        text: text.to_owned(),
+    };
+    let number: u64 = digits.parse().map_err(|_| overflow())?;
+    number.checked_mul(*multiplier).ok_or_else(overflow)
+}
+
+/// Milliseconds in `seconds`, or `None` past what 64 bits hold (an integer duration).
+pub fn seconds_to_ms(seconds: u64) -> Option<u64> {
+    seconds.checked_mul(SECOND_MS)
+}
+
+/// "; units are case-sensitive, did you mean `h`?" for a unit written in the wrong case.
+fn case_hint(unit: &str) -> String {
+    UNITS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(unit))
+        .map(|(name, _)| format!("; units are case-sensitive, did you mean `{name}`?"))
+        .unwrap_or_default()
+}
+
+/// Formats milliseconds with the largest unit that represents them exactly (`"24h"`, `"90m"`,
+/// `"1500ms"`), so messages echo durations the way operators write them.
+pub fn format_duration_ms(ms: u64) -> String {
+    if ms == 0 {
+        return "0s".to_owned();
+    }
+    for (name, multiplier) in UNITS.iter().rev() {
+        if ms >= *multiplier && ms.is_multiple_of(*multiplier) {
+            return format!("{}{name}", ms / multiplier);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_unit() {
+        assert_eq!(parse_duration_ms("30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("15m"), Ok(900_000));
+        assert_eq!(parse_duration_ms("1h"), Ok(3_600_000));
+        assert_eq!(parse_duration_ms("2d"), Ok(172_800_000));
+        assert_eq!(parse_duration_ms("0s"), Ok(0));
+    }
+
+    #[test]
+    fn one_space_and_surrounding_blanks_are_allowed() {
+        assert_eq!(parse_duration_ms("90 m"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms(" 1h "), Ok(3_600_000));
+    }
+
+    #[test]
+    fn wrong_case_is_rejected_with_a_hint() {
+        let err = parse_duration_ms("1H").unwrap_err();
+        assert!(matches!(err, DurationError::UnknownUnit { .. }));
+        assert!(err.to_string().contains("did you mean `h`"), "{err}");
+    }
+
+    #[test]
+    fn malformed_durations() {
+        assert_eq!(parse_duration_ms(""), Err(DurationError::Empty));
+        assert_eq!(parse_duration_ms("  "), Err(DurationError::Empty));
+        assert!(matches!(
+            parse_duration_ms("h"),
+            Err(DurationError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("-1h"),
+            Err(DurationError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("1.5h"),
+            Err(DurationError::Fraction { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("1h30m"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("10ms"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("1  h"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("99999999999999999999s"),
+            Err(DurationError::Overflow { .. })
+        ));
+        assert!(matches!(
+            parse_duration_ms("999999999999999d"),
+            Err(DurationError::Overflow { .. })
+        ));
+    }
+
+    #[test]
+    fn a_string_without_a_unit_says_how_to_write_it() {
+        let err = parse_duration_ms("90").unwrap_err();
+        assert_eq!(
+            err,
+            DurationError::MissingUnit {
+                text: "90".to_owned()
+            }
+        );
+        let message = err.to_string();
+        assert!(message.contains("\"90s\""), "{message}");
+        assert!(message.contains("TOML integer"), "{message}");
+    }
+
+    #[test]
+    fn seconds_convert_without_wrapping() {
+        assert_eq!(seconds_to_ms(90), Some(90_000));
+        assert_eq!(seconds_to_ms(u64::MAX), None);
+    }
+
+    #[test]
+    fn formatting_picks_the_largest_exact_unit() {
+        assert_eq!(format_duration_ms(DAY_MS), "1d");
+        assert_eq!(format_duration_ms(30 * DAY_MS), "30d");
+        assert_eq!(format_duration_ms(24 * HOUR_MS + HOUR_MS), "25h");
+        assert_eq!(format_duration_ms(90 * MINUTE_MS), "90m");
+        assert_eq!(format_duration_ms(61 * SECOND_MS), "61s");
+        assert_eq!(format_duration_ms(1_500), "1500ms");
+        assert_eq!(format_duration_ms(0), "0s");
+    }
+}
