@@ -236,6 +236,7 @@ mod tests {
                 id: 7,
                 tool: "github.search_issues".into(),
                 args_json: r#"{"q":"bug"}"#.into(),
+                at: Some(SourcePosition { line: 3, column: 9 }),
             },
             WorkerMessage::Idle { results: 3 },
             WorkerMessage::Console {

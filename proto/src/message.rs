@@ -29,6 +29,9 @@ pub enum WorkerMessage {
         tool: String,
         /// The arguments, serialised once inside the worker (the copy that is checked and sent).
         args_json: String,
+        /// Where in the agent's code the call was made (only when
+        /// [`StartExecution::report_idle`] asked: a call that waits for a person shows it).
+        at: Option<SourcePosition>,
     },
     /// The program can run nothing more until an answer comes: every job is done and it
     /// awaits tool calls. Sent (only when [`StartExecution::report_idle`] asked for it) each

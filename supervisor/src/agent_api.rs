@@ -194,6 +194,11 @@ pub struct ExecutionRequest {
     /// so a program that reads `Date.now()` or `Math.random()` takes the same path again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub determinism: Option<DeterminismSpec>,
+    /// `false`: answer `202` with the id at once and run detached (a client that hangs up does
+    /// not stop it); `GET /v1/executions/<id>` and its `/events` follow it. The header
+    /// `Prefer: respond-async` says the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
 }
 
 impl ExecutionRequest {
@@ -208,6 +213,7 @@ impl ExecutionRequest {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         }
     }
 }
@@ -261,6 +267,52 @@ pub struct PendingCall {
     /// The client tool's name as the request declared it.
     pub tool: String,
     pub args: Value,
+}
+
+/// A call that waits for a person's decision (the principal's `approve` patterns).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PendingApproval {
+    /// What an approver decides under: `POST /v1/approvals/<id>`, `airlock approve <id>`.
+    pub id: String,
+    /// The execution that waits.
+    pub execution: String,
+    /// Whose execution it is.
+    pub principal: String,
+    /// The call's id in the execution's trace.
+    pub call: u32,
+    pub tool: String,
+    /// The arguments as the program sent them (scanned for secrets).
+    pub args: Value,
+    /// The lines of the program around the call, the call's line marked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excerpt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// When it was asked for, and when it expires as denied (ms since the Unix epoch).
+    pub requested_ms: u64,
+    pub expires_ms: u64,
+    /// The hash of the arguments as sent (before the scan): what the decision is for. The
+    /// daemon's own.
+    #[serde(skip)]
+    pub args_hash: String,
+}
+
+/// `POST /v1/approvals/<id>` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequest {
+    pub decision: ApprovalDecision,
+    /// Why, for the audit log and the program (a denial's message carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// An approver's answer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalDecision {
+    Approve,
+    Deny,
 }
 
 /// `POST /v1/executions/<id>/results` body.
@@ -347,6 +399,10 @@ pub enum Status {
     /// The program can go no further until someone outside the daemon answers: the client's
     /// tools (`pending_calls`).
     Waiting,
+    /// A detached execution waits for a slot (`GET /v1/executions/<id>` only).
+    Queued,
+    /// A detached execution runs (`GET /v1/executions/<id>` only).
+    Running,
 }
 
 /// The answer to an execution (also the last event of a streamed execution).
@@ -374,6 +430,11 @@ pub struct ExecutionResponse {
     /// made before it blocked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_calls: Vec<PendingCall>,
+    /// With `status: "waiting"`: the calls that wait for an approver's decision (every one
+    /// made before the program blocked). The execution goes on by itself once they are
+    /// decided; follow it with `GET /v1/executions/<id>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approvals: Vec<PendingApproval>,
     /// With `status: "waiting"`: the clock and seed it ran with (the stateless form sends them
     /// back with `client_results`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,17 +1,18 @@
-//! The audit log: every execution (principal, code hash, status, durations) and every tool call
-//! (tool, redacted argument summary, outcome, duration), appended to a SQLite database in WAL
-//! mode in the state directory, rotated by size, and read back by `airlock audit`.
+//! The audit log: every execution (principal, code hash, status, durations), every tool call
+//! (tool, redacted argument summary, outcome, duration) and every decision on a call that waited
+//! for approval (who approved or denied it, or that it expired), appended to a SQLite database
+//! in WAL mode in the state directory, rotated by size, and read back by `airlock audit`.
 //!
-//! The execution path never waits on the disk: [`AuditLog::record`] hands a self-contained
-//! [`ExecutionRecord`] to one writer thread through a bounded channel (`try_send`), and the
-//! writer commits whatever has queued up in one transaction. When the queue is full or a write
-//! failed (disk full, read-only file system, permissions), the record is counted as dropped and
-//! the log turns [`AuditState::Degraded`] with a reason naming the file; [`AuditLog::record`]
-//! returns that reason so the execution's response can say its record may be missing. The next
-//! successful write clears it.
+//! The execution path never waits on the disk: [`AuditLog::record`] and
+//! [`AuditLog::record_approval`] hand a self-contained [`ExecutionRecord`] or [`ApprovalRecord`]
+//! to one writer thread through a bounded channel (`try_send`), and the writer commits whatever
+//! has queued up in one transaction. When the queue is full or a write failed (disk full,
+//! read-only file system, permissions), the record is counted as dropped and the log turns
+//! [`AuditState::Degraded`] with a reason naming the file; both return that reason so the
+//! response can say its record may be missing. The next successful write clears it.
 //!
 //! Submodules:
-//! - [`record`]: [`ExecutionRecord`], [`ToolCallRecord`] and [`CodeHash`];
+//! - [`record`]: [`ExecutionRecord`], [`ToolCallRecord`], [`ApprovalRecord`] and [`CodeHash`];
 //! - [`argument_summary`]: the bounded, redacted shape of tool arguments that is stored instead
 //!   of the arguments;
 //! - [`query`]: reading the current and rotated files, filters, the table and JSON-lines output;
@@ -28,8 +29,8 @@ mod writer;
 
 pub use argument_summary::{ArgumentSummary, Redact};
 pub use database::{FILE_NAME, SCHEMA_VERSION};
-pub use query::{AuditQuery, ExecutionRow, RedactionRow, ToolCallRow};
-pub use record::{CodeHash, ExecutionRecord, RedactionRecord, ToolCallRecord};
+pub use query::{ApprovalRow, AuditQuery, ExecutionRow, RedactionRow, ToolCallRow};
+pub use record::{ApprovalRecord, CodeHash, ExecutionRecord, RedactionRecord, ToolCallRecord};
 
 use airlock_policy::AuditSettings;
 use serde::Serialize;
@@ -171,9 +172,9 @@ pub struct AuditStatus {
     /// Why the log is degraded: names the file and the failure.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// Executions written since the daemon started.
+    /// Records (executions and approval decisions) written since the daemon started.
     pub written: u64,
-    /// Executions whose record was lost (queue full or failed write) since the daemon started.
+    /// Records lost (queue full or failed write) since the daemon started.
     pub dropped: u64,
     /// Records waiting for the writer.
     pub queued: u64,
@@ -184,10 +185,10 @@ impl AuditStatus {
     /// `airlock_audit_records_dropped_total`, `airlock_audit_queue_length`, `airlock_audit_degraded`.
     pub fn metrics_text(&self) -> String {
         format!(
-            "# HELP airlock_audit_records_written_total Executions written to the audit log.\n\
+            "# HELP airlock_audit_records_written_total Records (executions, approval decisions) written to the audit log.\n\
              # TYPE airlock_audit_records_written_total counter\n\
              airlock_audit_records_written_total {}\n\
-             # HELP airlock_audit_records_dropped_total Executions whose audit record was lost (queue full or write failed).\n\
+             # HELP airlock_audit_records_dropped_total Audit records (executions, approval decisions) lost (queue full or write failed).\n\
              # TYPE airlock_audit_records_dropped_total counter\n\
              airlock_audit_records_dropped_total {}\n\
              # HELP airlock_audit_queue_length Audit records waiting for the writer.\n\
@@ -283,6 +284,21 @@ impl AuditLog {
     /// full) or that the log is degraded (earlier writes failed, so this one may fail too): put
     /// it in the execution's response as a warning.
     pub fn record(&self, record: ExecutionRecord) -> Result<(), AuditWarning> {
+        self.send(Message::Record(Box::new(record)), "this execution")
+    }
+
+    /// Queues the record of a decision on an approval (approved, denied or expired), as
+    /// [`AuditLog::record`]: never waits; `Err` says it was dropped or may be lost.
+    pub fn record_approval(&self, record: ApprovalRecord) -> Result<(), AuditWarning> {
+        self.send(
+            Message::Approval(Box::new(record)),
+            "this approval decision",
+        )
+    }
+
+    /// `try_send`s `message`, counting a drop and degrading the log when it cannot; `what` names
+    /// the record in the warning ("this execution").
+    fn send(&self, message: Message, what: &str) -> Result<(), AuditWarning> {
         let Some(inner) = &self.inner else {
             return Ok(());
         };
@@ -291,7 +307,7 @@ impl AuditLog {
             match inner.sender.as_ref() {
                 Some(sender) => {
                     shared.queued.fetch_add(1, Ordering::Relaxed);
-                    let sent = sender.try_send(Message::Record(Box::new(record)));
+                    let sent = sender.try_send(message);
                     if sent.is_err() {
                         shared.queued.fetch_sub(1, Ordering::Relaxed);
                     }
@@ -303,7 +319,7 @@ impl AuditLog {
         match sent {
             Ok(()) => match shared.reason() {
                 Some(reason) => Err(AuditWarning(format!(
-                    "the audit log is degraded, this execution may not be recorded: {reason}"
+                    "the audit log is degraded, {what} may not be recorded: {reason}"
                 ))),
                 None => Ok(()),
             },
@@ -311,13 +327,13 @@ impl AuditLog {
                 shared.dropped.fetch_add(1, Ordering::Relaxed);
                 let reason = if full {
                     format!(
-                        "the audit log's queue is full ({} records wait to be written to {}); this execution was not recorded",
+                        "the audit log's queue is full ({} records wait to be written to {}); {what} was not recorded",
                         shared.queued.load(Ordering::Relaxed),
                         shared.path.display()
                     )
                 } else {
                     format!(
-                        "the audit log {} is closed; this execution was not recorded",
+                        "the audit log {} is closed; {what} was not recorded",
                         shared.path.display()
                     )
                 };

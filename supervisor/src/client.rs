@@ -172,6 +172,40 @@ impl Client {
             .header("content-type", "application/json")
             .header("accept", "application/x-ndjson")
             .body(Full::new(Bytes::from(body)))?;
+        match self.stream(req, |_, event| on_event(event)).await? {
+            Some(response) => Ok(response),
+            None => Err(ClientError::Decode(
+                "the event stream ended without a result".into(),
+            )),
+        }
+    }
+
+    /// `GET /v1/executions/<id>/events?after=N`: the events of a detached (or kept)
+    /// execution after number `after`, each with its number; with `follow`, until its result
+    /// (returned), else only those there now.
+    pub async fn events(
+        &mut self,
+        id: &str,
+        after: u64,
+        follow: bool,
+        on_event: impl FnMut(u64, &ExecutionEvent),
+    ) -> Result<Option<ExecutionResponse>, ClientError> {
+        let encoded = percent_encoding::utf8_percent_encode(id, percent_encoding::NON_ALPHANUMERIC);
+        let follow = if follow { "" } else { "&follow=false" };
+        let req = Request::get(format!(
+            "/v1/executions/{encoded}/events?after={after}{follow}"
+        ))
+        .header("host", "airlock")
+        .body(Full::new(Bytes::new()))?;
+        self.stream(req, on_event).await
+    }
+
+    /// Sends `req` and reads its NDJSON events until the result (returned) or the end.
+    async fn stream(
+        &mut self,
+        req: Request<Full<Bytes>>,
+        mut on_event: impl FnMut(u64, &ExecutionEvent),
+    ) -> Result<Option<ExecutionResponse>, ClientError> {
         let resp = self.send(req).await?;
         let status = resp.status();
         let mut body = resp.into_body();
@@ -188,17 +222,22 @@ impl Client {
             buf.extend_from_slice(data);
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
-                let event: ExecutionEvent = serde_json::from_slice(&line)
+                let value: serde_json::Value = serde_json::from_slice(&line)
+                    .map_err(|e| ClientError::Decode(e.to_string()))?;
+                // Lines of a followed execution carry their number.
+                let seq = value
+                    .get("seq")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                let event: ExecutionEvent = serde_json::from_value(value)
                     .map_err(|e| ClientError::Decode(e.to_string()))?;
                 if let ExecutionEvent::Result(resp) = event {
-                    return Ok(*resp);
+                    return Ok(Some(*resp));
                 }
-                on_event(&event);
+                on_event(seq, &event);
             }
         }
-        Err(ClientError::Decode(
-            "the event stream ended without a result".into(),
-        ))
+        Ok(None)
     }
 }
 

@@ -64,6 +64,8 @@ impl Metrics {
             Status::Timeout => "timeout",
             Status::Cancelled => "cancelled",
             Status::Waiting => "waiting",
+            Status::Queued => "queued",
+            Status::Running => "running",
         };
         *m.executions_by_status.entry(status).or_default() += 1;
         if let Some(err) = &response.error {
@@ -250,6 +252,7 @@ mod tests {
             replayed_calls: 0,
             resumed_from: None,
             pending_calls: Vec::new(),
+            pending_approvals: Vec::new(),
             determinism: None,
             stats: ExecutionStats {
                 total_ms,

@@ -52,6 +52,7 @@ fn response(n: u64) -> ExecutionResponse {
         replayed_calls: 0,
         resumed_from: None,
         pending_calls: Vec::new(),
+        pending_approvals: Vec::new(),
         determinism: None,
         stats: ExecutionStats {
             queue_ms: 0.1,

@@ -36,6 +36,7 @@ async fn run(c: &mut Client, code: &str, session: Option<&str>) -> ExecutionResp
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         })
         .await
         .unwrap();

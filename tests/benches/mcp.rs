@@ -63,6 +63,7 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     };
     let r = c.execute(&request).await.expect("request");
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);

@@ -38,6 +38,7 @@ fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     }
 }
 

@@ -210,6 +210,7 @@ impl TestDaemon {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             })
             .await
     }
@@ -232,6 +233,7 @@ impl TestDaemon {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             })
             .await
     }

@@ -4,7 +4,9 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::audit_log::{AuditLog, CodeHash, ExecutionRecord, ToolCallRecord};
+use airlock_supervisor::audit_log::{
+    ApprovalRecord, AuditLog, CodeHash, ExecutionRecord, ToolCallRecord,
+};
 use airlock_tests::binaries;
 use airlock_tests::processes::wait_until;
 use serde_json::{Value, json};
@@ -157,6 +159,93 @@ fn the_cli_reads_and_filters_the_log() {
     );
     assert!(lines[3].contains("ex_hour"), "{table}");
     assert_eq!(lines.len(), 6, "{table}");
+}
+
+/// `--approvals`: the decisions, newest first, filtered like executions, as JSON lines and as a
+/// table; without it the output is the executions as before.
+#[test]
+fn the_cli_shows_approval_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    fill(dir.path());
+    let now = SystemTime::now();
+    let log = AuditLog::open_in(dir.path(), 256 << 20, 4).unwrap();
+    let mut approved = ApprovalRecord::new(
+        "ap_1",
+        "ex_hour",
+        "ci",
+        1,
+        "github.get_issue",
+        &json!({"repo": "octo/hello", "token": "ghp_0123456789abcdef"}),
+        "approved",
+        Some("alice"),
+        Some(1000),
+        Some("fine"),
+        &hide_token,
+    );
+    approved.at = now - Duration::from_secs(1800);
+    let mut expired = ApprovalRecord::new(
+        "ap_2",
+        "ex_now",
+        "ci",
+        1,
+        "github.list",
+        &json!({}),
+        "expired",
+        None,
+        None,
+        None,
+        &hide_token,
+    );
+    expired.at = now;
+    log.record_approval(approved).unwrap();
+    log.record_approval(expired).unwrap();
+    drop(log);
+
+    let approval_ids = |rows: &[Value]| -> Vec<String> {
+        rows.iter()
+            .map(|r| r["approval_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let rows = json_lines(&audit(dir.path(), &["--approvals", "--json"]));
+    assert_eq!(approval_ids(&rows), ["ap_2", "ap_1"]);
+    assert_eq!(rows[0]["decision"], "expired");
+    assert_eq!(rows[0]["decided_by"], Value::Null);
+    assert_eq!(rows[1]["decided_by"], "alice");
+    assert_eq!(rows[1]["decider_uid"], 1000);
+    assert_eq!(rows[1]["reason"], "fine");
+    assert_eq!(rows[1]["call_index"], 1);
+    assert_eq!(
+        rows[1]["arguments"],
+        "{repo: string(10) \"octo/hello\", token: string(20) \"[REDACTED:github-token]\"}"
+    );
+    let selected = |args: &[&str]| {
+        let mut all = vec!["--approvals", "--json"];
+        all.extend_from_slice(args);
+        approval_ids(&json_lines(&audit(dir.path(), &all)))
+    };
+    assert_eq!(selected(&["--since", "10m"]), ["ap_2"]);
+    assert_eq!(selected(&["--execution", "ex_hour"]), ["ap_1"]);
+    assert_eq!(selected(&["--tool", "github.get_*"]), ["ap_1"]);
+    assert_eq!(selected(&["--limit", "1"]), ["ap_2"]);
+    assert!(selected(&["--principal", "local"]).is_empty());
+
+    let out = audit(dir.path(), &["--approvals"]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8(out.stdout).unwrap();
+    println!("{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("DECIDED (UTC)"), "{table}");
+    assert!(
+        lines[1].contains("expired") && lines[1].ends_with("#1 github.list"),
+        "{table}"
+    );
+    assert!(lines[3].contains("approved  alice (uid 1000)"), "{table}");
+    assert_eq!(lines[5], "    reason: fine", "{table}");
+    assert_eq!(lines.len(), 6, "{table}");
+
+    // Without --approvals: the executions, as before.
+    let rows = json_lines(&audit(dir.path(), &["--json"]));
+    assert_eq!(ids(&rows), ["ex_now", "ex_hour", "ex_old"]);
 }
 
 #[test]

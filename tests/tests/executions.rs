@@ -67,6 +67,7 @@ async fn javascript_language_is_accepted() {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         })
         .await
         .unwrap();
@@ -243,6 +244,7 @@ async fn streaming_delivers_events_before_the_result() {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )
@@ -438,6 +440,7 @@ async fn a_running_execution_can_be_cancelled_by_id() {
                     client_tools: Vec::new(),
                     client_results: None,
                     determinism: None,
+                    wait: None,
                 },
                 |event| match event {
                     ExecutionEvent::Started { id: started } => id = Some(started.clone()),

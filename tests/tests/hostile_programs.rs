@@ -85,6 +85,7 @@ async fn execute(socket: &Path, code: &str) -> airlock_supervisor::agent_api::Ex
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         })
         .await
         .expect("the daemon answers the execution")

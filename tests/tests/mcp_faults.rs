@@ -117,6 +117,7 @@ const written = await tools.fault.stderr({ text: "a line for the daemon's log" }
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     };
     let r = d
         .client()

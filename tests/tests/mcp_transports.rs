@@ -113,6 +113,7 @@ async fn tool_progress_streams_to_the_agent() {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )

@@ -178,6 +178,7 @@ async fn a_running_execution_finishes_under_the_policy_it_started_with() {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             })
             .await
             .unwrap()

@@ -194,6 +194,7 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     };
     let mut messages = Vec::new();
     let r = d

@@ -260,6 +260,7 @@ fn request(code: &str) -> ExecutionRequest {
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     }
 }
 

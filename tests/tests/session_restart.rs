@@ -137,6 +137,7 @@ fn request(code: &str, session: &str) -> ExecutionRequest {
         client_tools: Vec::new(),
         client_results: None,
         determinism: None,
+        wait: None,
     }
 }
 

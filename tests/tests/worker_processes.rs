@@ -40,6 +40,7 @@ async fn a_worker_killed_from_outside_is_reported() {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: None,
             })
             .await
             .unwrap()
@@ -101,6 +102,7 @@ async fn graceful_shutdown_lets_running_executions_finish() {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         })
         .await
     });
@@ -177,6 +179,7 @@ async fn hanging_up_cancels_the_execution(streaming: bool) {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         };
         if streaming {
             let _ = c.execute_streaming(&request, |_| {}).await;

@@ -3,7 +3,7 @@
 //! readers, and the rotation of `audit.sqlite` to `audit.sqlite.1`, `.2`, ….
 
 use super::AuditLogError;
-use super::record::ExecutionRecord;
+use super::record::{ApprovalRecord, ExecutionRecord};
 use super::timestamp::unix_ms;
 use rusqlite::{Connection, OpenFlags, params};
 use std::fs::{DirBuilder, OpenOptions};
@@ -15,10 +15,10 @@ use std::time::Duration;
 pub const FILE_NAME: &str = "audit.sqlite";
 
 /// `PRAGMA user_version` of the schema below. Readers refuse a file with a newer version.
-/// Version 2 added `redactions`; a version 1 file gets the table when the writer opens it
-/// (every statement of the schema is `IF NOT EXISTS`), and readers of a rotated version 1
-/// file find none.
-pub const SCHEMA_VERSION: i64 = 2;
+/// Version 2 added `redactions`, version 3 `approvals`; an older file gets the missing tables
+/// when the writer opens it (every statement of the schema is `IF NOT EXISTS`), and readers of
+/// a rotated older file find none.
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The schema. Times are milliseconds since the Unix epoch, UTC. `executions.execution_id` is
 /// indexed but not unique: a duplicate (a bug elsewhere) must not make a whole batch fail.
@@ -63,6 +63,21 @@ CREATE TABLE IF NOT EXISTS redactions (
     secret TEXT
 );
 CREATE INDEX IF NOT EXISTS redactions_by_execution ON redactions (execution_id, call_index);
+CREATE TABLE IF NOT EXISTS approvals (
+    approval_id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    call_index INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    decided_by TEXT,
+    decider_uid INTEGER,
+    reason TEXT,
+    at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_by_execution ON approvals (execution_id, call_index);
+CREATE INDEX IF NOT EXISTS approvals_by_time ON approvals (at);
 ";
 
 /// How long a connection waits for a lock held by another (a reader's checkpoint, the writer).
@@ -200,9 +215,35 @@ fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("PRAGMA user_version", [], |row| row.get(0))
 }
 
-/// Writes `batch` in one transaction: all of it or none.
-pub fn insert(conn: &mut Connection, batch: &[ExecutionRecord]) -> rusqlite::Result<()> {
+/// Writes `batch` and `approvals` in one transaction: all of it or none.
+pub fn insert(
+    conn: &mut Connection,
+    batch: &[ExecutionRecord],
+    approvals: &[ApprovalRecord],
+) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
+    if !approvals.is_empty() {
+        let mut approval = tx.prepare_cached(
+            "INSERT INTO approvals (approval_id, execution_id, principal, call_index, tool,
+                arguments, decision, decided_by, decider_uid, reason, at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        for a in approvals {
+            approval.execute(params![
+                a.approval_id,
+                a.execution_id,
+                a.principal,
+                a.call_id,
+                a.tool,
+                a.arguments.text,
+                a.decision,
+                a.decided_by,
+                a.decider_uid,
+                a.reason,
+                unix_ms(a.at),
+            ])?;
+        }
+    }
     {
         let mut execution = tx.prepare_cached(
             "INSERT INTO executions (execution_id, principal, peer_uid, peer_pid, code_sha256,

@@ -1,6 +1,7 @@
 //! Reading the audit log back (`airlock audit`): the current file and the rotated ones, read
 //! only, filtered by time, principal, tool and execution, newest first, printed as a compact
-//! table or as JSON lines.
+//! table or as JSON lines: executions with their tool calls ([`read`]), or the decisions on
+//! calls that waited for approval ([`read_approvals`], `airlock audit --approvals`).
 
 use super::AuditLogError;
 use super::database::{self, files};
@@ -16,7 +17,9 @@ use std::time::SystemTime;
 /// Default number of executions shown.
 pub const DEFAULT_LIMIT: usize = 100;
 
-/// What to read.
+/// What to read. For [`read_approvals`] every filter applies to the decisions: made at or
+/// after `since`, on executions of `principal`, on calls of a tool matching `tool`, in
+/// `execution`; at most `limit` of them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditQuery {
     /// Executions that started at or after this time.
@@ -87,6 +90,21 @@ pub fn render(directory: &Path, query: &AuditQuery, json: bool) -> Result<String
         format_json_lines(&rows)
     } else {
         format_table(&rows)
+    })
+}
+
+/// `airlock audit --approvals`: the matching approval decisions as a table, or as JSON lines
+/// with `json`.
+pub fn render_approvals(
+    directory: &Path,
+    query: &AuditQuery,
+    json: bool,
+) -> Result<String, QueryError> {
+    let rows = read_approvals(directory, query)?;
+    Ok(if json {
+        format_approval_json_lines(&rows)
+    } else {
+        format_approval_table(&rows)
     })
 }
 
@@ -163,8 +181,63 @@ impl std::fmt::Display for RedactionRow {
     }
 }
 
+/// One decision on an approval as read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApprovalRow {
+    pub approval_id: String,
+    /// When it was decided (or expired); RFC 3339, UTC.
+    pub at: String,
+    pub execution_id: String,
+    pub principal: String,
+    /// The call's id within its execution, as in `tool_calls`.
+    pub call_index: u32,
+    pub tool: String,
+    /// The bounded, redacted summary of the call's arguments.
+    pub arguments: String,
+    /// `approved`, `denied` or `expired`.
+    pub decision: String,
+    /// The approver's user name (or `uid N`); `None` when it expired.
+    pub decided_by: Option<String>,
+    pub decider_uid: Option<u32>,
+    pub reason: Option<String>,
+    #[serde(skip)]
+    at_ms: i64,
+}
+
 /// Runs `query` over every database file in `directory`, newest execution first.
 pub fn read(directory: &Path, query: &AuditQuery) -> Result<Vec<ExecutionRow>, QueryError> {
+    let mut rows = read_files(directory, query, read_file)?;
+    // Files hold disjoint time ranges in practice, but a clock step can interleave them.
+    rows.sort_by(|a, b| {
+        b.started_ms
+            .cmp(&a.started_ms)
+            .then_with(|| b.execution_id.cmp(&a.execution_id))
+    });
+    rows.truncate(query.limit);
+    Ok(rows)
+}
+
+/// Runs `query` over the approval decisions of every database file in `directory`, the newest
+/// decision first. Files written before approvals were recorded have none.
+pub fn read_approvals(
+    directory: &Path,
+    query: &AuditQuery,
+) -> Result<Vec<ApprovalRow>, QueryError> {
+    let mut rows = read_files(directory, query, read_approvals_file)?;
+    // Stable: equal times keep each file's order (newest row first) and the files' (newest
+    // file first).
+    rows.sort_by_key(|row| std::cmp::Reverse(row.at_ms));
+    rows.truncate(query.limit);
+    Ok(rows)
+}
+
+/// Checks `query`, then runs `read_one` on every database file in `directory`, newest file
+/// first, and collects the rows.
+fn read_files<T>(
+    directory: &Path,
+    query: &AuditQuery,
+    read_one: fn(&Connection, &AuditQuery) -> rusqlite::Result<Vec<T>>,
+) -> Result<Vec<T>, QueryError> {
     if let Some(pattern) = &query.tool {
         // The policy's pattern language has only `*`, and rejects `?`, `[`, `]`, `{`, `}`:
         // what is left means the same to SQLite's GLOB.
@@ -182,16 +255,79 @@ pub fn read(directory: &Path, query: &AuditQuery) -> Result<Vec<ExecutionRow>, Q
             path: path.clone(),
             source,
         };
-        rows.extend(read_file(&conn, query).map_err(sql)?);
+        rows.extend(read_one(&conn, query).map_err(sql)?);
     }
-    // Files hold disjoint time ranges in practice, but a clock step can interleave them.
-    rows.sort_by(|a, b| {
-        b.started_ms
-            .cmp(&a.started_ms)
-            .then_with(|| b.execution_id.cmp(&a.execution_id))
-    });
-    rows.truncate(query.limit);
     Ok(rows)
+}
+
+fn read_approvals_file(
+    conn: &Connection,
+    query: &AuditQuery,
+) -> rusqlite::Result<Vec<ApprovalRow>> {
+    // A rotated file of schema version 1 or 2 has no approvals table.
+    if !has_table(conn, "approvals")? {
+        return Ok(Vec::new());
+    }
+    let mut conditions = Vec::new();
+    let mut values: Vec<SqlValue> = Vec::new();
+    if let Some(since) = query.since {
+        values.push(SqlValue::Integer(unix_ms(since)));
+        conditions.push(format!("at >= ?{}", values.len()));
+    }
+    if let Some(principal) = &query.principal {
+        values.push(SqlValue::Text(principal.clone()));
+        conditions.push(format!("principal = ?{}", values.len()));
+    }
+    if let Some(id) = &query.execution {
+        values.push(SqlValue::Text(id.clone()));
+        conditions.push(format!("execution_id = ?{}", values.len()));
+    }
+    if let Some(tool) = &query.tool {
+        values.push(SqlValue::Text(tool.clone()));
+        conditions.push(format!("tool GLOB ?{}", values.len()));
+    }
+    let filter = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", conditions.join(" AND "))
+    };
+    values.push(SqlValue::Integer(
+        i64::try_from(query.limit).unwrap_or(i64::MAX),
+    ));
+    let sql = format!(
+        "SELECT approval_id, at, execution_id, principal, call_index, tool, arguments, decision,
+                decided_by, decider_uid, reason
+         FROM approvals {filter} ORDER BY at DESC, rowid DESC LIMIT ?{}",
+        values.len()
+    );
+    let mut statement = conn.prepare(&sql)?;
+    statement
+        .query_map(rusqlite::params_from_iter(values), |row| {
+            let at_ms: i64 = row.get(1)?;
+            Ok(ApprovalRow {
+                approval_id: row.get(0)?,
+                at: format_utc(at_ms),
+                execution_id: row.get(2)?,
+                principal: row.get(3)?,
+                call_index: row.get(4)?,
+                tool: row.get(5)?,
+                arguments: row.get(6)?,
+                decision: row.get(7)?,
+                decided_by: row.get(8)?,
+                decider_uid: row.get(9)?,
+                reason: row.get(10)?,
+                at_ms,
+            })
+        })?
+        .collect()
+}
+
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |row| row.get(0),
+    )
 }
 
 fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<ExecutionRow>> {
@@ -248,12 +384,7 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
     };
     let mut calls = conn.prepare(calls_sql)?;
     // A rotated file of schema version 1 has no redactions table.
-    let has_redactions: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'redactions'",
-        [],
-        |row| row.get(0),
-    )?;
-    let mut redactions = if has_redactions {
+    let mut redactions = if has_table(conn, "redactions")? {
         Some(conn.prepare(
             "SELECT call_index, place, rule, pointer, secret FROM redactions
              WHERE execution_id = ?1 ORDER BY rowid",
@@ -341,6 +472,15 @@ fn tool_call_row(row: &Row<'_>) -> rusqlite::Result<ToolCallRow> {
 
 /// One JSON object per execution, a line each, its tool calls nested.
 pub fn format_json_lines(rows: &[ExecutionRow]) -> String {
+    json_lines(rows)
+}
+
+/// One JSON object per approval decision, a line each, every column included.
+pub fn format_approval_json_lines(rows: &[ApprovalRow]) -> String {
+    json_lines(rows)
+}
+
+fn json_lines<T: Serialize>(rows: &[T]) -> String {
     let mut out = String::new();
     for row in rows {
         if let Ok(line) = serde_json::to_string(row) {
@@ -382,28 +522,11 @@ pub fn format_table(rows: &[ExecutionRow]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for line in &lines {
-        for (width, cell) in widths.iter_mut().zip(line) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let push_line = |out: &mut String, cells: &[String]| {
-        let mut text = String::new();
-        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ");
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
+    let widths = column_widths(&header, &lines);
     let mut out = String::new();
-    push_line(&mut out, &header.map(str::to_owned));
+    push_line(&mut out, &header.map(str::to_owned), &widths);
     for (row, cells) in rows.iter().zip(&lines) {
-        push_line(&mut out, cells);
+        push_line(&mut out, cells, &widths);
         for call in &row.tool_calls {
             let outcome = match &call.error_code {
                 Some(code) => format!("{} ({})", printable(&call.outcome), printable(code)),
@@ -430,6 +553,82 @@ pub fn format_table(rows: &[ExecutionRow]) -> String {
         out.push_str("(no executions match)\n");
     }
     out
+}
+
+/// A compact table: one line per approval decision, the call's arguments and the approver's
+/// reason indented below it.
+pub fn format_approval_table(rows: &[ApprovalRow]) -> String {
+    let header = [
+        "DECIDED (UTC)",
+        "DECISION",
+        "BY",
+        "APPROVAL",
+        "EXECUTION",
+        "PRINCIPAL",
+        "CALL",
+    ];
+    let lines: Vec<[String; 7]> = rows
+        .iter()
+        .map(|row| {
+            let by = match (&row.decided_by, row.decider_uid) {
+                (Some(name), Some(uid)) if *name != format!("uid {uid}") => {
+                    format!("{} (uid {uid})", printable(name))
+                }
+                (Some(name), _) => printable(name),
+                (None, Some(uid)) => format!("uid {uid}"),
+                (None, None) => "-".to_owned(),
+            };
+            [
+                row.at.clone(),
+                printable(&row.decision),
+                by,
+                printable(&row.approval_id),
+                printable(&row.execution_id),
+                printable(&row.principal),
+                format!("#{} {}", row.call_index, printable(&row.tool)),
+            ]
+        })
+        .collect();
+    let widths = column_widths(&header, &lines);
+    let mut out = String::new();
+    push_line(&mut out, &header.map(str::to_owned), &widths);
+    for (row, cells) in rows.iter().zip(&lines) {
+        push_line(&mut out, cells, &widths);
+        // The summary escapes control characters itself.
+        let _ = writeln!(out, "    arguments: {}", row.arguments);
+        if let Some(reason) = &row.reason {
+            let _ = writeln!(out, "    reason: {}", printable(reason));
+        }
+    }
+    if rows.is_empty() {
+        out.push_str("(no approval decisions match)\n");
+    }
+    out
+}
+
+/// Each column's width: its widest cell or header, in characters.
+fn column_widths<const N: usize>(header: &[&str; N], lines: &[[String; N]]) -> [usize; N] {
+    let mut widths = header.map(str::len);
+    for line in lines {
+        for (width, cell) in widths.iter_mut().zip(line) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    widths
+}
+
+/// One table line: every cell but the last padded to its column's width.
+fn push_line(out: &mut String, cells: &[String], widths: &[usize]) {
+    let mut text = String::new();
+    for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
+        if i + 1 == cells.len() {
+            text.push_str(cell);
+        } else {
+            let _ = write!(text, "{cell:<width$}  ");
+        }
+    }
+    out.push_str(text.trim_end());
+    out.push('\n');
 }
 
 fn format_ms(ms: f64) -> String {

@@ -1,5 +1,7 @@
 //! What one execution leaves in the audit log: [`ExecutionRecord`] with its
-//! [`ToolCallRecord`]s, self-contained (no borrowed state) so it can cross to the writer thread.
+//! [`ToolCallRecord`]s, and every decision on a call that waited for approval
+//! ([`ApprovalRecord`]); self-contained (no borrowed state) so they can cross to the writer
+//! thread.
 
 use super::argument_summary::{ArgumentSummary, Redact};
 use crate::agent_api::{self, ExecutionResponse, Status};
@@ -208,6 +210,82 @@ impl ToolCallRecord {
     }
 }
 
+/// Longest approval reason kept, in bytes; a longer one is cut at a character and marked `…`.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// One decision on a call that waited for a person's approval, as the audit log stores it:
+/// approved or denied by an approver, or expired (counted as denied).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRecord {
+    pub approval_id: String,
+    pub execution_id: String,
+    /// Whose execution it is.
+    pub principal: String,
+    /// The call's id within its execution (as `ToolCallRecord::call_index`).
+    pub call_id: u32,
+    /// `server.tool`.
+    pub tool: String,
+    /// The call's arguments, reduced and redacted the same way tool calls' arguments are.
+    pub arguments: ArgumentSummary,
+    /// `approved`, `denied` or `expired`.
+    pub decision: String,
+    /// Who decided: the approver's user name (or `uid N` when it has none); `None` when it
+    /// expired.
+    pub decided_by: Option<String>,
+    pub decider_uid: Option<u32>,
+    /// The approver's reason, redacted and at most [`MAX_REASON_BYTES`].
+    pub reason: Option<String>,
+    /// When it was decided (or expired).
+    pub at: SystemTime,
+}
+
+impl ApprovalRecord {
+    /// A decision made now. `arguments` is summarised with `redact` exactly as a tool call's
+    /// ([`ArgumentSummary::of`]) and dropped; `reason` goes through `redact` whole, then is cut
+    /// to [`MAX_REASON_BYTES`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        approval_id: &str,
+        execution_id: &str,
+        principal: &str,
+        call_id: u32,
+        tool: &str,
+        arguments: &Value,
+        decision: &str,
+        decided_by: Option<&str>,
+        decider_uid: Option<u32>,
+        reason: Option<&str>,
+        redact: Redact<'_>,
+    ) -> ApprovalRecord {
+        ApprovalRecord {
+            approval_id: approval_id.to_owned(),
+            execution_id: execution_id.to_owned(),
+            principal: principal.to_owned(),
+            call_id,
+            tool: tool.to_owned(),
+            arguments: ArgumentSummary::of(arguments, redact),
+            decision: decision.to_owned(),
+            decided_by: decided_by.map(str::to_owned),
+            decider_uid,
+            reason: reason.map(|text| bounded(redact(text).into_owned(), MAX_REASON_BYTES)),
+            at: SystemTime::now(),
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, `…` marking the cut.
+fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 fn status_name(status: Status) -> &'static str {
     match status {
         Status::Ok => "ok",
@@ -215,6 +293,8 @@ fn status_name(status: Status) -> &'static str {
         Status::Timeout => "timeout",
         Status::Cancelled => "cancelled",
         Status::Waiting => "waiting",
+        Status::Queued => "queued",
+        Status::Running => "running",
     }
 }
 
@@ -262,6 +342,7 @@ mod tests {
             replayed_calls: 0,
             resumed_from: None,
             pending_calls: Vec::new(),
+            pending_approvals: Vec::new(),
             determinism: None,
             tool_calls: vec![agent_api::ToolCallRecord {
                 id: 1,
@@ -353,5 +434,97 @@ mod tests {
         );
         // Accepted, 2 ms in the queue, called 3 ms into the run.
         assert_eq!(call.at, started + Duration::from_millis(5));
+    }
+
+    fn hide(text: &str) -> Cow<'_, str> {
+        if text.contains("s3cr3t") {
+            Cow::Owned(text.replace("s3cr3t", "[redacted]"))
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
+    #[test]
+    fn an_approval_summarises_its_arguments_like_a_call_and_redacts_its_reason() {
+        let args = json!({"title": "hello", "token": "s3cr3t", "body": "b".repeat(100)});
+        let before = SystemTime::now();
+        let record = ApprovalRecord::new(
+            "ap_1",
+            "ex_1",
+            "local",
+            3,
+            "github.create_issue",
+            &args,
+            "denied",
+            Some("alice"),
+            Some(1000),
+            Some("no, s3cr3t leaks"),
+            &hide,
+        );
+        let call = ToolCallRecord::new(
+            3,
+            "github.create_issue",
+            &args,
+            "ok",
+            None,
+            1.0,
+            before,
+            &hide,
+        );
+        assert_eq!(record.arguments, ArgumentSummary::of(&args, &hide));
+        assert_eq!(record.arguments.text, call.arguments);
+        assert_eq!(
+            record.arguments.text,
+            "{body: string(100), title: string(5) \"hello\", token: string(6) \"[redacted]\"}"
+        );
+        assert_eq!(record.arguments.redactions, 1);
+        assert_eq!(record.reason.as_deref(), Some("no, [redacted] leaks"));
+        assert_eq!(
+            (
+                record.approval_id.as_str(),
+                record.execution_id.as_str(),
+                record.principal.as_str(),
+                record.call_id,
+                record.tool.as_str(),
+                record.decision.as_str(),
+                record.decided_by.as_deref(),
+                record.decider_uid,
+            ),
+            (
+                "ap_1",
+                "ex_1",
+                "local",
+                3,
+                "github.create_issue",
+                "denied",
+                Some("alice"),
+                Some(1000)
+            )
+        );
+        assert!(record.at >= before && record.at <= SystemTime::now());
+    }
+
+    #[test]
+    fn a_long_reason_is_cut_after_its_redaction() {
+        // The secret straddles the cut: it is redacted whole before the text is cut.
+        let reason = format!("{}s3cr3t{}", "é".repeat(510), "z".repeat(2000));
+        let record = ApprovalRecord::new(
+            "ap_1",
+            "ex_1",
+            "local",
+            1,
+            "a.b",
+            &Value::Null,
+            "approved",
+            Some("alice"),
+            Some(1000),
+            Some(&reason),
+            &hide,
+        );
+        let kept = record.reason.unwrap();
+        assert!(kept.len() <= MAX_REASON_BYTES, "{}", kept.len());
+        // What is left of the marker, never a piece of the secret.
+        assert_eq!(kept, format!("{}[…", "é".repeat(510)));
+        assert_eq!(record.arguments.text, "null");
     }
 }

@@ -2,7 +2,11 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
-use crate::audit_log::query::{AuditQuery, format_json_lines, format_table, read};
+use crate::audit_log::query::{
+    AuditQuery, format_approval_json_lines, format_approval_table, format_json_lines, format_table,
+    read, read_approvals,
+};
+use crate::secrets::scanner::SecretScanner;
 use rusqlite::Connection;
 use serde_json::json;
 use std::borrow::Cow;
@@ -52,6 +56,50 @@ fn execution(id: &str, principal: &str, started: u64, tools: &[&str]) -> Executi
             })
             .collect(),
     }
+}
+
+/// A token of the shape the scanner's `github-token` rule finds.
+// Split so the scanner's false-positive survey of the project's sources does not count it.
+const GITHUB_TOKEN: &str = concat!("ghp_", "hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES");
+
+/// An approval of call `call` of `execution_id`, decided at `decided` (seconds since the epoch)
+/// by `alice` (uid 1000), or with no decider when `decision` is `expired`.
+fn approval(
+    id: &str,
+    execution_id: &str,
+    principal: &str,
+    call: u32,
+    tool: &str,
+    decision: &str,
+    decided: u64,
+) -> ApprovalRecord {
+    let expired = decision == "expired";
+    let mut record = ApprovalRecord::new(
+        id,
+        execution_id,
+        principal,
+        call,
+        tool,
+        &json!({"repo": "octo/hello", "body": "x".repeat(100)}),
+        decision,
+        (!expired).then_some("alice"),
+        (!expired).then_some(1000),
+        None,
+        &no_redaction,
+    );
+    record.at = at(decided);
+    record
+}
+
+fn all_approvals(dir: &Path) -> Vec<ApprovalRow> {
+    read_approvals(
+        dir,
+        &AuditQuery {
+            limit: usize::MAX,
+            ..AuditQuery::default()
+        },
+    )
+    .unwrap()
 }
 
 fn open(dir: &Path) -> AuditLog {
@@ -109,6 +157,9 @@ fn schema_version_wal_indexes_and_modes() {
         "tool_calls_by_tool",
         "redactions",
         "redactions_by_execution",
+        "approvals",
+        "approvals_by_execution",
+        "approvals_by_time",
     ] {
         assert!(
             names.iter().any(|n| n == expected),
@@ -125,6 +176,23 @@ fn schema_version_wal_indexes_and_modes() {
         .unwrap()
         .join("; ");
     assert!(plan.contains("tool_calls_by_tool"), "{plan}");
+    // So do an execution's approvals and the time filter.
+    let plan = |sql: &str| -> String {
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(3))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+            .join("; ")
+    };
+    let by_execution = plan("SELECT * FROM approvals WHERE execution_id = 'ex_1'");
+    assert!(
+        by_execution.contains("approvals_by_execution"),
+        "{by_execution}"
+    );
+    let by_time = plan("SELECT * FROM approvals WHERE at >= 5 ORDER BY at DESC");
+    assert!(by_time.contains("approvals_by_time"), "{by_time}");
 }
 
 /// A log written by the first schema (no `redactions` table) is still read, and the writer
@@ -856,6 +924,10 @@ fn a_disabled_log_records_nothing() {
     };
     let log = AuditLog::open(&settings).unwrap();
     assert_eq!(log.record(execution("ex_1", "local", 1, &[])), Ok(()));
+    assert_eq!(
+        log.record_approval(approval("ap_1", "ex_1", "local", 1, "a.b", "approved", 1)),
+        Ok(())
+    );
     assert!(log.flush(FLUSH));
     assert_eq!(log.status().state, AuditState::Disabled);
 }
@@ -920,4 +992,407 @@ fn dropping_the_log_writes_what_is_queued() {
     }
     drop(log);
     assert_eq!(all(dir.path()).len(), 500);
+}
+
+/// A decision comes back whole: the arguments only as their summary, and a secret-shaped
+/// value (in the arguments and in the reason) only as the scanner's marker, nowhere in the
+/// files.
+#[test]
+fn an_approval_decision_round_trips_summarised_and_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let scanner = SecretScanner::new([]).unwrap();
+    let redact: Redact<'_> = &|text| scanner.scan_text(text).0;
+    let record = ApprovalRecord::new(
+        "ap_1",
+        "ex_1",
+        "ci",
+        2,
+        "github.delete_repo",
+        &json!({"repo": "octo/hello", "token": GITHUB_TOKEN, "body": "x".repeat(500)}),
+        "approved",
+        Some("alice"),
+        Some(1000),
+        Some(&format!("fine, {GITHUB_TOKEN} is revoked\nanyway")),
+        redact,
+    );
+    assert_eq!(record.arguments.redactions, 1);
+    // The same summary a tool call of these arguments gets.
+    assert_eq!(
+        record.arguments.text,
+        ToolCallRecord::new(
+            2,
+            "github.delete_repo",
+            &json!({"repo": "octo/hello", "token": GITHUB_TOKEN, "body": "x".repeat(500)}),
+            "ok",
+            None,
+            1.0,
+            at(1),
+            redact,
+        )
+        .arguments
+    );
+    let decided = record.at;
+    log.record(execution("ex_1", "ci", 1000, &["github.delete_repo"]))
+        .unwrap();
+    log.record_approval(record).unwrap();
+    assert!(log.flush(FLUSH));
+    assert_eq!(log.status().written, 2);
+    assert_eq!(log.status().state, AuditState::Ok);
+
+    let rows = all_approvals(dir.path());
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.approval_id, "ap_1");
+    assert_eq!(row.at, timestamp::format_utc(timestamp::unix_ms(decided)));
+    assert_eq!(row.execution_id, "ex_1");
+    assert_eq!(row.principal, "ci");
+    assert_eq!(
+        (row.call_index, row.tool.as_str()),
+        (2, "github.delete_repo")
+    );
+    assert_eq!(
+        row.arguments,
+        "{body: string(500), repo: string(10) \"octo/hello\", token: string(40) \"[REDACTED:github-token]\"}"
+    );
+    assert_eq!(row.decision, "approved");
+    assert_eq!(row.decided_by.as_deref(), Some("alice"));
+    assert_eq!(row.decider_uid, Some(1000));
+    assert_eq!(
+        row.reason.as_deref(),
+        Some("fine, [REDACTED:github-token] is revoked\nanyway")
+    );
+    // The executions' view is unchanged by it.
+    assert_eq!(all(dir.path()).len(), 1);
+
+    // Neither the token nor the long argument reached a file.
+    drop(log);
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(GITHUB_TOKEN));
+        assert!(!text.contains(&"x".repeat(500)));
+    }
+
+    let table = format_approval_table(&rows);
+    println!("{table}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("DECIDED (UTC)  "), "{table}");
+    let cells: Vec<&str> = lines[1]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            row.at.as_str(),
+            "approved",
+            "alice (uid 1000)",
+            "ap_1",
+            "ex_1",
+            "ci",
+            "#2 github.delete_repo"
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        lines[2],
+        "    arguments: {body: string(500), repo: string(10) \"octo/hello\", token: string(40) \"[REDACTED:github-token]\"}"
+    );
+    // The newline of the reason cannot start a line of its own.
+    assert_eq!(
+        lines[3],
+        "    reason: fine, [REDACTED:github-token] is revoked\\u{a}anyway"
+    );
+    assert_eq!(lines.len(), 4, "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(format_approval_json_lines(&rows).trim_end()).unwrap();
+    assert_eq!(
+        json,
+        json!({
+            "approval_id": "ap_1",
+            "at": row.at,
+            "execution_id": "ex_1",
+            "principal": "ci",
+            "call_index": 2,
+            "tool": "github.delete_repo",
+            "arguments": row.arguments,
+            "decision": "approved",
+            "decided_by": "alice",
+            "decider_uid": 1000,
+            "reason": row.reason,
+        })
+    );
+}
+
+/// An approval nobody decided in time is recorded as expired, with no decider and no reason.
+#[test]
+fn an_expired_approval_has_no_decider() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.record_approval(approval(
+        "ap_late",
+        "ex_1",
+        "ci",
+        1,
+        "payments.refund",
+        "expired",
+        2000,
+    ))
+    .unwrap();
+    assert!(log.flush(FLUSH));
+    let rows = all_approvals(dir.path());
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert_eq!(row.decision, "expired");
+    assert_eq!((&row.decided_by, row.decider_uid), (&None, None));
+    assert_eq!(row.reason, None);
+    assert_eq!(row.at, "1970-01-01T00:33:20.000Z");
+    let table = format_approval_table(&rows);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[1],
+        "1970-01-01T00:33:20.000Z  expired   -   ap_late   ex_1       ci         #1 payments.refund"
+    );
+    assert_eq!(lines.len(), 3, "no reason line: {table}");
+    let json: serde_json::Value =
+        serde_json::from_str(format_approval_json_lines(&rows).trim_end()).unwrap();
+    assert_eq!(json["decided_by"], serde_json::Value::Null);
+    assert_eq!(json["decider_uid"], serde_json::Value::Null);
+    assert_eq!(json["reason"], serde_json::Value::Null);
+    // A decider known only by uid is shown once.
+    let mut by_uid = approval("ap_uid", "ex_1", "ci", 2, "a.b", "denied", 2001);
+    by_uid.decided_by = Some("uid 4000".into());
+    by_uid.decider_uid = Some(4000);
+    log.record_approval(by_uid).unwrap();
+    assert!(log.flush(FLUSH));
+    let table = format_approval_table(&all_approvals(dir.path()));
+    assert!(table.contains("  denied    uid 4000  ap_uid"), "{table}");
+    assert_eq!(
+        format_approval_table(&[]),
+        "DECIDED (UTC)  DECISION  BY  APPROVAL  EXECUTION  PRINCIPAL  CALL\n(no approval decisions match)\n"
+    );
+}
+
+#[test]
+fn approval_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    for record in [
+        approval(
+            "ap_1",
+            "ex_1",
+            "local",
+            1,
+            "github.delete_repo",
+            "approved",
+            1000,
+        ),
+        approval("ap_2", "ex_2", "ci", 1, "payments.refund", "denied", 2000),
+        approval("ap_3", "ex_2", "ci", 2, "github.merge", "expired", 3000),
+        approval("ap_4", "ex_3", "ci", 1, "github.merge", "approved", 3000),
+    ] {
+        log.record_approval(record).unwrap();
+    }
+    assert!(log.flush(FLUSH));
+    let ids = |query: AuditQuery| -> Vec<String> {
+        read_approvals(dir.path(), &query)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.approval_id)
+            .collect()
+    };
+    // Newest first; at the same time, the later record first.
+    assert_eq!(ids(AuditQuery::default()), ["ap_4", "ap_3", "ap_2", "ap_1"]);
+    assert_eq!(
+        ids(AuditQuery {
+            since: Some(at(2000)),
+            ..AuditQuery::default()
+        }),
+        ["ap_4", "ap_3", "ap_2"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            principal: Some("local".into()),
+            ..AuditQuery::default()
+        }),
+        ["ap_1"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            execution: Some("ex_2".into()),
+            ..AuditQuery::default()
+        }),
+        ["ap_3", "ap_2"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            tool: Some("github.*".into()),
+            principal: Some("ci".into()),
+            ..AuditQuery::default()
+        }),
+        ["ap_4", "ap_3"]
+    );
+    assert_eq!(
+        ids(AuditQuery {
+            limit: 2,
+            ..AuditQuery::default()
+        }),
+        ["ap_4", "ap_3"]
+    );
+    let error = read_approvals(
+        dir.path(),
+        &AuditQuery {
+            tool: Some("github.?".into()),
+            ..AuditQuery::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        error.to_string().contains("only `*` is a wildcard"),
+        "{error}"
+    );
+    // No log at all: the same message as for executions.
+    let empty = tempfile::tempdir().unwrap();
+    let error = read_approvals(empty.path(), &AuditQuery::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("--dir"), "{error}");
+}
+
+/// Approval decisions rotate with the executions, and queries read them from every file.
+#[test]
+fn rotated_files_keep_their_approvals_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    // Keeps more files than the loop makes, so nothing is rotated away.
+    let log = AuditLog::open_in(dir.path(), 64 << 10, 8).unwrap();
+    let mut n = 0u64;
+    while !dir.path().join("audit.sqlite.2").exists() {
+        n += 1;
+        log.record(execution(&format!("ex_{n}"), "local", n, &["a.b"]))
+            .unwrap();
+        log.record_approval(approval(
+            &format!("ap_{n}"),
+            &format!("ex_{n}"),
+            "local",
+            1,
+            "a.b",
+            if n.is_multiple_of(2) {
+                "approved"
+            } else {
+                "denied"
+            },
+            n,
+        ))
+        .unwrap();
+        if n.is_multiple_of(100) {
+            assert!(log.flush(FLUSH));
+        }
+        assert!(n < 100_000, "never rotated");
+    }
+    assert!(log.flush(FLUSH));
+    assert!(!dir.path().join("audit.sqlite.9").exists());
+    // The rotated files hold approvals of their own.
+    for name in ["audit.sqlite.1", "audit.sqlite.2"] {
+        let count: i64 = Connection::open(dir.path().join(name))
+            .unwrap()
+            .query_row("SELECT count(*) FROM approvals", [], |r| r.get(0))
+            .unwrap();
+        assert!(count > 0, "{name}");
+    }
+    let rows = all_approvals(dir.path());
+    assert_eq!(rows.len() as u64, n);
+    let ids: Vec<String> = rows.iter().map(|r| r.approval_id.clone()).collect();
+    let expected: Vec<String> = (1..=n).rev().map(|i| format!("ap_{i}")).collect();
+    assert_eq!(ids, expected);
+    assert_eq!(log.status().dropped, 0);
+    assert_eq!(log.status().written, 2 * n);
+}
+
+/// Approval decisions share the queue: when it is full they are dropped, counted, and the
+/// warning says which record was lost; `record_approval` never waits.
+#[test]
+fn a_full_queue_drops_approval_decisions_and_counts_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::open_with_capacity(dir.path(), 256 << 20, 4, 4).unwrap();
+    let blocker = Connection::open(dir.path().join(FILE_NAME)).unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    let mut warnings = Vec::new();
+    for n in 0..20 {
+        let record = approval(&format!("ap_{n}"), "ex_1", "ci", n, "a.b", "approved", 1);
+        if let Err(w) = log.record_approval(record) {
+            warnings.push(w.0);
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let status = log.status();
+    assert_eq!(status.state, AuditState::Degraded);
+    assert!(status.dropped >= 1, "{status:?}");
+    assert!(warnings.len() as u64 >= status.dropped, "{status:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("queue is full")
+            && w.contains("this approval decision was not recorded")),
+        "{warnings:?}"
+    );
+    assert!(
+        status
+            .reason
+            .as_ref()
+            .unwrap()
+            .contains(&dir.path().join(FILE_NAME).display().to_string()),
+        "{status:?}"
+    );
+    blocker.execute_batch("COMMIT").unwrap();
+    assert!(log.flush(FLUSH));
+    log.record_approval(approval("ap_after", "ex_2", "ci", 1, "a.b", "denied", 2))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    let status = log.status();
+    assert_eq!(status.state, AuditState::Ok, "{status:?}");
+    assert_eq!(status.written + status.dropped, 21);
+    let rows = all_approvals(dir.path());
+    assert_eq!(rows.len() as u64, status.written);
+    assert_eq!(rows[0].approval_id, "ap_after");
+}
+
+/// A log written before approvals were recorded (schema version 2) is read (it has no
+/// decisions), and the writer adds the table when it opens it.
+#[test]
+fn a_version_2_log_is_read_and_gets_approvals() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    log.record(execution("ex_old", "local", 1000, &["a.b"]))
+        .unwrap();
+    assert!(log.flush(FLUSH));
+    drop(log);
+    let path = dir.path().join(FILE_NAME);
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "DROP INDEX approvals_by_execution; DROP INDEX approvals_by_time;
+             DROP TABLE approvals; PRAGMA user_version = 2",
+        )
+        .unwrap();
+    assert!(all_approvals(dir.path()).is_empty());
+    assert_eq!(all(dir.path()).len(), 1);
+
+    let log = open(dir.path());
+    log.record_approval(approval(
+        "ap_1", "ex_new", "local", 1, "a.b", "approved", 2000,
+    ))
+    .unwrap();
+    assert!(log.flush(FLUSH));
+    let version: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(all_approvals(dir.path())[0].approval_id, "ap_1");
+    assert_eq!(all(dir.path()).len(), 1);
 }

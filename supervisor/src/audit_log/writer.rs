@@ -3,7 +3,7 @@
 //! and reports failures as the log's degraded status instead of stopping.
 
 use super::database::{self, FILE_NAME};
-use super::record::ExecutionRecord;
+use super::record::{ApprovalRecord, ExecutionRecord};
 use super::{AuditLogError, Shared};
 use rusqlite::Connection;
 use std::path::PathBuf;
@@ -12,12 +12,35 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender};
 use tracing::{error, info, warn};
 
+/// What one transaction writes.
+#[derive(Default)]
+struct Batch {
+    executions: Vec<ExecutionRecord>,
+    approvals: Vec<ApprovalRecord>,
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        self.executions.len() + self.approvals.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn clear(&mut self) {
+        self.executions.clear();
+        self.approvals.clear();
+    }
+}
+
 /// Most records written in one transaction: bounds how long one commit holds the write lock
 /// and how much a failed batch loses.
 const MAX_BATCH: usize = 512;
 
 pub(super) enum Message {
     Record(Box<ExecutionRecord>),
+    Approval(Box<ApprovalRecord>),
     /// Answered once everything sent before it has been written (or has failed).
     Flush(SyncSender<()>),
 }
@@ -33,14 +56,15 @@ pub(super) struct Writer {
 impl Writer {
     /// Runs until every sender is gone and the queue is empty.
     pub fn run(mut self, messages: Receiver<Message>) {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut batch = Batch::default();
         let mut flushes = Vec::new();
         while let Ok(first) = messages.recv() {
             let mut next = Some(first);
             while let Some(message) = next.take() {
                 self.shared.queued.fetch_sub(1, Ordering::Relaxed);
                 match message {
-                    Message::Record(record) => batch.push(*record),
+                    Message::Record(record) => batch.executions.push(*record),
+                    Message::Approval(record) => batch.approvals.push(*record),
                     Message::Flush(done) => flushes.push(done),
                 }
                 if batch.len() < MAX_BATCH {
@@ -57,7 +81,7 @@ impl Writer {
         }
     }
 
-    fn write(&mut self, batch: &[ExecutionRecord]) {
+    fn write(&mut self, batch: &Batch) {
         let path = self.directory.join(FILE_NAME);
         let n = batch.len() as u64;
         if self.conn.is_none() {
@@ -73,7 +97,7 @@ impl Writer {
         let Some(conn) = self.conn.as_mut() else {
             return;
         };
-        match database::insert(conn, batch) {
+        match database::insert(conn, &batch.executions, &batch.approvals) {
             Ok(()) => {
                 self.shared.written.fetch_add(n, Ordering::Relaxed);
                 self.shared.recovered();

@@ -1,7 +1,8 @@
 //! `airlock`: the command-line client of `airlockd`.
 //!
 //! Exit codes: 0 the program succeeded, 1 the program failed, 2 it timed out, 3 the request
-//! could not be made (daemon unreachable, refused, bad arguments). `airlock policy` and
+//! could not be made (daemon unreachable, refused, bad arguments), 4 it waits or still runs
+//! (`airlock status`, `airlock logs`). `airlock policy` and
 //! `airlock reload`: 0 valid / allowed / reloaded, 1 not, 3 could not check.
 //!
 //! `airlock secret …` does not talk to the daemon: it manages the kernel keyring of the user it
@@ -77,6 +78,43 @@ enum Command {
         /// again), none.
         #[arg(long, value_name = "MODE", value_parser = replay_mode)]
         replay: Option<ReplayMode>,
+        /// Start it and print its id at once; it runs on without this command (follow it
+        /// with `airlock status ID` and `airlock logs -f ID`, stop it with `airlock cancel ID`).
+        #[arg(long, conflicts_with = "json")]
+        detach: bool,
+    },
+    /// Show an execution by id: running (output so far), waiting, or how it ended. Exit code
+    /// as for exec; 4 while it runs or waits.
+    Status { id: String },
+    /// Print a detached execution's output; with -f, follow it to its end.
+    Logs {
+        id: String,
+        /// Follow: print output as it comes, until the execution ends.
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Start after this event number (the `seq` of the last event seen).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        after: u64,
+    },
+    /// Stop a running or waiting execution.
+    Cancel { id: String },
+    /// List the calls that wait for an approver's decision (an approver sees all of them,
+    /// anyone else those of its own executions).
+    Approvals,
+    /// Approve a call that waits (you must be one of the policy's [approvals] approvers); its
+    /// execution goes on.
+    Approve {
+        id: String,
+        /// Why, for the audit log.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny a call that waits: the program gets a ToolError `denied` (with the reason).
+    Deny {
+        id: String,
+        /// Why: the program and the audit log see it.
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// Finish an execution of a session that a daemon restart cut off: its code runs again
     /// in its session and every call it had made is answered from the journal.
@@ -114,7 +152,8 @@ enum Command {
         #[command(subcommand)]
         action: SecretCommand,
     },
-    /// Show the audit log: executions (newest first) with their tool calls. Reads the log's
+    /// Show the audit log: executions (newest first) with their tool calls, or with
+    /// --approvals the decisions on calls that waited for approval. Reads the log's
     /// files directly, read-only, so run it as the daemon's user or root:
     /// `sudo -u airlock airlock audit --dir /var/lib/airlock --since 1h`.
     Audit(AuditArgs),
@@ -163,6 +202,11 @@ struct AuditArgs {
     /// One JSON object per execution and line, instead of the table.
     #[arg(long)]
     json: bool,
+    /// Show the approval decisions instead of executions, newest first: who approved or
+    /// denied which call, or that it expired. --since, --principal, --tool, --execution and
+    /// --limit then select decisions.
+    #[arg(long)]
+    approvals: bool,
     /// The audit directory. Default: the policy's [audit] directory with --config, else
     /// $STATE_DIRECTORY, $XDG_STATE_HOME/airlock or ~/.local/state/airlock.
     #[arg(long, value_name = "DIR")]
@@ -466,7 +510,14 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 execution: args.execution,
                 limit: args.limit,
             };
-            print!("{}", audit_log::query::render(&dir, &query, args.json)?);
+            if args.approvals {
+                print!(
+                    "{}",
+                    audit_log::query::render_approvals(&dir, &query, args.json)?
+                );
+            } else {
+                print!("{}", audit_log::query::render(&dir, &query, args.json)?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Sdk { action } => {
@@ -495,6 +546,7 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             session,
             new_session,
             replay,
+            detach,
         } => {
             let (code, by_extension) = match (code, file) {
                 (Some(code), _) => (code, None),
@@ -535,31 +587,110 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 client_tools: Vec::new(),
                 client_results: None,
                 determinism: None,
+                wait: detach.then_some(false),
             };
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            if detach {
+                let body = serde_json::to_vec(&request)?;
+                let (status, body) = client.post("/v1/executions", Bytes::from(body)).await?;
+                if !status.is_success() {
+                    return Err(api_error(status, body.as_bytes()).into());
+                }
+                let accepted: serde_json::Value = serde_json::from_str(&body)?;
+                println!("{}", accepted["id"].as_str().unwrap_or_default());
+                return Ok(ExitCode::SUCCESS);
+            }
             let response = if json {
                 let response = client.execute(&request).await?;
                 println!("{}", serde_json::to_string_pretty(&response)?);
                 response
             } else {
-                let response = client
-                    .execute_streaming(&request, |event| {
-                        if let ExecutionEvent::Console { stream, text, .. } = event {
-                            match stream {
-                                ConsoleStream::Stdout => {
-                                    let mut out = std::io::stdout().lock();
-                                    let _ = writeln!(out, "{text}");
-                                    let _ = out.flush();
-                                }
-                                ConsoleStream::Stderr => eprintln!("{text}"),
-                            }
-                        }
-                    })
-                    .await?;
+                let response = client.execute_streaming(&request, print_console).await?;
                 report(&response);
                 response
             };
             Ok(exit_code(&response))
+        }
+        Command::Status { id } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = client
+                .get(&format!("/v1/executions/{}", path_segment(&id)))
+                .await?;
+            if !status.is_success() {
+                return Err(api_error(status, body.as_bytes()).into());
+            }
+            let value: serde_json::Value = serde_json::from_str(&body)?;
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(
+                match serde_json::from_value::<ExecutionResponse>(value.clone()) {
+                    Ok(response) => exit_code(&response),
+                    // Known only by its journal row (interrupted, resumed, expired, …).
+                    Err(_) => match value["status"].as_str() {
+                        Some("running" | "waiting") => ExitCode::from(EXIT_WAITING),
+                        _ => ExitCode::from(EXIT_PROGRAM_FAILED),
+                    },
+                },
+            )
+        }
+        Command::Logs { id, follow, after } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let response = client
+                .events(&id, after, follow, |_, event| print_console(event))
+                .await?;
+            Ok(match response {
+                Some(response) => {
+                    report(&response);
+                    exit_code(&response)
+                }
+                None => ExitCode::from(EXIT_WAITING),
+            })
+        }
+        Command::Approvals => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = client.get("/v1/approvals").await?;
+            if !status.is_success() {
+                return Err(api_error(status, body.as_bytes()).into());
+            }
+            let value: serde_json::Value = serde_json::from_str(&body)?;
+            let approvals = value["approvals"].as_array().cloned().unwrap_or_default();
+            if approvals.is_empty() {
+                println!("no approvals wait");
+            }
+            for a in approvals {
+                println!(
+                    "{}  {}  call {} of {} ({})",
+                    a["id"].as_str().unwrap_or_default(),
+                    a["tool"].as_str().unwrap_or_default(),
+                    a["call"],
+                    a["execution"].as_str().unwrap_or_default(),
+                    a["principal"].as_str().unwrap_or_default(),
+                );
+                println!("    args: {}", a["args"]);
+                if let Some(excerpt) = a["excerpt"].as_str() {
+                    for line in excerpt.lines() {
+                        println!("    {line}");
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Approve { id, reason } => {
+            decide(daemon_socket(args.socket)?, "approve", &id, reason).await
+        }
+        Command::Deny { id, reason } => {
+            decide(daemon_socket(args.socket)?, "deny", &id, reason).await
+        }
+        Command::Cancel { id } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = client
+                .delete(&format!("/v1/executions/{}", path_segment(&id)))
+                .await?;
+            if !status.is_success() {
+                return Err(api_error(status, body.as_bytes()).into());
+            }
+            let value: serde_json::Value = serde_json::from_str(&body)?;
+            println!("{id}: {}", value["status"].as_str().unwrap_or("cancelled"));
+            Ok(ExitCode::SUCCESS)
         }
         Command::Resume { id, json } => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
@@ -598,6 +729,48 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
     }
 }
 
+/// `airlock approve|deny ID`: an approver's decision.
+async fn decide(
+    socket: PathBuf,
+    decision: &str,
+    id: &str,
+    reason: Option<String>,
+) -> Result<ExitCode> {
+    let mut client = Client::connect(&socket).await?;
+    let body = serde_json::json!({ "decision": decision, "reason": reason });
+    let (status, body) = client
+        .post(
+            &format!("/v1/approvals/{}", path_segment(id)),
+            Bytes::from(body.to_string()),
+        )
+        .await?;
+    if !status.is_success() {
+        return Err(api_error(status, body.as_bytes()).into());
+    }
+    let value: serde_json::Value = serde_json::from_str(&body)?;
+    println!(
+        "{id}: {}; execution {} is {}",
+        value["decision"].as_str().unwrap_or_default(),
+        value["execution"].as_str().unwrap_or_default(),
+        value["status"].as_str().unwrap_or_default(),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a console event to stdout or stderr as the program wrote it.
+fn print_console(event: &ExecutionEvent) {
+    if let ExecutionEvent::Console { stream, text, .. } = event {
+        match stream {
+            ConsoleStream::Stdout => {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{text}");
+                let _ = out.flush();
+            }
+            ConsoleStream::Stderr => eprintln!("{text}"),
+        }
+    }
+}
+
 /// A path segment, percent-encoded.
 fn path_segment(text: &str) -> String {
     percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
@@ -610,7 +783,7 @@ fn exit_code(response: &ExecutionResponse) -> ExitCode {
         // Cancelled only reaches a client that is gone; counted as a failure anyway.
         Status::Error | Status::Cancelled => ExitCode::from(EXIT_PROGRAM_FAILED),
         Status::Timeout => ExitCode::from(EXIT_TIMEOUT),
-        Status::Waiting => ExitCode::from(EXIT_WAITING),
+        Status::Waiting | Status::Queued | Status::Running => ExitCode::from(EXIT_WAITING),
     }
 }
 

@@ -289,6 +289,7 @@ async fn run_example(socket: PathBuf) {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         };
         client.execute(&request).await
     }

@@ -190,6 +190,8 @@ pub async fn run(
     let reloader = config
         .reload_on_sighup
         .then(|| tokio::spawn(reload_on_sighup(generations.clone())));
+    // Approvals nobody decided in time, and executions that waited too long, end here.
+    let sweeper = tokio::spawn(sweep_waits(executions.clone(), generations.clone()));
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -216,9 +218,13 @@ pub async fn run(
     if let Some(task) = reloader {
         task.abort();
     }
+    sweeper.abort();
+    // It holds the journal: gone before `run` returns, so a daemon started next can open it.
+    let _ = sweeper.await;
     drop(listener);
     let _ = shutdown_tx.send(true);
     let grace = Duration::from_millis(daemon_settings.shutdown_grace_ms);
+    let draining = Instant::now();
     let drained = tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
     })
@@ -231,7 +237,11 @@ pub async fn run(
         // Aborting a connection task drops its execution, which kills and reaps its worker.
         connections.shutdown().await;
     }
+    // Detached executions belong to no connection: they get what is left of the grace period.
     executions.close();
+    executions
+        .drain_detached(grace.saturating_sub(draining.elapsed()))
+        .await;
     let generation = generations.current();
     generation.pool.close().await;
     generation.shutdown_sources().await;
@@ -240,6 +250,17 @@ pub async fn run(
     }
     debug!("shutdown complete");
     Ok(())
+}
+
+/// Once a second: approvals past `[approvals] ttl` are denied (their executions go on) and
+/// waiting executions past `limits.waiting_ttl` expire.
+async fn sweep_waits(executions: Arc<ExecutionService>, generations: Arc<Generations>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        executions.sweep(generations.current()).await;
+    }
 }
 
 /// Reloads the policy on every SIGHUP (`systemctl reload airlockd`).

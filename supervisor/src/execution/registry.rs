@@ -1,6 +1,11 @@
-//! The executions that are running, by id: what cancelling one needs now, and what answering
-//! a waiting one (client-owned tool results, approvals) will need.
+//! The executions that are running, by id: what cancelling one needs, and for a detached one
+//! (`"wait": false`) its events so far ([`EventLog`]), which `GET /v1/executions/<id>` and its
+//! event stream read while it runs. What outlives a run (a finished detached execution's
+//! response, a waiting one's) is in the journal, not here.
 
+use crate::agent_api::{
+    CallOutcome, ConsoleStream, ExecutionEvent, ExecutionResponse, PeerInfo, Status, ToolCallRecord,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{oneshot, watch};
@@ -16,6 +21,189 @@ struct Entry {
     /// The principal that started it: the only one that may act on it.
     principal: String,
     cancel: watch::Sender<bool>,
+    /// A detached execution's events.
+    log: Option<Arc<EventLog>>,
+}
+
+/// Most events a detached execution's log keeps (beyond them, only the final result is kept;
+/// console output is bounded by `max_output` anyway, progress is not).
+pub const MAX_LOGGED_EVENTS: usize = 10_000;
+/// Most bytes of event JSON a detached execution's log keeps.
+pub const MAX_LOGGED_BYTES: usize = 8 << 20;
+
+/// The events of one detached execution, numbered from 1, for readers that come and go.
+#[derive(Debug)]
+pub struct EventLog {
+    /// Who started it, and its session: what its snapshot says.
+    principal: String,
+    peer: PeerInfo,
+    session: Option<String>,
+    inner: Mutex<LogInner>,
+    /// The number of the last event logged, and whether the log is complete (its final
+    /// result logged): readers wait on it.
+    last: watch::Sender<(u64, bool)>,
+}
+
+#[derive(Debug, Default)]
+struct LogInner {
+    events: Vec<(u64, ExecutionEvent)>,
+    bytes: usize,
+    /// Events not kept (over the bounds).
+    dropped: u64,
+    next: u64,
+    /// It has taken its slot and runs (before: queued).
+    running: bool,
+}
+
+impl EventLog {
+    pub fn new(principal: &str, peer: PeerInfo, session: Option<String>) -> EventLog {
+        EventLog {
+            principal: principal.to_owned(),
+            peer,
+            session,
+            inner: Mutex::new(LogInner {
+                next: 1,
+                ..LogInner::default()
+            }),
+            last: watch::channel((0, false)).0,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Logs an event; over the bounds only the final result is kept (it always is).
+    pub fn push(&self, event: ExecutionEvent) {
+        let done = matches!(event, ExecutionEvent::Result(_));
+        let mut inner = self.lock();
+        if matches!(event, ExecutionEvent::Started { .. }) {
+            inner.running = true;
+        }
+        let size = serde_json::to_vec(&event).map_or(0, |v| v.len());
+        let seq = inner.next;
+        inner.next += 1;
+        if !done
+            && (inner.events.len() >= MAX_LOGGED_EVENTS || inner.bytes + size > MAX_LOGGED_BYTES)
+        {
+            inner.dropped += 1;
+        } else {
+            inner.bytes += size;
+            inner.events.push((seq, event));
+        }
+        drop(inner);
+        self.last.send_replace((seq, done));
+    }
+
+    /// The events numbered after `after`, and whether the log is complete.
+    pub fn after(&self, after: u64) -> (Vec<(u64, ExecutionEvent)>, bool) {
+        let inner = self.lock();
+        let start = inner.events.partition_point(|(seq, _)| *seq <= after);
+        let done = self.last.borrow().1;
+        (inner.events[start..].to_vec(), done)
+    }
+
+    /// Wakes when an event is logged after `seen`.
+    pub fn subscribe(&self) -> watch::Receiver<(u64, bool)> {
+        self.last.subscribe()
+    }
+
+    /// Every event kept, as NDJSON lines with their numbers (what the journal keeps of a
+    /// finished detached execution).
+    pub fn ndjson(&self) -> String {
+        let inner = self.lock();
+        let mut out = String::new();
+        for (seq, event) in &inner.events {
+            out.push_str(&numbered_line(*seq, event));
+        }
+        out
+    }
+
+    /// The execution so far, shaped as its response will be: `queued` or `running`, the
+    /// output printed and the calls made until now (`result` and `stats` come at the end).
+    pub fn snapshot(&self, id: &str) -> ExecutionResponse {
+        let inner = self.lock();
+        let mut response = ExecutionResponse {
+            id: id.to_owned(),
+            status: if inner.running {
+                Status::Running
+            } else {
+                Status::Queued
+            },
+            result: serde_json::Value::Null,
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+            tool_calls: Vec::new(),
+            session: self.session.clone(),
+            replayed_calls: 0,
+            resumed_from: None,
+            pending_calls: Vec::new(),
+            pending_approvals: Vec::new(),
+            determinism: None,
+            stats: Default::default(),
+            peer: self.peer,
+            principal: self.principal.clone(),
+            redactions: Vec::new(),
+            warnings: Vec::new(),
+        };
+        if inner.dropped > 0 {
+            response.warnings.push(format!(
+                "{} events were not kept (a detached execution keeps at most {MAX_LOGGED_EVENTS} events, {MAX_LOGGED_BYTES} bytes)",
+                inner.dropped
+            ));
+        }
+        for (_, event) in &inner.events {
+            match event {
+                ExecutionEvent::Console { stream, text, .. } => {
+                    let out = match stream {
+                        ConsoleStream::Stdout => &mut response.stdout,
+                        ConsoleStream::Stderr => &mut response.stderr,
+                    };
+                    out.push_str(text);
+                    out.push('\n');
+                }
+                ExecutionEvent::ToolCallStarted { id, tool } => {
+                    response.tool_calls.push(ToolCallRecord {
+                        id: *id,
+                        tool: tool.clone(),
+                        args: serde_json::Value::Null,
+                        outcome: CallOutcome::Pending,
+                        error: None,
+                        started_ms: 0.0,
+                        duration_ms: 0.0,
+                        replayed: false,
+                        divergence: None,
+                        redactions: Vec::new(),
+                    });
+                }
+                ExecutionEvent::ToolCallFinished {
+                    id,
+                    outcome,
+                    duration_ms,
+                    ..
+                } => {
+                    if let Some(call) = response.tool_calls.iter_mut().find(|c| c.id == *id) {
+                        call.outcome = *outcome;
+                        call.duration_ms = *duration_ms;
+                    }
+                }
+                _ => {}
+            }
+        }
+        response
+    }
+}
+
+/// One event as a line of the event stream: its JSON with its number (`seq`), then a newline.
+pub fn numbered_line(seq: u64, event: &ExecutionEvent) -> String {
+    let mut value = serde_json::to_value(event).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("seq".into(), seq.into());
+    }
+    let mut line = value.to_string();
+    line.push('\n');
+    line
 }
 
 /// Why [`LiveExecutions::cancel`] did nothing.
@@ -55,14 +243,21 @@ fn lock(map: &Mutex<HashMap<String, Entry>>) -> std::sync::MutexGuard<'_, HashMa
 }
 
 impl LiveExecutions {
-    /// Registers execution `id` of `principal`; it is listed until the returned entry drops.
-    pub fn enter(&self, id: &str, principal: &str) -> (LiveEntry, watch::Receiver<bool>) {
+    /// Registers execution `id` of `principal` (with `log` for a detached one); it is listed
+    /// until the returned entry drops.
+    pub fn enter(
+        &self,
+        id: &str,
+        principal: &str,
+        log: Option<Arc<EventLog>>,
+    ) -> (LiveEntry, watch::Receiver<bool>) {
         let (cancel, cancelled) = watch::channel(false);
         lock(&self.running).insert(
             id.to_owned(),
             Entry {
                 principal: principal.to_owned(),
                 cancel,
+                log,
             },
         );
         (
@@ -86,6 +281,22 @@ impl LiveExecutions {
         }
     }
 
+    /// Whether `principal`'s execution `id` runs now, and its event log if it is detached.
+    pub fn find(&self, id: &str, principal: &str) -> Option<Option<Arc<EventLog>>> {
+        lock(&self.running)
+            .get(id)
+            .filter(|e| e.principal == principal)
+            .map(|e| e.log.clone())
+    }
+
+    /// How many of `principal`'s detached executions run (or wait for a slot) now.
+    pub fn detached(&self, principal: &str) -> usize {
+        lock(&self.running)
+            .values()
+            .filter(|e| e.principal == principal && e.log.is_some())
+            .count()
+    }
+
     /// How many run now.
     pub fn len(&self) -> usize {
         lock(&self.running).len()
@@ -103,7 +314,7 @@ mod tests {
     #[test]
     fn only_the_starting_principal_cancels_and_entries_leave_when_dropped() {
         let live = LiveExecutions::default();
-        let (entry, cancelled) = live.enter("ex_1", "alice");
+        let (entry, cancelled) = live.enter("ex_1", "alice", None);
         assert_eq!(live.len(), 1);
         assert_eq!(
             live.cancel("ex_1", "bob"),
@@ -115,5 +326,58 @@ mod tests {
         drop(entry);
         assert!(live.is_empty());
         assert!(live.cancel("ex_1", "alice").is_err());
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    use super::*;
+
+    fn console(text: &str) -> ExecutionEvent {
+        ExecutionEvent::Console {
+            stream: ConsoleStream::Stdout,
+            level: "log".into(),
+            text: text.into(),
+        }
+    }
+
+    /// Readers ask for what came after the last number they saw; past the bounds events are
+    /// counted, not kept, and the final result is always kept.
+    #[test]
+    fn events_are_numbered_bounded_and_read_after_a_number() {
+        let log = EventLog::new(
+            "p",
+            PeerInfo {
+                uid: 0,
+                gid: 0,
+                pid: None,
+            },
+            None,
+        );
+        log.push(ExecutionEvent::Started { id: "e".into() });
+        log.push(console("a"));
+        log.push(console("b"));
+        let (events, done) = log.after(1);
+        assert_eq!(events.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [2, 3]);
+        assert!(!done);
+        let snapshot = log.snapshot("e");
+        assert_eq!(snapshot.status, Status::Running);
+        assert_eq!(snapshot.stdout, "a\nb\n");
+        for _ in 0..MAX_LOGGED_EVENTS {
+            log.push(console("x"));
+        }
+        assert_eq!(log.after(0).0.len(), MAX_LOGGED_EVENTS);
+        log.push(ExecutionEvent::Result(Box::new(snapshot)));
+        let (events, done) = log.after(0);
+        assert_eq!(events.len(), MAX_LOGGED_EVENTS + 1);
+        assert!(done);
+        assert!(
+            matches!(events.last(), Some((n, ExecutionEvent::Result(_))) if *n == 3 + MAX_LOGGED_EVENTS as u64 + 1)
+        );
+        let line = numbered_line(7, &console("z"));
+        assert!(
+            line.starts_with('{') && line.ends_with("}\n") && line.contains("\"seq\":7"),
+            "{line}"
+        );
     }
 }

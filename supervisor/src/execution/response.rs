@@ -4,8 +4,8 @@
 use super::error;
 use super::run::{ExecutionJob, Run, StopReason, ms};
 use crate::agent_api::{
-    DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, Redaction,
-    RedactionPlace, Status,
+    DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, PendingApproval,
+    Redaction, RedactionPlace, Status,
 };
 use crate::secrets::scanner::Finding;
 use crate::tools::call::{JsonLimit, unreadable_json_error};
@@ -112,6 +112,35 @@ impl Run {
             let findings = self.scanner.scan_json(&mut call.args);
             note_findings(&mut self.redactions, RedactionPlace::Arguments, &findings);
         }
+        // Ids and times are given when the service keeps them.
+        let held_approvals = if status == Status::Waiting {
+            std::mem::take(&mut self.held_approvals)
+        } else {
+            Vec::new()
+        };
+        let mut pending_approvals = Vec::with_capacity(held_approvals.len());
+        for held in held_approvals {
+            let mut args = held.args;
+            let findings = self.scanner.scan_json(&mut args);
+            note_findings(&mut self.redactions, RedactionPlace::Arguments, &findings);
+            let excerpt = held
+                .at
+                .and_then(|at| code_excerpt(&job.code, at.line, Some(at.column)))
+                .map(|e| self.scan_text(RedactionPlace::Arguments, e));
+            pending_approvals.push(PendingApproval {
+                id: String::new(),
+                execution: job.id.clone(),
+                principal: job.principal.name.clone(),
+                call: held.id,
+                tool: held.tool,
+                args,
+                excerpt,
+                line: held.at.map(|at| at.line),
+                requested_ms: 0,
+                expires_ms: 0,
+                args_hash: held.args_hash,
+            });
+        }
         {
             // The arguments as the trace shows them: the program's own data, but agent-bound.
             for call in &mut tool_calls {
@@ -172,6 +201,7 @@ impl Run {
                 seed: job.determinism.seed,
             }),
             pending_calls,
+            pending_approvals,
             stats: self.stats,
             peer: job.peer,
             principal: job.principal.name.clone(),

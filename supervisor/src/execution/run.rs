@@ -15,15 +15,15 @@ use crate::journal::SessionRun;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
-use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope};
-use crate::tools::client::ClientScope;
+use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope, Held};
+use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
 use airlock_proto::{
-    ConsoleLevel, Determinism, Language, Limits, MAX_TOOL_ARGS_BYTES, Outcome, StartExecution,
-    SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
+    ConsoleLevel, Determinism, Language, Limits, MAX_TOOL_ARGS_BYTES, Outcome, SourcePosition,
+    StartExecution, SupervisorMessage, ToolFailure, WorkerMessage, WorkerStats,
 };
 use serde_json::Value;
 use std::collections::HashMap;
@@ -98,7 +98,7 @@ pub struct ExecutionJob {
     /// The interrupted execution it resumes.
     pub resumed_from: Option<String>,
     /// The request's client-owned tools and the answers they have.
-    pub client: Option<Arc<ClientScope>>,
+    pub client: Option<Arc<WaitScope>>,
 }
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
@@ -199,12 +199,25 @@ pub(super) struct Run {
     pub(super) warnings: Vec<String>,
     /// Client tool calls the agent has not answered, in call order.
     pub(super) held: Vec<PendingCall>,
+    /// Calls that wait for an approver's decision, in call order, with where the program
+    /// made them.
+    pub(super) held_approvals: Vec<HeldApproval>,
     /// `ToolResult`s sent to the worker (an `Idle` that counts fewer was sent before the
     /// last of them arrived: the program may still move).
     results_sent: u32,
     /// The program can go no further without the agent's answers to `held`: it was stopped
     /// to wait for them.
     pub(super) waiting: bool,
+}
+
+/// A call that waits for an approver.
+#[derive(Debug)]
+pub(super) struct HeldApproval {
+    pub(super) id: u32,
+    pub(super) tool: String,
+    pub(super) args: Value,
+    pub(super) args_hash: String,
+    pub(super) at: Option<SourcePosition>,
 }
 
 /// What became of a call at its arrival.
@@ -262,6 +275,7 @@ impl Run {
             timeout_ms: job.limits.timeout_ms,
             warnings: Vec::new(),
             held: Vec::new(),
+            held_approvals: Vec::new(),
             results_sent: 0,
             waiting: false,
         }
@@ -388,7 +402,7 @@ impl Run {
                                 .in_current_span(),
                         )));
                     }
-                    Ok(WorkerMessage::ToolCall { id, tool, args_json }) => {
+                    Ok(WorkerMessage::ToolCall { id, tool, args_json, at }) => {
                         // The worker numbers calls 1, 2, 3, ... and never sends more than
                         // it accepts itself; anything else is a compromised or mismatched
                         // worker, and answering it would corrupt the trace (two calls under
@@ -410,7 +424,7 @@ impl Run {
                             break exit;
                         }
                         self.last_call_id = id;
-                        match self.start_call(&mut calls, CallRequest { id, tool, args_json }).await {
+                        match self.start_call(&mut calls, CallRequest { id, tool, args_json }, at).await {
                             Begun::Task(task) => {
                                 call_ids.insert(task, id);
                             }
@@ -424,11 +438,15 @@ impl Run {
                         // agent can move it: it stops, to be run again with the answers.
                         if results == self.results_sent
                             && calls.is_empty()
-                            && !self.held.is_empty()
+                            && !(self.held.is_empty() && self.held_approvals.is_empty())
                             && !self.waiting
                             && !cancel_sent
                         {
-                            debug!(pending = self.held.len(), "the program waits for the client's tools");
+                            debug!(
+                                client_calls = self.held.len(),
+                                approvals = self.held_approvals.len(),
+                                "the program waits for someone outside the daemon"
+                            );
                             self.waiting = true;
                             cancel_sent = true;
                             let _ = channel.send(&SupervisorMessage::Cancel).await;
@@ -610,7 +628,12 @@ impl Run {
     /// order; the rest of the pipeline runs in its own task, concurrently with the others.
     /// Starts a call: its task, or (a call refused at arrival or replayed from the journal)
     /// its answer, which needs no task.
-    async fn start_call(&mut self, calls: &mut JoinSet<CallAnswer>, request: CallRequest) -> Begun {
+    async fn start_call(
+        &mut self,
+        calls: &mut JoinSet<CallAnswer>,
+        request: CallRequest,
+        at: Option<SourcePosition>,
+    ) -> Begun {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
         let admitted = call::admit(&self.calls, request, self.tool_calls.len() + 1);
@@ -634,8 +657,19 @@ impl Run {
             Arrival::ToSource(admitted) => {
                 Begun::Task(calls.spawn(admitted.complete().in_current_span()).id())
             }
-            Arrival::Held(call) => {
+            Arrival::Held(Held::Client(call)) => {
                 self.held.push(call);
+                Begun::Held
+            }
+            Arrival::Held(Held::Approval { id, tool, args }) => {
+                let args_hash = crate::journal::canonical::hash(&args);
+                self.held_approvals.push(HeldApproval {
+                    id,
+                    tool,
+                    args,
+                    args_hash,
+                    at,
+                });
                 Begun::Held
             }
         }

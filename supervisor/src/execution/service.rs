@@ -4,25 +4,27 @@
 //! finished execution is counted in the metrics and written to the audit log here, not by the
 //! door, so every door gets the same record.
 
-use super::registry::{CancelError, LiveExecutions, StopSignals};
+use super::registry::{CancelError, EventLog, LiveExecutions, StopSignals};
 use super::run::{ExecutionEnv, ExecutionJob, run_execution};
+use super::waiting::{Keeping, client_request};
 use crate::agent_api::{
-    ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent, ExecutionRequest,
-    ExecutionResponse, NEW_SESSION, PeerInfo, PendingCall, ReplayMode, RequestLanguage, Status,
+    ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, PeerInfo, ReplayMode,
+    RequestLanguage,
 };
 use crate::audit_log::{AuditLog, CodeHash, ExecutionRecord};
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{ExecutionRow, SessionRow, WaitingRow};
+use crate::journal::store::{ExecutionRow, SessionRow};
 use crate::journal::{Journal, JournalState, SessionError, SessionRun};
 use crate::metrics::Metrics;
 use crate::rate_limiter::{RateKind, RateLimiter};
 use crate::secrets::scanner::SecretScanner;
-use crate::tools::client::{ClientAnswers, ClientScope, ClientTools, ClientToolsError};
+use crate::tools::approval::Decisions;
+use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, WaitScope};
 use airlock_policy::Principal;
 use airlock_proto::{Determinism, Language, Limits};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -42,6 +44,9 @@ pub struct ExecutionService {
     pub live: LiveExecutions,
     /// Sessions and their replay journal (`[journal]`).
     pub journal: JournalState,
+    /// The tasks of detached executions (their runs and event-log writers): no connection
+    /// holds them, so the daemon drains them itself when it stops.
+    detached: std::sync::Mutex<tokio::task::JoinSet<()>>,
 }
 
 /// One program, from one admitted peer.
@@ -89,13 +94,17 @@ pub enum SubmitError {
     #[error("{0}")]
     ClientTools(#[from] ClientToolsError),
     #[error(
-        "principal `{principal}` has {max} executions waiting for client tool results, its limit (limits.max_waiting_executions)"
+        "principal `{principal}` has {max} executions waiting or detached, its limit (limits.max_waiting_executions)"
     )]
     TooManyWaiting { principal: String, max: u32 },
     #[error("there is no waiting execution `{0}` of yours")]
     UnknownWaiting(String),
     #[error("execution `{id}` is {status}, not waiting for client tool results")]
     NotWaiting { id: String, status: String },
+    #[error("the execution's task failed: {0}")]
+    Internal(String),
+    #[error("{what} need the journal, and {why}")]
+    NeedsJournal { what: &'static str, why: String },
 }
 
 impl SubmitError {
@@ -136,7 +145,13 @@ impl SubmitError {
                 "it waited past limits.waiting_ttl; send the program again".into()
             }
             SubmitError::NotWaiting { .. } => {
-                "it has ended; GET /v1/executions?status= lists your executions".into()
+                "it has ended; GET /v1/executions/<id> shows how".into()
+            }
+            SubmitError::Internal(_) => {
+                "this is a daemon problem; the operator should check the airlockd log".into()
+            }
+            SubmitError::NeedsJournal { .. } => {
+                "wait for the response instead (leave \"wait\" out), or ask the operator to enable [journal]".into()
             }
         }
     }
@@ -146,7 +161,8 @@ impl SubmitError {
 #[derive(Debug)]
 pub struct Started {
     pub id: String,
-    task: JoinHandle<ExecutionResponse>,
+    /// `None` for a detached execution, whose task the service holds.
+    task: Option<JoinHandle<Result<ExecutionResponse, SubmitError>>>,
     /// For a client that waits for the whole response: dropping it (hyper drops the handler
     /// of a client that hung up) tells the execution its client is gone. A streaming
     /// client's closed event channel says the same.
@@ -154,10 +170,20 @@ pub struct Started {
 }
 
 impl Started {
-    /// The response, once the execution ended (also sent as the last event when streaming).
-    pub async fn response(self) -> Result<ExecutionResponse, tokio::task::JoinError> {
+    /// The response, once the execution ended (also sent as the last event when streaming);
+    /// an error if it never ran (the daemon stopped while it waited for a slot) or its task
+    /// failed.
+    pub async fn response(self) -> Result<ExecutionResponse, SubmitError> {
         let Started { task, _client, .. } = self;
-        task.await
+        let Some(task) = task else {
+            return Err(SubmitError::Internal(
+                "a detached execution has no response to wait for; follow it with GET /v1/executions/<id>".into(),
+            ));
+        };
+        match task.await {
+            Ok(answer) => answer,
+            Err(e) => Err(SubmitError::Internal(e.to_string())),
+        }
     }
 }
 
@@ -177,6 +203,7 @@ impl ExecutionService {
             audit,
             live: LiveExecutions::default(),
             journal,
+            detached: std::sync::Mutex::new(tokio::task::JoinSet::new()),
         }
     }
 
@@ -193,16 +220,37 @@ impl ExecutionService {
         let limits = limits(&principal, &request.code, request.timeout_ms)?;
         // Client-owned tools: checked before anything is spent.
         let client = client_request(&mut request)?;
-        let keeps_waiting = client.as_ref().is_some_and(|c| !c.stateless);
-        if keeps_waiting {
+        let stateful_client = client.as_ref().is_some_and(|c| !c.stateless);
+        let detached = request.wait == Some(false);
+        if detached && let Err(e) = self.journal.journal() {
+            return Err(SubmitError::NeedsJournal {
+                what: "detached executions (\"wait\": false)",
+                why: e.to_string(),
+            });
+        }
+        if stateful_client || detached {
             self.check_waiting_room(&principal)?;
         }
+        // A principal whose calls may need an approver's yes: any of its executions may wait
+        // for one, so each runs in a session and keeps its wait (without the journal, such a
+        // call is denied).
+        let approvals = !principal.approve.is_empty() && self.journal.journal().is_ok();
+        let keeps_waiting = stateful_client || approvals;
+        let client = match client {
+            None if approvals => Some(WaitScope {
+                tools: ClientTools::new(Vec::new())?,
+                answers: ClientAnswers::default(),
+                stateless: false,
+                decisions: Decisions::default(),
+            }),
+            other => other,
+        };
         // The session (its clock and seed), before a rate is spent: a session that does not
         // exist is the caller's mistake, not an execution. An execution that may wait keeps
         // its calls in one (a new one unless the request names one), so that its re-runs
         // replay them.
         let replay = request.replay.unwrap_or_default();
-        let wanted = match (&request.session, keeps_waiting) {
+        let wanted = match (&request.session, keeps_waiting || detached) {
             (Some(wanted), _) => Some(wanted.as_str()),
             (None, true) => Some(NEW_SESSION),
             (None, false) => None,
@@ -247,13 +295,14 @@ impl ExecutionService {
                 seed: d.seed,
             }),
             client: client.map(|c| (Arc::new(c), keeps_waiting)),
+            detached,
         };
         self.launch(launch).await
     }
 
     /// Starts an admitted execution: a slot, an id (or the waiting one's), its session's
     /// journal, and its own task.
-    async fn launch(self: &Arc<Self>, launch: Launch) -> Result<Started, SubmitError> {
+    pub(super) async fn launch(self: &Arc<Self>, launch: Launch) -> Result<Started, SubmitError> {
         let Launch {
             id: continued,
             code,
@@ -268,6 +317,7 @@ impl ExecutionService {
             session,
             determinism: given,
             client,
+            detached,
         } = launch;
         let tool_call_rate = self.rates.bucket(
             &principal.name,
@@ -280,13 +330,6 @@ impl ExecutionService {
             accepted: SystemTime::now(),
             scanner: generation.scanner.clone(),
         };
-        let slot = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| SubmitError::ShuttingDown)?;
-        self.executions_total.fetch_add(1, Ordering::Relaxed);
         let id = continued
             .clone()
             .unwrap_or_else(|| self.next_execution_id());
@@ -325,7 +368,9 @@ impl ExecutionService {
             Some((scope, keeps)) => (Some(scope), keeps),
             None => (None, false),
         };
-        let job = ExecutionJob {
+        let waiting_ttl_ms = principal.limits.waiting_ttl_ms;
+        let approval_ttl_ms = generation.policy.approvals.ttl_ms;
+        let mut job = ExecutionJob {
             id,
             code,
             language: match language {
@@ -336,50 +381,112 @@ impl ExecutionService {
             peer,
             principal,
             tool_call_rate,
-            queue_wait: queued.elapsed(),
+            queue_wait: Duration::ZERO,
             determinism,
             session,
             resumed_from,
             client,
         };
         let id = job.id.clone();
-        let (client, gone) = match events {
-            Some(_) => (None, None),
-            None => {
-                let (client, gone) = oneshot::channel();
-                (Some(client), Some(gone))
+        // A detached execution's events go to its log (which `GET /v1/executions/<id>` reads),
+        // and nothing a client does stops it; a plain one stops when its client hangs up.
+        let log = detached.then(|| {
+            Arc::new(EventLog::new(
+                &job.principal.name,
+                job.peer,
+                job.session.as_ref().map(|s| s.session.clone()),
+            ))
+        });
+        let (events, client, gone) = match (&log, events) {
+            (Some(_), _) => {
+                let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
+                (Some(tx), None, Some(rx))
             }
+            (None, Some(events)) => (Some(events), None, None),
+            (None, None) => (None, Some(oneshot::channel()), None),
         };
-        let (live, cancel) = self.live.enter(&id, &job.principal.name);
+        let (client, client_gone) = match client {
+            Some((client, gone)) => (Some(client), Some(gone)),
+            None => (None, None),
+        };
+        let (live, cancel) = self.live.enter(&id, &job.principal.name, log.clone());
+        // The log's writer holds the execution's place in the registry until the final
+        // response is kept in the journal, so a reader never finds it in neither.
+        let live = match (log, gone) {
+            (Some(log), Some(mut rx)) => {
+                let journal = job.session.as_ref().map(|s| s.journal.clone());
+                let service = self.clone();
+                self.spawn_detached(async move {
+                    let _live = live;
+                    while let Some(event) = rx.recv().await {
+                        let last = match &event {
+                            ExecutionEvent::Result(response) => Some(response.clone()),
+                            _ => None,
+                        };
+                        log.push(event);
+                        if let (Some(response), Some(journal)) = (last, &journal) {
+                            service.keep_response(
+                                journal,
+                                &response,
+                                &log.ndjson(),
+                                waiting_ttl_ms,
+                            );
+                            break;
+                        }
+                    }
+                });
+                None
+            }
+            _ => Some(live),
+        };
         let stop = StopSignals {
-            client: gone,
+            client: client_gone,
             cancel,
         };
         let env = ExecutionEnv::of(&generation);
         let service = self.clone();
+        let slots = self.slots.clone();
         // Its own task, so that it ends properly and reaches the audit log whatever the door
         // does meanwhile (a client that hangs up stops the program, which is still recorded).
-        let task = tokio::spawn(async move {
-            let _slot = slot;
+        let task = async move {
             let _live = live;
             // The execution runs to its end under the policy it started with.
             let _generation = generation;
             let session = job.session.clone();
-            let client = job.client.clone();
-            let determinism = job.determinism;
-            let waiting_ttl_ms = job.principal.limits.waiting_ttl_ms;
+            let Ok(_slot) = slots.acquire_owned().await else {
+                // The daemon stops: it never ran.
+                if let Some(run) = &session {
+                    let _ = run.journal.store().finish_execution(
+                        &run.execution,
+                        "cancelled",
+                        super::determinism::now_ms(),
+                        0,
+                        0,
+                        &[],
+                    );
+                    run.journal.leave(&run.session);
+                }
+                return Err(SubmitError::ShuttingDown);
+            };
+            job.queue_wait = queued.elapsed();
+            service.executions_total.fetch_add(1, Ordering::Relaxed);
+            let keeping = job.client.clone().map(|scope| Keeping {
+                scope,
+                determinism: job.determinism,
+                ttl_ms: waiting_ttl_ms,
+                approval_ttl_ms,
+                max_waiting: job.principal.limits.max_waiting_executions,
+            });
             let mut response = run_execution(&env, job, events.clone(), stop).await;
-            if let (Some(run), Some(client), true) = (&session, &client, keeps_waiting) {
-                service.keep_or_forget_waiting(
-                    run,
-                    client,
-                    determinism,
-                    waiting_ttl_ms,
-                    &mut response,
-                );
+            if let (Some(run), Some(keeping), true) = (&session, &keeping, keeps_waiting) {
+                service.keep_or_forget_waiting(run, keeping, &mut response);
             }
             if let Some(run) = session {
                 service.session_finished(&run, &mut response);
+                // What a waiting or detached execution ended with stays readable.
+                if keeps_waiting && !detached {
+                    service.keep_response(&run.journal, &response, "", waiting_ttl_ms);
+                }
             }
             service.finished(&audit, &mut response);
             if let Some(events) = events {
@@ -387,13 +494,81 @@ impl ExecutionService {
                     .send(ExecutionEvent::Result(Box::new(response.clone())))
                     .await;
             }
-            response
-        });
+            Ok(response)
+        };
+        // A detached one's task is the service's: the daemon waits for it when it stops.
+        let task = if detached {
+            self.spawn_detached(async move {
+                let _ = task.await;
+            });
+            None
+        } else {
+            Some(tokio::spawn(task))
+        };
         Ok(Started {
             id,
             task,
             _client: client,
         })
+    }
+
+    /// Runs a task of a detached execution, which no connection holds.
+    fn spawn_detached(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self
+            .detached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Those that ended are forgotten here, so the set holds only live ones.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task);
+    }
+
+    /// The daemon stops: detached executions get until `grace` to end; those still running
+    /// then are stopped where they are (their worker killed, nothing recorded of their end),
+    /// so the journal lists them `interrupted` at the next start, to be resumed by replay.
+    pub async fn drain_detached(&self, grace: Duration) {
+        let mut tasks = std::mem::take(
+            &mut *self
+                .detached
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let ended =
+            tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await;
+        if ended.is_err() {
+            tracing::warn!(
+                running = tasks.len(),
+                "detached executions still run after the grace period; they are stopped and will be listed as interrupted"
+            );
+            tasks.shutdown().await;
+        }
+    }
+
+    /// Keeps what `response`'s execution (waiting or detached) answered, with its events, for
+    /// `GET /v1/executions/<id>` until `ttl_ms` from now.
+    pub(super) fn keep_response(
+        &self,
+        journal: &Journal,
+        response: &ExecutionResponse,
+        events: &str,
+        ttl_ms: u64,
+    ) {
+        let kept = serde_json::to_string(response)
+            .map_err(|e| e.to_string())
+            .and_then(|json| {
+                journal
+                    .store()
+                    .save_response(
+                        &response.id,
+                        &json,
+                        events,
+                        super::determinism::now_ms().saturating_add(ttl_ms),
+                    )
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = kept {
+            tracing::warn!(error = %e, execution = %response.id, "could not keep an execution's response");
+        }
     }
 
     /// Cancels `principal`'s execution `id`: a running one is asked to stop (`cancelling`); a
@@ -416,164 +591,32 @@ impl ExecutionService {
         Err(CancelError::NotFound(id.to_owned()))
     }
 
-    /// Whether `principal` may have one more execution waiting (the journal keeps them).
-    fn check_waiting_room(&self, principal: &Principal) -> Result<(), SubmitError> {
+    /// What the daemon knows of `principal`'s execution `id`: running now (with its event log
+    /// if detached), its kept response, or its row in the journal.
+    pub fn lookup(&self, id: &str, principal: &str) -> Result<Tracked, SessionError> {
+        if let Some(log) = self.live.find(id, principal) {
+            return Ok(match log {
+                Some(log) => Tracked::Detached(log),
+                None => Tracked::Attached,
+            });
+        }
         let journal = self.journal.journal()?;
-        let max = principal.limits.max_waiting_executions;
-        let waiting = journal
-            .store()
-            .count_waiting(&principal.name)
-            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
-        if waiting >= u64::from(max) {
-            return Err(SubmitError::TooManyWaiting {
-                principal: principal.name.clone(),
-                max,
-            });
-        }
-        Ok(())
-    }
-
-    /// After a run of an execution that keeps its waits: what it needs to go on is kept when
-    /// it waits (a failure to keep it fails the execution: nobody could answer it), and
-    /// forgotten when it ended.
-    fn keep_or_forget_waiting(
-        &self,
-        run: &SessionRun,
-        client: &ClientScope,
-        determinism: Determinism,
-        ttl_ms: u64,
-        response: &mut ExecutionResponse,
-    ) {
-        let store = run.journal.store();
-        if response.status != Status::Waiting {
-            if let Err(e) = store.drop_waiting(&response.id) {
-                tracing::warn!(error = %e, execution = %response.id, "could not forget a waiting execution that ended");
-            }
-            return;
-        }
-        let encoded = (|| -> Result<WaitingRow, serde_json::Error> {
-            Ok(WaitingRow {
-                execution: response.id.clone(),
-                principal: response.principal.clone(),
-                client_tools: serde_json::to_string(&client.tools.specs)?,
-                answers: serde_json::to_string(&client.answers)?,
-                pending: serde_json::to_string(&response.pending_calls)?,
-                clock_ms: determinism.clock_ms,
-                seed: determinism.seed,
-                expires_ms: super::determinism::now_ms().saturating_add(ttl_ms),
-            })
-        })();
-        let kept = match encoded {
-            Ok(row) => store.save_waiting(&row).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(e) = kept {
-            tracing::error!(error = %e, execution = %response.id, "could not keep a waiting execution");
-            response.status = Status::Error;
-            response.pending_calls.clear();
-            response.determinism = None;
-            let mut error = ExecutionError::new(
-                ExecutionErrorKind::Internal,
-                format!(
-                    "the program waits for client tool results, but the daemon could not keep it to answer later: {e}"
-                ),
-            );
-            error.hint = Some("send it again with client_results (the stateless form, which keeps nothing); the operator sees the cause in /v1/health".into());
-            response.error = Some(error);
-        }
-    }
-
-    /// `POST /v1/executions/<id>/results`: the agent's answers to a waiting execution's client
-    /// tool calls. The execution runs again from the start under the same id, every earlier
-    /// call answered from the record (the journal for the daemon's tools, the kept answers
-    /// for the client's), and answers as a new request would: ok, error, or waiting again.
-    pub async fn answer_waiting(
-        self: &Arc<Self>,
-        id: &str,
-        results: Vec<ClientResult>,
-        peer: PeerInfo,
-        principal: Arc<Principal>,
-        generation: Arc<PolicyGeneration>,
-        events: Option<mpsc::Sender<ExecutionEvent>>,
-    ) -> Result<Started, SubmitError> {
-        let journal = self.journal.journal()?.clone();
-        let unavailable = |e: &dyn std::fmt::Display| SessionError::Unavailable(e.to_string());
         let store = journal.store();
-        let execution = match store.execution(id) {
-            Ok(Some(row)) if row.principal == principal.name => row,
-            Ok(_) => return Err(SubmitError::UnknownWaiting(id.to_owned())),
-            Err(e) => return Err(unavailable(&e).into()),
-        };
-        let waiting = store.waiting(id).map_err(|e| unavailable(&e))?;
-        let now = super::determinism::now_ms();
-        let waiting = match waiting {
-            Some(w) if execution.status == "waiting" && w.expires_ms < now => {
-                store.expire_waiting(now).map_err(|e| unavailable(&e))?;
-                return Err(SubmitError::NotWaiting {
-                    id: id.to_owned(),
-                    status: "expired".into(),
-                });
+        let unavailable =
+            |e: crate::journal::store::StoreError| SessionError::Unavailable(e.to_string());
+        match store.execution(id).map_err(unavailable)? {
+            Some(row) if row.principal == principal => {
+                match store.response(id).map_err(unavailable)? {
+                    // A kept response is current unless the execution has moved on since
+                    // (a waiting one answered and running again, or cut off).
+                    Some((response, events)) if kept_is_current(&row.status, &response) => {
+                        Ok(Tracked::Kept { response, events })
+                    }
+                    _ => Ok(Tracked::Row(row)),
+                }
             }
-            Some(w) if execution.status == "waiting" => w,
-            _ => {
-                return Err(SubmitError::NotWaiting {
-                    id: id.to_owned(),
-                    status: execution.status,
-                });
-            }
-        };
-        let specs = serde_json::from_str(&waiting.client_tools).map_err(|e| unavailable(&e))?;
-        let mut answers: ClientAnswers =
-            serde_json::from_str(&waiting.answers).map_err(|e| unavailable(&e))?;
-        let pending: Vec<PendingCall> =
-            serde_json::from_str(&waiting.pending).map_err(|e| unavailable(&e))?;
-        answers.add(results, &pending, now)?;
-        let tools = ClientTools::new(specs)?;
-        let limits = limits(&principal, &execution.code, execution.timeout_ms)?;
-        let answers_json = serde_json::to_string(&answers).map_err(|e| unavailable(&e))?;
-        // Taken by this request alone: a second one for the same id is refused.
-        if !store
-            .claim_waiting(id, &answers_json)
-            .map_err(|e| unavailable(&e))?
-        {
-            return Err(SubmitError::NotWaiting {
-                id: id.to_owned(),
-                status: "running".into(),
-            });
+            _ => Err(SessionError::NotFound(id.to_owned())),
         }
-        let session = journal.session(&execution.session, &principal.name)?;
-        let determinism = Determinism {
-            clock_ms: waiting.clock_ms,
-            seed: waiting.seed,
-        };
-        let launch = Launch {
-            id: Some(execution.id),
-            code: execution.code,
-            language: if execution.language == "javascript" {
-                RequestLanguage::Javascript
-            } else {
-                RequestLanguage::Typescript
-            },
-            timeout_ms: execution.timeout_ms,
-            limits,
-            peer,
-            principal,
-            generation,
-            events,
-            resumed_from: None,
-            // Everything the earlier runs did is answered from the record.
-            session: Some((journal, session, determinism, ReplayMode::All)),
-            determinism: Some(determinism),
-            client: Some((
-                Arc::new(ClientScope {
-                    tools,
-                    answers,
-                    stateless: false,
-                }),
-                true,
-            )),
-        };
-        self.launch(launch).await
     }
 
     /// The session a request names (`"new"` makes one), with the clock and seed its
@@ -668,6 +711,7 @@ impl ExecutionService {
             client_tools: Vec::new(),
             client_results: None,
             determinism: None,
+            wait: None,
         };
         let started = self
             .submit(Submission {
@@ -732,31 +776,54 @@ struct AuditContext {
     scanner: SecretScanner,
 }
 
+/// What [`ExecutionService::lookup`] found.
+#[derive(Debug)]
+pub enum Tracked {
+    /// A detached execution running now, and its events so far.
+    Detached(Arc<EventLog>),
+    /// An execution running now for a client that waits for it (nothing is kept of it).
+    Attached,
+    /// The response it answered (JSON) and its events (NDJSON, numbered).
+    Kept { response: String, events: String },
+    /// Only its row in the journal (an execution of a session, or one cut off by a restart).
+    Row(ExecutionRow),
+}
+
+/// Whether a kept response still says what the execution's row says.
+fn kept_is_current(status: &str, response: &str) -> bool {
+    let kept = serde_json::from_str::<serde_json::Value>(response)
+        .ok()
+        .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned));
+    kept.as_deref() == Some(status)
+}
+
 /// An execution admitted and about to start.
-struct Launch {
+pub(super) struct Launch {
     /// The id of a waiting execution run again (its row exists); a new one's otherwise.
-    id: Option<String>,
-    code: String,
-    language: RequestLanguage,
+    pub(super) id: Option<String>,
+    pub(super) code: String,
+    pub(super) language: RequestLanguage,
     /// As the request asked (kept with a session's execution).
-    timeout_ms: Option<u64>,
-    limits: Limits,
-    peer: PeerInfo,
-    principal: Arc<Principal>,
-    generation: Arc<PolicyGeneration>,
-    events: Option<mpsc::Sender<ExecutionEvent>>,
-    resumed_from: Option<String>,
+    pub(super) timeout_ms: Option<u64>,
+    pub(super) limits: Limits,
+    pub(super) peer: PeerInfo,
+    pub(super) principal: Arc<Principal>,
+    pub(super) generation: Arc<PolicyGeneration>,
+    pub(super) events: Option<mpsc::Sender<ExecutionEvent>>,
+    pub(super) resumed_from: Option<String>,
     /// Its session, with the session's clock and seed, and the replay mode.
-    session: Option<(Arc<Journal>, SessionRow, Determinism, ReplayMode)>,
+    pub(super) session: Option<(Arc<Journal>, SessionRow, Determinism, ReplayMode)>,
     /// The clock and seed to run with, whatever the session says (a waiting execution's own,
     /// or those a stateless request sent back).
-    determinism: Option<Determinism>,
+    pub(super) determinism: Option<Determinism>,
     /// Its client-owned tools, and whether its waits are kept (the stateful form).
-    client: Option<(Arc<ClientScope>, bool)>,
+    pub(super) client: Option<(Arc<WaitScope>, bool)>,
+    /// Answered at once and run without a client (`"wait": false`).
+    pub(super) detached: bool,
 }
 
 /// The limits of `principal`'s execution of `code` with the timeout it asked for.
-fn limits(
+pub(super) fn limits(
     principal: &Principal,
     code: &str,
     timeout_ms: Option<u64>,
@@ -782,28 +849,4 @@ fn limits(
         max_tool_calls: policy.max_tool_calls,
         max_output_bytes: policy.max_output_bytes,
     })
-}
-
-/// The request's client-owned tools and the answers it carries (the stateless form), checked.
-fn client_request(request: &mut ExecutionRequest) -> Result<Option<ClientScope>, SubmitError> {
-    let tools = std::mem::take(&mut request.client_tools);
-    let results = request.client_results.take();
-    if tools.is_empty() {
-        return match results {
-            Some(_) => Err(ClientToolsError::ResultsWithoutTools.into()),
-            None => Ok(None),
-        };
-    }
-    let tools = ClientTools::new(tools)?;
-    let stateless = results.is_some();
-    // The agent's answers carry no time: they leave the program's clock where it was.
-    let answers = match results {
-        Some(results) => ClientAnswers::from_request(results, 0)?,
-        None => ClientAnswers::default(),
-    };
-    Ok(Some(ClientScope {
-        tools,
-        answers,
-        stateless,
-    }))
 }

@@ -199,6 +199,11 @@ impl PolicyGeneration {
         self.catalogue.view(&self.tools, principal).await
     }
 
+    /// The principal named `name`.
+    pub fn principal(&self, name: &str) -> Option<Arc<Principal>> {
+        self.principals.iter().find(|p| p.name == name).cloned()
+    }
+
     /// The first principal that admits a peer with these credentials.
     pub fn admit(&self, uid: u32, gid: u32, groups: &[u32]) -> Option<Arc<Principal>> {
         let admitted = self.policy.admit(uid, gid, groups)?;

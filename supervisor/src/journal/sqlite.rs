@@ -18,8 +18,8 @@
 //!   row is a few hundred bytes.
 
 use super::store::{
-    CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, LogRecord, Outcome,
-    SessionRow, StoreError, WaitingRow,
+    ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, LogRecord,
+    Outcome, SessionRow, StoreError, WaitingRow,
 };
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::fs::OpenOptions;
@@ -89,11 +89,40 @@ CREATE TABLE IF NOT EXISTS waiting (
     client_tools TEXT NOT NULL,
     answers TEXT NOT NULL,
     pending TEXT NOT NULL,
+    peer TEXT NOT NULL,
     clock_ms INTEGER NOT NULL,
     seed BLOB NOT NULL,
     expires_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS waiting_by_principal ON waiting (principal);
+-- Calls that wait (or waited) for an approver's decision.
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    execution TEXT NOT NULL REFERENCES executions (id) ON DELETE CASCADE,
+    principal TEXT NOT NULL,
+    call INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    args TEXT NOT NULL,
+    args_hash TEXT NOT NULL,
+    excerpt TEXT,
+    line INTEGER,
+    requested_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL,
+    decision TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    decided_ms INTEGER,
+    UNIQUE (execution, call, tool, args_hash)
+);
+CREATE INDEX IF NOT EXISTS approvals_undecided ON approvals (decision, expires_ms);
+-- The last response of an execution that waited or ran detached, and its events, for
+-- GET /v1/executions/<id> until it expires.
+CREATE TABLE IF NOT EXISTS responses (
+    execution TEXT PRIMARY KEY REFERENCES executions (id) ON DELETE CASCADE,
+    response TEXT NOT NULL,
+    events TEXT NOT NULL,
+    expires_ms INTEGER NOT NULL
+);
 ";
 
 /// How long opening the file waits for another process's lock before it gives up.
@@ -219,6 +248,29 @@ impl SqliteStore {
             message: e.to_string(),
         })
     }
+}
+
+const APPROVAL_COLUMNS: &str = "id, execution, principal, call, tool, args, args_hash, \
+    excerpt, line, requested_ms, expires_ms, decision, decided_by, reason, decided_ms";
+
+fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
+    Ok(ApprovalRow {
+        id: r.get(0)?,
+        execution: r.get(1)?,
+        principal: r.get(2)?,
+        call: r.get(3)?,
+        tool: r.get(4)?,
+        args: r.get(5)?,
+        args_hash: r.get(6)?,
+        excerpt: r.get(7)?,
+        line: r.get(8)?,
+        requested_ms: u64_of(r.get(9)?),
+        expires_ms: u64_of(r.get(10)?),
+        decision: r.get(11)?,
+        decided_by: r.get(12)?,
+        reason: r.get(13)?,
+        decided_ms: r.get::<_, Option<i64>>(14)?.map(u64_of),
+    })
 }
 
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
@@ -608,13 +660,15 @@ impl JournalStore for SqliteStore {
         self.with(|c| {
             c.execute(
                 "INSERT OR REPLACE INTO waiting (execution, principal, client_tools, answers, \
-                 pending, clock_ms, seed, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 pending, peer, clock_ms, seed, expires_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     w.execution,
                     w.principal,
                     w.client_tools,
                     w.answers,
                     w.pending,
+                    w.peer,
                     i64_of(w.clock_ms),
                     &w.seed[..],
                     i64_of(w.expires_ms)
@@ -627,11 +681,11 @@ impl JournalStore for SqliteStore {
     fn waiting(&self, id: &str) -> Result<Option<WaitingRow>, StoreError> {
         self.with(|c| {
             c.query_row(
-                "SELECT execution, principal, client_tools, answers, pending, clock_ms, seed, \
-                 expires_ms FROM waiting WHERE execution = ?1",
+                "SELECT execution, principal, client_tools, answers, pending, peer, clock_ms, \
+                 seed, expires_ms FROM waiting WHERE execution = ?1",
                 [id],
                 |r| {
-                    let seed: Vec<u8> = r.get(6)?;
+                    let seed: Vec<u8> = r.get(7)?;
                     let mut fixed = [0u8; 32];
                     if seed.len() == fixed.len() {
                         fixed.copy_from_slice(&seed);
@@ -642,9 +696,10 @@ impl JournalStore for SqliteStore {
                         client_tools: r.get(2)?,
                         answers: r.get(3)?,
                         pending: r.get(4)?,
-                        clock_ms: u64_of(r.get(5)?),
+                        peer: r.get(5)?,
+                        clock_ms: u64_of(r.get(6)?),
                         seed: fixed,
-                        expires_ms: u64_of(r.get(7)?),
+                        expires_ms: u64_of(r.get(8)?),
                     })
                 },
             )
@@ -675,6 +730,141 @@ impl JournalStore for SqliteStore {
         self.with(|c| {
             c.execute("DELETE FROM waiting WHERE execution = ?1", [id])
                 .map(drop)
+        })
+    }
+
+    fn save_response(
+        &self,
+        id: &str,
+        response: &str,
+        events: &str,
+        expires_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT OR REPLACE INTO responses (execution, response, events, expires_ms) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![id, response, events, i64_of(expires_ms)],
+            )
+            .map(drop)
+        })
+    }
+
+    fn response(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT response, events FROM responses WHERE execution = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
+    }
+
+    fn ask_approvals(&self, asked: &[ApprovalRow]) -> Result<Vec<ApprovalRow>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let mut out = Vec::with_capacity(asked.len());
+            for a in asked {
+                tx.execute(
+                    "INSERT OR IGNORE INTO approvals (id, execution, principal, call, tool, args, \
+                     args_hash, excerpt, line, requested_ms, expires_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                    params![
+                        a.id,
+                        a.execution,
+                        a.principal,
+                        a.call,
+                        a.tool,
+                        a.args,
+                        a.args_hash,
+                        a.excerpt,
+                        a.line,
+                        i64_of(a.requested_ms),
+                        i64_of(a.expires_ms)
+                    ],
+                )?;
+                out.push(tx.query_row(
+                    &format!(
+                        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE execution = ?1 AND call = ?2 \
+                         AND tool = ?3 AND args_hash = ?4"
+                    ),
+                    params![a.execution, a.call, a.tool, a.args_hash],
+                    approval_row,
+                )?);
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
+        self.with(|c| {
+            c.query_row(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
+                [id],
+                approval_row,
+            )
+            .optional()
+        })
+    }
+
+    fn approvals_of(&self, execution: &str) -> Result<Vec<ApprovalRow>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE execution = ?1 ORDER BY call"
+            ))?;
+            stmt.query_map([execution], approval_row)?.collect()
+        })
+    }
+
+    fn undecided_approvals(&self, principal: Option<&str>) -> Result<Vec<ApprovalRow>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE decision IS NULL \
+                 AND (?1 IS NULL OR principal = ?1) ORDER BY requested_ms, id LIMIT 1000"
+            ))?;
+            stmt.query_map([principal], approval_row)?.collect()
+        })
+    }
+
+    fn decide_approval(
+        &self,
+        id: &str,
+        decision: &str,
+        by: Option<&str>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE approvals SET decision = ?2, decided_by = ?3, reason = ?4, decided_ms = ?5 \
+                 WHERE id = ?1 AND decision IS NULL",
+                params![id, decision, by, reason, i64_of(now_ms)],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn expire_approvals(&self, now_ms: u64) -> Result<Vec<ApprovalRow>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let expired: Vec<ApprovalRow> = {
+                let mut stmt = tx.prepare(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE decision IS NULL \
+                     AND expires_ms < ?1"
+                ))?;
+                stmt.query_map([i64_of(now_ms)], approval_row)?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            for a in &expired {
+                tx.execute(
+                    "UPDATE approvals SET decision = 'expired', decided_ms = ?2 WHERE id = ?1",
+                    params![a.id, i64_of(now_ms)],
+                )?;
+            }
+            tx.commit()?;
+            Ok(expired)
         })
     }
 
@@ -725,6 +915,10 @@ impl JournalStore for SqliteStore {
                 )?;
                 tx.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
             }
+            tx.execute(
+                "DELETE FROM responses WHERE expires_ms < ?1",
+                [i64_of(now_ms)],
+            )?;
             tx.commit()?;
             Ok(expired)
         })

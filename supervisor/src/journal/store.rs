@@ -149,10 +149,36 @@ pub struct WaitingRow {
     pub answers: String,
     /// The calls it waits for (JSON array of `PendingCall`).
     pub pending: String,
+    /// Who started it (JSON `PeerInfo`): a run that goes on without its client (after an
+    /// approval) runs as it.
+    pub peer: String,
     /// The clock and seed it runs with, every time.
     pub clock_ms: u64,
     pub seed: [u8; 32],
     pub expires_ms: u64,
+}
+
+/// A call that waits (or waited) for an approver's decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRow {
+    pub id: String,
+    pub execution: String,
+    /// Whose execution it is.
+    pub principal: String,
+    pub call: u32,
+    pub tool: String,
+    /// The arguments as the program sent them, scanned (JSON), and their hash.
+    pub args: String,
+    pub args_hash: String,
+    pub excerpt: Option<String>,
+    pub line: Option<u32>,
+    pub requested_ms: u64,
+    pub expires_ms: u64,
+    /// `approved`, `denied` or `expired`; `None` while it waits.
+    pub decision: Option<String>,
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+    pub decided_ms: Option<u64>,
 }
 
 /// The store of sessions, their recorded calls and their executions.
@@ -222,9 +248,41 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn drop_waiting(&self, id: &str) -> Result<(), StoreError>;
     /// How many of `principal`'s executions wait now.
     fn count_waiting(&self, principal: &str) -> Result<u64, StoreError>;
-    /// Ends the waiting executions whose time ran out before `now_ms` (status `expired`);
-    /// returns their ids.
+    /// Ends the waiting executions whose time ran out before `now_ms` (status `expired`), and
+    /// forgets kept responses whose time ran out; returns the ids of the executions ended.
     fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError>;
+    /// Keeps the response a waiting or detached execution answered (JSON) and its events
+    /// (NDJSON), until `expires_ms`.
+    fn save_response(
+        &self,
+        id: &str,
+        response: &str,
+        events: &str,
+        expires_ms: u64,
+    ) -> Result<(), StoreError>;
+    /// The kept response of execution `id` and its events.
+    fn response(&self, id: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// Adds the approvals a waiting execution asks for; one already asked for the same call
+    /// (execution, call id, tool and arguments) is kept as it is. Returns the execution's
+    /// approvals for those calls, as stored.
+    fn ask_approvals(&self, asked: &[ApprovalRow]) -> Result<Vec<ApprovalRow>, StoreError>;
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError>;
+    /// Every approval asked for by execution `execution`.
+    fn approvals_of(&self, execution: &str) -> Result<Vec<ApprovalRow>, StoreError>;
+    /// The approvals that wait for a decision (of `principal`'s executions only, if given),
+    /// oldest first.
+    fn undecided_approvals(&self, principal: Option<&str>) -> Result<Vec<ApprovalRow>, StoreError>;
+    /// Records a decision on an approval that waits; false if it had one already.
+    fn decide_approval(
+        &self,
+        id: &str,
+        decision: &str,
+        by: Option<&str>,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<bool, StoreError>;
+    /// Decides `expired` every approval that waited past its time; returns them.
+    fn expire_approvals(&self, now_ms: u64) -> Result<Vec<ApprovalRow>, StoreError>;
     /// Ends waiting execution `id` with `status` (`cancelled`); false if it was not waiting.
     fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError>;
 

@@ -8,7 +8,9 @@
 //! 3. **readable arguments**: JSON the daemon can take (depth, surrogates), and an object;
 //!    then, in a session, the **journal**: the call's key (tool, canonical arguments,
 //!    occurrence) is taken now, in call order; a recorded result answers the call, which
-//!    then skips 4-8 ([`crate::journal`]);
+//!    then skips 4-8 ([`crate::journal`]); then, for a tool the principal's `approve`
+//!    patterns name, the **approval**: the execution's decision on this call, or the call is
+//!    held until there is one ([`super::approval`]);
 //! 4. **rate**: the principal's `tool_calls_per_minute`, spent only by a call that would be
 //!    made.
 //!
@@ -38,7 +40,7 @@ use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
-use crate::tools::client::{self, ClientScope};
+use crate::tools::client::{self, WaitScope};
 use crate::tools::{
     CallContext, CallDeadline, SecretsUsed, ToolError, ToolErrorCode, ToolProgress, ToolRegistry,
     ToolSource,
@@ -107,7 +109,7 @@ pub struct CallScope {
     /// The session's journal, for an execution of a session.
     pub journal: Option<Arc<SessionRun>>,
     /// The request's client-owned tools and the answers they have so far.
-    pub client: Option<Arc<ClientScope>>,
+    pub client: Option<Arc<WaitScope>>,
 }
 
 /// One call as the worker sent it.
@@ -134,6 +136,8 @@ pub struct Admitted {
     /// A client tool's call: its answer (and the clock then), or `None` while the agent has
     /// given none.
     client: Option<Option<(Result<Value, ToolError>, u64)>>,
+    /// It needs an approver's decision, and has none yet.
+    awaits_approval: bool,
 }
 
 /// A call after [`Admitted::answer_at_arrival`].
@@ -143,8 +147,17 @@ pub enum Arrival {
     Answered(CallAnswer),
     /// It needs its source: [`Admitted::complete`].
     ToSource(Admitted),
-    /// A client tool's call the agent has not answered yet: it waits, unanswered.
-    Held(PendingCall),
+    /// A call that waits for someone outside the daemon, unanswered.
+    Held(Held),
+}
+
+/// A call that waits.
+#[derive(Debug, Clone)]
+pub enum Held {
+    /// For the agent's answer (a client-owned tool).
+    Client(PendingCall),
+    /// For an approver's decision.
+    Approval { id: u32, tool: String, args: Value },
 }
 
 /// What the pipeline hands back for one call.
@@ -251,6 +264,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
             refused,
             journal: None,
             client: Some(answer),
+            awaits_approval: false,
         };
     }
     // The journal: the key is taken here, in call order, so occurrences count the same way
@@ -264,7 +278,30 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
         }
     }
     let replayed = matches!(journal, Some((_, Lookup::Replay { .. })));
+    // The approval: only for a call that would be made.
+    let mut awaits_approval = false;
+    if refused.is_none() && !replayed && scope.principal.needs_approval(&tool) {
+        match &scope.client {
+            None => {
+                refused = Some(
+                    ToolError::new(
+                        ToolErrorCode::Denied,
+                        format!("`{tool}` needs an approver's yes, and this execution cannot wait for one: the daemon's journal, which keeps waiting executions, is unavailable"),
+                    )
+                    .with_hint("the operator sees why in /v1/health"),
+                );
+            }
+            Some(waits) => {
+                let args_hash = crate::journal::canonical::hash(&args);
+                match waits.decisions.get(id, &tool, &args_hash) {
+                    Some(decision) => refused = decision.refusal(),
+                    None => awaits_approval = true,
+                }
+            }
+        }
+    }
     if refused.is_none()
+        && !awaits_approval
         && !replayed
         && client_name.is_none()
         && let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take())
@@ -291,6 +328,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
         refused,
         journal,
         client: None,
+        awaits_approval,
     }
 }
 
@@ -312,11 +350,11 @@ impl Admitted {
                     .tool
                     .split_once('.')
                     .map_or(self.tool.as_str(), |(_, name)| name);
-                return Arrival::Held(PendingCall {
+                return Arrival::Held(Held::Client(PendingCall {
                     id: self.id,
                     tool: name.to_owned(),
                     args: self.args.clone(),
-                });
+                }));
             };
             let ctx = self.context();
             // Scanned like any tool's answer (stages 9 and 10) before the worker sees it.
@@ -328,6 +366,13 @@ impl Admitted {
                 None,
                 false,
             ));
+        }
+        if self.refused.is_none() && self.awaits_approval {
+            return Arrival::Held(Held::Approval {
+                id: self.id,
+                tool: self.tool.clone(),
+                args: self.args.clone(),
+            });
         }
         let (result, replayed_at) = match (&self.refused, &self.journal, &self.scope.journal) {
             (Some(error), _, _) => (Err(error.clone()), None),
@@ -359,7 +404,9 @@ impl Admitted {
             Arrival::Answered(answer) => return answer,
             Arrival::ToSource(this) => this,
             // Only the run loop holds calls; it never hands a held one here.
-            Arrival::Held(call) => return failed(call.id),
+            Arrival::Held(Held::Client(PendingCall { id, .. }) | Held::Approval { id, .. }) => {
+                return failed(id);
+            }
         };
         // The source gets the arguments; the answer no longer needs them.
         let args = std::mem::take(&mut this.args);

@@ -11,6 +11,7 @@
 use crate::agent_api::{ClientResult, ClientToolSpec, PendingCall, ToolError, ToolErrorCode};
 use crate::sdk::sdk_files::SdkTool;
 use crate::tools::ToolDescriptor;
+use crate::tools::approval::Decisions;
 use crate::tools::arguments::ArgumentSchema;
 use crate::tools::naming::{closest, quote_list};
 use serde::{Deserialize, Serialize};
@@ -297,16 +298,18 @@ fn pending_ids(pending: &[PendingCall]) -> String {
         .join(", ")
 }
 
-/// What one execution's client calls need: the declared tools and the answers so far.
+/// What the calls of one execution that may wait need: the declared client tools and their
+/// answers so far, and the decisions on calls that need approval.
 #[derive(Debug)]
-pub struct ClientScope {
+pub struct WaitScope {
     pub tools: ClientTools,
     pub answers: ClientAnswers,
     /// The stateless form: answers are matched by id alone (the agent does not name tools).
     pub stateless: bool,
+    pub decisions: Decisions,
 }
 
-impl ClientScope {
+impl WaitScope {
     /// The answer to call `id` of client tool `name`, if the agent gave one.
     pub fn answer(&self, id: u32, name: &str) -> Option<&ClientAnswer> {
         if self.stateless {

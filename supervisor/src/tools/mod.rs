@@ -8,6 +8,7 @@
 //! - [`arguments`]: arguments checked against a tool's JSON Schema;
 //! - [`catalogue`]: a caller's tools as an SDK and search index, cached per principal;
 //! - [`client`]: client-owned tools, which a request declares and the agent answers itself;
+//! - [`approval`]: calls that wait for a person's decision (`approve` in the policy);
 //! - [`naming`]: near-name suggestions;
 //! - [`progress`]: a call's progress, scanned, on its way to the agent;
 //! - [`redaction`]: the secret values a call used, redacted from what came back;
@@ -17,6 +18,7 @@
 //! Nothing here knows about workers, HTTP front doors or how an execution ends; the codes a
 //! program sees ([`ToolErrorCode`]) are part of the agent API.
 
+pub mod approval;
 pub mod arguments;
 pub mod call;
 pub mod catalogue;

@@ -157,6 +157,7 @@ fn call(id: u32, args_json: String) -> WorkerMessage {
         id,
         tool: "test.count".into(),
         args_json,
+        at: None,
     }
 }
 

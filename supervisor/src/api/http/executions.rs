@@ -25,6 +25,13 @@ pub(super) async fn execute(
 ) -> Response<ApiBody> {
     let limits_policy = &principal.limits;
     let streaming = wants_events(&req);
+    let respond_async = req
+        .headers()
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim().eq_ignore_ascii_case("respond-async"));
     // JSON escaping can double a program's size (and \u escapes grow it further); the exact
     // code-size check follows after parsing.
     let body_limit = usize::try_from(limits_policy.max_code_bytes)
@@ -55,7 +62,7 @@ pub(super) async fn execute(
             );
         }
     };
-    let request: ExecutionRequest = match serde_json::from_slice(&body) {
+    let mut request: ExecutionRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
             return error_response(
@@ -66,7 +73,11 @@ pub(super) async fn execute(
             );
         }
     };
-    let (events, rx) = event_channel(streaming);
+    if respond_async && request.wait.is_none() {
+        request.wait = Some(false);
+    }
+    let detached = request.wait == Some(false);
+    let (events, rx) = event_channel(streaming && !detached);
     let submission = Submission {
         request,
         peer: peer.info,
@@ -75,7 +86,35 @@ pub(super) async fn execute(
         events,
         resumed_from: None,
     };
-    answer(state.executions.submit(submission).await, rx).await
+    let started = state.executions.submit(submission).await;
+    if detached {
+        return accepted(started);
+    }
+    answer(started, rx).await
+}
+
+/// `202 Accepted` for a detached execution: its id and where to follow it.
+fn accepted(started: Result<Started, SubmitError>) -> Response<ApiBody> {
+    let started = match started {
+        Ok(started) => started,
+        Err(e) => return refused(&e),
+    };
+    let location = format!("/v1/executions/{}", started.id);
+    let mut resp = json_response(
+        StatusCode::ACCEPTED,
+        &serde_json::json!({
+            "id": started.id,
+            "status": "queued",
+            "location": location,
+            "events": format!("{location}/events"),
+        }),
+    );
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(hyper::header::LOCATION, value);
+    }
+    // The execution's task runs on without anyone waiting for it.
+    drop(started);
+    resp
 }
 
 /// `POST /v1/executions/<id>/resume`: an interrupted execution run again in its session, every
@@ -271,12 +310,7 @@ async fn answer(
     // the execution to stop the program; it still ends properly and reaches the audit log.
     match started.response().await {
         Ok(response) => json_response(StatusCode::OK, &response),
-        Err(e) => error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            ApiErrorCode::Internal,
-            format!("the execution task failed: {e}"),
-            Some("this is a daemon problem; the operator should check the airlockd log".into()),
-        ),
+        Err(e) => refused(&e),
     }
 }
 
@@ -311,6 +345,11 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
             (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::TooManyWaiting)
         }
         SubmitError::UnknownWaiting(_) => (StatusCode::NOT_FOUND, ApiErrorCode::NotFound),
+        SubmitError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ApiErrorCode::Internal),
+        SubmitError::NeedsJournal { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            ApiErrorCode::JournalUnavailable,
+        ),
     };
     let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
     if let SubmitError::RateLimited { retry_after_s, .. } = e {

@@ -6,14 +6,20 @@
 //!
 //! - this file: connections and peers;
 //! - `routes`: the routes (health, metrics, reload, the SDK and search, cancel);
-//! - `executions`: `POST /v1/executions` (and `/resume`), plain or streamed, over the
-//!   execution service; `sessions`: sessions and the journal's executions;
+//! - `executions`: `POST /v1/executions` (and `/resume`, `/results`, `POST /v1/sdk` for
+//!   client tools), plain, streamed or detached, over the execution service; `handles`:
+//!   `GET /v1/executions/<id>` and its `/events`; `sessions`: sessions and the journal's
+//!   executions;
+//! - `approvals`: `GET /v1/approvals` and `POST /v1/approvals/<id>`, decisions on calls that
+//!   wait for a person;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
 //! the generation in force ([`crate::generation`]); it decides nothing itself.
 
+mod approvals;
 mod executions;
+mod handles;
 mod health;
 mod responses;
 mod routes;

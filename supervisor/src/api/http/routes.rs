@@ -2,7 +2,7 @@
 //! execution service.
 
 use super::responses::{ApiBody, error_response, json_response};
-use super::{HttpState, Peer, executions, health, sessions};
+use super::{HttpState, Peer, approvals, executions, handles, health, sessions};
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -11,7 +11,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -75,11 +75,31 @@ pub(super) async fn route(
             );
             executions::results(state, peer, generation, principal, &id, req).await
         }
+        (&Method::GET, events)
+            if events.starts_with("/v1/executions/") && events.ends_with("/events") =>
+        {
+            let id =
+                percent_decoded(&events["/v1/executions/".len()..events.len() - "/events".len()]);
+            let after = query_param(req.uri().query(), "after")
+                .and_then(|a| a.parse::<u64>().ok())
+                .unwrap_or(0);
+            let follow = query_param(req.uri().query(), "follow").as_deref() != Some("false");
+            handles::events(&state, &principal, &id, after, follow)
+        }
+        (&Method::GET, execution) if execution.starts_with("/v1/executions/") => {
+            let id = percent_decoded(&execution["/v1/executions/".len()..]);
+            handles::status(&state, &principal, &id)
+        }
         (&Method::GET, "/v1/executions") => {
             let status = query_param(req.uri().query(), "status");
             sessions::list_executions(&state, &principal, status.as_deref())
         }
         (&Method::GET, "/v1/sessions") => sessions::list(&state, &principal),
+        (&Method::GET, "/v1/approvals") => approvals::list(&state, &peer, &principal, &generation),
+        (&Method::POST, approval) if approval.starts_with("/v1/approvals/") => {
+            let id = percent_decoded(&approval["/v1/approvals/".len()..]);
+            approvals::decide(state, peer, generation, &id, req).await
+        }
         (&Method::GET, session) if session.starts_with("/v1/sessions/") => sessions::show(
             &state,
             &principal,

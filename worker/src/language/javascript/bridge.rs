@@ -19,7 +19,8 @@ use super::typescript::PositionMap;
 use crate::ipc::Ipc;
 use airlock_proto::frame::blocking::IoFrameError;
 use airlock_proto::{
-    ConsoleLevel, Determinism, Limits, SupervisorMessage, ToolFailure, WorkerMessage,
+    ConsoleLevel, Determinism, Limits, SourcePosition, SupervisorMessage, ToolFailure,
+    WorkerMessage,
 };
 use rquickjs::function::Opt;
 use rquickjs::{Ctx, Exception, Function, Object, Persistent, Value, qjs};
@@ -172,6 +173,8 @@ pub(super) struct Bridge {
     /// A promise was rejected with `null` while the heap was at its limit: QuickJS could not
     /// allocate even the `out of memory` error.
     null_rejected_at_limit: Cell<bool>,
+    /// Tool calls carry their position in the program.
+    report_positions: Cell<bool>,
     hooks: RefCell<Option<Hooks>>,
     /// Position map and file name of the running program, for `mapStack`.
     positions: RefCell<Option<(PositionMap, &'static str)>>,
@@ -198,6 +201,11 @@ impl Bridge {
         self.null_rejected_at_limit.set(false);
         self.deadline.set(Some(deadline));
         *self.positions.borrow_mut() = Some((positions, filename));
+    }
+
+    /// Whether tool calls carry their position in the program (`Start.report_idle`).
+    pub fn report_positions(&self, on: bool) {
+        self.report_positions.set(on);
     }
 
     /// Runs `f` on the program's clock and random streams. `f` must not call into JavaScript
@@ -428,10 +436,27 @@ impl Bridge {
             state.calls_started += 1;
             id
         };
+        // Where the program made the call, when the supervisor asked (a call that waits for
+        // a person is shown with the code around it).
+        let at = if self.report_positions.get() {
+            site.as_ref()
+                .and_then(Value::as_object)
+                .and_then(|o| o.get::<_, String>("stack").ok())
+                // The sandbox's `Error` has already mapped its stack to the agent's code.
+                .and_then(|stack| {
+                    let positions = self.positions.borrow();
+                    let (_, filename) = positions.as_ref()?;
+                    PositionMap::first_mapped_position(&stack, filename)
+                })
+                .map(|(line, column)| SourcePosition { line, column })
+        } else {
+            None
+        };
         let sent = self.ipc.send(&WorkerMessage::ToolCall {
             id,
             tool: tool.clone(),
             args_json,
+            at,
         });
         if let Err(e) = sent {
             self.set_stop(Stop::Ipc(e.to_string()));

@@ -183,6 +183,7 @@ impl Engine {
             prepared.positions,
             prepared.filename,
         );
+        self.bridge.report_positions(start.report_idle);
         if let Some(references) = prepared.tool_references {
             self.await_contract_check(references)?;
         }

@@ -76,6 +76,7 @@ impl Run {
                     id,
                     tool,
                     args_json,
+                    ..
                 } => Some((*id, tool.clone(), args_json.clone())),
                 _ => None,
             })
@@ -213,6 +214,7 @@ fn answering(
             id,
             tool,
             args_json,
+            ..
         }) => vec![SupervisorMessage::ToolResult {
             id: *id,
             result: answer(tool, args_json),
@@ -1888,4 +1890,45 @@ fn an_idle_program_says_so_with_the_results_it_has_seen() {
         shape[..6],
         ["call 1", "call 2", "idle 0", "idle 1", "call 3", "idle 2"]
     );
+    // Each call says where the program made it (line 2 for the batch, 3 for the last).
+    let lines: Vec<Option<u32>> = run
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            WorkerMessage::ToolCall { at, .. } => Some(at.map(|p| p.line)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines, [Some(2), Some(2), Some(3)]);
+}
+
+/// A call's position is where the agent's code made it, at the top level, in a function, and
+/// in a batch, for JavaScript and TypeScript alike.
+#[test]
+fn calls_carry_their_position_in_the_agents_code() {
+    for language in [Language::JavaScript, Language::TypeScript] {
+        let code = "const x = 1;\nconst y = 2;\nconst before = await tools.t.echo({ text: \"first\" });\nconst z = 3;\n\nconst sum = await tools.t.add({ a: 1, b: 2 });\nconst w = tools.t.add({ a: 1, b: 2 });\nconst v = await w;\nfunction f() { return tools.t.add({}); }\nawait f();\nawait Promise.all([tools.t.add({a:1}),\n tools.t.add({b:2})]);\nreturn { before, sum };";
+        let run = run_full(
+            code,
+            language,
+            limits(),
+            TEST_DETERMINISM,
+            SupervisorMessage::Proceed,
+            true,
+            answering(|_, args| Ok(args.to_owned())),
+        );
+        let lines: Vec<Option<u32>> = run
+            .messages
+            .iter()
+            .filter_map(|m| match m {
+                WorkerMessage::ToolCall { at, .. } => Some(at.map(|p| p.line)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [Some(3), Some(6), Some(7), Some(9), Some(11), Some(12)],
+            "{language:?}"
+        );
+    }
 }

@@ -908,6 +908,15 @@ impl PositionMap {
         })
     }
 
+    /// The position of the first frame in the program of a stack already mapped to the
+    /// agent's code (a `stack` property the sandbox's `Error` has rewritten).
+    pub fn first_mapped_position(stack: &str, filename: &str) -> Option<(u32, u32)> {
+        stack.lines().find_map(|line| {
+            let (_, l, c, _) = parse_frame_position(line, filename)?;
+            Some((l, c))
+        })
+    }
+
     fn map_frame(&self, line: &str, filename: &str) -> FrameMapping {
         match parse_frame_position(line, filename) {
             None => FrameMapping::Keep(line.to_owned()),

@@ -1,0 +1,584 @@
+//! Executions that wait for someone outside the daemon: the agent's client-owned tools
+//! (`client_tools`, answered with `POST /v1/executions/<id>/results` or, statelessly, with
+//! `client_results`) and a person's approval (`approve` in the policy, decided with
+//! `POST /v1/approvals/<id>`). A waiting execution is kept in the journal and holds no
+//! worker; when the answers are there it runs again from the start under the same id, every
+//! earlier call answered from the record ([`ExecutionService::go_on`]).
+//!
+//! This is part of the execution service: it decides nothing about tools (the call pipeline
+//! holds the calls, [`crate::tools::call`]) and speaks no HTTP.
+
+use super::service::{ExecutionService, Launch, Started, SubmitError, limits};
+use crate::agent_api::{
+    ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
+    ExecutionRequest, ExecutionResponse, PeerInfo, PendingApproval, PendingCall, ReplayMode,
+    RequestLanguage, Status,
+};
+use crate::generation::PolicyGeneration;
+use crate::journal::store::{ApprovalRow, WaitingRow};
+use crate::journal::{SessionError, SessionRun};
+use crate::tools::approval::{Decision, Decisions, Verdict, new_approval_id};
+use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, WaitScope};
+use airlock_policy::Principal;
+use airlock_proto::Determinism;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+impl ExecutionService {
+    /// Whether `principal` may have one more execution waiting (the journal keeps them).
+    pub(super) fn check_waiting_room(&self, principal: &Principal) -> Result<(), SubmitError> {
+        let journal = self.journal.journal()?;
+        let max = principal.limits.max_waiting_executions;
+        let waiting = journal
+            .store()
+            .count_waiting(&principal.name)
+            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+        let detached = self.live.detached(&principal.name) as u64;
+        if waiting + detached >= u64::from(max) {
+            return Err(SubmitError::TooManyWaiting {
+                principal: principal.name.clone(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// After a run of an execution that keeps its waits: what it needs to go on is kept when
+    /// it waits (its approvals asked for, with ids), and forgotten when it ended. A wait that
+    /// cannot be kept (no room: `limits.max_waiting_executions`; the journal failed) fails the
+    /// execution: nobody could answer it.
+    pub(super) fn keep_or_forget_waiting(
+        &self,
+        run: &SessionRun,
+        kept: &Keeping,
+        response: &mut ExecutionResponse,
+    ) {
+        let store = run.journal.store();
+        if response.status != Status::Waiting {
+            if let Err(e) = store.drop_waiting(&response.id) {
+                tracing::warn!(error = %e, execution = %response.id, "could not forget a waiting execution that ended");
+            }
+            return;
+        }
+        let now = super::determinism::now_ms();
+        let result = (|| -> Result<(), String> {
+            let waiting = store
+                .count_waiting(&response.principal)
+                .map_err(|e| e.to_string())?;
+            if waiting >= u64::from(kept.max_waiting) {
+                return Err(format!(
+                    "principal `{}` already has {waiting} executions waiting, its limit (limits.max_waiting_executions)",
+                    response.principal
+                ));
+            }
+            let asked: Vec<ApprovalRow> = response
+                .pending_approvals
+                .iter()
+                .map(|a| ApprovalRow {
+                    id: new_approval_id(),
+                    execution: response.id.clone(),
+                    principal: response.principal.clone(),
+                    call: a.call,
+                    tool: a.tool.clone(),
+                    args: a.args.to_string(),
+                    args_hash: a.args_hash.clone(),
+                    excerpt: a.excerpt.clone(),
+                    line: a.line,
+                    requested_ms: now,
+                    expires_ms: now.saturating_add(kept.approval_ttl_ms),
+                    decision: None,
+                    decided_by: None,
+                    reason: None,
+                    decided_ms: None,
+                })
+                .collect();
+            let stored = store.ask_approvals(&asked).map_err(|e| e.to_string())?;
+            for (pending, row) in response.pending_approvals.iter_mut().zip(stored) {
+                pending.id = row.id;
+                pending.requested_ms = row.requested_ms;
+                pending.expires_ms = row.expires_ms;
+            }
+            let json = |e: serde_json::Error| e.to_string();
+            let row = WaitingRow {
+                execution: response.id.clone(),
+                principal: response.principal.clone(),
+                client_tools: serde_json::to_string(&kept.scope.tools.specs).map_err(json)?,
+                answers: serde_json::to_string(&kept.scope.answers).map_err(json)?,
+                pending: serde_json::to_string(&response.pending_calls).map_err(json)?,
+                peer: serde_json::to_string(&response.peer).map_err(json)?,
+                clock_ms: kept.determinism.clock_ms,
+                seed: kept.determinism.seed,
+                expires_ms: now.saturating_add(kept.ttl_ms),
+            };
+            store.save_waiting(&row).map_err(|e| e.to_string())
+        })();
+        if let Err(e) = result {
+            tracing::warn!(error = %e, execution = %response.id, "could not keep a waiting execution");
+            response.status = Status::Error;
+            response.pending_calls.clear();
+            response.pending_approvals.clear();
+            response.determinism = None;
+            let mut error = ExecutionError::new(
+                ExecutionErrorKind::Internal,
+                format!(
+                    "the program waits for someone outside the daemon, but the daemon could not keep it to go on later: {e}"
+                ),
+            );
+            error.hint = Some("answer or cancel the executions that wait, or send client tool results in the stateless form (client_results), which keeps nothing; the operator sees journal problems in /v1/health".into());
+            response.error = Some(error);
+        }
+    }
+
+    /// `POST /v1/executions/<id>/results`: the agent's answers to a waiting execution's client
+    /// tool calls. The execution runs again from the start under the same id, every earlier
+    /// call answered from the record (the journal for the daemon's tools, the kept answers
+    /// for the client's, the decisions for approvals), and answers as a new request would:
+    /// ok, error, or waiting again.
+    pub async fn answer_waiting(
+        self: &Arc<Self>,
+        id: &str,
+        results: Vec<ClientResult>,
+        peer: PeerInfo,
+        principal: Arc<Principal>,
+        generation: Arc<PolicyGeneration>,
+        events: Option<mpsc::Sender<ExecutionEvent>>,
+    ) -> Result<Started, SubmitError> {
+        self.go_on(
+            id,
+            Some(results),
+            Some(peer),
+            principal,
+            generation,
+            events,
+            false,
+        )
+        .await
+    }
+
+    /// Runs waiting execution `id` of `principal` again with the answers it has (and
+    /// `results`, the agent's new ones): for the agent that posted them (`detached` false), or
+    /// by itself once its approvals are decided (`detached`, as the peer that started it).
+    #[allow(clippy::too_many_arguments)]
+    async fn go_on(
+        self: &Arc<Self>,
+        id: &str,
+        results: Option<Vec<ClientResult>>,
+        peer: Option<PeerInfo>,
+        principal: Arc<Principal>,
+        generation: Arc<PolicyGeneration>,
+        events: Option<mpsc::Sender<ExecutionEvent>>,
+        detached: bool,
+    ) -> Result<Started, SubmitError> {
+        let journal = self.journal.journal()?.clone();
+        let unavailable = |e: &dyn std::fmt::Display| SessionError::Unavailable(e.to_string());
+        let store = journal.store();
+        let execution = match store.execution(id) {
+            Ok(Some(row)) if row.principal == principal.name => row,
+            Ok(_) => return Err(SubmitError::UnknownWaiting(id.to_owned())),
+            Err(e) => return Err(unavailable(&e).into()),
+        };
+        let waiting = store.waiting(id).map_err(|e| unavailable(&e))?;
+        let now = super::determinism::now_ms();
+        let waiting = match waiting {
+            Some(w) if execution.status == "waiting" && w.expires_ms < now => {
+                store.expire_waiting(now).map_err(|e| unavailable(&e))?;
+                return Err(SubmitError::NotWaiting {
+                    id: id.to_owned(),
+                    status: "expired".into(),
+                });
+            }
+            Some(w) if execution.status == "waiting" => w,
+            _ => {
+                return Err(SubmitError::NotWaiting {
+                    id: id.to_owned(),
+                    status: execution.status,
+                });
+            }
+        };
+        let specs = serde_json::from_str(&waiting.client_tools).map_err(|e| unavailable(&e))?;
+        let mut answers: ClientAnswers =
+            serde_json::from_str(&waiting.answers).map_err(|e| unavailable(&e))?;
+        if let Some(results) = results {
+            let pending: Vec<PendingCall> =
+                serde_json::from_str(&waiting.pending).map_err(|e| unavailable(&e))?;
+            answers.add(results, &pending, now)?;
+        }
+        let decisions = decisions(&store.approvals_of(id).map_err(|e| unavailable(&e))?);
+        let tools = ClientTools::new(specs)?;
+        let limits = limits(&principal, &execution.code, execution.timeout_ms)?;
+        let peer = match peer {
+            Some(peer) => peer,
+            None => serde_json::from_str(&waiting.peer).map_err(|e| unavailable(&e))?,
+        };
+        let answers_json = serde_json::to_string(&answers).map_err(|e| unavailable(&e))?;
+        // Taken by this request alone: a second one for the same id is refused.
+        if !store
+            .claim_waiting(id, &answers_json)
+            .map_err(|e| unavailable(&e))?
+        {
+            return Err(SubmitError::NotWaiting {
+                id: id.to_owned(),
+                status: "running".into(),
+            });
+        }
+        let session = journal.session(&execution.session, &principal.name)?;
+        let determinism = Determinism {
+            clock_ms: waiting.clock_ms,
+            seed: waiting.seed,
+        };
+        let launch = Launch {
+            id: Some(execution.id),
+            code: execution.code,
+            language: if execution.language == "javascript" {
+                RequestLanguage::Javascript
+            } else {
+                RequestLanguage::Typescript
+            },
+            timeout_ms: execution.timeout_ms,
+            limits,
+            peer,
+            principal,
+            generation,
+            events,
+            resumed_from: None,
+            // Everything the earlier runs did is answered from the record.
+            session: Some((journal, session, determinism, ReplayMode::All)),
+            determinism: Some(determinism),
+            client: Some((
+                Arc::new(WaitScope {
+                    tools,
+                    answers,
+                    stateless: false,
+                    decisions,
+                }),
+                true,
+            )),
+            detached,
+        };
+        self.launch(launch).await
+    }
+
+    /// An approver's decision on approval `id` (`POST /v1/approvals/<id>`). The approver must
+    /// be one the policy names (`[approvals] approvers`); the decision is recorded and audited,
+    /// and once nothing else holds the execution it goes on by itself (detached: follow it with
+    /// `GET /v1/executions/<id>`).
+    pub async fn decide(
+        self: &Arc<Self>,
+        id: &str,
+        decision: ApprovalDecision,
+        reason: Option<String>,
+        approver: &Approver,
+        generation: Arc<PolicyGeneration>,
+    ) -> Result<Decided, DecideError> {
+        if !generation.policy.approvals.may_decide(
+            approver.peer.uid,
+            approver.peer.gid,
+            &approver.groups,
+        ) {
+            return Err(DecideError::NotApprover(approver.name.clone()));
+        }
+        let journal = self.journal.journal()?.clone();
+        let unavailable =
+            |e: crate::journal::store::StoreError| SessionError::Unavailable(e.to_string());
+        let store = journal.store();
+        let Some(approval) = store.approval(id).map_err(unavailable)? else {
+            return Err(DecideError::NotFound(id.to_owned()));
+        };
+        let verdict = match decision {
+            ApprovalDecision::Approve => Verdict::Approved,
+            ApprovalDecision::Deny => Verdict::Denied,
+        };
+        // Bounded like everything agent-visible: it reaches the program in a denial.
+        let reason = reason.map(|r| r.chars().take(1000).collect::<String>());
+        if !store
+            .decide_approval(
+                id,
+                verdict.as_str(),
+                Some(&approver.name),
+                reason.as_deref(),
+                super::determinism::now_ms(),
+            )
+            .map_err(unavailable)?
+        {
+            let now = store.approval(id).map_err(unavailable)?;
+            return Err(DecideError::AlreadyDecided {
+                id: id.to_owned(),
+                decision: now.and_then(|a| a.decision).unwrap_or_default(),
+            });
+        }
+        self.audit_decision(
+            &approval,
+            verdict,
+            Some(approver),
+            reason.as_deref(),
+            &generation,
+        );
+        let status = self.go_on_if_decided(&approval.execution, generation).await;
+        Ok(Decided {
+            id: id.to_owned(),
+            decision: verdict.as_str(),
+            execution: approval.execution,
+            status,
+        })
+    }
+
+    /// Goes on with waiting execution `execution` if nothing holds it any more (every approval
+    /// decided, every client call answered): detached, as the peer that started it. Returns
+    /// its status after that.
+    async fn go_on_if_decided(
+        self: &Arc<Self>,
+        execution: &str,
+        generation: Arc<PolicyGeneration>,
+    ) -> &'static str {
+        let Ok(journal) = self.journal.journal() else {
+            return "waiting";
+        };
+        let store = journal.store();
+        let (Ok(Some(row)), Ok(Some(waiting)), Ok(approvals)) = (
+            store.execution(execution),
+            store.waiting(execution),
+            store.approvals_of(execution),
+        ) else {
+            return "waiting";
+        };
+        if row.status != "waiting" || approvals.iter().any(|a| a.decision.is_none()) {
+            return "waiting";
+        }
+        let pending: Vec<PendingCall> = serde_json::from_str(&waiting.pending).unwrap_or_default();
+        let answers: ClientAnswers = serde_json::from_str(&waiting.answers).unwrap_or_default();
+        if pending.iter().any(|p| answers.get(p.id, &p.tool).is_none()) {
+            // The agent's answers are still to come: they run it.
+            return "waiting";
+        }
+        let Some(principal) = generation.principal(&row.principal) else {
+            tracing::warn!(execution, principal = %row.principal, "a decided execution's principal is no longer in the policy; it is cancelled");
+            let _ = store.end_waiting(execution, "cancelled", super::determinism::now_ms());
+            return "cancelled";
+        };
+        match self
+            .go_on(execution, None, None, principal, generation, None, true)
+            .await
+        {
+            Ok(started) => {
+                drop(started);
+                "running"
+            }
+            Err(e) => {
+                tracing::warn!(execution, error = %e, "a decided execution could not go on");
+                "waiting"
+            }
+        }
+    }
+
+    /// Every second or so: approvals nobody decided in time are denied (audited; their
+    /// executions go on), and executions that waited past `limits.waiting_ttl` expire.
+    pub async fn sweep(self: &Arc<Self>, generation: Arc<PolicyGeneration>) {
+        let Ok(journal) = self.journal.journal() else {
+            return;
+        };
+        let now = super::determinism::now_ms();
+        let expired = match journal.store().expire_approvals(now) {
+            Ok(expired) => expired,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not expire approvals");
+                return;
+            }
+        };
+        let mut executions: Vec<String> = Vec::new();
+        for approval in &expired {
+            self.audit_decision(approval, Verdict::Expired, None, None, &generation);
+            if !executions.contains(&approval.execution) {
+                executions.push(approval.execution.clone());
+            }
+        }
+        for execution in executions {
+            self.go_on_if_decided(&execution, generation.clone()).await;
+        }
+        if let Err(e) = journal.store().expire_waiting(now) {
+            tracing::warn!(error = %e, "could not expire waiting executions");
+        }
+    }
+
+    /// The approvals that wait, as `viewer` may see them: all of them for an approver, its own
+    /// executions' otherwise.
+    pub fn approvals(
+        &self,
+        viewer: &Approver,
+        principal: &Principal,
+        generation: &PolicyGeneration,
+    ) -> Result<Vec<PendingApproval>, SessionError> {
+        let journal = self.journal.journal()?;
+        let approver = generation.policy.approvals.may_decide(
+            viewer.peer.uid,
+            viewer.peer.gid,
+            &viewer.groups,
+        );
+        let rows = journal
+            .store()
+            .undecided_approvals((!approver).then_some(principal.name.as_str()))
+            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+        Ok(rows.into_iter().map(pending_approval).collect())
+    }
+
+    /// Writes an approval's decision to the audit log.
+    fn audit_decision(
+        &self,
+        approval: &ApprovalRow,
+        verdict: Verdict,
+        approver: Option<&Approver>,
+        reason: Option<&str>,
+        generation: &PolicyGeneration,
+    ) {
+        tracing::info!(
+            approval = %approval.id,
+            execution = %approval.execution,
+            tool = %approval.tool,
+            decision = verdict.as_str(),
+            by = approver.map_or("nobody (expired)", |a| a.name.as_str()),
+            "approval decided"
+        );
+        let scanner = &generation.scanner;
+        let redact: &dyn Fn(&str) -> std::borrow::Cow<'_, str> = &|text| scanner.scan_text(text).0;
+        let args = serde_json::from_str(&approval.args).unwrap_or(serde_json::Value::Null);
+        let record = crate::audit_log::ApprovalRecord::new(
+            &approval.id,
+            &approval.execution,
+            &approval.principal,
+            approval.call,
+            &approval.tool,
+            &args,
+            verdict.as_str(),
+            approver.map(|a| a.name.as_str()),
+            approver.map(|a| a.peer.uid),
+            reason,
+            redact,
+        );
+        if let Err(warning) = self.audit.record_approval(record) {
+            tracing::warn!(approval = %approval.id, %warning, "an approval decision may be missing from the audit log");
+        }
+    }
+}
+
+/// Who decides on an approval: the peer, its groups and its user name.
+#[derive(Debug, Clone)]
+pub struct Approver {
+    pub peer: PeerInfo,
+    pub groups: Vec<u32>,
+    /// The user name (or `uid N`), as the audit log and a denial name it.
+    pub name: String,
+}
+
+/// What [`ExecutionService::decide`] did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Decided {
+    pub id: String,
+    pub decision: &'static str,
+    pub execution: String,
+    /// The execution's status now: `running` (it goes on), `waiting` (something else still
+    /// holds it), `cancelled`.
+    pub status: &'static str,
+}
+
+/// Why a decision was not taken. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("{0} is not an approver ([approvals] approvers in the policy)")]
+    NotApprover(String),
+    #[error("there is no approval `{0}`")]
+    NotFound(String),
+    #[error("approval `{id}` is already {decision}")]
+    AlreadyDecided { id: String, decision: String },
+    #[error("{0}")]
+    Journal(#[from] SessionError),
+}
+
+impl DecideError {
+    pub fn hint(&self) -> String {
+        match self {
+            DecideError::NotApprover(_) => {
+                "the operator names approvers (users and @groups) in [approvals] approvers".into()
+            }
+            DecideError::NotFound(_) => {
+                "GET /v1/approvals (airlock approvals) lists the approvals that wait".into()
+            }
+            DecideError::AlreadyDecided { .. } => {
+                "nothing to do: a decision stands once taken".into()
+            }
+            DecideError::Journal(e) => e.hint().into(),
+        }
+    }
+}
+
+/// An approval as the API shows it.
+fn pending_approval(row: ApprovalRow) -> PendingApproval {
+    PendingApproval {
+        args: serde_json::from_str(&row.args).unwrap_or(serde_json::Value::Null),
+        id: row.id,
+        execution: row.execution,
+        principal: row.principal,
+        call: row.call,
+        tool: row.tool,
+        excerpt: row.excerpt,
+        line: row.line,
+        requested_ms: row.requested_ms,
+        expires_ms: row.expires_ms,
+        args_hash: row.args_hash,
+    }
+}
+
+/// The decisions taken on an execution's approvals.
+fn decisions(rows: &[ApprovalRow]) -> Decisions {
+    let mut decisions = Decisions::default();
+    for row in rows {
+        if let Some(verdict) = row.decision.as_deref().and_then(Verdict::parse) {
+            decisions.by_call.insert(
+                row.call,
+                Decision {
+                    tool: row.tool.clone(),
+                    args_hash: row.args_hash.clone(),
+                    verdict,
+                    by: row.decided_by.clone(),
+                    reason: row.reason.clone(),
+                },
+            );
+        }
+    }
+    decisions
+}
+
+/// What keeping a waiting execution needs.
+pub(super) struct Keeping {
+    pub(super) scope: Arc<WaitScope>,
+    pub(super) determinism: Determinism,
+    /// `limits.waiting_ttl`, `[approvals] ttl`, `limits.max_waiting_executions`.
+    pub(super) ttl_ms: u64,
+    pub(super) approval_ttl_ms: u64,
+    pub(super) max_waiting: u32,
+}
+
+/// The request's client-owned tools and the answers it carries (the stateless form), checked.
+pub(super) fn client_request(
+    request: &mut ExecutionRequest,
+) -> Result<Option<WaitScope>, SubmitError> {
+    let tools = std::mem::take(&mut request.client_tools);
+    let results = request.client_results.take();
+    if tools.is_empty() {
+        return match results {
+            Some(_) => Err(ClientToolsError::ResultsWithoutTools.into()),
+            None => Ok(None),
+        };
+    }
+    let tools = ClientTools::new(tools)?;
+    let stateless = results.is_some();
+    // The agent's answers carry no time: they leave the program's clock where it was.
+    let answers = match results {
+        Some(results) => ClientAnswers::from_request(results, 0)?,
+        None => ClientAnswers::default(),
+    };
+    Ok(Some(WaitScope {
+        tools,
+        answers,
+        stateless,
+        decisions: Decisions::default(),
+    }))
+}

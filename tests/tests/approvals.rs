@@ -1,0 +1,236 @@
+//! Approvals, end to end: a principal's `approve` patterns make a call wait for a person's
+//! decision. The execution waits holding no worker (`pending_approvals`, with the code around
+//! the call); an approver the policy names decides (`POST /v1/approvals/<id>`), and the
+//! execution goes on by itself, every earlier call answered from the journal; a denial or an
+//! expiry is a `ToolError` `denied` in the program.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_tests::{DaemonOptions, TestDaemon};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A daemon whose principal needs approval for `test.add`, decided by `approvers`.
+async fn daemon(approvers: Vec<u32>, ttl_ms: u64) -> TestDaemon {
+    TestDaemon::start_with(DaemonOptions::default().policy(move |p| {
+        for principal in &mut p.principals {
+            principal.approve = vec!["test.add".into()];
+        }
+        p.approvals.approvers = approvers.iter().map(u32::to_string).collect();
+        p.approvals.uids = approvers;
+        p.approvals.ttl_ms = ttl_ms;
+    }))
+    .await
+}
+
+fn me() -> u32 {
+    // SAFETY: getuid cannot fail and touches no memory.
+    unsafe { libc::getuid() }
+}
+
+async fn post(d: &TestDaemon, path: &str, body: Value) -> (u16, Value) {
+    let mut c = d.client().await;
+    let (status, text) = c.post(path, Bytes::from(body.to_string())).await.unwrap();
+    (status.as_u16(), serde_json::from_str(&text).unwrap())
+}
+
+async fn get(d: &TestDaemon, path: &str) -> Value {
+    let mut c = d.client().await;
+    let (status, text) = c.get(path).await.unwrap();
+    assert_eq!(status.as_u16(), 200, "{text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Polls the execution until it has ended.
+async fn finished(d: &TestDaemon, id: &str) -> Value {
+    for _ in 0..400 {
+        let r = get(d, &format!("/v1/executions/{id}")).await;
+        if !["waiting", "running", "queued"].contains(&r["status"].as_str().unwrap_or_default()) {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("execution {id} did not end");
+}
+
+/// The approval decisions in the daemon's audit log, once its writer has written them.
+async fn audited_approvals(d: &TestDaemon) -> Vec<airlock_supervisor::audit_log::ApprovalRow> {
+    for _ in 0..200 {
+        let rows = airlock_supervisor::audit_log::query::read_approvals(
+            &d.audit_directory(),
+            &Default::default(),
+        )
+        .unwrap_or_default();
+        if !rows.is_empty() {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Vec::new()
+}
+
+fn decision(approve: bool, reason: Option<&str>) -> Value {
+    json!({ "decision": if approve { "approve" } else { "deny" }, "reason": reason })
+}
+
+const ONE: &str = r#"const before = await tools.test.echo({ text: "first" });
+const sum = await tools.test.add({ a: 1, b: 2 });
+return { before, sum };"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_is_made_and_the_execution_goes_on_by_itself() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    let (status, r) = post(&d, "/v1/executions", json!({ "code": ONE })).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["status"], json!("waiting"), "{r}");
+    let pending = r["pending_approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{r}");
+    let approval = &pending[0];
+    assert_eq!(approval["tool"], json!("test.add"));
+    assert_eq!(approval["args"], json!({ "a": 1, "b": 2 }));
+    assert_eq!(approval["line"], json!(2), "{approval}");
+    let excerpt = approval["excerpt"].as_str().unwrap();
+    assert!(
+        excerpt.contains("> 2 | const sum = await tools.test.add"),
+        "{excerpt}"
+    );
+    let id = approval["id"].as_str().unwrap().to_owned();
+    let execution = r["id"].as_str().unwrap().to_owned();
+    // Listed for the approver, with the same id.
+    let listed = get(&d, "/v1/approvals").await;
+    assert_eq!(listed["approvals"][0]["id"], json!(id), "{listed}");
+    // The execution shows the waiting response while it waits.
+    assert_eq!(
+        get(&d, &format!("/v1/executions/{execution}")).await["status"],
+        json!("waiting")
+    );
+
+    let (status, decided) = post(&d, &format!("/v1/approvals/{id}"), decision(true, None)).await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["decision"], json!("approved"));
+    assert_eq!(decided["status"], json!("running"));
+    let done = finished(&d, &execution).await;
+    assert_eq!(done["status"], json!("ok"), "{done}");
+    assert_eq!(done["result"]["sum"], json!(3), "{done}");
+    // The call before the approval ran once: the re-run answered it from the journal.
+    let echo = done["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool"] == json!("test.echo"))
+        .unwrap();
+    assert_eq!(echo["replayed"], json!(true), "{done}");
+    // The decision is in the audit log, with who made it.
+    let audited = audited_approvals(&d).await;
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert_eq!(audited[0].approval_id, id);
+    assert_eq!(audited[0].decision, "approved");
+    assert_eq!(audited[0].decider_uid, Some(me()));
+    assert!(audited[0].decided_by.is_some());
+    assert_eq!(audited[0].tool, "test.add");
+    // A decision stands once taken.
+    let (status, again) = post(&d, &format!("/v1/approvals/{id}"), decision(false, None)).await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(get(&d, "/v1/approvals").await["approvals"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_is_a_denied_tool_error_with_the_reason() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    let code = r#"try { await tools.test.add({ a: 1, b: 2 }); return "made"; }
+catch (e) { return { name: e.name, code: e.code, message: e.message }; }"#;
+    let (_, r) = post(&d, "/v1/executions", json!({ "code": code })).await;
+    let id = r["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = post(
+        &d,
+        &format!("/v1/approvals/{id}"),
+        decision(false, Some("not on a Friday")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let done = finished(&d, r["id"].as_str().unwrap()).await;
+    assert_eq!(done["result"]["name"], json!("ToolError"), "{done}");
+    assert_eq!(done["result"]["code"], json!("denied"), "{done}");
+    let message = done["result"]["message"].as_str().unwrap();
+    assert!(message.contains("not on a Friday"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_nobody_decides_expires_as_denied() {
+    let d = daemon(vec![me()], 1_000).await;
+    let (_, r) = post(
+        &d,
+        "/v1/executions",
+        json!({ "code": "await tools.test.add({ a: 1, b: 2 })" }),
+    )
+    .await;
+    assert_eq!(r["status"], json!("waiting"), "{r}");
+    let done = finished(&d, r["id"].as_str().unwrap()).await;
+    assert_eq!(done["status"], json!("error"), "{done}");
+    assert_eq!(done["error"]["name"], json!("ToolError"), "{done}");
+    let message = done["error"]["message"].as_str().unwrap();
+    assert!(message.contains("in time"), "{message}");
+    let audited = audited_approvals(&d).await;
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert_eq!(audited[0].decision, "expired");
+    assert_eq!(audited[0].decided_by, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_calls_needing_approval_come_as_one_batch() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    let code = r#"const r = await Promise.allSettled([
+  tools.test.add({ a: 1, b: 1 }),
+  tools.test.add({ a: 2, b: 2 }),
+  tools.test.add({ a: 3, b: 3 }),
+]);
+return r.map((x) => x.status === "fulfilled" ? x.value : x.reason.code);"#;
+    let (_, r) = post(&d, "/v1/executions", json!({ "code": code })).await;
+    let pending = r["pending_approvals"].as_array().unwrap().clone();
+    assert_eq!(pending.len(), 3, "{r}");
+    let execution = r["id"].as_str().unwrap().to_owned();
+    for (i, approval) in pending.iter().enumerate() {
+        let approve = i != 1;
+        let (status, decided) = post(
+            &d,
+            &format!("/v1/approvals/{}", approval["id"].as_str().unwrap()),
+            decision(approve, None),
+        )
+        .await;
+        assert_eq!(status, 200, "{decided}");
+        // It goes on only once the last of the batch is decided.
+        let expected = if i == 2 { "running" } else { "waiting" };
+        assert_eq!(decided["status"], json!(expected), "{decided}");
+    }
+    let done = finished(&d, &execution).await;
+    assert_eq!(done["result"], json!([2, "denied", 6]), "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_an_approver_the_policy_names_may_decide() {
+    // The approver is someone else.
+    let d = daemon(vec![me() + 4242], 3_600_000).await;
+    let (_, r) = post(
+        &d,
+        "/v1/executions",
+        json!({ "code": "await tools.test.add({ a: 1, b: 2 })" }),
+    )
+    .await;
+    let id = r["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    let (status, refused) = post(&d, &format!("/v1/approvals/{id}"), decision(true, None)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(
+        refused["error"]["code"],
+        json!("not_permitted"),
+        "{refused}"
+    );
+    // Still waiting, and the principal sees its own approval (it is not an approver).
+    let listed = get(&d, "/v1/approvals").await;
+    assert_eq!(listed["approvals"][0]["id"], json!(id), "{listed}");
+    assert_eq!(
+        get(&d, &format!("/v1/executions/{}", r["id"].as_str().unwrap())).await["status"],
+        json!("waiting")
+    );
+}
