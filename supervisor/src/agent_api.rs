@@ -163,7 +163,7 @@ impl ToolError {
 }
 
 /// `POST /v1/executions` body.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionRequest {
     pub code: String,
@@ -206,14 +206,7 @@ impl ExecutionRequest {
     pub fn code(code: impl Into<String>) -> ExecutionRequest {
         ExecutionRequest {
             code: code.into(),
-            language: RequestLanguage::default(),
-            timeout_ms: None,
-            session: None,
-            replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..ExecutionRequest::default()
         }
     }
 }
@@ -385,6 +378,25 @@ pub enum RequestLanguage {
     #[default]
     Typescript,
     Javascript,
+}
+
+impl RequestLanguage {
+    /// The name on the wire (and in the journal).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestLanguage::Typescript => "typescript",
+            RequestLanguage::Javascript => "javascript",
+        }
+    }
+
+    /// The language a name says (TypeScript, the default, for anything but `javascript`).
+    pub fn from_name(name: &str) -> RequestLanguage {
+        if name == "javascript" {
+            RequestLanguage::Javascript
+        } else {
+            RequestLanguage::Typescript
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

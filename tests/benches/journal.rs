@@ -33,10 +33,7 @@ async fn run(c: &mut Client, code: &str, session: Option<&str>) -> ExecutionResp
             timeout_ms: Some(60_000),
             session: session.map(str::to_owned),
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         })
         .await
         .unwrap();

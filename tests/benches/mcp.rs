@@ -60,10 +60,7 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
         timeout_ms: Some(60_000),
         session: None,
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     };
     let r = c.execute(&request).await.expect("request");
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);

@@ -35,10 +35,7 @@ fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
         timeout_ms: Some(timeout_ms),
         session: None,
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     }
 }
 

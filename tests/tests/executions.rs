@@ -64,10 +64,7 @@ async fn javascript_language_is_accepted() {
             timeout_ms: Some(5000),
             session: None,
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -241,10 +238,7 @@ async fn streaming_delivers_events_before_the_result() {
                 timeout_ms: Some(5000),
                 session: None,
                 replay: None,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )
@@ -437,10 +431,7 @@ async fn a_running_execution_can_be_cancelled_by_id() {
                     timeout_ms: Some(30_000),
                     session: None,
                     replay: None,
-                    client_tools: Vec::new(),
-                    client_results: None,
-                    determinism: None,
-                    wait: None,
+                    ..Default::default()
                 },
                 |event| match event {
                     ExecutionEvent::Started { id: started } => id = Some(started.clone()),

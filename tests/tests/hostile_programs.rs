@@ -82,10 +82,7 @@ async fn execute(socket: &Path, code: &str) -> airlock_supervisor::agent_api::Ex
             timeout_ms: Some(10_000),
             session: None,
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         })
         .await
         .expect("the daemon answers the execution")

@@ -114,10 +114,7 @@ const written = await tools.fault.stderr({ text: "a line for the daemon's log" }
         timeout_ms: None,
         session: None,
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     };
     let r = d
         .client()

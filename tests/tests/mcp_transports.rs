@@ -110,10 +110,7 @@ async fn tool_progress_streams_to_the_agent() {
                 timeout_ms: Some(20_000),
                 session: None,
                 replay: None,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             },
             |e| events.push(serde_json::to_value(e).unwrap()),
         )

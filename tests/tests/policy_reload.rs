@@ -175,10 +175,7 @@ async fn a_running_execution_finishes_under_the_policy_it_started_with() {
                 timeout_ms: None,
                 session: None,
                 replay: None,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             })
             .await
             .unwrap()

@@ -191,10 +191,7 @@ async fn tool_progress_messages_are_scanned_before_the_agent_sees_them() {
         timeout_ms: None,
         session: None,
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     };
     let mut messages = Vec::new();
     let r = d

@@ -257,10 +257,7 @@ fn request(code: &str) -> ExecutionRequest {
         timeout_ms: Some(60_000),
         session: None,
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     }
 }
 

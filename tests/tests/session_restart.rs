@@ -134,10 +134,7 @@ fn request(code: &str, session: &str) -> ExecutionRequest {
         timeout_ms: Some(30_000),
         session: Some(session.to_owned()),
         replay: None,
-        client_tools: Vec::new(),
-        client_results: None,
-        determinism: None,
-        wait: None,
+        ..Default::default()
     }
 }
 

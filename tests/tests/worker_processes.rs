@@ -37,10 +37,7 @@ async fn a_worker_killed_from_outside_is_reported() {
                 timeout_ms: Some(30_000),
                 session: None,
                 replay: None,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             })
             .await
             .unwrap()
@@ -99,10 +96,7 @@ async fn graceful_shutdown_lets_running_executions_finish() {
             timeout_ms: Some(10_000),
             session: None,
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         })
         .await
     });
@@ -176,10 +170,7 @@ async fn hanging_up_cancels_the_execution(streaming: bool) {
             timeout_ms: Some(60_000),
             session: None,
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         };
         if streaming {
             let _ = c.execute_streaming(&request, |_| {}).await;

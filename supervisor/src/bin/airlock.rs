@@ -584,19 +584,14 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                     session
                 },
                 replay,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
                 wait: detach.then_some(false),
+                ..Default::default()
             };
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             if detach {
                 let body = serde_json::to_vec(&request)?;
                 let (status, body) = client.post("/v1/executions", Bytes::from(body)).await?;
-                if !status.is_success() {
-                    return Err(api_error(status, body.as_bytes()).into());
-                }
-                let accepted: serde_json::Value = serde_json::from_str(&body)?;
+                let accepted = answer_json(status, &body)?;
                 println!("{}", accepted["id"].as_str().unwrap_or_default());
                 return Ok(ExitCode::SUCCESS);
             }
@@ -616,10 +611,7 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             let (status, body) = client
                 .get(&format!("/v1/executions/{}", path_segment(&id)))
                 .await?;
-            if !status.is_success() {
-                return Err(api_error(status, body.as_bytes()).into());
-            }
-            let value: serde_json::Value = serde_json::from_str(&body)?;
+            let value = answer_json(status, &body)?;
             println!("{}", serde_json::to_string_pretty(&value)?);
             Ok(
                 match serde_json::from_value::<ExecutionResponse>(value.clone()) {
@@ -648,10 +640,7 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Approvals => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let (status, body) = client.get("/v1/approvals").await?;
-            if !status.is_success() {
-                return Err(api_error(status, body.as_bytes()).into());
-            }
-            let value: serde_json::Value = serde_json::from_str(&body)?;
+            let value = answer_json(status, &body)?;
             let approvals = value["approvals"].as_array().cloned().unwrap_or_default();
             if approvals.is_empty() {
                 println!("no approvals wait");
@@ -685,10 +674,7 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             let (status, body) = client
                 .delete(&format!("/v1/executions/{}", path_segment(&id)))
                 .await?;
-            if !status.is_success() {
-                return Err(api_error(status, body.as_bytes()).into());
-            }
-            let value: serde_json::Value = serde_json::from_str(&body)?;
+            let value = answer_json(status, &body)?;
             println!("{id}: {}", value["status"].as_str().unwrap_or("cancelled"));
             Ok(ExitCode::SUCCESS)
         }
@@ -719,14 +705,19 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                         .await?
                 }
             };
-            if !status.is_success() {
-                return Err(api_error(status, body.as_bytes()).into());
-            }
-            let value: serde_json::Value = serde_json::from_str(&body)?;
+            let value = answer_json(status, &body)?;
             println!("{}", serde_json::to_string_pretty(&value)?);
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The JSON of a successful answer, or the API's error.
+fn answer_json(status: hyper::StatusCode, body: &str) -> Result<serde_json::Value> {
+    if !status.is_success() {
+        return Err(api_error(status, body.as_bytes()).into());
+    }
+    Ok(serde_json::from_str(body)?)
 }
 
 /// `airlock approve|deny ID`: an approver's decision.
@@ -744,10 +735,7 @@ async fn decide(
             Bytes::from(body.to_string()),
         )
         .await?;
-    if !status.is_success() {
-        return Err(api_error(status, body.as_bytes()).into());
-    }
-    let value: serde_json::Value = serde_json::from_str(&body)?;
+    let value = answer_json(status, &body)?;
     println!(
         "{id}: {}; execution {} is {}",
         value["decision"].as_str().unwrap_or_default(),

@@ -286,10 +286,7 @@ async fn run_example(socket: PathBuf) {
             timeout_ms: None,
             session: None,
             replay: None,
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         };
         client.execute(&request).await
     }

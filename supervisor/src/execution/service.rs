@@ -342,10 +342,7 @@ impl ExecutionService {
                         session: row.id.clone(),
                         principal: principal.name.clone(),
                         status: "running".into(),
-                        language: match language {
-                            RequestLanguage::Typescript => "typescript".into(),
-                            RequestLanguage::Javascript => "javascript".into(),
-                        },
+                        language: language.as_str().into(),
                         code: code.clone(),
                         timeout_ms,
                         replay: replay.as_str().into(),
@@ -700,18 +697,11 @@ impl ExecutionService {
         }
         let request = ExecutionRequest {
             code: row.code,
-            language: if row.language == "javascript" {
-                RequestLanguage::Javascript
-            } else {
-                RequestLanguage::Typescript
-            },
+            language: RequestLanguage::from_name(&row.language),
             timeout_ms: row.timeout_ms,
             session: Some(row.session),
             replay: Some(ReplayMode::All),
-            client_tools: Vec::new(),
-            client_results: None,
-            determinism: None,
-            wait: None,
+            ..Default::default()
         };
         let started = self
             .submit(Submission {

@@ -229,11 +229,7 @@ impl ExecutionService {
         let launch = Launch {
             id: Some(execution.id),
             code: execution.code,
-            language: if execution.language == "javascript" {
-                RequestLanguage::Javascript
-            } else {
-                RequestLanguage::Typescript
-            },
+            language: RequestLanguage::from_name(&execution.language),
             timeout_ms: execution.timeout_ms,
             limits,
             peer,

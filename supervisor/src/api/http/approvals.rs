@@ -3,14 +3,13 @@
 //! peer's uid and groups as the kernel gave them; an approver sees every approval that waits,
 //! anyone else only those of its own executions.
 
-use super::responses::{ApiBody, error_response, json_response};
+use super::responses::{ApiBody, error_response, json_body, json_response};
 use super::sessions::session_error;
 use super::{HttpState, Peer};
 use crate::agent_api::{ApiErrorCode, ApprovalRequest};
 use crate::execution::{Approver, DecideError};
 use crate::generation::PolicyGeneration;
 use airlock_policy::Principal;
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use std::sync::Arc;
@@ -57,27 +56,9 @@ pub(super) async fn decide(
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
     let hint = r#"send {"decision": "approve" | "deny", "reason": "..."} (reason optional)"#;
-    let body = match Limited::new(req.into_body(), 64 * 1024).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::BadRequest,
-                format!("cannot read the request body (at most 64 KiB): {e}"),
-                Some(hint.into()),
-            );
-        }
-    };
-    let request: ApprovalRequest = match serde_json::from_slice(&body) {
+    let request: ApprovalRequest = match json_body(req, 64 * 1024, "a decision", hint).await {
         Ok(r) => r,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::InvalidJson,
-                format!("the body is not a decision: {e}"),
-                Some(hint.into()),
-            );
-        }
+        Err(resp) => return resp,
     };
     let decided = state
         .executions

@@ -2,7 +2,7 @@
 //! program handed to the execution service; the answer is one JSON response, or NDJSON events
 //! as they happen for `Accept: application/x-ndjson`.
 
-use super::responses::{ApiBody, EventBody, error_response, json_response};
+use super::responses::{ApiBody, error_response, event_body, json_body, json_response};
 use super::{HttpState, Peer};
 use crate::agent_api::{ApiErrorCode, ClientResults, ExecutionEvent, ExecutionRequest};
 use crate::execution::{Started, Submission, SubmitError};
@@ -146,46 +146,16 @@ pub(super) async fn results(
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
     let streaming = wants_events(&req);
-    let body = match Limited::new(req.into_body(), MAX_RESULTS_BODY)
-        .collect()
-        .await
+    let answers: ClientResults = match json_body(
+        req,
+        MAX_RESULTS_BODY,
+        "a list of client tool results",
+        r#"send {"results": [{"id": <pending call id>, "ok": <value>} | {"id": <id>, "error": {"message": "..."}}]}; answer fewer calls per request if it is too large (partial answers are allowed)"#,
+    )
+    .await
     {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            let too_large = e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some();
-            return error_response(
-                if too_large {
-                    StatusCode::PAYLOAD_TOO_LARGE
-                } else {
-                    StatusCode::BAD_REQUEST
-                },
-                if too_large {
-                    ApiErrorCode::RequestTooLarge
-                } else {
-                    ApiErrorCode::BadRequest
-                },
-                if too_large {
-                    format!("the results exceed {MAX_RESULTS_BODY} bytes")
-                } else {
-                    format!("cannot read the request body: {e}")
-                },
-                too_large
-                    .then(|| "answer fewer calls per request: partial answers are allowed".into()),
-            );
-        }
-    };
-    let answers: ClientResults = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::InvalidJson,
-                format!("the body is not a list of client tool results: {e}"),
-                Some(r#"send {"results": [{"id": <pending call id>, "ok": <value>} | {"id": <id>, "error": {"message": "..."}}]}"#.into()),
-            );
-        }
+        Err(resp) => return resp,
     };
     let (events, rx) = event_channel(streaming);
     let started = state
@@ -215,31 +185,11 @@ pub(super) async fn client_sdk(
     struct Body {
         client_tools: Vec<crate::agent_api::ClientToolSpec>,
     }
-    let body = match Limited::new(req.into_body(), 4 * 1024 * 1024)
-        .collect()
-        .await
-    {
-        Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::BadRequest,
-                format!("cannot read the request body (at most 4 MiB): {e}"),
-                None,
-            );
-        }
-    };
     let hint = r#"send {"client_tools": [{"name", "description", "input_schema"}]} as in POST /v1/executions"#;
-    let tools = match serde_json::from_slice::<Body>(&body) {
+    let tools = match json_body::<Body>(req, 4 * 1024 * 1024, "a list of client tools", hint).await
+    {
         Ok(b) => b.client_tools,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::InvalidJson,
-                format!("the body is not a list of client tools: {e}"),
-                Some(hint.into()),
-            );
-        }
+        Err(resp) => return resp,
     };
     let tools = match crate::tools::client::ClientTools::new(tools) {
         Ok(t) => t,
@@ -299,7 +249,7 @@ async fn answer(
         // The execution sends its result as the last event; a client that hangs up is
         // noticed by the execution itself.
         drop(started);
-        let mut resp = Response::new(EventBody { rx }.boxed());
+        let mut resp = Response::new(event_body(rx).boxed());
         resp.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static("application/x-ndjson"),

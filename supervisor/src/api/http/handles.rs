@@ -5,7 +5,7 @@
 //! absent as missing ones.
 
 use super::HttpState;
-use super::responses::{ApiBody, error_response, json_response};
+use super::responses::{ApiBody, ChannelBody, error_response, json_response};
 use super::sessions::session_error;
 use crate::agent_api::{ApiErrorCode, ExecutionEvent, ExecutionResponse};
 use crate::execution::Tracked;
@@ -13,12 +13,8 @@ use crate::execution::registry::numbered_line;
 use airlock_policy::Principal;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
-use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// `GET /v1/executions/<id>`.
@@ -138,7 +134,7 @@ pub(super) fn events(
         }
         Err(e) => return not_found(id, &e),
     }
-    let mut resp = Response::new(LineBody { rx }.boxed());
+    let mut resp = Response::new(ChannelBody::new(rx, |bytes| bytes).boxed());
     resp.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/x-ndjson"),
@@ -155,26 +151,5 @@ fn not_found(id: &str, e: &crate::journal::SessionError) -> Response<ApiBody> {
             Some("executions are followed while they run, and kept afterwards when they were detached (\"wait\": false) or waited; GET /v1/executions?status= lists yours".into()),
         ),
         other => session_error(other),
-    }
-}
-
-/// A response body of lines sent as they come.
-struct LineBody {
-    rx: mpsc::Receiver<Bytes>,
-}
-
-impl Body for LineBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(bytes)) => Poll::Ready(Some(Ok(Frame::data(bytes)))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
     }
 }

@@ -13,12 +13,29 @@ use tokio::sync::mpsc;
 
 pub type ApiBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// A response body that writes execution events as NDJSON lines as they happen.
-pub(super) struct EventBody {
-    pub(super) rx: mpsc::Receiver<ExecutionEvent>,
+/// A response body that writes what a channel carries as it comes, each item turned into
+/// bytes by `encode`; it ends when the channel closes.
+pub(super) struct ChannelBody<T> {
+    rx: mpsc::Receiver<T>,
+    encode: fn(T) -> Bytes,
 }
 
-impl Body for EventBody {
+impl<T> ChannelBody<T> {
+    pub(super) fn new(rx: mpsc::Receiver<T>, encode: fn(T) -> Bytes) -> ChannelBody<T> {
+        ChannelBody { rx, encode }
+    }
+}
+
+/// Execution events as NDJSON lines, as they happen.
+pub(super) fn event_body(rx: mpsc::Receiver<ExecutionEvent>) -> ChannelBody<ExecutionEvent> {
+    ChannelBody::new(rx, |event| {
+        let mut line = serde_json::to_vec(&event).unwrap_or_else(|_| b"{}".to_vec());
+        line.push(b'\n');
+        Bytes::from(line)
+    })
+}
+
+impl<T> Body for ChannelBody<T> {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -27,15 +44,54 @@ impl Body for EventBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         match self.rx.poll_recv(cx) {
-            Poll::Ready(Some(event)) => {
-                let mut line = serde_json::to_vec(&event).unwrap_or_else(|_| b"{}".to_vec());
-                line.push(b'\n');
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
-            }
+            Poll::Ready(Some(item)) => Poll::Ready(Some(Ok(Frame::data((self.encode)(item))))),
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
     }
+}
+
+/// Reads a request body of at most `limit` bytes as the JSON of `T` (`what` it is, for the
+/// message), or the error answer, whose hint shows what to send.
+pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
+    req: hyper::Request<hyper::body::Incoming>,
+    limit: usize,
+    what: &str,
+    hint: &str,
+) -> Result<T, Response<ApiBody>> {
+    let body = match http_body_util::Limited::new(req.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            return Err(error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                ApiErrorCode::RequestTooLarge,
+                format!("{what} over {limit} bytes"),
+                Some(hint.into()),
+            ));
+        }
+        Err(e) => {
+            return Err(error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::BadRequest,
+                format!("cannot read the request body: {e}"),
+                Some(hint.into()),
+            ));
+        }
+    };
+    serde_json::from_slice(&body).map_err(|e| {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            ApiErrorCode::InvalidJson,
+            format!("the body is not {what}: {e}"),
+            Some(hint.into()),
+        )
+    })
 }
 
 pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<ApiBody> {

@@ -1891,15 +1891,18 @@ fn an_idle_program_says_so_with_the_results_it_has_seen() {
         ["call 1", "call 2", "idle 0", "idle 1", "call 3", "idle 2"]
     );
     // Each call says where the program made it (line 2 for the batch, 3 for the last).
-    let lines: Vec<Option<u32>> = run
-        .messages
+    assert_eq!(call_lines(&run), [Some(2), Some(2), Some(3)]);
+}
+
+/// The line each tool call says it was made on, in call order.
+fn call_lines(run: &Run) -> Vec<Option<u32>> {
+    run.messages
         .iter()
         .filter_map(|m| match m {
             WorkerMessage::ToolCall { at, .. } => Some(at.map(|p| p.line)),
             _ => None,
         })
-        .collect();
-    assert_eq!(lines, [Some(2), Some(2), Some(3)]);
+        .collect()
 }
 
 /// A call's position is where the agent's code made it, at the top level, in a function, and
@@ -1917,16 +1920,8 @@ fn calls_carry_their_position_in_the_agents_code() {
             true,
             answering(|_, args| Ok(args.to_owned())),
         );
-        let lines: Vec<Option<u32>> = run
-            .messages
-            .iter()
-            .filter_map(|m| match m {
-                WorkerMessage::ToolCall { at, .. } => Some(at.map(|p| p.line)),
-                _ => None,
-            })
-            .collect();
         assert_eq!(
-            lines,
+            call_lines(&run),
             [Some(3), Some(6), Some(7), Some(9), Some(11), Some(12)],
             "{language:?}"
         );
