@@ -8,12 +8,9 @@
 use toml::de::DeValue;
 
 use crate::document::{Field, TableReader};
+use crate::duration::{DAY_MS, HOUR_MS, SECOND_MS};
 use crate::error::PolicyError;
 use crate::principal::{ANY_USER, DAEMON_USER, MAX_ID, group_named, push_unique, user_id};
-
-const SECOND_MS: u64 = 1_000;
-const HOUR_MS: u64 = 3_600 * SECOND_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Settings of approvals (`[approvals]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,11 +126,10 @@ mod tests {
     use super::*;
     use crate::Policy;
     use crate::account::effective_uid;
-
-    const FILE: &str = "/etc/airlock/policy.toml";
+    use crate::document::test_support::{FILE, assert_refused, parse};
 
     fn approvals(text: &str) -> Result<ApprovalSettings, PolicyError> {
-        Policy::parse(text, FILE).map(|policy| policy.approvals)
+        parse(text).map(|policy| policy.approvals)
     }
 
     #[test]
@@ -152,12 +148,10 @@ mod tests {
 
     #[test]
     fn the_embedded_default_spells_out_the_defaults() {
-        let policy = Policy::parse(
-            crate::policy_file::EMBEDDED_DEFAULT_TOML,
-            crate::EMBEDDED_ORIGIN,
-        )
-        .unwrap();
-        assert_eq!(policy.approvals, ApprovalSettings::default());
+        assert_eq!(
+            Policy::embedded_default().approvals,
+            ApprovalSettings::default()
+        );
     }
 
     #[test]
@@ -312,11 +306,7 @@ mod tests {
             ("approvals = 3\n", 1, 13, "approvals", "table"),
         ];
         for &(text, line, column, key, detail) in cases {
-            let message = approvals(text).expect_err(text).to_string();
-            let prefix = format!("{FILE}:{line}:{column}: ");
-            assert!(message.starts_with(&prefix), "{message:?} for {text:?}");
-            assert!(message.contains(key), "{message:?} should name {key}");
-            assert!(message.contains(detail), "{message:?} should say {detail}");
+            assert_refused(text, &format!("{line}:{column}"), key, detail);
         }
     }
 

@@ -87,11 +87,10 @@ impl Default for AuditSettings {
 mod tests {
     use super::*;
     use crate::Policy;
-
-    const FILE: &str = "/etc/airlock/policy.toml";
+    use crate::document::test_support::{assert_refused, parse};
 
     fn audit(text: &str) -> Result<AuditSettings, PolicyError> {
-        Policy::parse(text, FILE).map(|policy| policy.audit)
+        parse(text).map(|policy| policy.audit)
     }
 
     #[test]
@@ -107,12 +106,7 @@ mod tests {
 
     #[test]
     fn the_embedded_default_spells_out_the_defaults() {
-        let policy = Policy::parse(
-            crate::policy_file::EMBEDDED_DEFAULT_TOML,
-            crate::EMBEDDED_ORIGIN,
-        )
-        .unwrap();
-        assert_eq!(policy.audit, AuditSettings::default());
+        assert_eq!(Policy::embedded_default().audit, AuditSettings::default());
     }
 
     #[test]
@@ -174,11 +168,7 @@ mod tests {
             ("audit = 3\n", 1, 9, "audit", "table"),
         ];
         for &(text, line, column, key, detail) in cases {
-            let message = audit(text).expect_err(text).to_string();
-            let prefix = format!("{FILE}:{line}:{column}: ");
-            assert!(message.starts_with(&prefix), "{message:?} for {text:?}");
-            assert!(message.contains(key), "{message:?} should name {key}");
-            assert!(message.contains(detail), "{message:?} should say {detail}");
+            assert_refused(text, &format!("{line}:{column}"), key, detail);
         }
     }
 }

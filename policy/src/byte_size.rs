@@ -28,7 +28,7 @@ pub enum ByteSizeError {
     /// The unit is not one of the accepted ones.
     #[error(
         "invalid size \"{text}\": unknown unit `{unit}` (use B, KiB, MiB, GiB, or the decimal KB, MB, GB){}",
-        case_hint(unit)
+        case_hint(UNITS, unit)
     )]
     UnknownUnit {
         /// The rejected string.
@@ -44,7 +44,9 @@ pub enum ByteSizeError {
     },
 }
 
+/// The units a size may be written in; a bare number is bytes.
 const UNITS: &[(&str, u64)] = &[
+    ("", 1),
     ("B", 1),
     ("KiB", 1 << 10),
     ("MiB", 1 << 20),
@@ -54,65 +56,101 @@ const UNITS: &[(&str, u64)] = &[
     ("GB", 1_000_000_000),
 ];
 
+/// The units [`format_byte_size`] writes, largest first: binary ones only, so a size echoes
+/// the way it is usually written (`"1000B"`, not `"1KB"`).
+const FORMATTED_UNITS: &[(&str, u64)] = &[("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+
 /// Parses a size string such as `"256MiB"` into bytes.
 pub fn parse_byte_size(text: &str) -> Result<u64, ByteSizeError> {
+    parse_quantity(text, UNITS).map_err(|error| {
+        let text = text.to_owned();
+        match error {
+            QuantityError::Empty => ByteSizeError::Empty,
+            QuantityError::NotANumber => ByteSizeError::NotANumber { text },
+            QuantityError::Fraction => ByteSizeError::Fraction { text },
+            QuantityError::UnknownUnit(unit) => ByteSizeError::UnknownUnit {
+                text,
+                unit: unit.to_owned(),
+            },
+            QuantityError::Overflow => ByteSizeError::Overflow { text },
+        }
+    })
+}
+
+/// Formats `bytes` with the largest binary unit that represents it exactly (`"256MiB"`,
+/// `"1536KiB"`, `"1000B"`), so messages echo sizes the way operators write them.
+pub fn format_byte_size(bytes: u64) -> String {
+    in_largest_exact_unit(bytes, FORMATTED_UNITS).unwrap_or_else(|| format!("{bytes}B"))
+}
+
+// ---- quantities: a whole number and a unit, shared with `duration` ----------------------------
+//
+// Sizes and durations are written the same way (a whole number, one optional space, a
+// case-sensitive unit) and fail the same ways; only their units and the words of their errors
+// differ, so each module names its own error from a [`QuantityError`].
+
+/// Why a number-and-unit string was rejected, before the caller words it for its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuantityError<'a> {
+    /// The string was empty or blank.
+    Empty,
+    /// It did not start with a whole number.
+    NotANumber,
+    /// The number had a fractional part.
+    Fraction,
+    /// The unit as written (`""` for none) is not in the table.
+    UnknownUnit(&'a str),
+    /// The number times its unit does not fit in 64 bits.
+    Overflow,
+}
+
+/// Parses a whole number, one optional space and a unit named in `units` (name, multiplier;
+/// a `""` entry lets a bare number through) into the number times the unit's multiplier.
+pub(crate) fn parse_quantity<'a>(
+    text: &'a str,
+    units: &[(&str, u64)],
+) -> Result<u64, QuantityError<'a>> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(ByteSizeError::Empty);
+        return Err(QuantityError::Empty);
     }
     let digits_end = trimmed
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(trimmed.len());
     let (digits, rest) = trimmed.split_at(digits_end);
     if digits.is_empty() {
-        return Err(ByteSizeError::NotANumber {
-            text: text.to_owned(),
-        });
+        return Err(QuantityError::NotANumber);
     }
     if rest.starts_with(['.', ',']) {
-        return Err(ByteSizeError::Fraction {
-            text: text.to_owned(),
-        });
+        return Err(QuantityError::Fraction);
     }
     let unit = rest.strip_prefix(' ').unwrap_or(rest);
-    let multiplier = if unit.is_empty() {
-        1
-    } else {
-        match UNITS.iter().find(|(name, _)| *name == unit) {
-            Some((_, multiplier)) => *multiplier,
-            None => {
-                return Err(ByteSizeError::UnknownUnit {
-                    text: text.to_owned(),
-                    unit: unit.to_owned(),
-                });
-            }
-        }
+    let Some((_, multiplier)) = units.iter().find(|(name, _)| *name == unit) else {
+        return Err(QuantityError::UnknownUnit(unit));
     };
-    let overflow = || ByteSizeError::Overflow {
-        text: text.to_owned(),
-    };
-    let number: u64 = digits.parse().map_err(|_| overflow())?;
-    number.checked_mul(multiplier).ok_or_else(overflow)
+    let number: u64 = digits.parse().map_err(|_| QuantityError::Overflow)?;
+    number
+        .checked_mul(*multiplier)
+        .ok_or(QuantityError::Overflow)
 }
 
-/// "; units are case-sensitive, did you mean `MiB`?" for a unit written in the wrong case.
-fn case_hint(unit: &str) -> String {
-    UNITS
+/// "; units are case-sensitive, did you mean `MiB`?" for a unit of `units` written in the wrong
+/// case; empty otherwise.
+pub(crate) fn case_hint(units: &[(&str, u64)], unit: &str) -> String {
+    units
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case(unit))
         .map(|(name, _)| format!("; units are case-sensitive, did you mean `{name}`?"))
         .unwrap_or_default()
 }
 
-/// Formats `bytes` with the largest binary unit that represents it exactly (`"256MiB"`,
-/// `"1536KiB"`, `"1000B"`), so messages echo sizes the way operators write them.
-pub fn format_byte_size(bytes: u64) -> String {
-    for (name, multiplier) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes >= multiplier && bytes.is_multiple_of(multiplier) {
-            return format!("{}{name}", bytes / multiplier);
-        }
-    }
-    format!("{bytes}B")
+/// `value` in the first of `units` (largest first) that divides it exactly, e.g. `"90m"`;
+/// `None` when none does.
+pub(crate) fn in_largest_exact_unit(value: u64, units: &[(&str, u64)]) -> Option<String> {
+    units
+        .iter()
+        .find(|(_, multiplier)| value >= *multiplier && value.is_multiple_of(*multiplier))
+        .map(|(name, multiplier)| format!("{}{name}", value / multiplier))
 }
 
 #[cfg(test)]

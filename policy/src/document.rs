@@ -240,23 +240,18 @@ impl<'a> Field<'a> {
     pub fn byte_size_in(&self, range: RangeInclusive<u64>) -> Result<u64, PolicyError> {
         let bytes = match self.value.get_ref() {
             DeValue::String(s) => {
-                parse_byte_size(s).map_err(|source| PolicyError::InvalidSize {
-                    at: self.location(),
-                    key: self.path.clone(),
-                    source,
-                })?
+                Some(
+                    parse_byte_size(s).map_err(|source| PolicyError::InvalidSize {
+                        at: self.location(),
+                        key: self.path.clone(),
+                        source,
+                    })?,
+                )
             }
-            DeValue::Integer(_) => {
-                let n = self.integer("a size")?;
-                u64::try_from(n).map_err(|_| self.out_of_range(size_range(&range)))?
-            }
+            DeValue::Integer(_) => u64::try_from(self.integer("a size")?).ok(),
             _ => return Err(self.wrong_type("a size such as \"256MiB\" or a number of bytes")),
         };
-        if range.contains(&bytes) {
-            Ok(bytes)
-        } else {
-            Err(self.out_of_range(size_range(&range)))
-        }
+        self.within(bytes, &range, format_byte_size)
     }
 
     /// A duration (a string such as `"15m"`, or an integer number of seconds) within `range`,
@@ -264,30 +259,38 @@ impl<'a> Field<'a> {
     pub fn duration_ms_in(&self, range: RangeInclusive<u64>) -> Result<u64, PolicyError> {
         let ms = match self.value.get_ref() {
             DeValue::String(s) => {
-                parse_duration_ms(s).map_err(|source| PolicyError::InvalidDuration {
-                    at: self.location(),
-                    key: self.path.clone(),
-                    source,
-                })?
+                Some(
+                    parse_duration_ms(s).map_err(|source| PolicyError::InvalidDuration {
+                        at: self.location(),
+                        key: self.path.clone(),
+                        source,
+                    })?,
+                )
             }
-            DeValue::Integer(_) => {
-                let n = self.integer("a duration")?;
-                u64::try_from(n)
-                    .ok()
-                    .and_then(seconds_to_ms)
-                    .ok_or_else(|| self.out_of_range(duration_range(&range)))?
-            }
+            DeValue::Integer(_) => u64::try_from(self.integer("a duration")?)
+                .ok()
+                .and_then(seconds_to_ms),
             _ => {
                 return Err(self.wrong_type(
                     "a duration such as \"30s\", \"15m\", \"1h\" or \"2d\", or a number of seconds",
                 ));
             }
         };
-        if range.contains(&ms) {
-            Ok(ms)
-        } else {
-            Err(self.out_of_range(duration_range(&range)))
-        }
+        self.within(ms, &range, format_duration_ms)
+    }
+
+    /// `value` if it is within `range`; out of range otherwise, and when there is no value (a
+    /// negative integer, or one past 64 bits), with the bounds written by `show` as operators
+    /// write them (`"64KiB..=64GiB"`, `"1s..=30d"`).
+    fn within(
+        &self,
+        value: Option<u64>,
+        range: &RangeInclusive<u64>,
+        show: fn(u64) -> String,
+    ) -> Result<u64, PolicyError> {
+        value.filter(|value| range.contains(value)).ok_or_else(|| {
+            self.out_of_range(format!("{}..={}", show(*range.start()), show(*range.end())))
+        })
     }
 
     /// The elements of an array, each with its `key[index]` path.
@@ -351,22 +354,6 @@ impl<'a> Field<'a> {
     }
 }
 
-fn size_range(range: &RangeInclusive<u64>) -> String {
-    format!(
-        "{}..={}",
-        format_byte_size(*range.start()),
-        format_byte_size(*range.end())
-    )
-}
-
-fn duration_range(range: &RangeInclusive<u64>) -> String {
-    format!(
-        "{}..={}",
-        format_duration_ms(*range.start()),
-        format_duration_ms(*range.end())
-    )
-}
-
 /// The known key closest to a misspelt one, if any is close enough to be a likely typo.
 fn closest(name: &str, known_keys: &'static [&'static str]) -> Option<&'static str> {
     known_keys
@@ -410,5 +397,32 @@ mod tests {
         assert_eq!(closest("pol_size", KEYS), Some("pool_size"));
         assert_eq!(closest("sockt", KEYS), Some("socket"));
         assert_eq!(closest("timeout", KEYS), None);
+    }
+}
+
+/// What the settings tables' tests share: parsing a policy text under a fixed file name, and
+/// checking where and why one is refused.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::{Policy, PolicyError};
+
+    /// The policy file every test text pretends to come from.
+    pub const FILE: &str = "/etc/airlock/policy.toml";
+
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        Policy::parse(text, FILE)
+    }
+
+    /// Asserts that `text` is refused at `at` (`"2:14"`, or `"2"` for anywhere on line 2) with
+    /// a message that names `key` and says `detail`.
+    #[track_caller]
+    pub fn assert_refused(text: &str, at: &str, key: &str, detail: &str) {
+        let message = parse(text).expect_err(text).to_string();
+        assert!(
+            message.starts_with(&format!("{FILE}:{at}:")),
+            "{message:?} should be at {at} for {text:?}"
+        );
+        assert!(message.contains(key), "{message:?} should name {key}");
+        assert!(message.contains(detail), "{message:?} should say {detail}");
     }
 }

@@ -8,10 +8,13 @@
 //! sizes. A string needs its unit: `"90"` could mean seconds or milliseconds next to the
 //! policy's `_ms` keys, so only the TOML integer `90` means 90 seconds.
 
-const SECOND_MS: u64 = 1_000;
-const MINUTE_MS: u64 = 60 * SECOND_MS;
-const HOUR_MS: u64 = 60 * MINUTE_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
+use crate::byte_size::{QuantityError, case_hint, in_largest_exact_unit, parse_quantity};
+
+// Milliseconds in each unit, for the modules whose bounds are durations.
+pub(crate) const SECOND_MS: u64 = 1_000;
+pub(crate) const MINUTE_MS: u64 = 60 * SECOND_MS;
+pub(crate) const HOUR_MS: u64 = 60 * MINUTE_MS;
+pub(crate) const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Why a duration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +49,7 @@ pub enum DurationError {
     /// The unit is not one of the accepted ones.
     #[error(
         "invalid duration \"{text}\": unknown unit `{unit}` (use s, m, h or d, one number and one unit such as \"90m\"){}",
-        case_hint(unit)
+        case_hint(UNITS, unit)
     )]
     UnknownUnit {
         /// The rejected string.
@@ -62,64 +65,39 @@ pub enum DurationError {
     },
 }
 
+/// The units a duration may be written in, largest first (as [`format_duration_ms`] tries
+/// them); none is not one of them.
 const UNITS: &[(&str, u64)] = &[
-    ("s", SECOND_MS),
-    ("m", MINUTE_MS),
-    ("h", HOUR_MS),
     ("d", DAY_MS),
+    ("h", HOUR_MS),
+    ("m", MINUTE_MS),
+    ("s", SECOND_MS),
 ];
 
 /// Parses a duration string such as `"15m"` into milliseconds.
 pub fn parse_duration_ms(text: &str) -> Result<u64, DurationError> {
-    let trimmed = text.trim();
-    if trimmed.is_empty() {
-        return Err(DurationError::Empty);
-    }
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (digits, rest) = trimmed.split_at(digits_end);
-    if digits.is_empty() {
-        return Err(DurationError::NotANumber {
-            text: text.to_owned(),
-        });
-    }
-    if rest.starts_with(['.', ',']) {
-        return Err(DurationError::Fraction {
-            text: text.to_owned(),
-        });
-    }
-    let unit = rest.strip_prefix(' ').unwrap_or(rest);
-    if unit.is_empty() {
-        return Err(DurationError::MissingUnit {
-            text: trimmed.to_owned(),
-        });
-    }
-    let Some((_, multiplier)) = UNITS.iter().find(|(name, _)| *name == unit) else {
-        return Err(DurationError::UnknownUnit {
-            text: text.to_owned(),
-            unit: unit.to_owned(),
-        });
-    };
-    let overflow = || DurationError::Overflow {
-        text: text.to_owned(),
-    };
-    let number: u64 = digits.parse().map_err(|_| overflow())?;
-    number.checked_mul(*multiplier).ok_or_else(overflow)
+    parse_quantity(text, UNITS).map_err(|error| {
+        let text = text.to_owned();
+        match error {
+            QuantityError::Empty => DurationError::Empty,
+            QuantityError::NotANumber => DurationError::NotANumber { text },
+            QuantityError::Fraction => DurationError::Fraction { text },
+            // The message suggests the text with a unit appended, so without blanks around it.
+            QuantityError::UnknownUnit("") => DurationError::MissingUnit {
+                text: text.trim().to_owned(),
+            },
+            QuantityError::UnknownUnit(unit) => DurationError::UnknownUnit {
+                text,
+                unit: unit.to_owned(),
+            },
+            QuantityError::Overflow => DurationError::Overflow { text },
+        }
+    })
 }
 
 /// Milliseconds in `seconds`, or `None` past what 64 bits hold (an integer duration).
 pub fn seconds_to_ms(seconds: u64) -> Option<u64> {
     seconds.checked_mul(SECOND_MS)
-}
-
-/// "; units are case-sensitive, did you mean `h`?" for a unit written in the wrong case.
-fn case_hint(unit: &str) -> String {
-    UNITS
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(unit))
-        .map(|(name, _)| format!("; units are case-sensitive, did you mean `{name}`?"))
-        .unwrap_or_default()
 }
 
 /// Formats milliseconds with the largest unit that represents them exactly (`"24h"`, `"90m"`,
@@ -128,12 +106,7 @@ pub fn format_duration_ms(ms: u64) -> String {
     if ms == 0 {
         return "0s".to_owned();
     }
-    for (name, multiplier) in UNITS.iter().rev() {
-        if ms >= *multiplier && ms.is_multiple_of(*multiplier) {
-            return format!("{}{name}", ms / multiplier);
-        }
-    }
-    format!("{ms}ms")
+    in_largest_exact_unit(ms, UNITS).unwrap_or_else(|| format!("{ms}ms"))
 }
 
 #[cfg(test)]

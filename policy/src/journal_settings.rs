@@ -93,22 +93,19 @@ impl Default for JournalSettings {
 mod tests {
     use super::*;
     use crate::Policy;
-
-    const FILE: &str = "/etc/airlock/policy.toml";
+    use crate::document::test_support::{assert_refused, parse};
 
     fn journal(text: &str) -> Result<JournalSettings, PolicyError> {
-        Policy::parse(text, FILE).map(|policy| policy.journal)
+        parse(text).map(|policy| policy.journal)
     }
 
     #[test]
     fn defaults_and_the_embedded_default_agree() {
         assert_eq!(journal("").unwrap(), JournalSettings::default());
-        let policy = Policy::parse(
-            crate::policy_file::EMBEDDED_DEFAULT_TOML,
-            crate::EMBEDDED_ORIGIN,
-        )
-        .unwrap();
-        assert_eq!(policy.journal, JournalSettings::default());
+        assert_eq!(
+            Policy::embedded_default().journal,
+            JournalSettings::default()
+        );
     }
 
     #[test]
@@ -155,10 +152,7 @@ mod tests {
             ("[journal]\nttl = 1\n", "ttl", "session_ttl_hours"),
         ];
         for &(text, key, detail) in cases {
-            let message = journal(text).expect_err(text).to_string();
-            assert!(message.starts_with(&format!("{FILE}:2:")), "{message:?}");
-            assert!(message.contains(key), "{message:?} should name {key}");
-            assert!(message.contains(detail), "{message:?} should say {detail}");
+            assert_refused(text, "2", key, detail);
         }
     }
 }

@@ -10,15 +10,12 @@
 
 use crate::byte_size::format_byte_size;
 use crate::document::TableReader;
-use crate::duration::format_duration_ms;
+use crate::duration::{DAY_MS, SECOND_MS, format_duration_ms};
 use crate::error::PolicyError;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-const SECOND_MS: u64 = 1_000;
-const HOUR_MS: u64 = 3_600 * SECOND_MS;
-const DAY_MS: u64 = 24 * HOUR_MS;
 
 /// Per-execution limits (`[limits]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,8 +44,30 @@ pub struct LimitSettings {
     pub waiting_ttl_ms: u64,
 }
 
-/// One limit a principal may only lower: key, its value, `[limits]`' value, how to show it.
-type Ceiling = (&'static str, u64, u64, fn(u64) -> String);
+/// One limit a principal may only lower: its key, how to read it from limits, how to show it.
+type Ceiling = (&'static str, fn(&LimitSettings) -> u64, fn(u64) -> String);
+
+/// Every limit but `timeout_ms`, which is a default, not a ceiling: it only has to stay within
+/// the principal's own `max_timeout_ms`, which `read_over` checks.
+const CEILINGS: [Ceiling; 8] = [
+    ("max_timeout_ms", |l| l.max_timeout_ms, count),
+    ("memory", |l| l.memory_bytes, format_byte_size),
+    ("stack", |l| l.stack_bytes, format_byte_size),
+    ("max_tool_calls", |l| u64::from(l.max_tool_calls), count),
+    ("max_output", |l| l.max_output_bytes, format_byte_size),
+    ("max_code", |l| l.max_code_bytes, format_byte_size),
+    (
+        "max_waiting_executions",
+        |l| u64::from(l.max_waiting_executions),
+        count,
+    ),
+    ("waiting_ttl", |l| l.waiting_ttl_ms, format_duration_ms),
+];
+
+/// A count or a number of milliseconds, as written in the policy.
+fn count(n: u64) -> String {
+    n.to_string()
+}
 
 impl LimitSettings {
     /// Keys accepted in `[limits]`.
@@ -121,59 +140,8 @@ impl LimitSettings {
         global: &LimitSettings,
     ) -> Result<Self, PolicyError> {
         let limits = Self::read_over(table, global)?;
-        // `timeout_ms` is a default, not a ceiling: it only has to stay within the principal's
-        // own `max_timeout_ms`, which `read_over` checks.
-        let checks: [Ceiling; 8] = [
-            (
-                "max_timeout_ms",
-                limits.max_timeout_ms,
-                global.max_timeout_ms,
-                |n| n.to_string(),
-            ),
-            (
-                "memory",
-                limits.memory_bytes,
-                global.memory_bytes,
-                format_byte_size,
-            ),
-            (
-                "stack",
-                limits.stack_bytes,
-                global.stack_bytes,
-                format_byte_size,
-            ),
-            (
-                "max_tool_calls",
-                u64::from(limits.max_tool_calls),
-                u64::from(global.max_tool_calls),
-                |n| n.to_string(),
-            ),
-            (
-                "max_output",
-                limits.max_output_bytes,
-                global.max_output_bytes,
-                format_byte_size,
-            ),
-            (
-                "max_code",
-                limits.max_code_bytes,
-                global.max_code_bytes,
-                format_byte_size,
-            ),
-            (
-                "max_waiting_executions",
-                u64::from(limits.max_waiting_executions),
-                u64::from(global.max_waiting_executions),
-                |n| n.to_string(),
-            ),
-            (
-                "waiting_ttl",
-                limits.waiting_ttl_ms,
-                global.waiting_ttl_ms,
-                format_duration_ms,
-            ),
-        ];
-        for (key, value, ceiling, show) in checks {
+        for (key, read, show) in CEILINGS {
+            let (value, ceiling) = (read(&limits), read(global));
             if value > ceiling
                 && let Some(field) = table.get(key)
             {
@@ -269,23 +237,19 @@ impl Default for LimitSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Policy;
-
-    const FILE: &str = "/etc/airlock/policy.toml";
+    use crate::document::test_support::{assert_refused, parse};
+    use crate::duration::HOUR_MS;
 
     fn limits(text: &str) -> Result<LimitSettings, PolicyError> {
-        Policy::parse(text, FILE).map(|policy| policy.limits)
+        parse(text).map(|policy| policy.limits)
     }
 
     /// The limits of the one principal `p` that `text` (a `[limits]` table or nothing) and
     /// `principal_limits` (the keys of its own `limits` table) give it.
     fn principal_limits(text: &str, principal_limits: &str) -> Result<LimitSettings, String> {
-        Policy::parse(
-            &format!(
-                "{text}\n[[principal]]\nname = \"p\"\nusers = [0]\n[principal.limits]\n{principal_limits}\n"
-            ),
-            FILE,
-        )
+        parse(&format!(
+            "{text}\n[[principal]]\nname = \"p\"\nusers = [0]\n[principal.limits]\n{principal_limits}\n"
+        ))
         .map(|mut policy| policy.principals.remove(0).limits)
         .map_err(|e| e.to_string())
     }
@@ -360,12 +324,7 @@ mod tests {
             ),
         ];
         for &(line, key, detail) in cases {
-            let message = limits(&format!("[limits]\n{line}\n"))
-                .expect_err(line)
-                .to_string();
-            assert!(message.starts_with(&format!("{FILE}:2:")), "{message:?}");
-            assert!(message.contains(key), "{message:?} should name {key}");
-            assert!(message.contains(detail), "{message:?} should say {detail}");
+            assert_refused(&format!("[limits]\n{line}\n"), "2", key, detail);
         }
     }
 

@@ -12,7 +12,10 @@
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
 //! - [`type_check`]: `tsc` (from npm) over a generated SDK and a program.
 //! - [`raw_http`]: byte-exact HTTP requests for the escape corpus's hostile request targets.
+//! - [`another_principal`]: uid 65534 as a second principal, through the real CLI, for the
+//!   tests that one principal cannot reach what another made.
 
+pub mod another_principal;
 pub mod binaries;
 pub mod fault_server;
 pub mod ledger;

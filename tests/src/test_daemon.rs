@@ -207,10 +207,7 @@ impl TestDaemon {
                 timeout_ms,
                 session: None,
                 replay: None,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             })
             .await
     }
@@ -230,10 +227,7 @@ impl TestDaemon {
                 timeout_ms: None,
                 session: Some(session.to_owned()),
                 replay,
-                client_tools: Vec::new(),
-                client_results: None,
-                determinism: None,
-                wait: None,
+                ..Default::default()
             })
             .await
     }

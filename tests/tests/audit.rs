@@ -102,10 +102,24 @@ fn json_lines(out: &Output) -> Vec<Value> {
         .collect()
 }
 
-fn ids(rows: &[Value]) -> Vec<&str> {
+/// The string `key` of every row.
+fn column(rows: &[Value], key: &str) -> Vec<String> {
     rows.iter()
-        .map(|r| r["execution_id"].as_str().unwrap())
+        .map(|r| r[key].as_str().unwrap().to_owned())
         .collect()
+}
+
+fn ids(rows: &[Value]) -> Vec<String> {
+    column(rows, "execution_id")
+}
+
+/// The lines of the table `airlock audit` prints with `args` (printed too, for a failure).
+fn table(dir: &Path, args: &[&str]) -> Vec<String> {
+    let out = audit(dir, args);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8(out.stdout).unwrap();
+    println!("{table}");
+    table.lines().map(str::to_owned).collect()
 }
 
 #[test]
@@ -141,24 +155,20 @@ fn the_cli_reads_and_filters_the_log() {
     assert_eq!(ids(&rows), ["ex_now"]);
 
     // The table: a header, one line per execution, its calls indented below.
-    let out = audit(dir.path(), &["--principal", "ci"]);
-    assert_eq!(out.status.code(), Some(0));
-    let table = String::from_utf8(out.stdout).unwrap();
-    println!("{table}");
-    let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("STARTED (UTC)"), "{table}");
+    let lines = table(dir.path(), &["--principal", "ci"]);
+    assert!(lines[0].starts_with("STARTED (UTC)"), "{lines:#?}");
     assert!(
         lines[1].contains("ex_now") && lines[1].contains(" ci "),
-        "{table}"
+        "{lines:#?}"
     );
     assert!(
         lines[2]
             .trim_start()
             .starts_with("#1 github.list  ok  1.2ms"),
-        "{table}"
+        "{lines:#?}"
     );
-    assert!(lines[3].contains("ex_hour"), "{table}");
-    assert_eq!(lines.len(), 6, "{table}");
+    assert!(lines[3].contains("ex_hour"), "{lines:#?}");
+    assert_eq!(lines.len(), 6, "{lines:#?}");
 }
 
 /// `--approvals`: the decisions, newest first, filtered like executions, as JSON lines and as a
@@ -201,13 +211,8 @@ fn the_cli_shows_approval_decisions() {
     log.record_approval(expired).unwrap();
     drop(log);
 
-    let approval_ids = |rows: &[Value]| -> Vec<String> {
-        rows.iter()
-            .map(|r| r["approval_id"].as_str().unwrap().to_owned())
-            .collect()
-    };
     let rows = json_lines(&audit(dir.path(), &["--approvals", "--json"]));
-    assert_eq!(approval_ids(&rows), ["ap_2", "ap_1"]);
+    assert_eq!(column(&rows, "approval_id"), ["ap_2", "ap_1"]);
     assert_eq!(rows[0]["decision"], "expired");
     assert_eq!(rows[0]["decided_by"], Value::Null);
     assert_eq!(rows[1]["decided_by"], "alice");
@@ -221,7 +226,7 @@ fn the_cli_shows_approval_decisions() {
     let selected = |args: &[&str]| {
         let mut all = vec!["--approvals", "--json"];
         all.extend_from_slice(args);
-        approval_ids(&json_lines(&audit(dir.path(), &all)))
+        column(&json_lines(&audit(dir.path(), &all)), "approval_id")
     };
     assert_eq!(selected(&["--since", "10m"]), ["ap_2"]);
     assert_eq!(selected(&["--execution", "ex_hour"]), ["ap_1"]);
@@ -229,19 +234,18 @@ fn the_cli_shows_approval_decisions() {
     assert_eq!(selected(&["--limit", "1"]), ["ap_2"]);
     assert!(selected(&["--principal", "local"]).is_empty());
 
-    let out = audit(dir.path(), &["--approvals"]);
-    assert_eq!(out.status.code(), Some(0));
-    let table = String::from_utf8(out.stdout).unwrap();
-    println!("{table}");
-    let lines: Vec<&str> = table.lines().collect();
-    assert!(lines[0].starts_with("DECIDED (UTC)"), "{table}");
+    let lines = table(dir.path(), &["--approvals"]);
+    assert!(lines[0].starts_with("DECIDED (UTC)"), "{lines:#?}");
     assert!(
         lines[1].contains("expired") && lines[1].ends_with("#1 github.list"),
-        "{table}"
+        "{lines:#?}"
     );
-    assert!(lines[3].contains("approved  alice (uid 1000)"), "{table}");
-    assert_eq!(lines[5], "    reason: fine", "{table}");
-    assert_eq!(lines.len(), 6, "{table}");
+    assert!(
+        lines[3].contains("approved  alice (uid 1000)"),
+        "{lines:#?}"
+    );
+    assert_eq!(lines[5], "    reason: fine", "{lines:#?}");
+    assert_eq!(lines.len(), 6, "{lines:#?}");
 
     // Without --approvals: the executions, as before.
     let rows = json_lines(&audit(dir.path(), &["--json"]));

@@ -7,7 +7,7 @@
 
 use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::tools::{CallContext, ToolDescriptor, ToolFuture, ToolSource, ToolsFuture};
-use airlock_tests::{DaemonOptions, TestDaemon, binaries};
+use airlock_tests::{DaemonOptions, TestDaemon, another_principal, binaries};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -33,6 +33,24 @@ async fn get(d: &TestDaemon, path: &str) -> (u16, String) {
     let mut c = d.client().await;
     let (status, text) = c.get(path).await.unwrap();
     (status.as_u16(), text)
+}
+
+/// The lines of an NDJSON answer, each parsed.
+fn ndjson(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A `POST /v1/executions` of `body`, with `Prefer: <prefer>` when given.
+fn execution_request(body: &Value, prefer: Option<&str>) -> Request<Full<Bytes>> {
+    let mut req = Request::post("/v1/executions")
+        .header("host", "airlock")
+        .header("content-type", "application/json");
+    if let Some(prefer) = prefer {
+        req = req.header("prefer", prefer);
+    }
+    req.body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }
 
 /// Polls the execution until `until` holds of it.
@@ -63,19 +81,16 @@ async fn a_detached_execution_is_polled_and_its_events_resumed() {
 
     let (status, all) = get(&d, &format!("/v1/executions/{id}/events")).await;
     assert_eq!(status, 200, "{all}");
-    let lines: Vec<Value> = all
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let seqs: Vec<u64> = lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "{all}");
+    let lines = ndjson(&all);
+    assert_eq!(
+        seqs(&lines),
+        (1..=lines.len() as u64).collect::<Vec<_>>(),
+        "{all}"
+    );
     assert_eq!(lines.last().unwrap()["event"], json!("result"), "{all}");
     // Resumed after the third event: the rest, nothing before.
     let (_, rest) = get(&d, &format!("/v1/executions/{id}/events?after=3")).await;
-    let rest: Vec<Value> = rest
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rest = ndjson(&rest);
     assert_eq!(rest.len(), lines.len() - 3);
     assert_eq!(rest[0]["seq"], json!(4));
 }
@@ -169,8 +184,31 @@ async fn show(d: &TestDaemon, id: &str) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap())
 }
 
+/// A gated daemon running `code` detached, blocked in its first `gate.wait` call: the gate,
+/// the daemon and the execution's id.
+async fn blocked_at_the_gate(code: &str) -> (Arc<Gate>, TestDaemon, String) {
+    let gate = Gate::new();
+    let d = gated(&gate).await;
+    let id = start(&d, code).await;
+    gate.entered(1).await;
+    (gate, d, id)
+}
+
 fn is_final(v: &Value) -> bool {
     !matches!(v["status"].as_str(), Some("queued" | "running"))
+}
+
+/// Asserts that the execution is still `running`.
+async fn assert_running(d: &TestDaemon, id: &str) {
+    let (_, running) = show(d, id).await;
+    assert_eq!(running["status"], json!("running"), "{running}");
+}
+
+/// Waits for the execution to end and asserts that it ended `ok`; returns its response.
+async fn finished_ok(d: &TestDaemon, id: &str) -> Value {
+    let done = poll(d, id, is_final).await;
+    assert_eq!(done["status"], json!("ok"), "{done}");
+    done
 }
 
 /// The NDJSON lines of a streamed answer, read as they arrive.
@@ -251,29 +289,29 @@ impl Lines {
     }
 }
 
-fn events_of(lines: &[Value]) -> Vec<&str> {
-    lines
-        .iter()
-        .map(|l| l["event"].as_str().unwrap_or("?"))
-        .collect()
-}
-
 fn seqs(lines: &[Value]) -> Vec<u64> {
     lines.iter().map(|l| l["seq"].as_u64().unwrap()).collect()
+}
+
+/// Asserts that `lines` are the events named `events`, numbered `numbers`.
+#[track_caller]
+fn assert_events(lines: &[Value], events: &[&str], numbers: &[u64]) {
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| l["event"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(names, events, "{lines:?}");
+    assert_eq!(seqs(lines), numbers, "{lines:?}");
 }
 
 /// A program blocked in a tool call is seen `running`, with what it printed and its call
 /// pending, and finishes once the call is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_execution_shows_its_output_and_pending_call_so_far() {
-    let gate = Gate::new();
-    let d = gated(&gate).await;
-    let id = start(
-        &d,
+    let (gate, d, id) = blocked_at_the_gate(
         "console.log('before'); const r: any = await tools.gate.wait({ n: 1 }); console.log('after'); r.n",
     )
     .await;
-    gate.entered(1).await;
     let (status, running) = show(&d, &id).await;
     assert_eq!(status, 200, "{running}");
     assert_eq!(running["id"], json!(id), "{running}");
@@ -291,8 +329,7 @@ async fn a_running_execution_shows_its_output_and_pending_call_so_far() {
     );
 
     gate.release(1);
-    let done = poll(&d, &id, is_final).await;
-    assert_eq!(done["status"], json!("ok"), "{done}");
+    let done = finished_ok(&d, &id).await;
     assert_eq!(done["result"], json!(1), "{done}");
     assert_eq!(done["stdout"], json!("before\nafter\n"), "{done}");
     assert_eq!(done["tool_calls"][0]["outcome"], json!("ok"), "{done}");
@@ -304,25 +341,20 @@ async fn a_running_execution_shows_its_output_and_pending_call_so_far() {
 /// the rest, live or after the end; `follow=false` gives only what is there now.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_are_streamed_live_and_resumed_after_a_number() {
-    let gate = Gate::new();
-    let d = gated(&gate).await;
-    let id = start(
-        &d,
+    let (gate, d, id) = blocked_at_the_gate(
         "console.log('a'); await tools.gate.wait({ n: 1 }); console.log('b'); await tools.gate.wait({ n: 2 }); console.log('c'); 'end'",
     )
     .await;
-    gate.entered(1).await;
     let events = format!("/v1/executions/{id}/events");
     let mut live = Lines::open(&d, &events).await;
     let first = live
         .until(|l| l["event"] == json!("tool_call_started"))
         .await;
-    assert_eq!(
-        events_of(&first),
-        ["started", "console", "tool_call_started"],
-        "{first:?}"
+    assert_events(
+        &first,
+        &["started", "console", "tool_call_started"],
+        &[1, 2, 3],
     );
-    assert_eq!(seqs(&first), [1, 2, 3]);
     assert_eq!(first[0]["id"], json!(id));
     assert_eq!(first[1]["text"], json!("a"));
     assert_eq!(first[2]["tool"], json!("gate.wait"));
@@ -330,28 +362,22 @@ async fn events_are_streamed_live_and_resumed_after_a_number() {
     // Only what is there now, and the answer ends.
     let (status, now) = get(&d, &format!("{events}?follow=false")).await;
     assert_eq!(status, 200, "{now}");
-    let now: Vec<Value> = now
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(now, first);
+    assert_eq!(ndjson(&now), first);
 
     // The next events arrive while the program is blocked again: live, not at the end.
     gate.release(1);
     let second = live
         .until(|l| l["event"] == json!("tool_call_started"))
         .await;
-    assert_eq!(
-        events_of(&second),
-        ["tool_call_finished", "console", "tool_call_started"],
-        "{second:?}"
+    assert_events(
+        &second,
+        &["tool_call_finished", "console", "tool_call_started"],
+        &[4, 5, 6],
     );
-    assert_eq!(seqs(&second), [4, 5, 6]);
     assert_eq!(second[0]["outcome"], json!("ok"));
     assert_eq!(second[1]["text"], json!("b"));
     gate.entered(2).await;
-    let (_, running) = show(&d, &id).await;
-    assert_eq!(running["status"], json!("running"), "{running}");
+    assert_running(&d, &id).await;
 
     // A second reader resumes after event 4 while it runs: 5, 6 now, the rest as it comes.
     let mut resumed = Lines::open(&d, &format!("{events}?after=4")).await;
@@ -360,12 +386,11 @@ async fn events_are_streamed_live_and_resumed_after_a_number() {
 
     gate.release(1);
     let tail = live.rest().await;
-    assert_eq!(
-        events_of(&tail),
-        ["tool_call_finished", "console", "result"],
-        "{tail:?}"
+    assert_events(
+        &tail,
+        &["tool_call_finished", "console", "result"],
+        &[7, 8, 9],
     );
-    assert_eq!(seqs(&tail), [7, 8, 9]);
     assert_eq!(tail[1]["text"], json!("c"));
     let result = &tail[2];
     assert_eq!(result["status"], json!("ok"), "{result}");
@@ -383,11 +408,7 @@ async fn events_are_streamed_live_and_resumed_after_a_number() {
     for after in 0..=9 {
         let (status, text) = get(&d, &format!("{events}?after={after}")).await;
         assert_eq!(status, 200, "{text}");
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(lines, all[after..], "after={after}");
+        assert_eq!(ndjson(&text), all[after..], "after={after}");
     }
     // And the final response is the result event's.
     let (_, done) = show(&d, &id).await;
@@ -410,16 +431,11 @@ async fn prefer_respond_async_answers_202_with_a_location() {
     let gate = Gate::new();
     let d = gated(&gate).await;
     let mut c = d.client().await;
-    let req = Request::post("/v1/executions")
-        .header("host", "airlock")
-        .header("content-type", "application/json")
-        .header("prefer", "respond-async")
-        .body(Full::new(Bytes::from(
-            json!({ "code": "const r: any = await tools.gate.wait({ n: 5 }); r.n * 2" })
-                .to_string(),
-        )))
+    let body = json!({ "code": "const r: any = await tools.gate.wait({ n: 5 }); r.n * 2" });
+    let resp = c
+        .send(execution_request(&body, Some("respond-async")))
+        .await
         .unwrap();
-    let resp = c.send(req).await.unwrap();
     assert_eq!(resp.status().as_u16(), 202);
     let location = resp.headers()[LOCATION].to_str().unwrap().to_owned();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
@@ -438,11 +454,9 @@ async fn prefer_respond_async_answers_202_with_a_location() {
     );
     // It was answered before it ended: the program is blocked in its call now.
     gate.entered(1).await;
-    let (_, running) = show(&d, &id).await;
-    assert_eq!(running["status"], json!("running"), "{running}");
+    assert_running(&d, &id).await;
     gate.release(1);
-    let done = poll(&d, &id, is_final).await;
-    assert_eq!(done["status"], json!("ok"), "{done}");
+    let done = finished_ok(&d, &id).await;
     assert_eq!(done["result"], json!(10), "{done}");
 }
 
@@ -453,14 +467,10 @@ async fn a_client_that_hangs_up_does_not_stop_a_detached_execution() {
     let gate = Gate::new();
     let d = gated(&gate).await;
     let mut c = d.client().await;
-    let req = Request::post("/v1/executions")
-        .header("host", "airlock")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(
-            detached("console.log('started'); const r: any = await tools.gate.wait({ n: 7 }); console.log('finished'); r.n").to_string(),
-        )))
-        .unwrap();
-    let resp = c.send(req).await.unwrap();
+    let body = detached(
+        "console.log('started'); const r: any = await tools.gate.wait({ n: 7 }); console.log('finished'); r.n",
+    );
+    let resp = c.send(execution_request(&body, None)).await.unwrap();
     assert_eq!(resp.status().as_u16(), 202);
     let id = resp.headers()[LOCATION]
         .to_str()
@@ -473,11 +483,9 @@ async fn a_client_that_hangs_up_does_not_stop_a_detached_execution() {
     drop(resp);
     drop(c);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let (_, running) = show(&d, &id).await;
-    assert_eq!(running["status"], json!("running"), "{running}");
+    assert_running(&d, &id).await;
     gate.release(1);
-    let done = poll(&d, &id, is_final).await;
-    assert_eq!(done["status"], json!("ok"), "{done}");
+    let done = finished_ok(&d, &id).await;
     assert_eq!(done["result"], json!(7), "{done}");
     assert_eq!(done["stdout"], json!("started\nfinished\n"), "{done}");
 }
@@ -487,14 +495,10 @@ async fn a_client_that_hangs_up_does_not_stop_a_detached_execution() {
 /// DELETE finds nothing to cancel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_detached_execution_is_cancelled() {
-    let gate = Gate::new();
-    let d = gated(&gate).await;
-    let id = start(
-        &d,
+    let (_gate, d, id) = blocked_at_the_gate(
         "console.log('waiting'); await tools.gate.wait({}); console.log('never'); 1",
     )
     .await;
-    gate.entered(1).await;
     let (status, text) = d
         .client()
         .await
@@ -583,44 +587,25 @@ async fn detached_executions_are_kept_across_a_restart() {
 /// after it ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principal_cannot_see_follow_or_cancel_a_detached_execution() {
-    use std::os::unix::fs::PermissionsExt;
-    if !airlock_tests::processes::runs_as_root(
+    if !another_principal::can_run(
         "another_principal_cannot_see_follow_or_cancel_a_detached_execution",
-        "to connect as uid 65534",
     ) {
         return;
     }
     let gate = Gate::new();
-    let options = DaemonOptions::default().source(gate.clone()).policy(|p| {
-        p.principals.push(airlock_policy::Principal::new(
-            "other",
-            vec![65534],
-            &["gate.*", "test.*"],
-        ));
-    });
+    let options = DaemonOptions::default()
+        .source(gate.clone())
+        .policy(|p| another_principal::admit(p, &["gate.*", "test.*"]));
     let d = TestDaemon::start_with(options).await;
-    let dir = d.socket.parent().unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    another_principal::open_socket(&d);
     let id = start(
         &d,
         "console.log('mine'); await tools.gate.wait({}); 'secret'",
     )
     .await;
     gate.entered(1).await;
-    let as_other = |args: Vec<String>| {
-        let socket = d.socket.clone();
-        tokio::task::spawn_blocking(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            airlock_tests::binaries::cli_as_nobody(&socket, &args)
-        })
-    };
     let refused = |ok: bool, text: &str, what: &str| {
-        assert!(!ok, "{what}: {text}");
-        assert!(
-            text.contains("not_found") || text.contains("404"),
-            "{what}: {text}"
-        );
+        another_principal::assert_not_found(ok, text, what);
         assert!(
             !text.contains("mine") && !text.contains("secret"),
             "{what}: {text}"
@@ -632,21 +617,15 @@ async fn another_principal_cannot_see_follow_or_cancel_a_detached_execution() {
         vec!["logs", "-f", id.as_str()],
         vec!["cancel", id.as_str()],
     ] {
-        let (ok, text) = as_other(args.iter().map(|a| (*a).to_owned()).collect())
-            .await
-            .unwrap();
+        let (ok, text) = another_principal::cli(&d, &args).await;
         refused(ok, &text, &format!("{args:?} while it runs"));
     }
     // The other principal's attempt to cancel changed nothing.
-    let (_, running) = show(&d, &id).await;
-    assert_eq!(running["status"], json!("running"), "{running}");
+    assert_running(&d, &id).await;
     gate.release(1);
-    let done = poll(&d, &id, is_final).await;
-    assert_eq!(done["status"], json!("ok"), "{done}");
+    finished_ok(&d, &id).await;
     for args in [vec!["status", id.as_str()], vec!["logs", id.as_str()]] {
-        let (ok, text) = as_other(args.iter().map(|a| (*a).to_owned()).collect())
-            .await
-            .unwrap();
+        let (ok, text) = another_principal::cli(&d, &args).await;
         refused(ok, &text, &format!("{args:?} after its end"));
     }
 }
@@ -674,13 +653,13 @@ async fn detached_executions_are_bounded_per_principal() {
     );
     // The same through the header.
     let mut c = d.client().await;
-    let req = Request::post("/v1/executions")
-        .header("host", "airlock")
-        .header("content-type", "application/json")
-        .header("prefer", "respond-async")
-        .body(Full::new(Bytes::from(json!({ "code": "2" }).to_string())))
+    let resp = c
+        .send(execution_request(
+            &json!({ "code": "2" }),
+            Some("respond-async"),
+        ))
+        .await
         .unwrap();
-    let resp = c.send(req).await.unwrap();
     assert_eq!(resp.status().as_u16(), 429);
     // A client that waits for its answer is not held to it.
     let plain = d.exec("40 + 2").await;
@@ -688,8 +667,7 @@ async fn detached_executions_are_bounded_per_principal() {
     assert_eq!(plain.result, json!(42));
 
     gate.release(1);
-    let done = poll(&d, &first, is_final).await;
-    assert_eq!(done["status"], json!("ok"), "{done}");
+    finished_ok(&d, &first).await;
     let next = start(&d, "3").await;
     let done = poll(&d, &next, is_final).await;
     assert_eq!(done["result"], json!(3), "{done}");

@@ -166,3 +166,71 @@ async fn wrong_literal_tool_calls_are_refused_before_running() {
         .await;
     assert_eq!(r.result, serde_json::json!("unknown_tool"), "{r:?}");
 }
+
+/// `POST /v1/sdk` with a request's `client_tools`: the SDK files that change for it, so a
+/// program calling `tools.client.<name>` type-checks against the declared schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_view_of_a_request_types_its_client_tools() {
+    let d = TestDaemon::start().await;
+    let body = serde_json::json!({ "client_tools": [{
+        "name": "web_search",
+        "description": "Searches the web. Returns the top results.",
+        "input_schema": { "type": "object", "properties": {
+            "query": { "type": "string", "description": "what to look for" },
+            "limit": { "type": "integer" } }, "required": ["query"] }
+    }] });
+    let (status, text) = d
+        .client()
+        .await
+        .post("/v1/sdk", bytes::Bytes::from(body.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 200, "{text}");
+    let view: Value = serde_json::from_str(&text).unwrap();
+    let files = view["files"].as_object().unwrap();
+    let tool = files["servers/client/web_search.ts"].as_str().unwrap();
+    assert!(tool.contains("query: string"), "{tool}");
+    assert!(tool.contains("Searches the web"), "{tool}");
+    assert!(files["tools.d.ts"].as_str().unwrap().contains("client"));
+    // The daemon's own tools are still there: only the changed files come back.
+    assert!(!files.contains_key("servers/test/add.ts"));
+
+    // A bad declaration is refused with what to send.
+    let bad = serde_json::json!({ "client_tools": [{ "name": "1bad" }] });
+    let (status, text) = d
+        .client()
+        .await
+        .post("/v1/sdk", bytes::Bytes::from(bad.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 400, "{text}");
+    assert!(text.contains("identifier"), "{text}");
+
+    // The whole view type-checks a program that calls the client tool right, and refuses one
+    // that passes a number for the query.
+    let Some(tsc) =
+        airlock_tests::type_check::tsc("the_sdk_view_of_a_request_types_its_client_tools")
+    else {
+        return;
+    };
+    let (_, listing) = get(&d, "/v1/sdk").await;
+    let listing: Value = serde_json::from_str(&listing).unwrap();
+    let mut sdk = airlock_supervisor::sdk::SdkFiles::default();
+    for file in listing["files"].as_array().unwrap() {
+        let path = file["path"].as_str().unwrap();
+        let (_, text) = get(&d, &format!("/v1/sdk/{path}")).await;
+        sdk.files.insert(path.to_owned(), text);
+    }
+    for (path, text) in files {
+        sdk.files
+            .insert(path.clone(), text.as_str().unwrap().to_owned());
+    }
+    let good =
+        "const r = await tools.client.web_search({ query: \"news\", limit: 3 });\nexport {};\n";
+    let (ok, out) = airlock_tests::type_check::check(&tsc, &sdk, &[("program.ts", good)]);
+    assert!(ok, "{out}");
+    let wrong = "await tools.client.web_search({ query: 42 });\nexport {};\n";
+    let (ok, out) = airlock_tests::type_check::check(&tsc, &sdk, &[("program.ts", wrong)]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("TS2322"), "{out}");
+}

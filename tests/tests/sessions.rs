@@ -8,7 +8,7 @@
 use airlock_supervisor::agent_api::{ReplayMode, Status};
 use airlock_supervisor::client::ClientError;
 use airlock_tests::ledger::Ledger;
-use airlock_tests::{DaemonOptions, TestDaemon};
+use airlock_tests::{DaemonOptions, TestDaemon, another_principal};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -444,32 +444,20 @@ all.length
 /// resume its executions; each answer is the same 404 as for an id that does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principal_cannot_use_read_or_resume_a_session() {
-    use std::os::unix::fs::PermissionsExt;
-    if !airlock_tests::processes::runs_as_root(
-        "another_principal_cannot_use_read_or_resume_a_session",
-        "to connect as uid 65534",
-    ) {
+    if !another_principal::can_run("another_principal_cannot_use_read_or_resume_a_session") {
         return;
     }
     let ledger = Arc::new(Ledger::default());
-    let mut options = DaemonOptions::default().policy(|p| {
-        p.principals.push(airlock_policy::Principal::new(
-            "other",
-            vec![65534],
-            &["ledger.*"],
-        ));
-    });
+    let mut options =
+        DaemonOptions::default().policy(|p| another_principal::admit(p, &["ledger.*"]));
     options.sources.push(ledger.clone());
     let d = TestDaemon::start_with(options).await;
-    let dir = d.socket.parent().unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    another_principal::open_socket(&d);
     let mine = d
         .exec_in("await tools.ledger.create({ name: 'mine' })", "new", None)
         .await
         .unwrap();
     let session = mine.session.clone().unwrap();
-    let as_other = |args: &[&str]| airlock_tests::binaries::cli_as_nobody(&d.socket, args);
     let code = "await tools.ledger.create({ name: 'mine' })";
     for args in [
         vec!["exec", "--session", session.as_str(), "-e", code],
@@ -477,17 +465,13 @@ async fn another_principal_cannot_use_read_or_resume_a_session() {
         vec!["session", "delete", session.as_str()],
         vec!["resume", mine.id.as_str()],
     ] {
-        let (ok, text) = as_other(&args);
-        assert!(!ok, "{args:?}: {text}");
-        assert!(
-            text.contains("404") || text.contains("not_found"),
-            "{args:?}: {text}"
-        );
+        let (ok, text) = another_principal::cli(&d, &args).await;
+        another_principal::assert_not_found(ok, &text, &format!("{args:?}"));
     }
-    let (ok, text) = as_other(&["session", "list"]);
+    let (ok, text) = another_principal::cli(&d, &["session", "list"]).await;
     assert!(ok && !text.contains(&session), "{text}");
     // Its own new session works, and nothing of the first one was replayed or touched.
-    let (ok, text) = as_other(&["exec", "--new-session", "-e", code]);
+    let (ok, text) = another_principal::cli(&d, &["exec", "--new-session", "-e", code]).await;
     assert!(ok, "{text}");
     assert_eq!(ledger.records().len(), 2);
     let again = d.exec_in(code, &session, None).await.unwrap();

@@ -268,32 +268,7 @@ fn read_approvals_file(
     if !has_table(conn, "approvals")? {
         return Ok(Vec::new());
     }
-    let mut conditions = Vec::new();
-    let mut values: Vec<SqlValue> = Vec::new();
-    if let Some(since) = query.since {
-        values.push(SqlValue::Integer(unix_ms(since)));
-        conditions.push(format!("at >= ?{}", values.len()));
-    }
-    if let Some(principal) = &query.principal {
-        values.push(SqlValue::Text(principal.clone()));
-        conditions.push(format!("principal = ?{}", values.len()));
-    }
-    if let Some(id) = &query.execution {
-        values.push(SqlValue::Text(id.clone()));
-        conditions.push(format!("execution_id = ?{}", values.len()));
-    }
-    if let Some(tool) = &query.tool {
-        values.push(SqlValue::Text(tool.clone()));
-        conditions.push(format!("tool GLOB ?{}", values.len()));
-    }
-    let filter = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", conditions.join(" AND "))
-    };
-    values.push(SqlValue::Integer(
-        i64::try_from(query.limit).unwrap_or(i64::MAX),
-    ));
+    let (filter, values) = where_clause(query, "at", |n| format!("tool GLOB ?{n}"));
     let sql = format!(
         "SELECT approval_id, at, execution_id, principal, call_index, tool, arguments, decision,
                 decided_by, decider_uid, reason
@@ -322,20 +297,20 @@ fn read_approvals_file(
         .collect()
 }
 
-fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
-    conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [name],
-        |row| row.get(0),
-    )
-}
-
-fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<ExecutionRow>> {
+/// `query`'s filters as a `WHERE` clause (empty when there are none) and the values of its
+/// numbered parameters, followed by the limit's: the statement ends `LIMIT ?{values.len()}`.
+/// Executions and approvals are filtered alike but for the time (`time_column`, which `since`
+/// bounds) and the tool: `tool_condition(n)` matches the pattern bound to `?n`.
+fn where_clause(
+    query: &AuditQuery,
+    time_column: &str,
+    tool_condition: fn(usize) -> String,
+) -> (String, Vec<SqlValue>) {
     let mut conditions = Vec::new();
     let mut values: Vec<SqlValue> = Vec::new();
     if let Some(since) = query.since {
         values.push(SqlValue::Integer(unix_ms(since)));
-        conditions.push(format!("started_at >= ?{}", values.len()));
+        conditions.push(format!("{time_column} >= ?{}", values.len()));
     }
     if let Some(principal) = &query.principal {
         values.push(SqlValue::Text(principal.clone()));
@@ -347,10 +322,7 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
     }
     if let Some(tool) = &query.tool {
         values.push(SqlValue::Text(tool.clone()));
-        conditions.push(format!(
-            "execution_id IN (SELECT execution_id FROM tool_calls WHERE tool GLOB ?{})",
-            values.len()
-        ));
+        conditions.push(tool_condition(values.len()));
     }
     let filter = if conditions.is_empty() {
         String::new()
@@ -360,6 +332,21 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
     values.push(SqlValue::Integer(
         i64::try_from(query.limit).unwrap_or(i64::MAX),
     ));
+    (filter, values)
+}
+
+fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |row| row.get(0),
+    )
+}
+
+fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<ExecutionRow>> {
+    let (filter, values) = where_clause(query, "started_at", |n| {
+        format!("execution_id IN (SELECT execution_id FROM tool_calls WHERE tool GLOB ?{n})")
+    });
     let sql = format!(
         "SELECT execution_id, started_at, finished_at, principal, peer_uid, peer_pid,
                 code_sha256, status, error_kind, queued_ms, run_ms, total_ms, tool_calls,
@@ -493,19 +480,19 @@ fn json_lines<T: Serialize>(rows: &[T]) -> String {
 
 /// A compact table: one line per execution, its tool calls indented below it.
 pub fn format_table(rows: &[ExecutionRow]) -> String {
-    let header = [
-        "STARTED (UTC)",
-        "EXECUTION",
-        "PRINCIPAL",
-        "UID",
-        "STATUS",
-        "TOTAL",
-        "CALLS",
-        "CODE",
-    ];
-    let lines: Vec<[String; 8]> = rows
-        .iter()
-        .map(|row| {
+    table(
+        [
+            "STARTED (UTC)",
+            "EXECUTION",
+            "PRINCIPAL",
+            "UID",
+            "STATUS",
+            "TOTAL",
+            "CALLS",
+            "CODE",
+        ],
+        rows,
+        |row| {
             [
                 row.started.clone(),
                 printable(&row.execution_id),
@@ -520,56 +507,49 @@ pub fn format_table(rows: &[ExecutionRow]) -> String {
                 // 12 hex digits identify a program among many; --json has all 64.
                 row.code_sha256.chars().take(12).collect(),
             ]
-        })
-        .collect();
-    let widths = column_widths(&header, &lines);
-    let mut out = String::new();
-    push_line(&mut out, &header.map(str::to_owned), &widths);
-    for (row, cells) in rows.iter().zip(&lines) {
-        push_line(&mut out, cells, &widths);
-        for call in &row.tool_calls {
-            let outcome = match &call.error_code {
-                Some(code) => format!("{} ({})", printable(&call.outcome), printable(code)),
-                None => printable(&call.outcome),
-            };
-            let _ = writeln!(
-                out,
-                "    #{} {}  {}  {}  {}",
-                call.call_index,
-                printable(&call.tool),
-                outcome,
-                format_ms(call.duration_ms),
-                call.arguments
-            );
-            for redaction in &call.redactions {
-                let _ = writeln!(out, "        redacted: {redaction}");
+        },
+        |out, row| {
+            for call in &row.tool_calls {
+                let outcome = match &call.error_code {
+                    Some(code) => format!("{} ({})", printable(&call.outcome), printable(code)),
+                    None => printable(&call.outcome),
+                };
+                let _ = writeln!(
+                    out,
+                    "    #{} {}  {}  {}  {}",
+                    call.call_index,
+                    printable(&call.tool),
+                    outcome,
+                    format_ms(call.duration_ms),
+                    call.arguments
+                );
+                for redaction in &call.redactions {
+                    let _ = writeln!(out, "        redacted: {redaction}");
+                }
             }
-        }
-        for redaction in &row.output_redactions {
-            let _ = writeln!(out, "    redacted from the output: {redaction}");
-        }
-    }
-    if rows.is_empty() {
-        out.push_str("(no executions match)\n");
-    }
-    out
+            for redaction in &row.output_redactions {
+                let _ = writeln!(out, "    redacted from the output: {redaction}");
+            }
+        },
+        "(no executions match)",
+    )
 }
 
 /// A compact table: one line per approval decision, the call's arguments and the approver's
 /// reason indented below it.
 pub fn format_approval_table(rows: &[ApprovalRow]) -> String {
-    let header = [
-        "DECIDED (UTC)",
-        "DECISION",
-        "BY",
-        "APPROVAL",
-        "EXECUTION",
-        "PRINCIPAL",
-        "CALL",
-    ];
-    let lines: Vec<[String; 7]> = rows
-        .iter()
-        .map(|row| {
+    table(
+        [
+            "DECIDED (UTC)",
+            "DECISION",
+            "BY",
+            "APPROVAL",
+            "EXECUTION",
+            "PRINCIPAL",
+            "CALL",
+        ],
+        rows,
+        |row| {
             let by = match (&row.decided_by, row.decider_uid) {
                 (Some(name), Some(uid)) if *name != format!("uid {uid}") => {
                     format!("{} (uid {uid})", printable(name))
@@ -587,21 +567,39 @@ pub fn format_approval_table(rows: &[ApprovalRow]) -> String {
                 printable(&row.principal),
                 format!("#{} {}", row.call_index, printable(&row.tool)),
             ]
-        })
-        .collect();
+        },
+        |out, row| {
+            // The summary escapes control characters itself.
+            let _ = writeln!(out, "    arguments: {}", row.arguments);
+            if let Some(reason) = &row.reason {
+                let _ = writeln!(out, "    reason: {}", printable(reason));
+            }
+        },
+        "(no approval decisions match)",
+    )
+}
+
+/// A table: the `header` line, then for each of `rows` the line of its `cells` and what
+/// `below` writes under it (indented lines); `none` instead when there are no rows. Each
+/// column is as wide as its widest cell.
+fn table<R, const N: usize>(
+    header: [&str; N],
+    rows: &[R],
+    cells: impl Fn(&R) -> [String; N],
+    below: impl Fn(&mut String, &R),
+    none: &str,
+) -> String {
+    let lines: Vec<[String; N]> = rows.iter().map(cells).collect();
     let widths = column_widths(&header, &lines);
     let mut out = String::new();
     push_line(&mut out, &header.map(str::to_owned), &widths);
     for (row, cells) in rows.iter().zip(&lines) {
         push_line(&mut out, cells, &widths);
-        // The summary escapes control characters itself.
-        let _ = writeln!(out, "    arguments: {}", row.arguments);
-        if let Some(reason) = &row.reason {
-            let _ = writeln!(out, "    reason: {}", printable(reason));
-        }
+        below(&mut out, row);
     }
     if rows.is_empty() {
-        out.push_str("(no approval decisions match)\n");
+        out.push_str(none);
+        out.push('\n');
     }
     out
 }

@@ -306,6 +306,7 @@ fn duration_from_ms(ms: f64) -> Duration {
 mod tests {
     use super::*;
     use crate::agent_api::{ExecutionError, ExecutionStats, PeerInfo};
+    use crate::audit_log::argument_summary::tests::hide_secret;
     use crate::tools::{ToolError, ToolErrorCode};
     use serde_json::json;
     use std::borrow::Cow;
@@ -436,14 +437,6 @@ mod tests {
         assert_eq!(call.at, started + Duration::from_millis(5));
     }
 
-    fn hide(text: &str) -> Cow<'_, str> {
-        if text.contains("s3cr3t") {
-            Cow::Owned(text.replace("s3cr3t", "[redacted]"))
-        } else {
-            Cow::Borrowed(text)
-        }
-    }
-
     #[test]
     fn an_approval_summarises_its_arguments_like_a_call_and_redacts_its_reason() {
         let args = json!({"title": "hello", "token": "s3cr3t", "body": "b".repeat(100)});
@@ -459,7 +452,7 @@ mod tests {
             Some("alice"),
             Some(1000),
             Some("no, s3cr3t leaks"),
-            &hide,
+            &hide_secret,
         );
         let call = ToolCallRecord::new(
             3,
@@ -469,9 +462,9 @@ mod tests {
             None,
             1.0,
             before,
-            &hide,
+            &hide_secret,
         );
-        assert_eq!(record.arguments, ArgumentSummary::of(&args, &hide));
+        assert_eq!(record.arguments, ArgumentSummary::of(&args, &hide_secret));
         assert_eq!(record.arguments.text, call.arguments);
         assert_eq!(
             record.arguments.text,
@@ -519,7 +512,7 @@ mod tests {
             Some("alice"),
             Some(1000),
             Some(&reason),
-            &hide,
+            &hide_secret,
         );
         let kept = record.reason.unwrap();
         assert!(kept.len() <= MAX_REASON_BYTES, "{}", kept.len());

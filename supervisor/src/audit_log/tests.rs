@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::audit_log::argument_summary::tests::no_redaction;
 use crate::audit_log::query::{
     AuditQuery, format_approval_json_lines, format_approval_table, format_json_lines, format_table,
     read, read_approvals,
@@ -9,15 +10,10 @@ use crate::audit_log::query::{
 use crate::secrets::scanner::SecretScanner;
 use rusqlite::Connection;
 use serde_json::json;
-use std::borrow::Cow;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const FLUSH: Duration = Duration::from_secs(10);
-
-fn no_redaction(text: &str) -> Cow<'_, str> {
-    Cow::Borrowed(text)
-}
 
 fn at(seconds: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(seconds)
@@ -91,15 +87,16 @@ fn approval(
     record
 }
 
+/// Every record, however many.
+fn unlimited() -> AuditQuery {
+    AuditQuery {
+        limit: usize::MAX,
+        ..AuditQuery::default()
+    }
+}
+
 fn all_approvals(dir: &Path) -> Vec<ApprovalRow> {
-    read_approvals(
-        dir,
-        &AuditQuery {
-            limit: usize::MAX,
-            ..AuditQuery::default()
-        },
-    )
-    .unwrap()
+    read_approvals(dir, &unlimited()).unwrap()
 }
 
 fn open(dir: &Path) -> AuditLog {
@@ -107,14 +104,7 @@ fn open(dir: &Path) -> AuditLog {
 }
 
 fn all(dir: &Path) -> Vec<ExecutionRow> {
-    read(
-        dir,
-        &AuditQuery {
-            limit: usize::MAX,
-            ..AuditQuery::default()
-        },
-    )
-    .unwrap()
+    read(dir, &unlimited()).unwrap()
 }
 
 #[test]
@@ -166,17 +156,6 @@ fn schema_version_wal_indexes_and_modes() {
             "{expected} in {names:?}"
         );
     }
-    // The tool filter uses its index.
-    let plan: String = conn
-        .prepare("EXPLAIN QUERY PLAN SELECT execution_id FROM tool_calls WHERE tool GLOB 'a.*'")
-        .unwrap()
-        .query_map([], |r| r.get::<_, String>(3))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap()
-        .join("; ");
-    assert!(plan.contains("tool_calls_by_tool"), "{plan}");
-    // So do an execution's approvals and the time filter.
     let plan = |sql: &str| -> String {
         conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .unwrap()
@@ -186,6 +165,10 @@ fn schema_version_wal_indexes_and_modes() {
             .unwrap()
             .join("; ")
     };
+    // The tool filter uses its index.
+    let by_tool = plan("SELECT execution_id FROM tool_calls WHERE tool GLOB 'a.*'");
+    assert!(by_tool.contains("tool_calls_by_tool"), "{by_tool}");
+    // So do an execution's approvals and the time filter.
     let by_execution = plan("SELECT * FROM approvals WHERE execution_id = 'ex_1'");
     assert!(
         by_execution.contains("approvals_by_execution"),
@@ -195,23 +178,36 @@ fn schema_version_wal_indexes_and_modes() {
     assert!(by_time.contains("approvals_by_time"), "{by_time}");
 }
 
-/// A log written by the first schema (no `redactions` table) is still read, and the writer
-/// upgrades it in place when it opens it.
-#[test]
-fn a_version_1_log_is_read_and_upgraded() {
+/// A log of an older schema: one execution (`ex_old`, with a call) written by today's writer,
+/// then taken back by `downgrade` (SQL that drops what the newer versions added).
+fn an_old_log(downgrade: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path());
     log.record(execution("ex_old", "local", 1000, &["a.b"]))
         .unwrap();
     assert!(log.flush(FLUSH));
     drop(log);
-    let path = dir.path().join(FILE_NAME);
-    Connection::open(&path)
+    Connection::open(dir.path().join(FILE_NAME))
         .unwrap()
-        .execute_batch(
-            "DROP INDEX redactions_by_execution; DROP TABLE redactions; PRAGMA user_version = 1",
-        )
+        .execute_batch(downgrade)
         .unwrap();
+    dir
+}
+
+fn schema_version(path: &Path) -> i64 {
+    Connection::open(path)
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A log written by the first schema (no `redactions` table) is still read, and the writer
+/// upgrades it in place when it opens it.
+#[test]
+fn a_version_1_log_is_read_and_upgraded() {
+    let dir = an_old_log(
+        "DROP INDEX redactions_by_execution; DROP TABLE redactions; PRAGMA user_version = 1",
+    );
     let rows = all(dir.path());
     assert_eq!(rows.len(), 1);
     assert!(rows[0].output_redactions.is_empty() && rows[0].tool_calls[0].redactions.is_empty());
@@ -227,11 +223,7 @@ fn a_version_1_log_is_read_and_upgraded() {
     }];
     log.record(new).unwrap();
     assert!(log.flush(FLUSH));
-    let version: i64 = Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(schema_version(&dir.path().join(FILE_NAME)), SCHEMA_VERSION);
     let rows = all(dir.path());
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].output_redactions[0].rule, "jwt");
@@ -477,18 +469,11 @@ fn rotation_keeps_the_newest_files_and_queries_read_them_all() {
     let dir = tempfile::tempdir().unwrap();
     let max_size = 64 << 10;
     let log = AuditLog::open_in(dir.path(), max_size, 2).unwrap();
-    let mut n = 0u64;
     // Write until the log has rotated more often than it keeps files.
-    while !dir.path().join("audit.sqlite.2").exists() || n < 3000 {
-        n += 1;
+    let n = record_until_rotated_twice(&log, dir.path(), 3000, |n| {
         log.record(execution(&format!("ex_{n}"), "local", n, &["a.b", "c.d"]))
             .unwrap();
-        if n.is_multiple_of(100) {
-            assert!(log.flush(FLUSH));
-        }
-        assert!(n < 100_000, "never rotated");
-    }
-    assert!(log.flush(FLUSH));
+    });
     let mut names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -521,6 +506,27 @@ fn rotation_keeps_the_newest_files_and_queries_read_them_all() {
     assert!(oldest_kept > 1, "nothing was rotated away");
     assert_eq!(rows.len() as u64, n - oldest_kept + 1);
     assert_eq!(log.status().dropped, 0);
+}
+
+/// Records `record(n)` for n = 1, 2, … (flushing every 100) until the log in `dir` has rotated
+/// twice and at least `at_least` were recorded; returns the last n, everything flushed.
+fn record_until_rotated_twice(
+    log: &AuditLog,
+    dir: &Path,
+    at_least: u64,
+    record: impl Fn(u64),
+) -> u64 {
+    let mut n = 0u64;
+    while !dir.join("audit.sqlite.2").exists() || n < at_least {
+        n += 1;
+        record(n);
+        if n.is_multiple_of(100) {
+            assert!(log.flush(FLUSH));
+        }
+        assert!(n < 100_000, "never rotated");
+    }
+    assert!(log.flush(FLUSH));
+    n
 }
 
 /// A reader that holds the current file open keeps it from leaving WAL mode; the writer goes
@@ -606,11 +612,16 @@ fn concurrent_readers_while_writing() {
     assert_eq!(log.status().dropped, 0);
 }
 
-/// The writer stuck behind a lock fills the queue: records are dropped and counted, the status
-/// names the file, `record` never waits; once the lock is gone writes succeed and the status
-/// clears.
-#[test]
-fn a_full_queue_drops_counts_and_says_so() {
+/// Offers twenty records (`offer(log, n)`, n from 0) to a log whose queue holds 4 while its
+/// writer is stuck behind another connection's lock, then releases the lock and offers one
+/// more (`offer(log, 20)`). Checks what holds for every kind of record: no offer waited, the
+/// records dropped were counted and each said so, the status named the file while degraded
+/// and is clear after, and `read_back(dir)` finds every record written. Returns the log's
+/// directory, the warnings and the status while degraded.
+fn fill_a_blocked_queue(
+    offer: impl Fn(&AuditLog, u32) -> Result<(), AuditWarning>,
+    read_back: fn(&Path) -> usize,
+) -> (tempfile::TempDir, Vec<String>, AuditStatus) {
     let dir = tempfile::tempdir().unwrap();
     let log = AuditLog::open_with_capacity(dir.path(), 256 << 20, 4, 4).unwrap();
     let blocker = Connection::open(dir.path().join(FILE_NAME)).unwrap();
@@ -618,7 +629,7 @@ fn a_full_queue_drops_counts_and_says_so() {
     let started = std::time::Instant::now();
     let mut warnings = Vec::new();
     for n in 0..20 {
-        if let Err(w) = log.record(execution(&format!("ex_{n}"), "local", n, &[])) {
+        if let Err(w) = offer(&log, n) {
             warnings.push(w.0);
         }
     }
@@ -628,36 +639,47 @@ fn a_full_queue_drops_counts_and_says_so() {
         "{:?}",
         started.elapsed()
     );
-    let status = log.status();
-    assert_eq!(status.state, AuditState::Degraded);
+    let degraded = log.status();
+    assert_eq!(degraded.state, AuditState::Degraded);
     // How many the writer took into its batch before it blocked depends on scheduling (a CI
     // run saw 5); what must hold is that the rest were dropped, each with a warning.
-    assert!(status.dropped >= 1, "{status:?}");
+    assert!(degraded.dropped >= 1, "{degraded:?}");
     // Every dropped record said so (and records taken while degraded say so too).
-    assert!(warnings.len() as u64 >= status.dropped, "{status:?}");
+    assert!(warnings.len() as u64 >= degraded.dropped, "{degraded:?}");
     let path = dir.path().join(FILE_NAME).display().to_string();
     assert!(
-        status.reason.as_ref().unwrap().contains(&path),
-        "{status:?}"
+        degraded.reason.as_ref().unwrap().contains(&path),
+        "{degraded:?}"
     );
     assert!(
         warnings.iter().any(|w| w.contains("queue is full")),
         "{warnings:?}"
     );
-    assert!(status.metrics_text().contains("airlock_audit_degraded 1"));
-    assert!(status.metrics_text().contains(&format!(
-        "airlock_audit_records_dropped_total {}",
-        status.dropped
-    )));
     blocker.execute_batch("COMMIT").unwrap();
     assert!(log.flush(FLUSH));
-    log.record(execution("ex_after", "local", 100, &[]))
-        .unwrap();
+    offer(&log, 20).unwrap();
     assert!(log.flush(FLUSH));
     let status = log.status();
     assert_eq!(status.state, AuditState::Ok, "{status:?}");
     assert_eq!(status.written + status.dropped, 21);
-    assert_eq!(all(dir.path()).len() as u64, status.written);
+    assert_eq!(read_back(dir.path()) as u64, status.written);
+    (dir, warnings, degraded)
+}
+
+/// The writer stuck behind a lock fills the queue: records are dropped and counted, the status
+/// names the file, `record` never waits; once the lock is gone writes succeed and the status
+/// clears.
+#[test]
+fn a_full_queue_drops_counts_and_says_so() {
+    let (_dir, _, degraded) = fill_a_blocked_queue(
+        |log, n| log.record(execution(&format!("ex_{n}"), "local", n.into(), &[])),
+        |dir| all(dir).len(),
+    );
+    assert!(degraded.metrics_text().contains("airlock_audit_degraded 1"));
+    assert!(degraded.metrics_text().contains(&format!(
+        "airlock_audit_records_dropped_total {}",
+        degraded.dropped
+    )));
 }
 
 /// A real "file too large" from the kernel: the test runs itself again in a child process with
@@ -1267,9 +1289,7 @@ fn rotated_files_keep_their_approvals_readable() {
     let dir = tempfile::tempdir().unwrap();
     // Keeps more files than the loop makes, so nothing is rotated away.
     let log = AuditLog::open_in(dir.path(), 64 << 10, 8).unwrap();
-    let mut n = 0u64;
-    while !dir.path().join("audit.sqlite.2").exists() {
-        n += 1;
+    let n = record_until_rotated_twice(&log, dir.path(), 0, |n| {
         log.record(execution(&format!("ex_{n}"), "local", n, &["a.b"]))
             .unwrap();
         log.record_approval(approval(
@@ -1286,12 +1306,7 @@ fn rotated_files_keep_their_approvals_readable() {
             n,
         ))
         .unwrap();
-        if n.is_multiple_of(100) {
-            assert!(log.flush(FLUSH));
-        }
-        assert!(n < 100_000, "never rotated");
-    }
-    assert!(log.flush(FLUSH));
+    });
     assert!(!dir.path().join("audit.sqlite.9").exists());
     // The rotated files hold approvals of their own.
     for name in ["audit.sqlite.1", "audit.sqlite.2"] {
@@ -1314,71 +1329,37 @@ fn rotated_files_keep_their_approvals_readable() {
 /// warning says which record was lost; `record_approval` never waits.
 #[test]
 fn a_full_queue_drops_approval_decisions_and_counts_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = AuditLog::open_with_capacity(dir.path(), 256 << 20, 4, 4).unwrap();
-    let blocker = Connection::open(dir.path().join(FILE_NAME)).unwrap();
-    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let started = std::time::Instant::now();
-    let mut warnings = Vec::new();
-    for n in 0..20 {
-        let record = approval(&format!("ap_{n}"), "ex_1", "ci", n, "a.b", "approved", 1);
-        if let Err(w) = log.record_approval(record) {
-            warnings.push(w.0);
-        }
-    }
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
+    // Each decided a second after the one before, so the last offered is the newest.
+    let (dir, warnings, _) = fill_a_blocked_queue(
+        |log, n| {
+            log.record_approval(approval(
+                &format!("ap_{n}"),
+                "ex_1",
+                "ci",
+                n,
+                "a.b",
+                "approved",
+                n.into(),
+            ))
+        },
+        |dir| all_approvals(dir).len(),
     );
-    let status = log.status();
-    assert_eq!(status.state, AuditState::Degraded);
-    assert!(status.dropped >= 1, "{status:?}");
-    assert!(warnings.len() as u64 >= status.dropped, "{status:?}");
     assert!(
         warnings.iter().any(|w| w.contains("queue is full")
             && w.contains("this approval decision was not recorded")),
         "{warnings:?}"
     );
-    assert!(
-        status
-            .reason
-            .as_ref()
-            .unwrap()
-            .contains(&dir.path().join(FILE_NAME).display().to_string()),
-        "{status:?}"
-    );
-    blocker.execute_batch("COMMIT").unwrap();
-    assert!(log.flush(FLUSH));
-    log.record_approval(approval("ap_after", "ex_2", "ci", 1, "a.b", "denied", 2))
-        .unwrap();
-    assert!(log.flush(FLUSH));
-    let status = log.status();
-    assert_eq!(status.state, AuditState::Ok, "{status:?}");
-    assert_eq!(status.written + status.dropped, 21);
-    let rows = all_approvals(dir.path());
-    assert_eq!(rows.len() as u64, status.written);
-    assert_eq!(rows[0].approval_id, "ap_after");
+    assert_eq!(all_approvals(dir.path())[0].approval_id, "ap_20");
 }
 
 /// A log written before approvals were recorded (schema version 2) is read (it has no
 /// decisions), and the writer adds the table when it opens it.
 #[test]
 fn a_version_2_log_is_read_and_gets_approvals() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path());
-    log.record(execution("ex_old", "local", 1000, &["a.b"]))
-        .unwrap();
-    assert!(log.flush(FLUSH));
-    drop(log);
-    let path = dir.path().join(FILE_NAME);
-    Connection::open(&path)
-        .unwrap()
-        .execute_batch(
-            "DROP INDEX approvals_by_execution; DROP INDEX approvals_by_time;
-             DROP TABLE approvals; PRAGMA user_version = 2",
-        )
-        .unwrap();
+    let dir = an_old_log(
+        "DROP INDEX approvals_by_execution; DROP INDEX approvals_by_time;
+         DROP TABLE approvals; PRAGMA user_version = 2",
+    );
     assert!(all_approvals(dir.path()).is_empty());
     assert_eq!(all(dir.path()).len(), 1);
 
@@ -1388,11 +1369,7 @@ fn a_version_2_log_is_read_and_gets_approvals() {
     ))
     .unwrap();
     assert!(log.flush(FLUSH));
-    let version: i64 = Connection::open(&path)
-        .unwrap()
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(schema_version(&dir.path().join(FILE_NAME)), SCHEMA_VERSION);
     assert_eq!(all_approvals(dir.path())[0].approval_id, "ap_1");
     assert_eq!(all(dir.path()).len(), 1);
 }

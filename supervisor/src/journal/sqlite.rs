@@ -123,6 +123,7 @@ CREATE TABLE IF NOT EXISTS responses (
     events TEXT NOT NULL,
     expires_ms INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS responses_by_expiry ON responses (expires_ms);
 ";
 
 /// How long opening the file waits for another process's lock before it gives up.
@@ -1151,5 +1152,111 @@ mod tests {
         assert_eq!(evicted, vec!["mid".to_owned()]);
         assert_eq!(s.sessions("local").unwrap().len(), 2);
         assert_eq!(s.evict(10, 1000, &[]).unwrap(), vec!["old".to_owned()]);
+    }
+
+    fn waiting(execution: &str, expires_ms: u64) -> WaitingRow {
+        WaitingRow {
+            execution: execution.into(),
+            principal: "local".into(),
+            client_tools: "[]".into(),
+            answers: "{}".into(),
+            pending: "[]".into(),
+            peer: "{}".into(),
+            clock_ms: 5,
+            seed: [3; 32],
+            expires_ms,
+        }
+    }
+
+    /// A waiting execution is taken by one request at a time, counted per principal, kept by
+    /// eviction, waits again after a restart cut off its re-run, and expires.
+    #[test]
+    fn waiting_executions_are_claimed_once_survive_restarts_and_expire() {
+        let (_dir, s) = store();
+        s.create_session(&session("s1", 1)).unwrap();
+        for id in ["w1", "w2"] {
+            s.begin_execution(&running(id)).unwrap();
+            s.save_waiting(&waiting(id, 100)).unwrap();
+            s.finish_execution(id, "waiting", 2, 0, 0, &[]).unwrap();
+        }
+        assert_eq!(s.count_waiting("local").unwrap(), 2);
+        assert_eq!(s.waiting("w1").unwrap().unwrap().seed, [3; 32]);
+        // Kept whatever its age: its re-run replays what the session recorded.
+        assert!(s.evict(u64::MAX, 0, &[]).unwrap().is_empty());
+        assert!(s.claim_waiting("w1", "{\"by_id\":{}}").unwrap());
+        assert!(!s.claim_waiting("w1", "{}").unwrap(), "claimed twice");
+        assert_eq!(s.count_waiting("local").unwrap(), 1);
+        // The daemon died during the re-run: it waits again, its answers kept.
+        assert_eq!(s.interrupt_running().unwrap(), 0);
+        assert_eq!(s.execution("w1").unwrap().unwrap().status, "waiting");
+        assert_eq!(s.waiting("w1").unwrap().unwrap().answers, "{\"by_id\":{}}");
+        assert!(s.end_waiting("w2", "cancelled", 50).unwrap());
+        assert!(!s.end_waiting("w2", "cancelled", 50).unwrap());
+        assert_eq!(s.expire_waiting(99).unwrap(), Vec::<String>::new());
+        assert_eq!(s.expire_waiting(101).unwrap(), vec!["w1".to_owned()]);
+        assert_eq!(s.execution("w1").unwrap().unwrap().status, "expired");
+        assert!(s.waiting("w1").unwrap().is_none());
+    }
+
+    /// An approval is asked for once per call, decided once, expires undecided, and its
+    /// execution's kept response goes with its time.
+    #[test]
+    fn approvals_are_asked_once_decided_once_and_expire() {
+        let (_dir, s) = store();
+        s.create_session(&session("s1", 1)).unwrap();
+        s.begin_execution(&running("e1")).unwrap();
+        let ask = |id: &str, call: u32| ApprovalRow {
+            id: id.into(),
+            execution: "e1".into(),
+            principal: "local".into(),
+            call,
+            tool: "pay.send".into(),
+            args: "{}".into(),
+            args_hash: "h".into(),
+            excerpt: None,
+            line: Some(2),
+            requested_ms: 10,
+            expires_ms: 20,
+            decision: None,
+            decided_by: None,
+            reason: None,
+            decided_ms: None,
+        };
+        let first = s.ask_approvals(&[ask("a1", 1), ask("a2", 2)]).unwrap();
+        assert_eq!(
+            first.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["a1", "a2"]
+        );
+        // Asked again by a re-run: the same approval, not a new one.
+        let again = s.ask_approvals(&[ask("a9", 1)]).unwrap();
+        assert_eq!(again[0].id, "a1");
+        assert_eq!(s.undecided_approvals(None).unwrap().len(), 2);
+        assert_eq!(s.undecided_approvals(Some("other")).unwrap().len(), 0);
+        assert!(
+            s.decide_approval("a1", "approved", Some("alice"), None, 15)
+                .unwrap()
+        );
+        assert!(
+            !s.decide_approval("a1", "denied", Some("bob"), None, 16)
+                .unwrap()
+        );
+        let a1 = s.approval("a1").unwrap().unwrap();
+        assert_eq!(
+            (a1.decision.as_deref(), a1.decided_by.as_deref()),
+            (Some("approved"), Some("alice"))
+        );
+        let expired = s.expire_approvals(21).unwrap();
+        assert_eq!(
+            expired.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+            ["a2"]
+        );
+        assert_eq!(
+            s.approval("a2").unwrap().unwrap().decision.as_deref(),
+            Some("expired")
+        );
+        s.save_response("e1", "{}", "", 30).unwrap();
+        assert!(s.response("e1").unwrap().is_some());
+        s.expire_waiting(31).unwrap();
+        assert!(s.response("e1").unwrap().is_none());
     }
 }
