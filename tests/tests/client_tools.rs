@@ -746,24 +746,13 @@ return { seq: a.seq, r };
 /// it does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principal_cannot_answer_a_waiting_execution() {
-    use std::os::unix::fs::PermissionsExt;
-    if !airlock_tests::processes::runs_as_root(
-        "another_principal_cannot_answer_a_waiting_execution",
-        "to connect as uid 65534",
-    ) {
+    use airlock_tests::another_principal;
+    if !another_principal::can_run("another_principal_cannot_answer_a_waiting_execution") {
         return;
     }
-    let options = DaemonOptions::default().policy(|p| {
-        p.principals.push(airlock_policy::Principal::new(
-            "other",
-            vec![65534],
-            &["test.*"],
-        ));
-    });
+    let options = DaemonOptions::default().policy(|p| another_principal::admit(p, &["test.*"]));
     let d = TestDaemon::start_with(options).await;
-    let dir = d.socket.parent().unwrap();
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    another_principal::open_socket(&d);
     let r = execute(&d, CHAIN, json!([web_search()]), json!({})).await;
     let pending = waiting(&r, 1);
     let id = r["id"].as_str().unwrap().to_owned();
