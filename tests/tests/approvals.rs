@@ -234,3 +234,69 @@ async fn only_an_approver_the_policy_names_may_decide() {
         json!("waiting")
     );
 }
+
+/// Runs the `airlock` CLI against `d`: its exit code and everything it printed.
+async fn cli(d: &TestDaemon, args: &[&str]) -> (i32, String) {
+    let out = tokio::process::Command::new(airlock_tests::binaries::airlock_cli())
+        .arg("--socket")
+        .arg(d.socket_path())
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The approver's side from the command line: `airlock approvals` lists what waits with the
+/// code around the call, `airlock deny ID --reason` and `airlock approve ID` decide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_approves_and_denies() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    let code = r#"const a = await tools.test.add({ a: 1, b: 2 }).catch((e) => e.message);
+const b = await tools.test.add({ a: 5, b: 5 }).catch((e) => e.message);
+return [a, b];"#;
+    let (_, r) = post(&d, "/v1/executions", json!({ "code": code })).await;
+    let execution = r["id"].as_str().unwrap().to_owned();
+    let first = r["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    let (code_, listed) = cli(&d, &["approvals"]).await;
+    assert_eq!(code_, 0, "{listed}");
+    assert!(
+        listed.contains(&first) && listed.contains("test.add"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("> 1 | const a = await tools.test.add"),
+        "{listed}"
+    );
+    let (code_, out) = cli(&d, &["deny", &first, "--reason", "too small"]).await;
+    assert_eq!(code_, 0, "{out}");
+    assert!(out.contains("denied"), "{out}");
+    // The execution went on to its second call, which waits in turn.
+    let mut second = None;
+    for _ in 0..200 {
+        let r = get(&d, &format!("/v1/executions/{execution}")).await;
+        if let Some(id) = r["pending_approvals"][0]["id"]
+            .as_str()
+            .filter(|id| *id != first)
+        {
+            second = Some(id.to_owned());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let second = second.expect("the second call waits for approval");
+    let (code_, out) = cli(&d, &["approve", &second]).await;
+    assert_eq!(code_, 0, "{out}");
+    let done = finished(&d, &execution).await;
+    let result = done["result"].as_array().unwrap();
+    assert!(result[0].as_str().unwrap().contains("too small"), "{done}");
+    assert_eq!(result[1], json!(10), "{done}");
+    let (code_, out) = cli(&d, &["approvals"]).await;
+    assert_eq!(code_, 0, "{out}");
+    assert!(out.contains("no approvals wait"), "{out}");
+}
