@@ -165,6 +165,8 @@ async fn unknown_tools_fail_with_suggestions() {
         tool_err.hint.as_deref(),
         Some("did you mean tools.test.echo?")
     );
+    // The program's own error says it too: the fix is one read away.
+    assert_eq!(err.hint.as_deref(), Some("did you mean tools.test.echo?"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -829,6 +829,9 @@ fn report(response: &ExecutionResponse) {
                     "  tool call #{} {} {}: {msg}",
                     call.id, call.tool, call.outcome
                 );
+                if let Some(hint) = call.error.as_ref().and_then(|e| e.hint.as_deref()) {
+                    eprintln!("    hint: {hint}");
+                }
             }
         }
     }

@@ -148,6 +148,9 @@ impl Run {
                 note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
             }
         }
+        if let Some(err) = error.as_mut() {
+            adopt_tool_error_hint(err, &tool_calls);
+        }
         let mut warnings = std::mem::take(&mut self.warnings);
         let from_tools = tool_calls
             .iter()
@@ -211,6 +214,27 @@ impl Run {
     }
 }
 
+/// A program that ended on an uncaught `ToolError` gets that call's hint as its own (the
+/// did-you-mean of an unknown tool, what an argument should be), in place of the generic hint
+/// of a runtime error: the call is the one whose error message the ToolError carries
+/// (`<tool>: <message>`), the last such call when several failed alike.
+fn adopt_tool_error_hint(err: &mut ExecutionError, calls: &[crate::agent_api::ToolCallRecord]) {
+    if err.name.as_deref() != Some("ToolError") {
+        return;
+    }
+    let hint = calls.iter().rev().find_map(|call| {
+        let e = call.error.as_ref()?;
+        let message = err
+            .message
+            .strip_prefix(call.tool.as_str())?
+            .strip_prefix(": ")?;
+        (message == e.message).then(|| e.hint.clone()).flatten()
+    });
+    if hint.is_some() {
+        err.hint = hint;
+    }
+}
+
 /// Keeps what the scanner replaced in agent-bound output, and logs the rule and the place (the
 /// value is what must not travel).
 pub(super) fn note_findings(out: &mut Vec<Redaction>, place: RedactionPlace, findings: &[Finding]) {
@@ -253,7 +277,56 @@ fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::code_excerpt;
+    use super::{adopt_tool_error_hint, code_excerpt};
+    use crate::agent_api::{
+        CallOutcome, ExecutionError, ExecutionErrorKind, ToolCallRecord, ToolError, ToolErrorCode,
+    };
+
+    /// The hint of the call whose ToolError ended the program becomes the program's.
+    #[test]
+    fn an_uncaught_tool_error_brings_its_calls_hint() {
+        let call = |id, tool: &str, message: &str, hint: Option<&str>| ToolCallRecord {
+            id,
+            tool: tool.into(),
+            args: serde_json::Value::Null,
+            outcome: CallOutcome::Error,
+            error: Some(ToolError {
+                code: ToolErrorCode::UnknownTool,
+                message: message.into(),
+                hint: hint.map(str::to_owned),
+            }),
+            started_ms: 0.0,
+            duration_ms: 0.0,
+            replayed: false,
+            divergence: None,
+            redactions: Vec::new(),
+        };
+        let calls = [
+            call(
+                1,
+                "git.status",
+                "no tool `status`",
+                Some("did you mean tools.git.git_status?"),
+            ),
+            call(2, "git.log", "other", Some("not this one")),
+        ];
+        let mut err =
+            ExecutionError::new(ExecutionErrorKind::Runtime, "git.status: no tool `status`");
+        err.name = Some("ToolError".into());
+        err.hint = Some("generic".into());
+        adopt_tool_error_hint(&mut err, &calls);
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("did you mean tools.git.git_status?")
+        );
+        // Another error keeps its own hint.
+        let mut other =
+            ExecutionError::new(ExecutionErrorKind::Runtime, "git.status: no tool `status`");
+        other.name = Some("TypeError".into());
+        other.hint = Some("generic".into());
+        adopt_tool_error_hint(&mut other, &calls);
+        assert_eq!(other.hint.as_deref(), Some("generic"));
+    }
 
     #[test]
     fn excerpts_mark_the_line_and_column() {
