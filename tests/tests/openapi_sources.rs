@@ -294,7 +294,7 @@ async fn programs_call_openapi_operations_with_injected_auth() {
         .exec(
             r#"
 const pet = await tools.pets.pets_get({ petId: 7, tags: ["a b", "c/d"], "X-Trace": "t-1" });
-const created = await tools.pets.pets_create({ body: { name: "Rex", kind: "dog" } });
+const created = await tools.pets.pets_create({ name: "Rex", kind: "dog" });
 const text = await tools.pets.text({});
 const keyed = await tools.keyed.pets_get({ petId: 8 });
 async function fails(f: () => Promise<unknown>) {
@@ -513,10 +513,18 @@ fn the_github_rest_document_loads_with_all_its_operations() {
         "{}",
         get.description
     );
+    // Request bodies are flattened into the arguments, as Octokit takes them.
     let create = tool("issues_create");
     let required = create.input_schema["required"].as_array().unwrap();
-    assert!(required.contains(&json!("body")), "{required:?}");
-    assert!(create.input_schema["properties"]["body"]["properties"]["title"].is_object());
+    assert_eq!(required, &[json!("owner"), json!("repo"), json!("title")]);
+    assert!(create.input_schema["properties"]["title"].is_object());
+    assert!(create.input_schema["properties"]["labels"].is_object());
+    let comment = &tool("issues_create_comment").input_schema;
+    assert_eq!(
+        comment["required"],
+        json!(["owner", "repo", "issue_number", "body"])
+    );
+    assert_eq!(comment["properties"]["body"]["type"], "string");
     assert!(tool("repos_list_for_org").input_schema["properties"]["per_page"].is_object());
 }
 

@@ -168,8 +168,8 @@ async fn an_execution_cut_off_by_sigkill_is_resumed_and_nothing_completed_runs_t
         .session
         .unwrap();
     let code = r#"
-const first: any = await tools.api.create({ body: { name: "first" } });
-const slow: any = await tools.api.create({ body: { name: "slow" } });
+const first: any = await tools.api.create({ name: "first" });
+const slow: any = await tools.api.create({ name: "slow" });
 [first.id, slow.id]
 "#;
     let running = {

@@ -36,6 +36,8 @@
 //! most [`MAX_EXCERPT_BYTES`] of the body. The secret values a call used are redacted from
 //! whatever comes back by the call pipeline.
 
+mod request_body;
+
 use crate::secrets::store::SecretStore;
 use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::sources::mcp::identifiers;
@@ -45,6 +47,7 @@ use crate::tools::{
     ToolFuture, ToolSource, ToolsFuture,
 };
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, OpenApiSource as OpenApiConfig, SettingValue};
+use request_body::{BODY, Body, BodyShape};
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -123,7 +126,7 @@ struct Operation {
     /// The path template as the document writes it (`/repos/{owner}/{repo}`).
     path: String,
     params: Vec<Param>,
-    body: Option<BodyKind>,
+    body: Option<Body>,
     /// Why the tool cannot be called (its schema is unusable), if it cannot.
     problem: Option<String>,
     /// The input schema (the call pipeline checks arguments against it).
@@ -529,7 +532,12 @@ impl OpenApiSource {
             }
             Some(Credentials::Query(..)) | None => {}
         }
-        if let (Some(kind), Some(body)) = (&op.body, args.get("body")) {
+        if let Some((kind, body)) = op
+            .body
+            .as_ref()
+            .and_then(|b| Some((&b.kind, b.value(args)?)))
+        {
+            let body = &body;
             request = match kind {
                 BodyKind::Json(content_type) => request
                     .header(reqwest::header::CONTENT_TYPE, content_type)
@@ -993,7 +1001,7 @@ fn output_schema(document: &Value, op: &Map<String, Value>) -> Option<Value> {
     Some(Value::Object(schema))
 }
 
-type Built = (Value, Vec<Param>, Option<BodyKind>);
+type Built = (Value, Vec<Param>, Option<Body>);
 
 fn input_schema(
     document: &Value,
@@ -1170,18 +1178,98 @@ fn input_schema(
             explode,
         });
     }
-    if let Some(schema) = body_schema {
-        properties.insert("body".into(), builder.import(&schema)?);
-        if body_required {
-            required.push(Value::String("body".into()));
+    let mut whole = Map::new();
+    let body = match (body_kind, body_schema) {
+        (Some(kind), Some(raw)) => {
+            taken.remove(BODY);
+            let shape = match request_body::flatten(document, &raw, &taken)? {
+                Some(flat) => {
+                    let mut nested = Map::new();
+                    let mut nested_required = Vec::new();
+                    for (name, raw) in flat.properties {
+                        let property = builder.import(raw)?;
+                        let needed = body_required && flat.required.contains(name);
+                        if flat.colliding.contains(name) {
+                            nested.insert(name.clone(), property);
+                            if flat.required.contains(name) {
+                                nested_required.push(Value::String(name.clone()));
+                            }
+                        } else {
+                            properties.insert(name.clone(), property);
+                            if needed {
+                                required.push(Value::String(name.clone()));
+                            }
+                        }
+                    }
+                    for (key, value) in &flat.whole {
+                        whole.insert(key.clone(), builder.import(value)?);
+                    }
+                    if !nested.is_empty() {
+                        let names: Vec<&str> = nested.keys().map(String::as_str).collect();
+                        let mut container = Map::new();
+                        container.insert("type".into(), json!("object"));
+                        container.insert(
+                            "description".into(),
+                            Value::String(format!(
+                                "The request body's {} (named like a parameter, so given here).",
+                                names
+                                    .iter()
+                                    .map(|n| format!("`{n}`"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )),
+                        );
+                        container.insert("properties".into(), Value::Object(nested));
+                        if !nested_required.is_empty() {
+                            container.insert("required".into(), Value::Array(nested_required));
+                            if body_required {
+                                required.push(Value::String(BODY.into()));
+                            }
+                        }
+                        container.insert("additionalProperties".into(), json!(false));
+                        properties.insert(BODY.into(), Value::Object(container));
+                    }
+                    BodyShape::Flat {
+                        properties: flat
+                            .properties
+                            .keys()
+                            .filter(|n| !flat.colliding.contains(*n))
+                            .cloned()
+                            .collect(),
+                        nested: flat.colliding.into_iter().collect(),
+                    }
+                }
+                None => {
+                    let mut schema = builder.import(&raw)?;
+                    if let Some(obj) = schema.as_object_mut()
+                        && !obj.contains_key("description")
+                    {
+                        obj.insert("description".into(), json!("The whole request body."));
+                    }
+                    properties.insert(BODY.into(), schema);
+                    if body_required {
+                        required.push(Value::String(BODY.into()));
+                    }
+                    BodyShape::Nested
+                }
+            };
+            Some(Body {
+                kind,
+                required: body_required,
+                shape,
+            })
         }
-    }
+        _ => None,
+    };
     let mut schema = Map::new();
     schema.insert("type".into(), json!("object"));
     schema.insert("properties".into(), Value::Object(properties));
     if !required.is_empty() {
         schema.insert("required".into(), Value::Array(required));
     }
+    // The body's constraints on itself as a whole (`anyOf: [{required: [a]}, …]`): its
+    // properties are arguments now.
+    schema.extend(whole);
     // Unknown arguments are refused: a misspelt optional parameter would otherwise be dropped
     // silently and the call would do something else than the program meant.
     schema.insert("additionalProperties".into(), json!(false));
@@ -1189,7 +1277,7 @@ fn input_schema(
     if !defs.is_empty() {
         schema.insert("$defs".into(), Value::Object(defs));
     }
-    Ok((Value::Object(schema), params, body_kind))
+    Ok((Value::Object(schema), params, body))
 }
 
 /// Copies schemas out of the document into one self-contained input schema.
@@ -1626,13 +1714,19 @@ mod tests {
 
         let put = tool(&source, "put_pets_petId");
         let schema = &put.input_schema;
-        assert_eq!(schema["required"], json!(["petId", "body"]));
+        // The JSON body's properties are arguments of their own; `name` is required because
+        // the body is and the body requires it.
+        assert_eq!(schema["required"], json!(["petId", "name"]));
+        assert_eq!(
+            schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["age", "body_query", "name", "parent", "petId"]
+        );
         // The query parameter called `body` yields to the request body.
         assert!(schema["properties"]["body_query"].is_object(), "{schema}");
-        assert_eq!(
-            schema["properties"]["body"],
-            json!({ "$ref": "#/$defs/Pet" })
-        );
         // A recursive component is copied once; 3.0 keywords are rewritten.
         let pet = &schema["$defs"]["Pet"];
         assert_eq!(
@@ -1654,27 +1748,164 @@ mod tests {
         schema
             .check(
                 "api.put_pets_petId",
-                &json!({ "petId": 1, "body": { "name": null, "parent": { "name": "x" } } }),
+                &json!({ "petId": 1, "name": null, "parent": { "name": "x" } }),
             )
             .unwrap();
         let e = schema
-            .check(
-                "api.put_pets_petId",
-                &json!({ "petId": "one", "body": { "name": 1 } }),
-            )
+            .check("api.put_pets_petId", &json!({ "petId": "one", "name": 1 }))
             .unwrap_err();
         assert_eq!(e.code, "invalid_arguments");
         let e = schema
             .check("api.put_pets_petId", &json!({ "petId": 1 }))
             .unwrap_err();
-        assert!(e.message.contains("body"), "{}", e.message);
+        assert!(e.message.contains("name"), "{}", e.message);
         let e = schema
             .check(
                 "api.put_pets_petId",
-                &json!({ "petId": 1, "body": {"name": "a"}, "bdy": 1 }),
+                &json!({ "petId": 1, "name": "a", "nmae": 1 }),
             )
             .unwrap_err();
-        assert!(e.message.contains("bdy"), "{}", e.message);
+        assert!(e.message.contains("nmae"), "{}", e.message);
+        // The old nested shape is an unknown argument now.
+        let e = schema
+            .check(
+                "api.put_pets_petId",
+                &json!({ "petId": 1, "body": { "name": "a" } }),
+            )
+            .unwrap_err();
+        assert!(e.message.contains("body"), "{}", e.message);
+    }
+
+    fn bodies() -> Value {
+        let json_body = |required: bool, schema: Value| json!({ "required": required, "content": { "application/json": { "schema": schema } } });
+        json!({
+            "openapi": "3.1.0",
+            "info": { "title": "bodies", "version": "1" },
+            "paths": {
+                "/repos/{owner}/{repo}/issues/{issue_number}/comments": { "post": {
+                    "operationId": "issues/create-comment",
+                    "parameters": [
+                        { "name": "owner", "in": "path", "required": true, "schema": { "type": "string" } },
+                        { "name": "repo", "in": "path", "required": true, "schema": { "type": "string" } },
+                        { "name": "issue_number", "in": "path", "required": true, "schema": { "type": "integer" } }
+                    ],
+                    "requestBody": json_body(true, json!({ "type": "object", "required": ["body"],
+                        "properties": { "body": { "type": "string", "description": "The comment." } } }))
+                } },
+                "/variables/{name}": { "patch": {
+                    "operationId": "update-variable",
+                    "parameters": [
+                        { "name": "name", "in": "path", "required": true, "schema": { "type": "string" } },
+                        { "name": "dry_run", "in": "query", "schema": { "type": "boolean" } }
+                    ],
+                    "requestBody": json_body(true, json!({ "type": "object", "required": ["name"],
+                        "properties": { "name": { "type": "string" }, "value": { "type": "string" },
+                            "dry_run": { "type": "integer" } } }))
+                } },
+                "/labels": {
+                    "put": { "operationId": "set-labels",
+                        "requestBody": json_body(true, json!({ "type": "array", "items": { "type": "string" } })) },
+                    "post": { "operationId": "add-labels",
+                        "requestBody": json_body(false, json!({ "oneOf": [
+                            { "type": "string" }, { "type": "array", "items": { "type": "string" } } ] })) },
+                    "patch": { "operationId": "free-form",
+                        "requestBody": json_body(true, json!({ "type": "object" })) }
+                },
+                "/optional": { "post": {
+                    "operationId": "optional",
+                    "requestBody": json_body(false, json!({ "type": "object", "required": ["a"],
+                        "properties": { "a": { "type": "string" }, "b": { "type": "string" } },
+                        "anyOf": [{ "required": ["a"] }, { "required": ["b"] }] }))
+                } }
+            }
+        })
+    }
+
+    /// The issue's shapes: flattened properties, a collision under `body`, bodies that are not
+    /// objects under `body` whole, required only when the body is.
+    #[test]
+    fn object_bodies_are_flattened_into_the_arguments() {
+        let source = load_with_base(bodies());
+        let comment = &tool(&source, "issues_create_comment").input_schema;
+        assert_eq!(
+            comment["required"],
+            json!(["owner", "repo", "issue_number", "body"])
+        );
+        assert_eq!(
+            comment["properties"]["body"],
+            json!({ "type": "string", "description": "The comment." })
+        );
+        assert_eq!(
+            source.operations["issues_create_comment"]
+                .body
+                .as_ref()
+                .unwrap()
+                .shape,
+            BodyShape::Flat {
+                properties: vec!["body".into()],
+                nested: vec![]
+            }
+        );
+
+        // `name` and `dry_run` are parameters too: the body's stay under `body`.
+        let variable = &tool(&source, "update_variable").input_schema;
+        assert_eq!(variable["required"], json!(["name", "body"]));
+        let props = variable["properties"].as_object().unwrap();
+        assert_eq!(
+            props.keys().collect::<Vec<_>>(),
+            ["body", "dry_run", "name", "value"]
+        );
+        assert_eq!(props["dry_run"]["type"], "boolean");
+        assert_eq!(props["body"]["required"], json!(["name"]));
+        assert_eq!(
+            props["body"]["properties"],
+            json!({ "dry_run": { "type": "integer" }, "name": { "type": "string" } })
+        );
+        assert_eq!(props["body"]["additionalProperties"], json!(false));
+
+        // Not objects (or free-form ones): the whole body is `body`.
+        let set = &tool(&source, "set_labels").input_schema;
+        assert_eq!(set["required"], json!(["body"]));
+        assert_eq!(set["properties"]["body"]["type"], "array");
+        let add = &tool(&source, "add_labels").input_schema;
+        assert!(add.get("required").is_none(), "{add}");
+        assert!(add["properties"]["body"]["oneOf"].is_array(), "{add}");
+        let free = &tool(&source, "free_form").input_schema;
+        assert_eq!(free["properties"]["body"]["type"], "object");
+        for name in ["set_labels", "add_labels", "free_form"] {
+            assert_eq!(
+                source.operations[name].body.as_ref().unwrap().shape,
+                BodyShape::Nested,
+                "{name}"
+            );
+        }
+
+        // An optional body's required properties are optional arguments; its constraints on
+        // the object as a whole move up with its properties.
+        let optional = &tool(&source, "optional").input_schema;
+        assert!(optional.get("required").is_none(), "{optional}");
+        assert_eq!(
+            optional["anyOf"],
+            json!([{ "required": ["a"] }, { "required": ["b"] }])
+        );
+        let schema = ArgumentSchema::compile(optional);
+        schema.check("api.optional", &json!({ "b": "x" })).unwrap();
+        schema.check("api.optional", &json!({})).unwrap_err();
+
+        let schema = ArgumentSchema::compile(variable);
+        schema
+            .check(
+                "api.update_variable",
+                &json!({ "name": "OLD", "value": "v", "body": { "name": "NEW" } }),
+            )
+            .unwrap();
+        let e = schema
+            .check(
+                "api.update_variable",
+                &json!({ "name": "OLD", "value": "v" }),
+            )
+            .unwrap_err();
+        assert!(e.message.contains("body"), "{}", e.message);
     }
 
     #[test]
