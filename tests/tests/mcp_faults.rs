@@ -285,7 +285,12 @@ async fn a_50_mb_result_fails_the_call_without_hurting_the_daemon() {
     let err = only_call_error(&r);
     assert_eq!(err.code, "result_too_large", "{err:?}");
     assert_uncaught(&r, &err);
-    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // Refused when read, not when the call's timeout passes (half of it leaves room for a
+    // loaded machine: it took 6.4 s once while two builds ran beside it).
+    assert!(
+        elapsed < Duration::from_millis(BIG_CALL_TIMEOUT_MS / 2),
+        "{elapsed:?}"
+    );
     if let (Some(before), Some(peak)) = (before, peak_rss()) {
         // Holding the result, its JSON value and a frame would be 150 MB and more.
         let grew = peak.saturating_sub(before);
