@@ -494,6 +494,14 @@ pub struct ToolCallRecord {
     pub outcome: CallOutcome,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
+    /// The result the program got (scanned, as the worker received it), shortened: long
+    /// strings and arrays cut, deep levels replaced by markers, at most 4 KiB of JSON per call
+    /// and 256 KiB per execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// `result` is not the whole result (or is missing because the trace's budget was spent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub result_truncated: bool,
     /// When the program made the call, in milliseconds from the start of the execution (the
     /// same origin as `stats.total_ms`): calls that overlap in time ran concurrently.
     #[serde(default)]

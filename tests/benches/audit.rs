@@ -34,6 +34,8 @@ fn response(n: u64) -> ExecutionResponse {
         args: json!({"owner": "octo", "repo": "hello-world", "number": 42, "body": "x".repeat(300)}),
         outcome: airlock_supervisor::agent_api::CallOutcome::Ok,
         error: None,
+        result: None,
+        result_truncated: false,
         started_ms: f64::from(id),
         duration_ms: 1.5,
         replayed: false,

@@ -64,6 +64,45 @@ const weather = await tools.everything.get_structured_content({ location: "Chica
         r.tool_calls
     );
     assert_eq!(r.tool_calls[1].tool, "everything.get_sum");
+    // The trace shows what each call gave the program.
+    assert_eq!(r.tool_calls[0].result, Some(json!("Echo: hello")));
+    assert!(!r.tool_calls[0].result_truncated);
+    assert_eq!(
+        r.tool_calls[2]
+            .result
+            .as_ref()
+            .map(|w| w["temperature"].is_number()),
+        Some(true),
+        "{:?}",
+        r.tool_calls[2]
+    );
+
+    // A name guessed from the task: the server announces list changes, so the program runs,
+    // with a warning, and the call fails; both name the tool whose description says it sums.
+    let r = d
+        .exec(
+            r#"
+try { await tools.everything.add({ a: 1, b: 2 }) } catch (e) { ({ code: e.code, hint: e.hint }) }
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["code"], json!("unknown_tool"), "{r:?}");
+    assert!(
+        r.result["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tools.everything.get_sum"),
+        "{}",
+        r.result
+    );
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("`add`") && w.contains("tools.everything.get_sum()")),
+        "{:?}",
+        r.warnings
+    );
     d.stop().await;
 }
 
@@ -414,6 +453,22 @@ const status = await tools.git.git_status({{ repo_path: repo }});
         r.result["status"].as_str().unwrap().contains("b.txt"),
         "{}",
         r.result
+    );
+
+    // A name without its prefix is found by the search, before anything runs.
+    let r = d
+        .exec(&format!(
+            "await tools.git.status({{ repo_path: {repo_path:?} }});"
+        ))
+        .await;
+    let error = r.error.as_ref().expect("the program is refused");
+    assert_eq!(error.kind, "contract", "{r:?}");
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean tools.git.git_status()")),
+        "{r:?}"
     );
     d.stop().await;
 }

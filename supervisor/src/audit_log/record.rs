@@ -351,6 +351,8 @@ mod tests {
                 args: json!({"title": "hello", "token": "s3cr3t"}),
                 outcome: agent_api::CallOutcome::Error,
                 error: Some(ToolError::new(ToolErrorCode::Denied, "no")),
+                result: None,
+                result_truncated: false,
                 started_ms: 3.0,
                 duration_ms: 1.5,
                 replayed: false,

@@ -27,7 +27,7 @@
 
 use crate::agent_api::{ExecutionError, ExecutionErrorKind};
 use crate::sdk::tool_search::call_signature;
-use crate::tools::naming::{closest, quote_list};
+use crate::tools::naming::{closest, namespace_search, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
@@ -74,7 +74,7 @@ pub async fn check(
     tools: &ToolRegistry,
     client: Option<Arc<[ToolDescriptor]>>,
     references: &ToolReferences,
-) -> Option<ExecutionError> {
+) -> Verdict {
     let mut named: Vec<&str> = references
         .calls
         .iter()
@@ -110,31 +110,93 @@ pub async fn check(
             .iter()
             .map(|(ns, tools)| (ns.as_str(), tools.as_deref().unwrap_or_default())),
     );
-    judge(references, &catalogue, &lenient)
+    let near = |namespace: &str, wanted: &str| -> Vec<String> {
+        let Some((_, Some(list))) = lists.iter().find(|(ns, _)| ns == namespace) else {
+            return Vec::new();
+        };
+        if namespace == crate::tools::client::NAMESPACE {
+            // The request's own tools: not the daemon's to cache.
+            return near_tools(wanted, list, &namespace_search(namespace, list));
+        }
+        tools.near_tools(namespace, wanted, list)
+    };
+    judge(references, &catalogue, &lenient, &near)
 }
+
+/// What the contract check found: the refusal, if the program may not run, and what the
+/// agent should know about calls it ran without judging.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    pub refusal: Option<ExecutionError>,
+    /// Unknown tools of namespaces whose lists may change (the program ran: the tool may
+    /// exist by the time it is called), with the tools they may have meant.
+    pub warnings: Vec<String>,
+}
+
+/// The tools of a namespace that an unknown name may have meant (`tools/naming.rs`'s
+/// `near_tools`, over a cached index where there is one).
+pub type NearTools<'a> = dyn Fn(&str, &str) -> Vec<String> + 'a;
+
+/// At most this many unknown tools of changing namespaces get a warning each.
+const MAX_UNJUDGED_WARNINGS: usize = 3;
 
 /// [`check`] against a catalogue already listed.
 pub fn judge(
     references: &ToolReferences,
     catalogue: &ContractCatalogue<'_>,
     lenient: &[(String, Leniency)],
-) -> Option<ExecutionError> {
+    near: &NearTools<'_>,
+) -> Verdict {
     let mut first: Option<Violation<'_>> = None;
+    let mut unjudged: Vec<&ToolReference> = Vec::new();
     for site in &references.calls {
-        judge_site(site, catalogue, lenient, &mut first);
+        judge_site(site, catalogue, lenient, &mut first, &mut unjudged);
     }
-    let violation = first?;
-    let (message, hint) = violation.problem.explain(catalogue);
-    Some(ExecutionError {
-        kind: ExecutionErrorKind::Contract,
-        name: None,
-        message,
-        line: Some(violation.at.line),
-        column: Some(violation.at.column),
-        stack: None,
-        excerpt: None,
-        hint: Some(hint),
-    })
+    let Some(violation) = first else {
+        let mut warnings = Vec::new();
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for site in unjudged {
+            let key = (site.namespace.as_str(), site.name.as_str());
+            if seen.contains(&key) || warnings.len() == MAX_UNJUDGED_WARNINGS {
+                continue;
+            }
+            seen.push(key);
+            let suggestion = match near(key.0, key.1).as_slice() {
+                [] => format!("search for it: GET /v1/tools/search?q={}", key.1),
+                found => {
+                    let found: Vec<&str> = found.iter().map(String::as_str).collect();
+                    format!(
+                        "did you mean {}?",
+                        quote_list(&found, &format!("tools.{}.", key.0), "()")
+                    )
+                }
+            };
+            warnings.push(format!(
+                "line {}: `tools.{}` lists no tool `{}` now; the program ran because this \
+                 server may add tools while it runs, but the call will fail unless it does \
+                 — {suggestion}",
+                site.at.line, key.0, key.1
+            ));
+        }
+        return Verdict {
+            refusal: None,
+            warnings,
+        };
+    };
+    let (message, hint) = violation.problem.explain(catalogue, near);
+    Verdict {
+        refusal: Some(ExecutionError {
+            kind: ExecutionErrorKind::Contract,
+            name: None,
+            message,
+            line: Some(violation.at.line),
+            column: Some(violation.at.column),
+            stack: None,
+            excerpt: None,
+            hint: Some(hint),
+        }),
+        warnings: Vec::new(),
+    }
 }
 
 /// One thing wrong with a call, at a position in the program.
@@ -173,7 +235,7 @@ enum Problem<'r> {
 
 impl Problem<'_> {
     /// The message and the hint the agent gets.
-    fn explain(&self, catalogue: &ContractCatalogue<'_>) -> (String, String) {
+    fn explain(&self, catalogue: &ContractCatalogue<'_>, near: &NearTools<'_>) -> (String, String) {
         match self {
             Problem::UnknownNamespace { namespace } => {
                 let near = closest(namespace, catalogue.keys().copied(), 3);
@@ -191,8 +253,8 @@ impl Problem<'_> {
                 )
             }
             Problem::UnknownTool { namespace, name } => {
-                let tools = catalogue.get(namespace).into_iter().flat_map(|t| t.keys());
-                let near = closest(name, tools.copied(), 3);
+                let near = near(namespace, name);
+                let near: Vec<&str> = near.iter().map(String::as_str).collect();
                 let hint = if near.is_empty() && *namespace == crate::tools::client::NAMESPACE {
                     // The request's own tools are not in the daemon's search: name them.
                     let declared: Vec<&str> = catalogue
@@ -294,6 +356,7 @@ fn judge_site<'r>(
     catalogue: &ContractCatalogue<'_>,
     lenient: &[(String, Leniency)],
     first: &mut Option<Violation<'r>>,
+    unjudged: &mut Vec<&'r ToolReference>,
 ) {
     // Nothing in this call can come before what is already found (its own problems all lie
     // at or after the call's position).
@@ -313,7 +376,9 @@ fn judge_site<'r>(
         return;
     };
     let Some(tool) = tools.get(name) else {
-        if leniency != Some(Leniency::Changing) {
+        if leniency == Some(Leniency::Changing) {
+            unjudged.push(site);
+        } else {
             note(first, site.at, Problem::UnknownTool { namespace, name });
         }
         return;
@@ -482,11 +547,15 @@ mod tests {
         lenient: &[(String, Leniency)],
     ) -> Option<ExecutionError> {
         let tools = tools();
+        let index = namespace_search("math", &tools);
+        let near = |_: &str, wanted: &str| near_tools(wanted, &tools, &index);
         judge(
             &ToolReferences { calls },
             &catalogue([("math", tools.as_slice())]),
             lenient,
+            &near,
         )
+        .refusal
     }
 
     fn run(calls: Vec<ToolReference>) -> Option<ExecutionError> {
@@ -657,5 +726,40 @@ mod tests {
         assert!(run_lenient(vec![call("math", "added_later", 1, 1)], &changing).is_none());
         let short = with_object(call("math", "add", 1, 1), false, &[("a", Some(Integer))]);
         assert!(run_lenient(vec![short], &changing).is_some());
+    }
+
+    /// An unknown tool of a changing namespace runs, with a warning that names what it may
+    /// have meant (found by the search when the spelling is far off).
+    #[test]
+    fn unknown_tools_of_changing_namespaces_are_warned_about() {
+        let tools = tools();
+        let index = namespace_search("math", &tools);
+        let near = |_: &str, wanted: &str| near_tools(wanted, &tools, &index);
+        let changing = [("math".to_owned(), Leniency::Changing)];
+        let calls = vec![
+            call("math", "sum_numbers_adds", 3, 1),
+            call("math", "sum_numbers_adds", 4, 1),
+            call("math", "zzzzzzz", 5, 1),
+        ];
+        let verdict = judge(
+            &ToolReferences { calls },
+            &catalogue([("math", tools.as_slice())]),
+            &changing,
+            &near,
+        );
+        assert!(verdict.refusal.is_none());
+        assert_eq!(verdict.warnings.len(), 2, "{:?}", verdict.warnings);
+        assert!(
+            verdict.warnings[0]
+                .starts_with("line 3: `tools.math` lists no tool `sum_numbers_adds`")
+                && verdict.warnings[0].ends_with("did you mean tools.math.add()?"),
+            "{}",
+            verdict.warnings[0]
+        );
+        assert!(
+            verdict.warnings[1].ends_with("GET /v1/tools/search?q=zzzzzzz"),
+            "{}",
+            verdict.warnings[1]
+        );
     }
 }

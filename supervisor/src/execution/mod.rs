@@ -17,6 +17,7 @@ pub mod determinism;
 pub mod error;
 pub mod registry;
 mod response;
+mod result_preview;
 mod run;
 pub mod service;
 pub mod waiting;

@@ -170,6 +170,8 @@ impl EventLog {
                         args: serde_json::Value::Null,
                         outcome: CallOutcome::Pending,
                         error: None,
+                        result: None,
+                        result_truncated: false,
                         started_ms: 0.0,
                         duration_ms: 0.0,
                         replayed: false,

@@ -295,6 +295,8 @@ mod tests {
                 message: message.into(),
                 hint: hint.map(str::to_owned),
             }),
+            result: None,
+            result_truncated: false,
             started_ms: 0.0,
             duration_ms: 0.0,
             replayed: false,

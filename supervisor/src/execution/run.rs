@@ -197,6 +197,8 @@ pub(super) struct Run {
     /// What the agent should know that did not stop the program (a call whose outcome the
     /// journal could not record).
     pub(super) warnings: Vec<String>,
+    /// What the trace's result previews may still take (`result_preview`).
+    results_budget: usize,
     /// Client tool calls the agent has not answered, in call order.
     pub(super) held: Vec<PendingCall>,
     /// Calls that wait for an approver's decision, in call order, with where the program
@@ -274,6 +276,7 @@ impl Run {
             },
             timeout_ms: job.limits.timeout_ms,
             warnings: Vec::new(),
+            results_budget: super::result_preview::TRACE_RESULTS_BYTES,
             held: Vec::new(),
             held_approvals: Vec::new(),
             results_sent: 0,
@@ -333,7 +336,7 @@ impl Run {
         // The contract check of the program's literal tool calls, while it lists the tools
         // of the namespaces they name (which may start a server): in a task of its own, so
         // the deadline and a client hanging up still apply, and a panic costs only the check.
-        let mut contract: Option<AbortOnDrop<Option<ExecutionError>>> = None;
+        let mut contract: Option<AbortOnDrop<contract::Verdict>> = None;
         // The worker sent its tool references and has not been told to proceed: it may not
         // call tools now (and never will, if the program was refused).
         let mut held = false;
@@ -484,9 +487,10 @@ impl Run {
                     // checks at call time still apply.
                     let verdict = verdict.unwrap_or_else(|e| {
                         tracing::error!(error = %e, "the contract check failed; the program runs unjudged");
-                        None
+                        contract::Verdict::default()
                     });
-                    match verdict {
+                    self.warnings.extend(verdict.warnings);
+                    match verdict.refusal {
                         None => {
                             held = false;
                             if let Err(e) = channel.send(&SupervisorMessage::Proceed).await {
@@ -643,6 +647,8 @@ impl Run {
             args: admitted.args().clone(),
             outcome: CallOutcome::Pending,
             error: None,
+            result: None,
+            result_truncated: false,
             started_ms: ms(now - self.origin),
             duration_ms: 0.0,
             replayed: false,
@@ -721,7 +727,13 @@ impl Run {
         record.replayed = replayed;
         record.divergence = divergence;
         match result {
-            Ok(_) => record.outcome = CallOutcome::Ok,
+            Ok(text) => {
+                record.outcome = CallOutcome::Ok;
+                // The scanned text the worker gets, so the trace shows what the program saw.
+                let (shown, cut) = super::result_preview::preview(&text, &mut self.results_budget);
+                record.result = shown;
+                record.result_truncated = cut;
+            }
             Err(e) => {
                 record.outcome = CallOutcome::Error;
                 record.error = Some(e);

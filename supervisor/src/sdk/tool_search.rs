@@ -1,11 +1,30 @@
-//! Tool search: BM25 over tool names, descriptions and parameter names, answering with
-//! one-line signatures, so a model finds the two tools it needs among a thousand without
-//! reading them all.
+//! Tool search: BM25F over a tool's fields, answering with one-line signatures, so a model
+//! finds the two tools it needs among a thousand without reading them all.
 //!
-//! Fields are weighted by repeating their terms in the document (name ×3, parameter names
-//! ×2, namespace and description ×1), the usual cheap stand-in for BM25F. Terms are
-//! lower-cased alphanumeric runs, split at camelCase humps, with a plural `s` dropped (`ies` → `y`), so
-//! `listRepos`, `list_repos` and "repositories list" meet in the middle.
+//! - **Fields.** Each tool is split into fields, each with its own weight and length
+//!   normalisation (BM25F): the name (an OpenAPI operation id such as `issues_create_comment`,
+//!   whose first word is the operation's tag), the summary (the description's first
+//!   paragraph), the rest of the description, the path and method of an OpenAPI operation
+//!   (the description's last line, `POST /repos/{owner}/{repo}/issues`; the method counts as
+//!   its verb: `POST` create, `PATCH`/`PUT` update, `DELETE` delete, `GET` get), the
+//!   parameter names and the namespace.
+//! - **Terms.** Lower-cased alphanumeric runs, split at camelCase humps, with a plural `s`
+//!   dropped (`ies` → `y`), and a few spellings made one (`repository` → `repo`,
+//!   `organization` → `org`, `PR` → `pull`), so `listRepos`, `list_repos` and
+//!   "repositories list" meet in the middle.
+//! - **The query.** Filler words are dropped ("a", "the", "on"…), "pull request" is `pull`
+//!   (GitHub's `pulls_…`), and each word stands for a few alternatives with weights: the
+//!   verbs a model types for the verbs APIs name (open/add/new → create, close/edit/modify
+//!   → update, remove/drop → delete, show/fetch/read → get/list, …) and a few nouns
+//!   (branch → ref, file → content, me/my → authenticated). A word scores its best
+//!   alternative, so a tool is not paid twice for one idea.
+//! - **Extra resources.** A tool whose name has resource words the query did not mention
+//!   loses a share of its score per word (`reactions_create_for_issue_comment` for "create
+//!   a comment on an issue"), so the tool that is exactly what was asked comes first.
+//! - Someone who typed a tool's exact name gets that tool first.
+//!
+//! All of it is tables and arithmetic over an index built once per catalogue: no model, no
+//! download.
 
 use super::sdk_files::{SdkTool, first_sentence};
 use serde::Serialize;
@@ -13,21 +32,65 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 const K1: f64 = 1.2;
-const B: f64 = 0.75;
+
+/// One field of a tool: its weight and its BM25 length normalisation `b`.
+#[derive(Debug, Clone, Copy)]
+struct Field {
+    weight: f64,
+    b: f64,
+}
+
+/// The fields, in the order of [`ToolSearch::new`]'s term lists.
+const FIELDS: [Field; 6] = [
+    // name (operation id; its first word is the tag)
+    Field {
+        weight: 4.0,
+        b: 0.5,
+    },
+    // summary: the description's first paragraph
+    Field {
+        weight: 2.0,
+        b: 0.75,
+    },
+    // the rest of the description
+    Field {
+        weight: 0.4,
+        b: 0.75,
+    },
+    // an OpenAPI operation's path and method
+    Field {
+        weight: 1.5,
+        b: 0.5,
+    },
+    // parameter names
+    Field {
+        weight: 0.5,
+        b: 0.75,
+    },
+    // namespace
+    Field {
+        weight: 0.5,
+        b: 0.0,
+    },
+];
+
+/// The share of its score a tool keeps per resource word of its name the query did not
+/// mention.
+const EXTRA_WORD_FACTOR: f64 = 0.75;
 
 /// An index over a catalogue's tools.
 #[derive(Debug, Default)]
 pub struct ToolSearch {
     entries: Vec<Entry>,
-    /// term → (entry, term frequency)
-    postings: HashMap<String, Vec<(usize, u32)>>,
-    average_length: f64,
+    /// term → (entry, the term's weighted, length-normalised frequency over the fields)
+    postings: HashMap<String, Vec<(usize, f64)>>,
 }
 
 #[derive(Debug)]
 struct Entry {
     hit: SearchHit,
-    length: f64,
+    /// The resource words of the name (not verbs, not filler).
+    resources: Vec<String>,
 }
 
 /// One result.
@@ -47,34 +110,39 @@ pub struct SearchHit {
 impl ToolSearch {
     pub fn new(tools: &[SdkTool]) -> ToolSearch {
         let mut index = ToolSearch::default();
-        let mut total = 0usize;
-        for tool in tools {
-            let mut terms: Vec<String> = Vec::new();
-            for _ in 0..3 {
-                terms.extend(tokens(&tool.name));
+        let fields: Vec<[Vec<String>; 6]> = tools.iter().map(tool_fields).collect();
+        let mut average = [0f64; 6];
+        for f in &fields {
+            for (i, terms) in f.iter().enumerate() {
+                average[i] += terms.len() as f64;
             }
-            terms.extend(tokens(&tool.namespace));
-            if let Some(properties) = tool
-                .input_schema
-                .get("properties")
-                .and_then(Value::as_object)
-            {
-                for name in properties.keys() {
-                    let t = tokens(name);
-                    terms.extend(t.iter().cloned());
-                    terms.extend(t);
+        }
+        for a in &mut average {
+            *a = (*a / fields.len().max(1) as f64).max(1.0);
+        }
+        for (id, (tool, f)) in tools.iter().zip(&fields).enumerate() {
+            let mut weighted: HashMap<&str, f64> = HashMap::new();
+            for (i, terms) in f.iter().enumerate() {
+                let field = FIELDS[i];
+                let norm = 1.0 - field.b + field.b * terms.len() as f64 / average[i];
+                for term in terms {
+                    *weighted.entry(term.as_str()).or_default() += field.weight / norm;
                 }
             }
-            terms.extend(tokens(&tool.description));
-            let id = index.entries.len();
-            let mut counts: HashMap<String, u32> = HashMap::new();
-            for term in &terms {
-                *counts.entry(term.clone()).or_default() += 1;
+            for (term, tf) in weighted {
+                index
+                    .postings
+                    .entry(term.to_owned())
+                    .or_default()
+                    .push((id, tf));
             }
-            for (term, count) in counts {
-                index.postings.entry(term).or_default().push((id, count));
-            }
-            total += terms.len();
+            let mut resources: Vec<String> = f[0]
+                .iter()
+                .filter(|t| !is_filler(t) && !is_verb(t) && !STRUCTURAL.contains(&t.as_str()))
+                .cloned()
+                .collect();
+            resources.sort();
+            resources.dedup();
             index.entries.push(Entry {
                 hit: SearchHit {
                     tool: format!("{}.{}", tool.namespace, tool.name),
@@ -83,14 +151,9 @@ impl ToolSearch {
                     file: format!("servers/{}/{}.ts", tool.namespace, tool.name),
                     score: 0.0,
                 },
-                length: terms.len() as f64,
+                resources,
             });
         }
-        index.average_length = if index.entries.is_empty() {
-            1.0
-        } else {
-            (total as f64 / index.entries.len() as f64).max(1.0)
-        };
         index
     }
 
@@ -105,30 +168,59 @@ impl ToolSearch {
     /// The best `limit` tools for `query`, best first (ties by name, so results are stable).
     pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit> {
         let n = self.entries.len() as f64;
-        let mut scores: HashMap<usize, f64> = HashMap::new();
-        let mut terms = tokens(query);
-        terms.sort();
-        terms.dedup();
-        for term in &terms {
-            let Some(postings) = self.postings.get(term) else {
-                continue;
-            };
-            let df = postings.len() as f64;
-            let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-            for &(id, tf) in postings {
-                let tf = f64::from(tf);
-                let norm = 1.0 - B + B * self.entries[id].length / self.average_length;
-                *scores.entry(id).or_default() += idf * tf * (K1 + 1.0) / (tf + K1 * norm);
+        let concepts = query_concepts(query);
+        let mut scores = vec![0f64; self.entries.len()];
+        let mut best = vec![0f64; self.entries.len()];
+        let mut touched: Vec<usize> = Vec::new();
+        for alternatives in &concepts {
+            for (term, weight) in alternatives {
+                let Some(postings) = self.postings.get(term.as_str()) else {
+                    continue;
+                };
+                let df = postings.len() as f64;
+                let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+                for &(id, tf) in postings {
+                    let s = weight * idf * tf * (K1 + 1.0) / (tf + K1);
+                    if best[id] == 0.0 {
+                        touched.push(id);
+                    }
+                    if s > best[id] {
+                        best[id] = s;
+                    }
+                }
+            }
+            for id in touched.drain(..) {
+                scores[id] += best[id];
+                best[id] = 0.0;
+            }
+        }
+        // Resource words of the name that the query did not mention.
+        for (id, entry) in self.entries.iter().enumerate() {
+            if scores[id] > 0.0 {
+                let extra = entry
+                    .resources
+                    .iter()
+                    .filter(|r| {
+                        !concepts
+                            .iter()
+                            .any(|alternatives| alternatives.iter().any(|(t, _)| t == *r))
+                    })
+                    .count();
+                scores[id] *= EXTRA_WORD_FACTOR.powi(i32::try_from(extra).unwrap_or(i32::MAX));
             }
         }
         // Someone who typed the tool's exact name wants that tool first.
         let wanted = query.trim();
         for (id, entry) in self.entries.iter().enumerate() {
             if entry.hit.tool == wanted || entry.hit.tool.ends_with(&format!(".{wanted}")) {
-                *scores.entry(id).or_default() += 100.0;
+                scores[id] += 100.0;
             }
         }
-        let mut ranked: Vec<(usize, f64)> = scores.into_iter().collect();
+        let mut ranked: Vec<(usize, f64)> = scores
+            .into_iter()
+            .enumerate()
+            .filter(|(_, s)| *s > 0.0)
+            .collect();
         ranked.sort_by(|a, b| {
             b.1.total_cmp(&a.1)
                 .then_with(|| self.entries[a.0].hit.tool.cmp(&self.entries[b.0].hit.tool))
@@ -142,6 +234,218 @@ impl ToolSearch {
             })
             .collect()
     }
+}
+
+/// A tool's terms by field, in the order of [`FIELDS`].
+fn tool_fields(tool: &SdkTool) -> [Vec<String>; 6] {
+    let description = tool.description.trim();
+    // An OpenAPI operation's description ends with its `METHOD /path` line.
+    let (text, route) = match description.rsplit_once('\n') {
+        Some((text, last)) if route_verb(last).is_some() => (text.trim(), Some(last.trim())),
+        _ if route_verb(description).is_some() => ("", Some(description)),
+        _ => (description, None),
+    };
+    let (summary, body) = text.split_once("\n\n").unwrap_or((text, ""));
+    let mut path = Vec::new();
+    if let Some(route) = route
+        && let Some((method, target)) = route.split_once(' ')
+    {
+        path.extend(route_verb(method).map(str::to_owned));
+        // `{owner}` and the like are parameters, not resources.
+        let mut depth = 0usize;
+        let bare: String = target
+            .chars()
+            .map(|c| match c {
+                '{' => {
+                    depth += 1;
+                    ' '
+                }
+                '}' => {
+                    depth = depth.saturating_sub(1);
+                    ' '
+                }
+                _ if depth > 0 => ' ',
+                _ => c,
+            })
+            .collect();
+        path.extend(tokens(&bare));
+    }
+    let parameters: Vec<String> = tool
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().flat_map(|k| tokens(k)).collect())
+        .unwrap_or_default();
+    [
+        tokens(&tool.name),
+        tokens(summary),
+        tokens(body),
+        path,
+        parameters,
+        tokens(&tool.namespace),
+    ]
+}
+
+/// The verb an HTTP method stands for in a route line (`POST /repos`), if it is one.
+fn route_verb(line: &str) -> Option<&'static str> {
+    let (method, target) = line.trim().split_once(' ')?;
+    if !target.starts_with('/') && !method.is_empty() && target.contains(' ') {
+        return None;
+    }
+    match method {
+        "GET" | "HEAD" => Some("get"),
+        "POST" => Some("create"),
+        "PUT" | "PATCH" => Some("update"),
+        "DELETE" => Some("delete"),
+        _ => None,
+    }
+}
+
+/// Words of a query that say nothing about the tool.
+fn is_filler(term: &str) -> bool {
+    matches!(
+        term,
+        "a" | "an"
+            | "the"
+            | "to"
+            | "of"
+            | "in"
+            | "on"
+            | "for"
+            | "from"
+            | "by"
+            | "with"
+            | "at"
+            | "and"
+            | "or"
+            | "is"
+            | "it"
+            | "its"
+            | "this"
+            | "that"
+            | "these"
+            | "those"
+            | "all"
+            | "some"
+            | "any"
+            | "about"
+            | "into"
+            | "onto"
+            | "please"
+            | "how"
+            | "do"
+            | "can"
+            | "what"
+            | "which"
+            | "single"
+            | "one"
+            | "two"
+            | "given"
+            | "specific"
+            | "certain"
+            | "as"
+            | "be"
+    )
+}
+
+/// Words of a tool name that are neither verbs nor resources.
+const STRUCTURAL: [&str; 4] = ["mutation", "query", "authenticated", "user"];
+
+/// Verbs, as they appear in tool names; a name's other words are its resources.
+fn is_verb(term: &str) -> bool {
+    matches!(
+        term,
+        "get"
+            | "list"
+            | "create"
+            | "update"
+            | "delete"
+            | "remove"
+            | "add"
+            | "set"
+            | "check"
+            | "edit"
+            | "search"
+            | "read"
+            | "open"
+            | "close"
+            | "find"
+            | "fetch"
+            | "show"
+            | "view"
+            | "replace"
+            | "upsert"
+            | "put"
+            | "post"
+            | "patch"
+            | "new"
+    )
+}
+
+/// What a word of a query may mean in a tool: (term, weight), the word itself first.
+fn alternatives(term: &str) -> Vec<(String, f64)> {
+    let also: &[(&str, f64)] = match term {
+        // Making something.
+        "create" => &[("add", 0.6)],
+        "add" => &[("create", 0.7), ("sum", 0.5)],
+        "sum" | "total" | "plus" => &[("add", 0.6), ("sum", 0.8)],
+        "new" | "make" | "start" | "write" | "post" | "submit" | "insert" => &[("create", 0.7)],
+        "open" | "publish" | "draft" | "raise" => &[("create", 0.7)],
+        // Changing something.
+        "update" => &[("edit", 0.8), ("set", 0.4)],
+        "edit" | "modify" | "change" | "alter" | "rename" | "patch" | "tweak" => {
+            &[("update", 0.8), ("edit", 0.8), ("set", 0.4)]
+        }
+        "set" | "configure" => &[("update", 0.6), ("set", 0.8)],
+        "close" | "reopen" | "resolve" | "archive" => &[("update", 0.6), ("state", 0.3)],
+        // Removing something.
+        "delete" => &[("remove", 0.8)],
+        "remove" => &[("delete", 0.8)],
+        "drop" | "erase" | "destroy" | "discard" | "trash" | "purge" | "unlink" => {
+            &[("delete", 0.8), ("remove", 0.8)]
+        }
+        // Reading something.
+        "list" => &[("get", 0.4)],
+        "get" => &[("list", 0.4)],
+        "fetch" | "retrieve" | "show" | "view" | "read" | "display" | "see" | "look" | "load"
+        | "inspect" | "describe" | "detail" => &[("get", 0.8), ("list", 0.4)],
+        "find" | "lookup" => &[("search", 0.8), ("get", 0.5)],
+        "search" => &[("find", 0.5), ("query", 0.3)],
+        "enumerate" => &[("list", 0.8)],
+        // Nouns.
+        "assign" => &[("assignee", 0.8)],
+        "branch" => &[("ref", 0.6)],
+        "tag" => &[("ref", 0.4)],
+        // "read a file" and "file a bug".
+        "file" | "files" => &[("content", 0.6), ("create", 0.5)],
+        "history" => &[("log", 0.6)],
+        "link" | "connect" | "relate" => &[("relation", 0.6)],
+        "me" | "my" | "mine" | "myself" | "i" => &[("authenticated", 0.5)],
+        "stage" => &[("staging", 0.8)],
+        _ => &[],
+    };
+    let mut out = vec![(term.to_owned(), 1.0)];
+    out.extend(also.iter().map(|(t, w)| ((*t).to_owned(), *w)));
+    out
+}
+
+/// A query as concepts, each a list of alternative terms with weights; filler dropped, a
+/// repeated word counted once, "pull request" as `pull`.
+fn query_concepts(query: &str) -> Vec<Vec<(String, f64)>> {
+    let words = tokens(query);
+    let mut concepts: Vec<Vec<(String, f64)>> = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, word) in words.iter().enumerate() {
+        if word == "request" && i > 0 && words[i - 1] == "pull" {
+            continue;
+        }
+        if is_filler(word) || seen.contains(&word.as_str()) {
+            continue;
+        }
+        seen.push(word);
+        concepts.push(alternatives(word));
+    }
+    concepts
 }
 
 /// `tools.ns.tool({ a: number, b?: string }): Promise<{ id: number, … }>`: the top-level
@@ -316,7 +620,8 @@ pub fn short_type(schema: &Value) -> String {
     }
 }
 
-/// Lower-cased terms: alphanumeric runs, split at camelCase humps, plural `s` dropped.
+/// Lower-cased terms: alphanumeric runs, split at camelCase humps, plural `s` dropped, a
+/// few spellings made one (`repository` → `repo`).
 fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
@@ -330,6 +635,12 @@ fn tokens(text: &str) -> Vec<String> {
             } else if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") {
                 w.pop();
             }
+            let w = match w.as_str() {
+                "repository" | "repositorie" => "repo".to_owned(),
+                "organization" | "organisation" => "org".to_owned(),
+                "pr" => "pull".to_owned(),
+                _ => w,
+            };
             out.push(w);
         }
     };

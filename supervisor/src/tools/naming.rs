@@ -1,5 +1,8 @@
 //! Near-name suggestions: the did-you-mean of unknown tools, namespaces and arguments.
 
+use crate::sdk::{SdkTool, ToolSearch};
+use crate::tools::ToolDescriptor;
+
 /// `tools.a() or tools.b()`: each name with `prefix` and `suffix`, joined with "or".
 pub fn quote_list(names: &[&str], prefix: &str, suffix: &str) -> String {
     names
@@ -22,6 +25,46 @@ pub fn closest<'a>(
         .collect();
     scored.sort();
     scored.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+/// Up to 3 tools of one namespace that a call of the unknown `wanted` may have meant: the
+/// nearest names by edit distance (a typo, `read_graf`), then the best search hits for the
+/// name's words (`status` → `git_status`; `add` → `get_sum`, whose description says it adds),
+/// so a model that guessed a name from the task still learns the real one. When a spelling is
+/// near, only the search's best hit is added to it.
+pub fn near_tools(wanted: &str, tools: &[ToolDescriptor], search: &ToolSearch) -> Vec<String> {
+    let mut near: Vec<String> = closest(wanted, tools.iter().map(|t| t.name.as_str()), 3)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    // A near spelling is usually the answer: then only the search's best hit joins it.
+    let from_search = if near.is_empty() { 3 } else { 1 };
+    for hit in search.search(wanted, from_search) {
+        // Hits are `namespace.tool`; the index holds one namespace.
+        let name = hit
+            .tool
+            .split_once('.')
+            .map_or(hit.tool.as_str(), |(_, n)| n);
+        if near.len() < 3 && !near.iter().any(|n| n == name) {
+            near.push(name.to_owned());
+        }
+    }
+    near
+}
+
+/// The search index of one namespace's tools, for [`near_tools`].
+pub fn namespace_search(namespace: &str, tools: &[ToolDescriptor]) -> ToolSearch {
+    let tools: Vec<SdkTool> = tools
+        .iter()
+        .map(|t| SdkTool {
+            namespace: namespace.to_owned(),
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            output_schema: t.output_schema.clone(),
+        })
+        .collect();
+    ToolSearch::new(&tools)
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -58,5 +101,37 @@ mod tests {
             vec!["search"]
         );
         assert!(closest("x", ["completely_different"].into_iter(), 3).is_empty());
+    }
+
+    fn tool(name: &str, description: &str) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema: serde_json::json!({ "type": "object" }),
+            output_schema: None,
+            read_only: false,
+        }
+    }
+
+    /// The two examples: a name missing its prefix, and a verb only the description
+    /// has; a typo still comes first.
+    #[test]
+    fn unknown_tools_are_suggested_by_spelling_and_by_meaning() {
+        let git = [
+            tool("git_status", "Shows the working tree status"),
+            tool("git_log", "Shows the commit logs"),
+            tool("git_diff", "Shows changes between commits"),
+        ];
+        let index = namespace_search("git", &git);
+        assert_eq!(near_tools("status", &git, &index)[0], "git_status");
+        assert_eq!(near_tools("git_stauts", &git, &index)[0], "git_status");
+        let everything = [
+            tool("echo", "Echoes back the input"),
+            tool("get_sum", "Adds two numbers"),
+            tool("get_tiny_image", "Returns a tiny image"),
+        ];
+        let index = namespace_search("everything", &everything);
+        assert_eq!(near_tools("add", &everything, &index), ["get_sum"]);
+        assert!(near_tools("zzz", &everything, &index).is_empty());
     }
 }

@@ -1,8 +1,9 @@
 //! All tool sources of a daemon by namespace, and name resolution: `namespace.tool` to a
 //! source, with did-you-mean when nothing matches.
 
+use crate::sdk::ToolSearch;
 use crate::tools::arguments::ArgumentSchema;
-use crate::tools::naming::{closest, quote_list};
+use crate::tools::naming::{closest, namespace_search, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolError, ToolErrorCode, ToolSource};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,7 +14,14 @@ pub struct ToolRegistry {
     sources: BTreeMap<String, Arc<dyn ToolSource>>,
     /// Compiled input schemas by namespace and tool (shared by the registry's clones).
     schemas: Arc<Mutex<HashMap<String, HashMap<String, Compiled>>>>,
+    /// Search indexes of namespaces' tool lists, for the did-you-mean of unknown tools: built
+    /// on the first unknown name, again only when the list changed (a new list is a new
+    /// `Arc`), so a program calling unknown names in a loop does not rebuild one per call.
+    searches: Arc<Mutex<HashMap<String, IndexedList>>>,
 }
+
+/// A tool list and its search index.
+type IndexedList = (Arc<[ToolDescriptor]>, Arc<ToolSearch>);
 
 /// One tool's compiled input schema, and the tool list it came from: the list is kept, so
 /// the same list (the same allocation) is recognised without comparing schemas, and a list
@@ -104,7 +112,8 @@ impl ToolRegistry {
         let tools = source.tools().await?;
         let Some(index) = tools.iter().position(|t| t.name == tool) else {
             let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-            let near = closest(tool, names.iter().copied(), 3);
+            let near = self.near_tools(namespace, tool, &tools);
+            let near: Vec<&str> = near.iter().map(String::as_str).collect();
             let mut err = ToolError::new(
                 ToolErrorCode::UnknownTool,
                 format!("server `{namespace}` has no tool named `{tool}`"),
@@ -125,6 +134,37 @@ impl ToolRegistry {
             schema: self.schema(namespace, &tools, index),
             read_only: tools[index].read_only,
         })
+    }
+
+    /// The tools of `namespace` (listed as `tools`) that an unknown `wanted` may have meant:
+    /// [`near_tools`] over the namespace's cached search index.
+    pub fn near_tools(
+        &self,
+        namespace: &str,
+        wanted: &str,
+        tools: &Arc<[ToolDescriptor]>,
+    ) -> Vec<String> {
+        let cached = self
+            .searches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(namespace)
+            // The same list, or an equal one made afresh (in-process sources list anew).
+            .filter(|(list, _)| Arc::ptr_eq(list, tools) || **list == **tools)
+            .map(|(_, index)| index.clone());
+        let index = match cached {
+            Some(index) => index,
+            None => {
+                // Built outside the lock: a large catalogue must not hold up other calls.
+                let index = Arc::new(namespace_search(namespace, tools));
+                self.searches
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(namespace.to_owned(), (tools.clone(), index.clone()));
+                index
+            }
+        };
+        near_tools(wanted, tools, &index)
     }
 
     /// The compiled input schema of `tools[index]`, compiled once (and again only when the
@@ -242,6 +282,12 @@ mod tests {
         assert_eq!(
             err.hint.as_deref(),
             Some("did you mean tools.github.search_issues?")
+        );
+        // No near spelling: the search finds it by its words.
+        let err = resolve(&registry(), "github.repo").err().unwrap();
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("did you mean tools.github.get_repo?")
         );
     }
 
