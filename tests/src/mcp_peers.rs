@@ -210,3 +210,57 @@ pub fn npm_package(path: &str, test: &str) -> Option<PathBuf> {
     eprintln!("SKIPPED {test}: {path} is missing (npm ci --prefix tests/mcp-peers)");
     None
 }
+
+/// The four real servers models are tried against (npm `server-memory` and
+/// `server-everything`, PyPI `mcp-server-time` in UTC and `mcp-server-git` on `repository`,
+/// which is made a git repository), as `[[server]]` tables named `memory`, `everything`,
+/// `time` and `git`. `None` (skip reported) when any is missing.
+pub fn four_real_servers(test: &str, repository: &std::path::Path) -> Option<Vec<ToolServer>> {
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(repository)
+        .status();
+    assert!(git.is_ok_and(|s| s.success()), "git init failed");
+    let repository = repository.display().to_string();
+    let mut git = python_module_server(
+        "git",
+        "mcp_server_git",
+        &["--repository", &repository],
+        test,
+    )?;
+    // The server runs `git`; the daemon clears the environment.
+    let ServerTransport::Stdio { env, .. } = &mut git.transport else {
+        unreachable!("python_module_server is a stdio server")
+    };
+    env.push((
+        "PATH".into(),
+        airlock_policy::SettingValue::Literal("/usr/local/bin:/usr/bin:/bin".into()),
+    ));
+    Some(vec![
+        npm_server("memory", "server-memory", &[], test)?,
+        npm_server("everything", "server-everything", &["stdio"], test)?,
+        python_module_server(
+            "time",
+            "mcp_server_time",
+            &["--local-timezone", "UTC"],
+            test,
+        )?,
+        git,
+    ])
+}
+
+/// GitHub's REST document (`@octokit/openapi`) as the OpenAPI source `github`, its base URL a
+/// closed local port (nothing is sent anywhere). `None` (skip reported) when it is missing.
+pub fn github_rest_source(test: &str) -> Option<airlock_policy::OpenApiSource> {
+    let spec = npm_package("@octokit/openapi/generated/api.github.com.json", test)?;
+    Some(airlock_policy::OpenApiSource {
+        name: "github".into(),
+        spec,
+        base_url: Some("http://127.0.0.1:9".into()),
+        auth: None,
+        call_timeout_ms: 10_000,
+        max_concurrent_calls: 4,
+        include: Vec::new(),
+        exclude: Vec::new(),
+    })
+}

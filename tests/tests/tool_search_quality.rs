@@ -15,14 +15,14 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{GraphQlSource, OpenApiSource as OpenApiConfig, SchemaFormat};
+use airlock_policy::{GraphQlSource, SchemaFormat};
 use airlock_supervisor::sdk::{SdkTool, ToolSearch};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::graphql::GraphQlApi;
 use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_supervisor::tools::sources::openapi::OpenApiSource;
 use airlock_supervisor::tools::{ToolDescriptor, ToolSource};
-use airlock_tests::mcp_peers::{npm_package, npm_server, python_module_server};
+use airlock_tests::mcp_peers::{four_real_servers, github_rest_source, npm_package};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -231,21 +231,8 @@ fn sdk_tools(namespace: &str, descriptors: &[ToolDescriptor]) -> Vec<SdkTool> {
 }
 
 fn rest_tools(test: &str) -> Option<Vec<SdkTool>> {
-    let spec = npm_package("@octokit/openapi/generated/api.github.com.json", test)?;
-    let source = OpenApiSource::load(
-        OpenApiConfig {
-            name: "github".into(),
-            spec,
-            base_url: Some("http://127.0.0.1:9".into()),
-            auth: None,
-            call_timeout_ms: 10_000,
-            max_concurrent_calls: 4,
-            include: Vec::new(),
-            exclude: Vec::new(),
-        },
-        Arc::new(SecretStore::empty()),
-    )
-    .unwrap();
+    let source =
+        OpenApiSource::load(github_rest_source(test)?, Arc::new(SecretStore::empty())).unwrap();
     Some(sdk_tools("github", source.descriptors()))
 }
 
@@ -271,37 +258,7 @@ fn graphql_tools(test: &str) -> Option<Vec<SdkTool>> {
 /// The tools of the four MCP servers, listed by the daemon's MCP client from the running
 /// servers. `None` when any of them is missing (the skip is reported).
 async fn mcp_tools(test: &str, repository: &std::path::Path) -> Option<Vec<SdkTool>> {
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(repository)
-        .status();
-    assert!(git.is_ok_and(|s| s.success()), "git init failed");
-    let repository = repository.display().to_string();
-    let mut git = python_module_server(
-        "git",
-        "mcp_server_git",
-        &["--repository", &repository],
-        test,
-    )?;
-    // The server runs `git`; the daemon clears the environment.
-    let airlock_policy::ServerTransport::Stdio { env, .. } = &mut git.transport else {
-        unreachable!("python_module_server is a stdio server")
-    };
-    env.push((
-        "PATH".into(),
-        airlock_policy::SettingValue::Literal("/usr/local/bin:/usr/bin:/bin".into()),
-    ));
-    let configs = [
-        npm_server("memory", "server-memory", &[], test)?,
-        npm_server("everything", "server-everything", &["stdio"], test)?,
-        python_module_server(
-            "time",
-            "mcp_server_time",
-            &["--local-timezone", "UTC"],
-            test,
-        )?,
-        git,
-    ];
+    let configs = four_real_servers(test, repository)?;
     let mut tools = Vec::new();
     for config in configs {
         let namespace = config.name.clone();

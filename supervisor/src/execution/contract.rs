@@ -27,7 +27,7 @@
 
 use crate::agent_api::{ExecutionError, ExecutionErrorKind};
 use crate::sdk::tool_search::call_signature;
-use crate::tools::naming::{closest, namespace_search, near_tools, quote_list};
+use crate::tools::naming::{closest, namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
 use serde_json::Value;
@@ -238,7 +238,7 @@ impl Problem<'_> {
     fn explain(&self, catalogue: &ContractCatalogue<'_>, near: &NearTools<'_>) -> (String, String) {
         match self {
             Problem::UnknownNamespace { namespace } => {
-                let near = closest(namespace, catalogue.keys().copied(), 3);
+                let near = near_namespaces(namespace, catalogue.keys().copied());
                 let hint = if *namespace == crate::tools::client::NAMESPACE {
                     "tools.client.<name> calls the tools a request declares in client_tools, and this one declares none".to_owned()
                 } else if near.is_empty() {

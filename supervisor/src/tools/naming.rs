@@ -52,6 +52,44 @@ pub fn near_tools(wanted: &str, tools: &[ToolDescriptor], search: &ToolSearch) -
     near
 }
 
+/// Up to 3 namespaces an unknown `wanted` may have meant: near spellings (`gthub`), then names
+/// it abbreviates, its letters in order (`gh` → `github`).
+pub fn near_namespaces<'a>(
+    wanted: &str,
+    known: impl Iterator<Item = &'a str> + Clone,
+) -> Vec<&'a str> {
+    let mut near = closest(wanted, known.clone(), 3);
+    let wanted = wanted.to_lowercase();
+    if wanted.chars().count() >= 2 {
+        for candidate in known {
+            if near.len() < 3 && !near.contains(&candidate) && abbreviates(&wanted, candidate) {
+                near.push(candidate);
+            }
+        }
+    }
+    near
+}
+
+/// Whether the letters of `short` appear in `long` in order, the first ones first (`gh` in
+/// `github`, not in `hg`).
+fn abbreviates(short: &str, long: &str) -> bool {
+    let long = long.to_lowercase();
+    let mut rest = long.chars();
+    let mut first = true;
+    for c in short.chars() {
+        let found = if first {
+            rest.next() == Some(c)
+        } else {
+            rest.any(|l| l == c)
+        };
+        if !found {
+            return false;
+        }
+        first = false;
+    }
+    true
+}
+
 /// The search index of one namespace's tools, for [`near_tools`].
 pub fn namespace_search(namespace: &str, tools: &[ToolDescriptor]) -> ToolSearch {
     let tools: Vec<SdkTool> = tools
@@ -101,6 +139,19 @@ mod tests {
             vec!["search"]
         );
         assert!(closest("x", ["completely_different"].into_iter(), 3).is_empty());
+    }
+
+    #[test]
+    fn abbreviated_namespaces_are_suggested() {
+        let known = ["git", "github", "memory"];
+        assert_eq!(
+            near_namespaces("gh", known.iter().copied()),
+            ["git", "github"]
+        );
+        assert_eq!(near_namespaces("Memory", known.iter().copied()), ["memory"]);
+        assert_eq!(near_namespaces("mem", known.iter().copied()), ["memory"]);
+        assert!(near_namespaces("hg", known.iter().copied()).is_empty());
+        assert!(near_namespaces("x", known.iter().copied()).is_empty());
     }
 
     fn tool(name: &str, description: &str) -> ToolDescriptor {

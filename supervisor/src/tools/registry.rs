@@ -3,7 +3,7 @@
 
 use crate::sdk::ToolSearch;
 use crate::tools::arguments::ArgumentSchema;
-use crate::tools::naming::{closest, namespace_search, near_tools, quote_list};
+use crate::tools::naming::{namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolError, ToolErrorCode, ToolSource};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -99,7 +99,7 @@ impl ToolRegistry {
                 ),
             );
             err.hint = Some(
-                match closest(namespace, known.iter().copied(), 3).as_slice() {
+                match near_namespaces(namespace, known.iter().copied()).as_slice() {
                     [] if known.is_empty() => {
                         "no tool servers are configured on this daemon".to_owned()
                     }
