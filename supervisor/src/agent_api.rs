@@ -495,8 +495,8 @@ pub struct ToolCallRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ToolError>,
     /// The result the program got (scanned, as the worker received it), shortened: long
-    /// strings and arrays cut, deep levels replaced by markers, at most 4 KiB of JSON per call
-    /// and 256 KiB per execution.
+    /// strings and arrays cut, deep levels replaced by markers, at most 2 KiB of JSON per call
+    /// and 32 KiB per execution. Only in the response of a program that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     /// `result` is not the whole result (or is missing because the trace's budget was spent).

@@ -64,17 +64,31 @@ const weather = await tools.everything.get_structured_content({ location: "Chica
         r.tool_calls
     );
     assert_eq!(r.tool_calls[1].tool, "everything.get_sum");
-    // The trace shows what each call gave the program.
+    // A program that succeeded answers with its value; the tools' results stay out of it.
+    assert!(r.tool_calls.iter().all(|c| c.result.is_none()), "{r:?}");
+
+    // A failed one shows what each call gave the program, so the failure can be explained
+    // without running it again.
+    let r = d
+        .exec(
+            r#"
+const echoed = await tools.everything.echo({ message: "hello" });
+const weather = await tools.everything.get_structured_content({ location: "Chicago" });
+weather.temp.toFixed(1)
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
     assert_eq!(r.tool_calls[0].result, Some(json!("Echo: hello")));
     assert!(!r.tool_calls[0].result_truncated);
     assert_eq!(
-        r.tool_calls[2]
+        r.tool_calls[1]
             .result
             .as_ref()
             .map(|w| w["temperature"].is_number()),
         Some(true),
         "{:?}",
-        r.tool_calls[2]
+        r.tool_calls[1]
     );
 
     // A name guessed from the task: the server announces list changes, so the program runs,

@@ -151,6 +151,15 @@ impl Run {
         if let Some(err) = error.as_mut() {
             adopt_tool_error_hint(err, &tool_calls);
         }
+        // Results are shown to explain a failure. A program that succeeded (or waits) answers
+        // with its own value: the tools' results stay out of the agent's context, which is
+        // what code mode is for.
+        if matches!(status, Status::Ok | Status::Waiting) {
+            for call in &mut tool_calls {
+                call.result = None;
+                call.result_truncated = false;
+            }
+        }
         let mut warnings = std::mem::take(&mut self.warnings);
         let from_tools = tool_calls
             .iter()

@@ -1,6 +1,7 @@
 //! What the trace shows of each call's result: the scanned result the program got, shortened
 //! so a failure can be explained without running the program again, and bounded so a trace of
-//! many large results stays small.
+//! many large results stays small (it is read by a model). Only a failed execution's response
+//! shows them (`response.rs`).
 //!
 //! The value is the one the worker received (already redacted and scanned), never the tool's
 //! raw answer. Long strings are cut, long arrays keep their first items, deep levels become a
@@ -11,18 +12,50 @@
 use serde_json::{Map, Value};
 
 /// The most JSON text one call's preview may take.
-pub const PREVIEW_BYTES: usize = 4 * 1024;
+pub const PREVIEW_BYTES: usize = 2 * 1024;
 /// The most JSON text the previews of one execution's calls may take together.
-pub const TRACE_RESULTS_BYTES: usize = 256 * 1024;
+pub const TRACE_RESULTS_BYTES: usize = 32 * 1024;
 /// Results of at most this much JSON text are parsed for a preview; a larger one is shown as
 /// its size only (parsing 16 MiB to show 4 KiB is not worth the time on the response path).
 const MAX_PARSED_BYTES: usize = 1024 * 1024;
-/// Characters kept of a long string.
-const STRING_CHARS: usize = 200;
-/// Items kept of a long array, and properties of a large object.
-const ITEMS: usize = 10;
-/// Levels kept; deeper objects and arrays become a marker.
-const DEPTH: usize = 6;
+/// How much of a value a preview keeps: characters of a string, items of an array (and three
+/// times as many properties of an object), levels.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    chars: usize,
+    items: usize,
+    depth: usize,
+}
+
+/// The cuts tried in turn until the preview fits: the first keeps most, the last little more
+/// than the top level's keys.
+const CUTS: [Cut; 5] = [
+    Cut {
+        chars: 200,
+        items: 10,
+        depth: 6,
+    },
+    Cut {
+        chars: 80,
+        items: 5,
+        depth: 5,
+    },
+    Cut {
+        chars: 40,
+        items: 3,
+        depth: 4,
+    },
+    Cut {
+        chars: 16,
+        items: 2,
+        depth: 3,
+    },
+    Cut {
+        chars: 8,
+        items: 1,
+        depth: 1,
+    },
+];
 
 /// The preview of one result's JSON text, and whether it is less than the whole result.
 /// `budget` is what the execution's previews may still take; it is reduced by this one.
@@ -40,97 +73,72 @@ pub fn preview(text: &str, budget: &mut usize) -> (Option<Value>, bool) {
     let Ok(value) = serde_json::from_str::<Value>(text) else {
         return (None, true);
     };
-    let (mut shown, mut cut) = if text.len() <= PREVIEW_BYTES {
-        (value, false)
-    } else {
-        let mut cut = false;
-        (shorten(&value, 0, &mut cut), cut)
-    };
-    // A value still over the preview's size (many medium strings, say) is cut harder: fewer
-    // levels until it fits, at worst its type and size.
-    let mut size = serde_json::to_string(&shown).map_or(usize::MAX, |s| s.len());
-    let mut depth = DEPTH;
-    while size > PREVIEW_BYTES.min(*budget) && depth > 0 {
-        depth -= 1;
-        shown = shorten_to(&shown, 0, depth);
-        cut = true;
-        size = serde_json::to_string(&shown).map_or(usize::MAX, |s| s.len());
+    let room = PREVIEW_BYTES.min(*budget);
+    if text.len() <= room {
+        *budget -= text.len();
+        return (Some(value), false);
     }
-    if size > *budget {
-        *budget = 0;
-        return (None, true);
+    for cut in CUTS {
+        let mut cut_anything = false;
+        let shown = shorten(&value, 0, cut, &mut cut_anything);
+        let size = serde_json::to_string(&shown).map_or(usize::MAX, |s| s.len());
+        if size <= room {
+            *budget -= size;
+            return (Some(shown), cut_anything);
+        }
     }
-    *budget -= size;
-    (Some(shown), cut)
+    (None, true)
 }
 
-/// `value` with long strings, long arrays, large objects and deep levels cut.
-fn shorten(value: &Value, depth: usize, cut: &mut bool) -> Value {
+/// `value` with long strings, long arrays, large objects and deep levels cut as `cut` says;
+/// a marker string says what was left out.
+fn shorten(value: &Value, depth: usize, cut: Cut, cut_anything: &mut bool) -> Value {
     match value {
-        Value::String(s) => match s.char_indices().nth(STRING_CHARS) {
+        Value::String(s) => match s.char_indices().nth(cut.chars) {
             Some((at, _)) => {
-                *cut = true;
+                *cut_anything = true;
                 Value::String(format!("{}… ({} chars)", &s[..at], s.chars().count()))
             }
             None => value.clone(),
         },
         Value::Array(items) => {
-            if depth >= DEPTH {
-                *cut = true;
+            if depth >= cut.depth {
+                *cut_anything = true;
                 return Value::String(format!("[… {} items]", items.len()));
             }
             let mut out: Vec<Value> = items
                 .iter()
-                .take(ITEMS)
-                .map(|v| shorten(v, depth + 1, cut))
+                .take(cut.items)
+                .map(|v| shorten(v, depth + 1, cut, cut_anything))
                 .collect();
-            if items.len() > ITEMS {
-                *cut = true;
+            if items.len() > cut.items {
+                *cut_anything = true;
                 out.push(Value::String(format!(
                     "… {} more items",
-                    items.len() - ITEMS
+                    items.len() - cut.items
                 )));
             }
             Value::Array(out)
         }
         Value::Object(map) => {
-            if depth >= DEPTH {
-                *cut = true;
+            if depth >= cut.depth {
+                *cut_anything = true;
                 return Value::String(format!("{{… {} keys}}", map.len()));
             }
+            let keep = cut.items * 3;
             let mut out = Map::new();
-            for (k, v) in map.iter().take(ITEMS * 3) {
-                out.insert(k.clone(), shorten(v, depth + 1, cut));
+            for (k, v) in map.iter().take(keep) {
+                out.insert(k.clone(), shorten(v, depth + 1, cut, cut_anything));
             }
-            if map.len() > ITEMS * 3 {
-                *cut = true;
+            if map.len() > keep {
+                *cut_anything = true;
                 out.insert(
                     "…".to_owned(),
-                    Value::String(format!("{} more keys", map.len() - ITEMS * 3)),
+                    Value::String(format!("{} more keys", map.len() - keep)),
                 );
             }
             Value::Object(out)
         }
-        _ => value.clone(),
-    }
-}
-
-/// `value` (already shortened) with levels past `max` replaced by markers.
-fn shorten_to(value: &Value, depth: usize, max: usize) -> Value {
-    match value {
-        Value::Array(items) if depth >= max => Value::String(format!("[… {} items]", items.len())),
-        Value::Object(map) if depth >= max => Value::String(format!("{{… {} keys}}", map.len())),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| shorten_to(v, depth + 1, max))
-                .collect(),
-        ),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), shorten_to(v, depth + 1, max)))
-                .collect(),
-        ),
         _ => value.clone(),
     }
 }
@@ -166,8 +174,9 @@ mod tests {
         let rendered = shown.to_string();
         assert!(rendered.len() <= PREVIEW_BYTES, "{}", rendered.len());
         assert_eq!(shown["items"][0]["id"], 0);
-        assert!(rendered.contains("… 90 more items"), "{rendered}");
+        assert!(rendered.contains("more items"), "{rendered}");
         assert!(rendered.contains("(500 chars)"), "{rendered}");
+        assert_eq!(budget, TRACE_RESULTS_BYTES - rendered.len());
     }
 
     #[test]
@@ -187,20 +196,22 @@ mod tests {
 
     #[test]
     fn the_execution_budget_bounds_all_previews() {
-        let text = serde_json::to_string(&json!({ "s": "z".repeat(3000) })).unwrap_or_default();
-        let mut budget = 10_000;
+        let text = serde_json::to_string(&json!({ "s": "z".repeat(1500) })).unwrap_or_default();
+        let mut budget = 5_000;
         let mut whole = 0;
+        let mut total = 0;
         for _ in 0..10 {
             let (shown, cut) = preview(&text, &mut budget);
-            if shown.is_some() && !cut {
-                whole += 1;
+            if let Some(shown) = shown {
+                total += shown.to_string().len();
+                whole += usize::from(!cut);
             }
         }
         assert_eq!(
             whole, 3,
-            "three previews of ~3 KB fit in 10 KB; later ones are markers"
+            "three whole previews of 1.5 KB fit in 5 KB; then cut ones"
         );
-        assert!(budget < 10_000 - 3 * text.len());
+        assert!(total <= 5_000, "{total}");
         let mut empty = 0;
         assert_eq!(preview(&text, &mut empty), (None, true));
         // Oversized and unparsable text never fail the trace.
