@@ -85,13 +85,7 @@ fn main() {
         let tools: Vec<SdkTool> = source
             .descriptors()
             .iter()
-            .map(|t| SdkTool {
-                namespace: "github".into(),
-                name: t.name.clone(),
-                description: t.description.clone(),
-                input_schema: t.input_schema.clone(),
-                output_schema: t.output_schema.clone(),
-            })
+            .map(|t| t.sdk_tool("github"))
             .collect();
         let sdk = Sdk::new(&tools);
         let done = started.elapsed();

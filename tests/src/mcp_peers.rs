@@ -253,8 +253,14 @@ pub fn four_real_servers(test: &str, repository: &std::path::Path) -> Option<Vec
 /// closed local port (nothing is sent anywhere). `None` (skip reported) when it is missing.
 pub fn github_rest_source(test: &str) -> Option<airlock_policy::OpenApiSource> {
     let spec = npm_package("@octokit/openapi/generated/api.github.com.json", test)?;
-    Some(airlock_policy::OpenApiSource {
-        name: "github".into(),
+    Some(closed_openapi("github", spec))
+}
+
+/// An OpenAPI source of `spec` whose base URL is a closed local port: its tools are listed and
+/// their arguments checked, and a call that gets through fails to connect.
+pub fn closed_openapi(name: &str, spec: PathBuf) -> airlock_policy::OpenApiSource {
+    airlock_policy::OpenApiSource {
+        name: name.into(),
         spec,
         base_url: Some("http://127.0.0.1:9".into()),
         auth: None,
@@ -262,5 +268,5 @@ pub fn github_rest_source(test: &str) -> Option<airlock_policy::OpenApiSource> {
         max_concurrent_calls: 4,
         include: Vec::new(),
         exclude: Vec::new(),
-    })
+    }
 }

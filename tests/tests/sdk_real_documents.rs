@@ -11,7 +11,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{GraphQlSource, OpenApiSource as OpenApiConfig, SchemaFormat};
+use airlock_policy::{GraphQlSource, SchemaFormat};
 use airlock_supervisor::sdk::{SdkFiles, SdkTool};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::graphql::GraphQlApi;
@@ -26,23 +26,11 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
+use airlock_tests::mcp_peers::closed_openapi;
 use airlock_tests::mcp_peers::npm_package as npm;
 
 fn openapi(name: &str, spec: PathBuf) -> OpenApiSource {
-    OpenApiSource::load(
-        OpenApiConfig {
-            name: name.into(),
-            spec,
-            base_url: Some("http://127.0.0.1:9".into()),
-            auth: None,
-            call_timeout_ms: 10_000,
-            max_concurrent_calls: 4,
-            include: Vec::new(),
-            exclude: Vec::new(),
-        },
-        Arc::new(SecretStore::empty()),
-    )
-    .unwrap()
+    OpenApiSource::load(closed_openapi(name, spec), Arc::new(SecretStore::empty())).unwrap()
 }
 
 fn github_graphql(schema: PathBuf) -> GraphQlApi {
@@ -63,16 +51,7 @@ fn github_graphql(schema: PathBuf) -> GraphQlApi {
 }
 
 fn sdk_tools(namespace: &str, descriptors: &[ToolDescriptor]) -> Vec<SdkTool> {
-    descriptors
-        .iter()
-        .map(|t| SdkTool {
-            namespace: namespace.into(),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-            output_schema: t.output_schema.clone(),
-        })
-        .collect()
+    descriptors.iter().map(|t| t.sdk_tool(namespace)).collect()
 }
 
 /// `airlock sdk stats --json` against a daemon with `source`, as a principal denied the

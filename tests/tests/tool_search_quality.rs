@@ -218,16 +218,7 @@ const CASES: &[(Catalogue, &str, &str)] = &[
 ];
 
 fn sdk_tools(namespace: &str, descriptors: &[ToolDescriptor]) -> Vec<SdkTool> {
-    descriptors
-        .iter()
-        .map(|t| SdkTool {
-            namespace: namespace.into(),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-            output_schema: t.output_schema.clone(),
-        })
-        .collect()
+    descriptors.iter().map(|t| t.sdk_tool(namespace)).collect()
 }
 
 fn rest_tools(test: &str) -> Option<Vec<SdkTool>> {

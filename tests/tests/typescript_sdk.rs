@@ -220,13 +220,7 @@ async fn a_real_servers_catalogue_type_checks() {
         .await
         .unwrap()
         .iter()
-        .map(|t| SdkTool {
-            namespace: "everything".into(),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-            output_schema: t.output_schema.clone(),
-        })
+        .map(|t| t.sdk_tool("everything"))
         .collect();
     server.shutdown().await;
     assert!(tools.len() >= 10, "{tools:?}");

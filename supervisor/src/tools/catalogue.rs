@@ -75,13 +75,7 @@ fn sdk_tools(lists: &[(String, Arc<[ToolDescriptor]>)], principal: &Principal) -
             tools
                 .iter()
                 .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
-                .map(|t| SdkTool {
-                    namespace: namespace.clone(),
-                    name: t.name.clone(),
-                    description: t.description.clone(),
-                    input_schema: t.input_schema.clone(),
-                    output_schema: t.output_schema.clone(),
-                })
+                .map(|t| t.sdk_tool(namespace))
         })
         .collect()
 }

@@ -70,6 +70,19 @@ pub struct ToolDescriptor {
     pub read_only: bool,
 }
 
+impl ToolDescriptor {
+    /// The tool as the SDK shows it, under `namespace`.
+    pub fn sdk_tool(&self, namespace: &str) -> crate::sdk::SdkTool {
+        crate::sdk::SdkTool {
+            namespace: namespace.to_owned(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+        }
+    }
+}
+
 /// What a call knows about its caller, and what the pipeline asks of the source.
 #[derive(Debug, Clone)]
 pub struct CallContext {

@@ -92,16 +92,7 @@ fn abbreviates(short: &str, long: &str) -> bool {
 
 /// The search index of one namespace's tools, for [`near_tools`].
 pub fn namespace_search(namespace: &str, tools: &[ToolDescriptor]) -> ToolSearch {
-    let tools: Vec<SdkTool> = tools
-        .iter()
-        .map(|t| SdkTool {
-            namespace: namespace.to_owned(),
-            name: t.name.clone(),
-            description: t.description.clone(),
-            input_schema: t.input_schema.clone(),
-            output_schema: t.output_schema.clone(),
-        })
-        .collect();
+    let tools: Vec<SdkTool> = tools.iter().map(|t| t.sdk_tool(namespace)).collect();
     ToolSearch::new(&tools)
 }
 
