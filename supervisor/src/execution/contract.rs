@@ -134,6 +134,7 @@ pub fn judge(
         stack: None,
         excerpt: None,
         hint: Some(hint),
+        explanation: None,
     })
 }
 

@@ -66,6 +66,13 @@ pub(super) struct Hooks {
     /// `(error) => string`: the engine's stack of an error (positions in the generated
     /// script); for a `ToolError`, the stack where the program started the call.
     pub raw_stack_of: Persistent<Function<'static>>,
+    /// `(promise, tool, site)`: marks a tool call's promise (for the missing `await`).
+    pub track_call: Persistent<Function<'static>>,
+    /// `(value, tool, site)`: marks a tool's parsed result, every object and array of it.
+    pub tag_result: Persistent<Function<'static>>,
+    /// `() => miss | null`: the last read on a marked value that found nothing
+    /// ([`super::provenance`]).
+    pub last_miss: Persistent<Function<'static>>,
 }
 
 /// A tool call the program is awaiting.
@@ -180,6 +187,11 @@ pub(super) struct Bridge {
     positions: RefCell<Option<(PositionMap, &'static str)>>,
     /// The program's clock and random streams.
     sources: RefCell<Sources>,
+    /// Tool results and promises are not marked (measurement only: the provenance benchmark
+    /// runs with and without).
+    untracked: Cell<bool>,
+    /// The code the agent sent, for explaining errors ([`super::provenance`]).
+    source: RefCell<String>,
 }
 
 impl Bridge {
@@ -201,6 +213,49 @@ impl Bridge {
         self.null_rejected_at_limit.set(false);
         self.deadline.set(Some(deadline));
         *self.positions.borrow_mut() = Some((positions, filename));
+    }
+
+    /// Keeps the agent's code, to read the expression at an error's position.
+    pub fn set_source(&self, code: &str) {
+        *self.source.borrow_mut() = code.to_owned();
+    }
+
+    pub fn with_source<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        f(&self.source.borrow())
+    }
+
+    /// Turns the marking of tool results off (measurement only).
+    #[cfg(test)]
+    pub fn set_tracking(&self, on: bool) {
+        self.untracked.set(!on);
+    }
+
+    pub fn tracking(&self) -> bool {
+        !self.untracked.get()
+    }
+
+    /// Calls a provenance hook. Its bookkeeping must never fail the program: an exception is
+    /// dropped, unless it is the program being stopped or the heap running out.
+    fn call_marker<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        pick: impl FnOnce(&Hooks) -> &Persistent<Function<'static>>,
+        args: (Value<'js>, &str, Option<Value<'js>>),
+    ) -> rquickjs::Result<()> {
+        let Some(hook) = self.hook(pick) else {
+            return Ok(());
+        };
+        match hook.restore(ctx)?.call::<_, ()>(args) {
+            Ok(()) => Ok(()),
+            Err(rquickjs::Error::Exception) => {
+                let thrown = ctx.catch();
+                if self.stop_reason().is_some() || is_out_of_memory(&thrown) {
+                    return Err(ctx.throw(thrown));
+                }
+                Ok(())
+            }
+            Err(other) => Err(other),
+        }
     }
 
     /// Whether tool calls carry their position in the program (`Start.report_idle`).
@@ -462,6 +517,13 @@ impl Bridge {
             self.set_stop(Stop::Ipc(e.to_string()));
             return Err(throw_uncatchable(ctx, "the supervisor channel failed"));
         }
+        if self.tracking() {
+            self.call_marker(
+                ctx,
+                |h| &h.track_call,
+                (promise.clone().into_value(), &tool, site.clone()),
+            )?;
+        }
         self.state.borrow_mut().pending.insert(
             id,
             PendingCall {
@@ -640,7 +702,16 @@ impl Bridge {
         self.with_sources(|s| s.advance(clock_ms));
         match result {
             Ok(json) => match ctx.json_parse(json) {
-                Ok(value) => call.resolve.restore(ctx)?.call::<_, ()>((value,)),
+                Ok(value) => {
+                    if self.tracking() {
+                        self.call_marker(
+                            ctx,
+                            |h| &h.tag_result,
+                            (value.clone(), &call.tool, restore_site(ctx, &call.site)),
+                        )?;
+                    }
+                    call.resolve.restore(ctx)?.call::<_, ()>((value,))
+                }
                 Err(rquickjs::Error::Exception) => {
                     let thrown = ctx.catch();
                     if is_out_of_memory(&thrown) {

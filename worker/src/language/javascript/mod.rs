@@ -29,6 +29,7 @@
 
 mod bridge;
 mod determinism;
+mod provenance;
 mod result_value;
 mod tool_references;
 mod typescript;
@@ -184,6 +185,7 @@ impl Engine {
             prepared.filename,
         );
         self.bridge.report_positions(start.report_idle);
+        self.bridge.set_source(&start.code);
         if let Some(references) = prepared.tool_references {
             self.await_contract_check(references)?;
         }
@@ -479,6 +481,12 @@ impl Engine {
             }
             _ => None,
         };
+        let explanation = match (kind, phase, name.as_deref(), &message) {
+            (ErrorKind::Runtime, Phase::Run, Some("TypeError"), Some(message)) => {
+                self.explain(ctx, message, position)
+            }
+            _ => None,
+        };
         let (line, column) = split(position);
         ExecError {
             kind,
@@ -487,7 +495,43 @@ impl Engine {
             line,
             column,
             stack,
+            explanation,
         }
+    }
+
+    /// Where the value an uncaught TypeError is about came from and what it is, when it came
+    /// from a tool and the error is about the last read on it that found nothing.
+    fn explain<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        message: &str,
+        position: Option<(u32, u32)>,
+    ) -> Option<String> {
+        if !self.bridge.tracking() {
+            return None;
+        }
+        let last_miss = self.bridge.hook(|h| &h.last_miss)?.restore(ctx).ok()?;
+        let found = match last_miss.call::<_, Option<Object>>(()) {
+            Ok(found) => found?,
+            Err(_) => {
+                let _ = ctx.catch();
+                return None;
+            }
+        };
+        let text = |key: &str| found.get::<_, Option<String>>(key).ok().flatten();
+        let miss = provenance::Miss {
+            key: text("key")?,
+            promise: found.get::<_, bool>("promise").unwrap_or(false),
+            tool: text("tool")?,
+            call_line: text("stack")
+                .and_then(|stack| self.bridge.first_position(&stack))
+                .map(|(line, _)| line),
+            path: text("path").unwrap_or_default(),
+            shape: text("shape")?,
+            method_of: text("methodOf"),
+        };
+        self.bridge
+            .with_source(|source| provenance::explain(source, message, position, &miss))
     }
 
     /// The engine's own stack string of an Error (positions in the generated script).
@@ -591,6 +635,9 @@ fn install_prelude(ctx: &Ctx<'_>, bridge: &Rc<Bridge>) -> Result<Hooks, String> 
         show: function("show")?,
         find_not_json: function("findNotJson")?,
         raw_stack_of: function("rawStackOf")?,
+        track_call: function("trackCall")?,
+        tag_result: function("tagResult")?,
+        last_miss: function("lastMiss")?,
     })
 }
 

@@ -484,6 +484,266 @@
   }
 
   // ---------------------------------------------------------------------------------------
+  // Provenance of tool results (provenance.rs explains errors with it).
+  //
+  // A TypeError on a tool's result ("cannot read property 'map' of undefined") should say
+  // where the value came from and what it really is. Reads that find a property are left
+  // alone, at full speed; only a read that finds nothing anywhere is seen: each object and
+  // array of a result gets a prototype that is a proxy, and its `get` trap, reached only when
+  // the object itself lacks the key, notes the last read that found nothing on the whole
+  // chain. A tool call's promise gets one too, for the missing `await`. The proxies' targets
+  // inherit from the real prototypes, so methods, `instanceof`, `Array.isArray`, `constructor`,
+  // JSON and spreading behave as before; `Object.getPrototypeOf`, `Reflect.getPrototypeOf` and
+  // `__proto__` report the real prototypes, so the proxies stay out of the program's sight.
+  // Nothing here changes a value the program computes or the order of its calls.
+
+  const setPrototypeOf = Object.setPrototypeOf;
+  const reflectGet = Reflect.get;
+  const reflectGetPrototypeOf = Reflect.getPrototypeOf;
+  const ObjectPrototype = Object.prototype;
+  const ArrayPrototype = Array.prototype;
+  const PromisePrototype = Promise.prototype;
+  const StringPrototype = String.prototype;
+  const NumberPrototype = Number.prototype;
+  const symbolIterator = Symbol.iterator;
+
+  // The last read that found nothing on a tagged value, and its key.
+  let missReceiver;
+  let missKey;
+  // A handler with no prototype, so a program that adds `has` or `set` to Object.prototype
+  // adds no trap here.
+  const recording = ObjectCreate(null);
+  recording.get = (target, key, receiver) => {
+    if (!(key in target)) {
+      missReceiver = receiver;
+      missKey = key;
+    }
+    return reflectGet(target, key, receiver);
+  };
+  const objectProto = new ProxyCtor(ObjectCreate(ObjectPrototype), recording);
+  const arrayProto = new ProxyCtor(ObjectCreate(ArrayPrototype), recording);
+  const promiseProto = new ProxyCtor(ObjectCreate(PromisePrototype), recording);
+  const realPrototype = (p) =>
+    p === objectProto ? ObjectPrototype : p === arrayProto ? ArrayPrototype : p === promiseProto ? PromisePrototype : p;
+  const protoAccessor = getOwnPropertyDescriptor(ObjectPrototype, "__proto__");
+  defineProperty(Object, "getPrototypeOf", {
+    value: { getPrototypeOf(o) { return realPrototype(getPrototypeOf(o)); } }.getPrototypeOf,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+  defineProperty(Reflect, "getPrototypeOf", {
+    value: { getPrototypeOf(o) { return realPrototype(reflectGetPrototypeOf(o)); } }.getPrototypeOf,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
+  if (protoAccessor && protoAccessor.get) {
+    const protoGet = protoAccessor.get;
+    defineProperty(ObjectPrototype, "__proto__", {
+      get: getOwnPropertyDescriptor({ get __proto__() { return realPrototype(apply(protoGet, this, [])); } }, "__proto__").get,
+      set: protoAccessor.set,
+      enumerable: false,
+      configurable: true,
+    });
+  }
+
+  // A tool call: its name and the Error made where the program started it.
+  function CallRecord(tool, site) {
+    this.tool = tool;
+    this.site = site;
+  }
+  const callRecordPrototype = CallRecord.prototype;
+  // No setter the program adds to Object.prototype runs when a record is made.
+  setPrototypeOf(callRecordPrototype, null);
+  // Tagged value → the object or array it was found in, or the CallRecord of the call whose
+  // result (or promise) it is. The methods are own properties of this private instance, so
+  // the program's changes to WeakMap.prototype do not reach it.
+  const origins = new WeakMapCtor();
+  defineProperty(origins, "get", { value: weakMapGet });
+  defineProperty(origins, "set", { value: weakMapSet });
+  // Results are walked to this depth and this many objects and arrays each; beyond, values
+  // are simply not explained.
+  const MAX_TAG_DEPTH = 64;
+  const MAX_TAGGED_NODES = 10000;
+  // The walk's own stack: an array without a prototype, so no setter a program puts on
+  // Array.prototype runs when it grows.
+  const walk = [];
+  setPrototypeOf(walk, null);
+
+  // A read that found nothing before the latest call or result is no longer the one an error
+  // is about (a program that caught it went on); forgetting it makes a stale explanation
+  // less likely.
+  function trackCall(promise, tool, site) {
+    missReceiver = undefined;
+    setPrototypeOf(promise, promiseProto);
+    origins.set(promise, new CallRecord(tool, site));
+  }
+
+  function tagResult(value, tool, site) {
+    missReceiver = undefined;
+    if (value === null || typeof value !== "object") return;
+    let top = 0;
+    walk[top++] = value;
+    walk[top++] = new CallRecord(tool, site);
+    walk[top++] = 0;
+    let budget = MAX_TAGGED_NODES;
+    while (top > 0 && budget > 0) {
+      const depth = walk[--top];
+      const parent = walk[--top];
+      const node = walk[--top];
+      budget--;
+      origins.set(node, parent);
+      if (isArray(node)) {
+        setPrototypeOf(node, arrayProto);
+        if (depth >= MAX_TAG_DEPTH) continue;
+        for (let i = node.length - 1; i >= 0; i--) {
+          const child = node[i];
+          if (child !== null && typeof child === "object") {
+            walk[top++] = child;
+            walk[top++] = node;
+            walk[top++] = depth + 1;
+          }
+        }
+      } else {
+        setPrototypeOf(node, objectProto);
+        if (depth >= MAX_TAG_DEPTH) continue;
+        const keys = objectKeys(node);
+        for (let i = keys.length - 1; i >= 0; i--) {
+          const child = node[keys[i]];
+          if (child !== null && typeof child === "object") {
+            walk[top++] = child;
+            walk[top++] = node;
+            walk[top++] = depth + 1;
+          }
+        }
+      }
+    }
+    // Let go of the rest of the walk (stack slots above 0 keep values alive otherwise).
+    for (let i = 0; i < top; i++) walk[i] = undefined;
+  }
+
+  const MAX_SHAPE = 280;
+  const MAX_KEY = 40;
+  const shortKey = (k) => (k.length > MAX_KEY ? apply(stringSlice, k, [0, MAX_KEY - 1]) + "…" : k);
+  /** An own property's value without running a getter the program may have added. */
+  const ACCESSOR = ObjectCreate(null);
+  function ownValue(o, k) {
+    const d = getOwnPropertyDescriptor(o, k);
+    return d === undefined ? undefined : d.get || d.set ? ACCESSOR : d.value;
+  }
+  /** A value's type in a few words; never its content. */
+  function typeWord(v) {
+    if (v === ACCESSOR) return "getter";
+    if (v === null) return "null";
+    if (isArray(v)) return v.length === 0 ? "empty array" : `array of ${v.length}`;
+    if (getPrototypeOf(v) === promiseProto) return "Promise";
+    return typeof v;
+  }
+  /** The shape of an object or array: keys, types, lengths; never a string's content. */
+  function shapeOf(v) {
+    if (isArray(v)) {
+      const n = v.length;
+      if (n === 0) return "an empty array";
+      let kind = typeWord(ownValue(v, 0));
+      for (let i = 1; i < n && i < MAX_ITEMS; i++) {
+        if (typeWord(ownValue(v, i)) !== kind) {
+          kind = "";
+          break;
+        }
+      }
+      if (kind === "object") {
+        const keys = objectKeys(ownValue(v, 0));
+        const first = [];
+        let used = 0;
+        for (let i = 0; i < keys.length && used < 120; i++) {
+          push(first, shortKey(keys[i]));
+          used += keys[i].length + 2;
+        }
+        const more = first.length < keys.length ? ", …" : "";
+        return `an array of ${n} (the first an object with keys ${join(first, ", ")}${more})`;
+      }
+      return kind === "" ? `an array of ${n}` : `an array of ${n} (${kind})`;
+    }
+    const keys = objectKeys(v);
+    if (keys.length === 0) return "an empty object";
+    const parts = [];
+    let used = 0;
+    for (let i = 0; i < keys.length; i++) {
+      const part = `${shortKey(keys[i])} (${typeWord(ownValue(v, keys[i]))})`;
+      if (used + part.length > MAX_SHAPE - 40) {
+        push(parts, `… ${keys.length} keys in all`);
+        break;
+      }
+      push(parts, part);
+      used += part.length + 2;
+    }
+    return `an object with keys ${join(parts, ", ")}`;
+  }
+  /** Where `child` sits in `parent`: an index, a key, or undefined if it moved. */
+  function placeIn(parent, child) {
+    if (isArray(parent)) {
+      const n = parent.length;
+      for (let i = 0; i < n && i < MAX_TAGGED_NODES; i++) {
+        if (hasOwn(parent, i) && parent[i] === child) return i;
+      }
+      return undefined;
+    }
+    const keys = objectKeys(parent);
+    for (let i = 0; i < keys.length && i < MAX_TAGGED_NODES; i++) {
+      const d = getOwnPropertyDescriptor(parent, keys[i]);
+      if (d !== undefined && d.value === child) return keys[i];
+    }
+    return undefined;
+  }
+
+  /**
+   * The last read that found nothing on a tool's value, for the engine's explanation of an
+   * uncaught TypeError: `null`, or { key, promise, tool, stack, path, shape, methodOf }.
+   */
+  function lastMiss() {
+    const receiver = missReceiver;
+    const key = missKey;
+    if (receiver === undefined || receiver === null) return null;
+    let keyText;
+    if (typeof key === "string") keyText = key;
+    else if (key === symbolIterator) keyText = "Symbol.iterator";
+    else return null;
+    try {
+      let origin = origins.get(receiver);
+      if (origin === undefined) return null;
+      let path = "";
+      let node = receiver;
+      for (let steps = 0; getPrototypeOf(origin) !== callRecordPrototype; steps++) {
+        const place = placeIn(origin, node);
+        if (place === undefined || steps > MAX_TAG_DEPTH) return null;
+        path = pathOf("", place) + path;
+        node = origin;
+        origin = origins.get(origin);
+        if (origin === undefined) return null;
+      }
+      const promise = getPrototypeOf(receiver) === promiseProto;
+      let methodOf = null;
+      if (typeof key === "string" && !promise) {
+        if (!isArray(receiver) && key in ArrayPrototype) methodOf = "an array";
+        else if (key in StringPrototype) methodOf = "a string";
+        else if (key in NumberPrototype) methodOf = "a number";
+      }
+      return {
+        key: keyText,
+        promise,
+        tool: origin.tool,
+        stack: origin.site instanceof ErrorCtor ? rawStackOf(origin.site) : undefined,
+        path,
+        shape: promise ? "a Promise" : shapeOf(receiver),
+        methodOf,
+      };
+    } catch {
+      return null;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
   // The clock and randomness: the supervisor's (determinism.rs), never the system's.
   //
   // QuickJS's `Date` reads the system clock for `Date.now()`, `new Date()` and `Date()`, and
@@ -601,5 +861,5 @@
   globalValue("crypto", cryptoObject);
   defineProperty(globalThis, "tools", { value: tools, writable: false, enumerable: false, configurable: false });
 
-  return freeze({ makeToolError, show, findNotJson, rawStackOf });
+  return freeze({ makeToolError, show, findNotJson, rawStackOf, trackCall, tagResult, lastMiss });
 })

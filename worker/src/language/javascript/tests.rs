@@ -139,6 +139,30 @@ fn run_full(
     determinism: airlock_proto::Determinism,
     verdict: SupervisorMessage,
     report_idle: bool,
+    respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    run_engine(
+        code,
+        language,
+        limits,
+        determinism,
+        verdict,
+        report_idle,
+        true,
+        respond,
+    )
+}
+
+/// [`run_full`], with the provenance tracking of tool results on or off.
+#[allow(clippy::too_many_arguments)]
+fn run_engine(
+    code: &str,
+    language: Language,
+    limits: Limits,
+    determinism: airlock_proto::Determinism,
+    verdict: SupervisorMessage,
+    report_idle: bool,
+    tracking: bool,
     mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
     let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
@@ -188,6 +212,7 @@ fn run_full(
         .stack_size(8 * 1024 * 1024)
         .spawn(move || {
             let engine = Engine::new().expect("engine");
+            engine.bridge.set_tracking(tracking);
             let bridge = Rc::clone(&engine.bridge);
             let mut ipc = Ipc::from_stream(worker_end);
             let (outcome, stats) = engine.run(start, &mut ipc);
@@ -1926,4 +1951,297 @@ fn calls_carry_their_position_in_the_agents_code() {
             "{language:?}"
         );
     }
+}
+
+// -----------------------------------------------------------------------------------------
+// Provenance: TypeErrors on tool results say where the value came from and what it is
+
+/// Runs `code` with every tool call answered by `results` (tool → JSON).
+fn with_results(code: &str, results: &'static [(&'static str, &'static str)]) -> Run {
+    run_with(
+        code,
+        Language::TypeScript,
+        limits(),
+        answering(move |tool, _| {
+            let found = results.iter().find(|(t, _)| *t == tool);
+            Ok(found.map_or("null", |(_, json)| *json).to_owned())
+        }),
+    )
+}
+
+const GRAPH: &str = r#"{"entities":[{"name":"a","entityType":"t","observations":[]},{"name":"b","entityType":"t","observations":["x"]},{"name":"c","entityType":"t","observations":[]}],"relations":[]}"#;
+const TIME: &str =
+    r#"{"timezone":"Europe/Paris","datetime":"2026-11-25T12:00:00+01:00","is_dst":false}"#;
+
+fn explanation(run: &Run) -> Option<String> {
+    run.error().explanation.clone()
+}
+
+#[test]
+fn missing_key_on_a_tool_result() {
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nreturn g.nodes.map((n: any) => n.name);",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "cannot read property 'map' of undefined");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "g.nodes is undefined: g is the result of tools.memory.read_graph (line 1), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn method_on_the_wrong_type() {
+    let run = with_results(
+        "const now = 1;\nconst t = await tools.time.get_current_time({ timezone: 'Europe/Paris' });\nconst day = t.split('T')[0];\nday",
+        &[("time.get_current_time", TIME)],
+    );
+    assert_eq!(run.error().message, "not a function");
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "t.split is not a function: t is the result of tools.time.get_current_time (line 2), \
+             an object with keys timezone (string), datetime (string), is_dst (boolean), not a string"
+        )
+    );
+}
+
+#[test]
+fn missing_await() {
+    let run = with_results(
+        "const r = tools.memory.read_graph({});\nreturn r.entities.length;",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "r.entities is undefined: r is the Promise that tools.memory.read_graph (line 1) \
+             returned, not its result — add await"
+        )
+    );
+}
+
+#[test]
+fn element_of_an_empty_array() {
+    let run = with_results(
+        "const r = await tools.x.search({});\nconst items = r.items;\n\nreturn items[0].name;",
+        &[("x.search", r#"{"items":[],"total":0}"#)],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "items[0] is undefined: items is .items of the result of tools.x.search (line 1), an \
+             empty array"
+        )
+    );
+}
+
+#[test]
+fn nested_path() {
+    let run = with_results(
+        "const r = await tools.x.people({});\nreturn r.items[0].name.first;",
+        &[(
+            "x.people",
+            r#"{"items":[{"id":1,"full_name":"A B","tags":["x"]}]}"#,
+        )],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "r.items[0].name is undefined: r.items[0] is .items[0] of the result of \
+             tools.x.people (line 1), an object with keys id (number), full_name (string), tags \
+             (array of 1)"
+        )
+    );
+}
+
+#[test]
+fn destructuring_a_missing_key() {
+    let run = with_results(
+        "const { graph: { nodes } } = await tools.memory.read_graph({});\nnodes",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "Cannot convert undefined or null to object");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "the destructured graph is undefined: the object it is read from is the result of \
+             tools.memory.read_graph (line 1), an object with keys entities (array of 3), \
+             relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn iterating_an_object_result() {
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nfor (const e of g) {}",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "value is not iterable");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "g is not iterable: g is the result of tools.memory.read_graph (line 1), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn unrelated_type_errors_are_not_explained() {
+    // A tool result had a read that found nothing (`then`, when the promise resolved, and
+    // `missing`), but the error is about another value.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nconst m = g.missing;\nconst o: any = {};\no.a.b",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(run.error().name.as_deref(), Some("TypeError"));
+    assert_eq!(explanation(&run), None);
+    // The same key read on a value that is not from a tool, with no read on a tool value.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nconst o: any = { entities: [] };\no.nodes.map((x: any) => x)",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(explanation(&run), None);
+    // No tool at all.
+    let e = js("const g = { a: 1 };\ng.nodes.map(x => x)")
+        .error()
+        .clone();
+    assert_eq!(e.explanation, None);
+    // Not a TypeError.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\ng.nodes;\nthrow new Error('x')",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(explanation(&run), None);
+}
+
+#[test]
+fn explanations_never_show_string_values() {
+    let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let json: &'static str = Box::leak(
+        format!(r#"{{"token":"{secret}","user":{{"login":"octo","email":"a@b.c"}}}}"#)
+            .into_boxed_str(),
+    );
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("auth.whoami", json)].into_boxed_slice());
+    let run = with_results(
+        "const w = await tools.auth.whoami({});\nreturn w.user.name.toUpperCase();",
+        results,
+    );
+    let text = explanation(&run).expect("explained");
+    assert!(text.starts_with("w.user.name is undefined: w.user is .user of the result of tools.auth.whoami (line 1), an object with keys login (string), email (string)"), "{text}");
+    assert!(!text.contains("octo") && !text.contains("a@b.c"), "{text}");
+    let run = with_results("const w = await tools.auth.whoami({});\nw.nope.x", results);
+    let text = explanation(&run).expect("explained");
+    assert!(!text.contains(secret) && !text.contains("ghp_"), "{text}");
+    assert!(text.contains("token (string)"), "{text}");
+}
+
+#[test]
+fn long_shapes_are_cut() {
+    let keys: Vec<String> = (0..200)
+        .map(|i| format!("\"key_number_{i}\":{i}"))
+        .collect();
+    let json: &'static str = Box::leak(format!("{{{}}}", keys.join(",")).into_boxed_str());
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("x.wide", json)].into_boxed_slice());
+    let run = with_results("const w = await tools.x.wide({});\nw.nope.x", results);
+    let text = explanation(&run).expect("explained");
+    let shape = text.split_once("(line 1), ").expect("shape").1;
+    assert!(shape.len() <= 300, "{} {shape}", shape.len());
+    assert!(shape.ends_with("… 200 keys in all"), "{shape}");
+}
+
+#[test]
+fn tool_results_behave_as_plain_json() {
+    let run = with_results(
+        r#"
+const g = await tools.memory.read_graph({});
+const copy = JSON.parse(JSON.stringify(g));
+const checks = {
+  isArray: Array.isArray(g.entities) && !Array.isArray(g),
+  instance: g instanceof Object && g.entities instanceof Array && !(g instanceof Array),
+  json: JSON.stringify(g) === JSON.stringify(copy),
+  keys: Object.keys(g).join(),
+  entries: Object.entries(g.entities[1]).map(([k, v]) => k + typeof v).join(),
+  spread: JSON.stringify({ ...g.entities[0] }) === JSON.stringify(copy.entities[0]) && [...g.entities].length,
+  forOf: (() => { let n = 0; for (const e of g.entities) n += e.observations.length; return n; })(),
+  forIn: (() => { const k = []; for (const key in g.entities[0]) k.push(key); return k.join(); })(),
+  protoObject: Object.getPrototypeOf(g) === Object.prototype && Reflect.getPrototypeOf(g) === Object.prototype && (g as any).__proto__ === Object.prototype,
+  protoArray: Object.getPrototypeOf(g.entities) === Array.prototype && (g.entities as any).__proto__ === Array.prototype,
+  ctor: g.constructor === Object && g.entities.constructor === Array,
+  methods: g.entities.map((e: any) => e.name).join() + g.entities.filter((e: any) => e.observations.length).length,
+  hasOwn: g.hasOwnProperty('entities') && 'relations' in g && !('nodes' in g) && Object.hasOwn(g, 'entities'),
+  tag: Object.prototype.toString.call(g) + Object.prototype.toString.call(g.entities),
+  equalShape: JSON.stringify(Object.keys(copy)) === JSON.stringify(Object.keys(g)),
+  set: (() => { const c: any = g; c.added = 1; return Object.keys(c).includes('added') && Object.hasOwn(c, 'added'); })(),
+  promise: (() => { const p = tools.memory.read_graph({}); return p instanceof Promise && Object.getPrototypeOf(p) === Promise.prototype && typeof p.then === 'function'; })(),
+};
+const again = await tools.memory.read_graph({});
+const all = await Promise.all([tools.memory.read_graph({}), tools.memory.read_graph({})]);
+checks.awaited = all.length === 2 && all[0].entities.length === 3 && again.relations.length === 0;
+console.log(g);
+return checks;
+"#,
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(
+        run.value(),
+        r#"{"isArray":true,"instance":true,"json":true,"keys":"entities,relations","entries":"namestring,entityTypestring,observationsobject","spread":3,"forOf":1,"forIn":"name,entityType,observations","protoObject":true,"protoArray":true,"ctor":true,"methods":"a,b,c1","hasOwn":true,"tag":"[object Object][object Array]","equalShape":true,"set":true,"promise":true,"awaited":true}"#
+    );
+    assert_eq!(
+        run.console_text(),
+        [
+            r#"{ entities: [{ name: "a", entityType: "t", observations: [] }, { name: "b", entityType: "t", observations: ["x"] }, { name: "c", entityType: "t", observations: [] }], relations: [], added: 1 }"#
+        ]
+    );
+}
+
+#[test]
+fn tracking_changes_nothing_a_program_computes() {
+    let code = r#"
+const g = await tools.memory.read_graph({});
+const p = tools.memory.read_graph({});
+const seen = [];
+for (const e of g.entities) seen.push([e.name, e.missing ?? null, Object.keys(e).length]);
+const r = await p;
+return { seen, same: JSON.stringify(r) === JSON.stringify(g), proto: Object.getPrototypeOf(r) === Object.prototype, now: Date.now(), rnd: Math.random() };
+"#;
+    let tracked = with_results(code, &[("memory.read_graph", GRAPH)]);
+    let untracked = run_untracked(code, &[("memory.read_graph", GRAPH)]);
+    assert_eq!(tracked.value(), untracked.value());
+    assert_eq!(tracked.tool_calls(), untracked.tool_calls());
+}
+
+/// [`with_results`] with provenance tracking off.
+fn run_untracked(code: &str, results: &'static [(&'static str, &'static str)]) -> Run {
+    run_tracking(code, false, results)
+}
+
+fn run_tracking(
+    code: &str,
+    tracking: bool,
+    results: &'static [(&'static str, &'static str)],
+) -> Run {
+    run_engine(
+        code,
+        Language::TypeScript,
+        limits(),
+        TEST_DETERMINISM,
+        SupervisorMessage::Proceed,
+        false,
+        tracking,
+        answering(move |tool, _| {
+            let found = results.iter().find(|(t, _)| *t == tool);
+            Ok(found.map_or("null", |(_, json)| *json).to_owned())
+        }),
+    )
 }
