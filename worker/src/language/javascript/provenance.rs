@@ -182,7 +182,7 @@ fn at_position(
     }
     if key == "Symbol.iterator" {
         // The whole chain is the value iterated over (`for (const x of g)`, `[...g]`).
-        if failure != Failure::NotIterable || chain.len() < 1 {
+        if failure != Failure::NotIterable {
             return None;
         }
         let text = compact(&source[start..last.end])?;
@@ -293,10 +293,7 @@ fn chain_start(source: &str, at: usize) -> Option<usize> {
     {
         return None;
     }
-    loop {
-        let Some(prev) = skip_back_ws(bytes, p) else {
-            break;
-        };
+    while let Some(prev) = skip_back_ws(bytes, p) {
         let attached = matches!(bytes[p], b'[' | b'(');
         let (before, dotted) = match bytes[prev] {
             b'.' if prev > 0 && bytes[prev - 1] == b'.' => break,

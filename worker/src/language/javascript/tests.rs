@@ -2245,3 +2245,78 @@ fn run_tracking(
         }),
     )
 }
+
+/// The cost of provenance tracking on a tool-heavy program: 200 calls, each answered with a
+/// 20 KB JSON object, the program reading fields and using array methods on each result; runs
+/// with tracking on and off alternate, and the medians are compared. Measurement only:
+/// `cargo test --release -p airlock-worker --bin airlock-worker provenance_overhead -- --ignored --nocapture`
+#[test]
+#[ignore = "benchmark; run in release with --ignored --nocapture"]
+fn provenance_overhead() {
+    let items: Vec<String> = (0..80)
+        .map(|i| {
+            format!(
+                r#"{{"id":{i},"name":"item number {i}","score":{},"tags":["alpha","beta","gamma"],"owner":{{"login":"user{i}","id":{}}},"description":"{}"}}"#,
+                (i * 37) % 100,
+                i * 1000,
+                "lorem ipsum dolor sit amet ".repeat(4)
+            )
+        })
+        .collect();
+    let json: &'static str = Box::leak(
+        format!(
+            r#"{{"total":80,"next":null,"items":[{}]}}"#,
+            items.join(",")
+        )
+        .into_boxed_str(),
+    );
+    assert!((19_000..23_000).contains(&json.len()), "{}", json.len());
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("catalog.list", json)].into_boxed_slice());
+    let code = r#"
+let sum = 0;
+const names = [];
+for (let page = 0; page < 200; page++) {
+  const r = await tools.catalog.list({ page });
+  sum += r.total + r.items.length;
+  names.push(r.items[page % 80].name);
+  const good = r.items.filter((x) => x.score > 50).map((x) => x.owner.login);
+  sum += good.length + (r.next ?? 0);
+  for (const it of r.items) sum += it.tags.length;
+}
+return { sum, n: names.length };
+"#;
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for round in 0..15 {
+        for tracking in [round % 2 == 0, round % 2 != 0] {
+            let run = run_engine(
+                code,
+                Language::JavaScript,
+                Limits {
+                    max_tool_calls: 1000,
+                    timeout_ms: 60_000,
+                    ..limits()
+                },
+                TEST_DETERMINISM,
+                SupervisorMessage::Proceed,
+                false,
+                tracking,
+                answering(move |_, _| Ok(results[0].1.to_owned())),
+            );
+            assert!(run.value().contains("\"n\":200"), "{}", run.value());
+            let us = run.stats.run_us;
+            if tracking { on.push(us) } else { off.push(us) }
+        }
+    }
+    on.sort_unstable();
+    off.sort_unstable();
+    let (p50_on, p50_off) = (on[on.len() / 2], off[off.len() / 2]);
+    let ratio = p50_on as f64 / p50_off as f64;
+    eprintln!(
+        "provenance: 200 calls × {} B results, run time p50 on {:.2} ms, off {:.2} ms, ratio {ratio:.3} (on: {on:?}, off: {off:?})",
+        json.len(),
+        p50_on as f64 / 1000.0,
+        p50_off as f64 / 1000.0
+    );
+}
