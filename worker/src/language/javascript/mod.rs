@@ -185,7 +185,7 @@ impl Engine {
             prepared.filename,
         );
         self.bridge.report_positions(start.report_idle);
-        self.bridge.set_source(&start.code);
+        self.bridge.set_source(&start.code, start.language);
         if let Some(references) = prepared.tool_references {
             self.await_contract_check(references)?;
         }
@@ -499,8 +499,8 @@ impl Engine {
         }
     }
 
-    /// Where the value an uncaught TypeError is about came from and what it is, when it came
-    /// from a tool and the error is about the last read on it that found nothing.
+    /// Where the value an uncaught TypeError is about came from and what it is, when the program
+    /// bound it to a tool's result (or promise) and that result accounts for the error.
     fn explain<'js>(
         &self,
         ctx: &Ctx<'js>,
@@ -510,28 +510,18 @@ impl Engine {
         if !self.bridge.tracking() {
             return None;
         }
-        let last_miss = self.bridge.hook(|h| &h.last_miss)?.restore(ctx).ok()?;
-        let found = match last_miss.call::<_, Option<Object>>(()) {
-            Ok(found) => found?,
-            Err(_) => {
-                let _ = ctx.catch();
-                return None;
-            }
-        };
-        let text = |key: &str| found.get::<_, Option<String>>(key).ok().flatten();
-        let miss = provenance::Miss {
-            key: text("key")?,
-            promise: found.get::<_, bool>("promise").unwrap_or(false),
-            tool: text("tool")?,
-            call_line: text("stack")
-                .and_then(|stack| self.bridge.first_position(&stack))
-                .map(|(line, _)| line),
-            path: text("path").unwrap_or_default(),
-            shape: text("shape")?,
-            method_of: text("methodOf"),
-        };
-        self.bridge
-            .with_source(|source| provenance::explain(source, message, position, &miss))
+        self.bridge.with_source(|source, language| {
+            provenance::explain(
+                ctx,
+                &provenance::Failed {
+                    source,
+                    language,
+                    message,
+                    position,
+                },
+                &|tool| self.bridge.latest_result(tool),
+            )
+        })
     }
 
     /// The engine's own stack string of an Error (positions in the generated script).
@@ -635,9 +625,6 @@ fn install_prelude(ctx: &Ctx<'_>, bridge: &Rc<Bridge>) -> Result<Hooks, String> 
         show: function("show")?,
         find_not_json: function("findNotJson")?,
         raw_stack_of: function("rawStackOf")?,
-        track_call: function("trackCall")?,
-        tag_result: function("tagResult")?,
-        last_miss: function("lastMiss")?,
     })
 }
 
