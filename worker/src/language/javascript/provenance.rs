@@ -28,8 +28,9 @@ use super::typescript::{LineIndex, check_nesting};
 use airlock_proto::Language;
 use oxc::allocator::Allocator;
 use oxc::ast::ast::{
-    AssignmentTargetPropertyIdentifier, BindingPattern, CallExpression, Expression, PropertyKey,
-    SimpleAssignmentTarget, UnaryExpression, UnaryOperator, VariableDeclarator,
+    AssignmentTargetPropertyIdentifier, BindingPattern, CallExpression, Expression, ForOfStatement,
+    ForStatementLeft, PropertyKey, SimpleAssignmentTarget, UnaryExpression, UnaryOperator,
+    VariableDeclarator,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::parser::{ParseOptions, Parser};
@@ -126,6 +127,8 @@ fn failure(message: &str) -> Option<Failure<'_>> {
 enum Key {
     Name(String),
     Index(u32),
+    /// Any element of an array: the name a `for (const e of …)` binds.
+    Each,
 }
 
 impl Key {
@@ -476,6 +479,21 @@ impl<'a> Visit<'a> for Scan<'_> {
         walk::walk_variable_declarator(self, declarator);
     }
 
+    fn visit_for_of_statement(&mut self, for_of: &ForOfStatement<'a>) {
+        // `for (const e of r.items)`: `e` is each element of `r.items` in turn.
+        if !for_of.r#await
+            && let ForStatementLeft::VariableDeclaration(declaration) = &for_of.left
+            && let [declarator] = declaration.declarations.as_slice()
+            && let Some((root, mut path)) = member_chain(&for_of.right)
+        {
+            path.push(Key::Each);
+            let each = Inits::One(Init::Name { root, path });
+            let start = for_of.right.span().start;
+            self.bind(&declarator.id, &each, Vec::new(), for_of.span, start, 0);
+        }
+        walk::walk_for_of_statement(self, for_of);
+    }
+
     fn visit_simple_assignment_target(&mut self, target: &SimpleAssignmentTarget<'a>) {
         let root = match target {
             SimpleAssignmentTarget::AssignmentTargetIdentifier(id) => Some(id.name.to_string()),
@@ -596,6 +614,7 @@ fn child<'js>(ctx: &Ctx<'js>, value: &Value<'js>, key: &Key) -> Walked<'js> {
     let name = match key {
         Key::Name(name) => name.as_str(),
         Key::Index(_) => "",
+        Key::Each => return Walked::Opaque,
     };
     match value.type_of() {
         Type::Array => {
@@ -615,6 +634,7 @@ fn child<'js>(ctx: &Ctx<'js>, value: &Value<'js>, key: &Key) -> Walked<'js> {
                     Walked::Opaque
                 }
                 Key::Name(_) => Walked::Missing,
+                Key::Each => Walked::Opaque,
             }
         }
         Type::Object => {
@@ -624,6 +644,7 @@ fn child<'js>(ctx: &Ctx<'js>, value: &Value<'js>, key: &Key) -> Walked<'js> {
             let wanted = match key {
                 Key::Name(n) => n.clone(),
                 Key::Index(i) => i.to_string(),
+                Key::Each => return Walked::Opaque,
             };
             for (k, v) in object.props::<String, Value>().flatten() {
                 if k == wanted {
@@ -643,7 +664,7 @@ fn child<'js>(ctx: &Ctx<'js>, value: &Value<'js>, key: &Key) -> Walked<'js> {
             }
             Key::Name(_) => Walked::Missing,
             // A character, or `undefined` past the end: not worth telling apart.
-            Key::Index(_) => Walked::Opaque,
+            Key::Index(_) | Key::Each => Walked::Opaque,
         },
         Type::Int | Type::Float => {
             if NUMBER_METHODS.contains(&name) || is_object_method(name) {
@@ -791,8 +812,14 @@ enum Walk<'js> {
 }
 
 fn walk<'js>(ctx: &Ctx<'js>, value: Value<'js>, path: &[Key]) -> Walk<'js> {
+    if path.iter().filter(|k| **k == Key::Each).count() > MAX_EACH_IN_PATH {
+        return Walk::Opaque;
+    }
     let mut current = value;
     for (i, key) in path.iter().enumerate() {
+        if *key == Key::Each {
+            return walk_each(ctx, &current, i, &path[i + 1..]);
+        }
         match child(ctx, &current, key) {
             Walked::Found(next) if next.is_null() => {
                 return Walk::Broke {
@@ -813,6 +840,60 @@ fn walk<'js>(ctx: &Ctx<'js>, value: Value<'js>, path: &[Key]) -> Walk<'js> {
         }
     }
     Walk::Found(current)
+}
+
+/// Loops nest at most this deep in a path (each multiplies the walk by an array's length).
+const MAX_EACH_IN_PATH: usize = 2;
+/// Elements of an array walked for a loop over it; longer arrays are not explained.
+const MAX_EACH: usize = 1000;
+
+/// The walk of `rest` from every element of `array` (the value `path[i]` loops over): the
+/// loop may have failed on any of them, so the walk agrees only when every element breaks at
+/// the same step the same way (or every one gets through, to values of one type). The first
+/// element stands for all in the explanation.
+fn walk_each<'js>(ctx: &Ctx<'js>, array: &Value<'js>, i: usize, rest: &[Key]) -> Walk<'js> {
+    let Some(elements) = array.as_array() else {
+        return Walk::Opaque;
+    };
+    let n = elements.len();
+    // An empty array runs no loop body; a long one is too costly to check.
+    if n == 0 || n > MAX_EACH {
+        return Walk::Opaque;
+    }
+    let mut first: Option<Walk<'js>> = None;
+    for k in 0..n {
+        let Ok(element) = elements.get::<Value>(k) else {
+            return Walk::Opaque;
+        };
+        let this = match walk(ctx, element, rest) {
+            Walk::Broke {
+                i: at,
+                parent,
+                null,
+            } => Walk::Broke {
+                i: i + 1 + at,
+                parent,
+                null,
+            },
+            other => other,
+        };
+        let agrees = match (&first, &this) {
+            (_, Walk::Opaque) => false,
+            (None, _) => true,
+            (Some(Walk::Found(a)), Walk::Found(b)) => a.type_of() == b.type_of(),
+            (Some(Walk::Broke { i: a, null: x, .. }), Walk::Broke { i: b, null: y, .. }) => {
+                a == b && x == y
+            }
+            _ => false,
+        };
+        if !agrees {
+            return Walk::Opaque;
+        }
+        if first.is_none() {
+            first = Some(this);
+        }
+    }
+    first.unwrap_or(Walk::Opaque)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -925,20 +1006,39 @@ fn shape(value: &Value<'_>) -> String {
     }
 }
 
-/// `.items[0]` of `the result of tools.x.search`.
+/// `.items[0] of the result of tools.x.search`; `.owner of an element of .items of …` through
+/// a loop.
 fn origin_text(tool: &str, path: &[Key]) -> String {
-    if path.is_empty() {
-        return format!("the result of tools.{tool}");
-    }
-    let mut text = String::new();
-    for key in path {
-        match key {
-            Key::Index(i) => text.push_str(&format!("[{i}]")),
-            Key::Name(n) if is_name(n) => text.push_str(&format!(".{n}")),
-            Key::Name(n) => text.push_str(&format!("[{n:?}]")),
+    let mut text = format!("the result of tools.{tool}");
+    for part in path.split(|k| *k == Key::Each).enumerate() {
+        let (n, keys) = part;
+        if n > 0 {
+            text = format!("an element of {text}");
         }
+        if keys.is_empty() {
+            continue;
+        }
+        let mut steps = String::new();
+        for key in keys {
+            match key {
+                Key::Index(i) => steps.push_str(&format!("[{i}]")),
+                Key::Name(name) if is_name(name) => steps.push_str(&format!(".{name}")),
+                Key::Name(name) => steps.push_str(&format!("[{name:?}]")),
+                Key::Each => {}
+            }
+        }
+        text = format!("{steps} of {text}");
     }
-    format!("{text} of the result of tools.{tool}")
+    text
+}
+
+/// The shape of the value at `path`: through a loop, the first element's stands for all.
+fn shape_at(value: &Value<'_>, path: &[Key]) -> String {
+    if path.contains(&Key::Each) {
+        format!("the first {}", shape(value))
+    } else {
+        shape(value)
+    }
 }
 
 /// `, not an object` after a read of a key on a string, number, boolean or array (by name).
@@ -1032,49 +1132,26 @@ fn at_position(
     }
 
     let root = results.of(tool)?;
-    // The name's own value, from its origin.
-    let base = match walk(results.ctx, root, &origin.path) {
-        Walk::Found(value) => value,
-        Walk::Broke { i, parent, null } if i + 1 == origin.path.len() => {
-            // The name itself is missing (`const { graph } = …; graph.nodes`).
-            let agrees = match failure {
-                Failure::PropertyOf(p, is_null) => {
-                    is_null == null && reads(chain.get(1).map(|s| &s.step), p)
-                }
-                _ => false,
-            };
-            if !agrees {
-                return None;
-            }
-            let what = if null { "null" } else { "undefined" };
-            return Some(format!(
-                "{head} is {what}: the object it is read from is {} (line {line}), {}{}",
-                origin_text(tool, &origin.path[..i]),
-                shape(&parent),
-                not_an_object(&parent, &origin.path[i]),
-            ));
-        }
-        _ => return None,
-    };
-    if base.is_null() {
-        // The result itself is `null`.
-        return match failure {
-            Failure::PropertyOf(p, true) if reads(chain.get(1).map(|s| &s.step), p) => {
-                Some(format!(
-                    "{head} is null: {head} is {} (line {line})",
-                    origin_text(tool, &origin.path)
-                ))
-            }
-            _ => None,
-        };
-    }
+    let ctx = results.ctx;
     // The keys the chain reads, up to its first call or computed key.
     let keys: Vec<Key> = chain[1..].iter().map_while(|s| step_key(&s.step)).collect();
+    // The path in the result to the value before chain step `i` (step 0 is the name). The
+    // walks below always start from the result, so a loop's every element is walked.
     let path_to = |i: usize| {
         let mut path = origin.path.clone();
         path.extend(keys[..i - 1].iter().cloned());
         path
     };
+    let base = origin.path.len();
+    if base == 0 && root.is_null() {
+        // The result itself is `null`.
+        return match failure {
+            Failure::PropertyOf(p, true) if reads(chain.get(1).map(|s| &s.step), p) => Some(
+                format!("{head} is null: {head} is the result of tools.{tool} (line {line})"),
+            ),
+            _ => None,
+        };
+    }
 
     match failure {
         Failure::PropertyOf(..) | Failure::ToObject => {
@@ -1082,10 +1159,26 @@ fn at_position(
                 Failure::PropertyOf(p, n) => (Some(p), n),
                 _ => (None, false),
             };
-            let Walk::Broke { i, parent, null } = walk(results.ctx, base, &keys) else {
+            let Walk::Broke { i, parent, null } = walk(ctx, root, &path_to(keys.len() + 1)) else {
                 return None;
             };
-            let i = i + 1; // the chain's step (step 0 is the name)
+            let what = if null { "null" } else { "undefined" };
+            if i + 1 < base {
+                return None;
+            }
+            if i + 1 == base {
+                // The name itself is missing or null (`const { graph } = …; graph.nodes`).
+                if p.is_none_or(|p| null != is_null || !reads(chain.get(1).map(|s| &s.step), p)) {
+                    return None;
+                }
+                return Some(format!(
+                    "{head} is {what}: the object it is read from is {} (line {line}), {}{}",
+                    origin_text(tool, &origin.path[..i]),
+                    shape_at(&parent, &origin.path[..i]),
+                    not_an_object(&parent, &origin.path[i]),
+                ));
+            }
+            let i = i - base + 1; // the chain's step that found nothing
             let agrees = match p {
                 Some("Symbol.iterator") | None => i + 1 == chain.len(),
                 Some(p) => null == is_null && reads(chain.get(i + 1).map(|s| &s.step), p),
@@ -1093,13 +1186,12 @@ fn at_position(
             if !agrees {
                 return None;
             }
-            let what = if null { "null" } else { "undefined" };
             Some(format!(
                 "{} is {what}: {} is {} (line {line}), {}{}",
                 text(chain[i].end)?,
                 object(i)?,
                 origin_text(tool, &path_to(i)),
-                shape(&parent),
+                shape_at(&parent, &path_to(i)),
                 not_an_object(&parent, &keys[i - 1]),
             ))
         }
@@ -1120,34 +1212,42 @@ fn at_position(
             if i > keys.len() {
                 return None;
             }
-            let Walk::Found(receiver) = walk(results.ctx, base, &keys[..i - 1]) else {
-                return None;
-            };
             let key = &keys[i - 1];
-            let not = match child(results.ctx, &receiver, key) {
+            let not = match walk(ctx, root.clone(), &path_to(i + 1)) {
                 // A JSON value is never a function.
-                Walked::Found(_) => String::new(),
-                Walked::Missing => match key {
-                    Key::Name(name) => method_of(&receiver, name)
-                        .map(|kind| format!(", not {kind}"))
-                        .unwrap_or_default(),
-                    Key::Index(_) => String::new(),
+                Walk::Found(_) => String::new(),
+                Walk::Broke {
+                    i: at, null: false, ..
+                } if at + 1 == base + i => match key {
+                    Key::Name(name) => {
+                        let Walk::Found(receiver) = walk(ctx, root.clone(), &path_to(i)) else {
+                            return None;
+                        };
+                        method_of(&receiver, name)
+                            .map(|kind| format!(", not {kind}"))
+                            .unwrap_or_default()
+                    }
+                    _ => String::new(),
                 },
-                Walked::Opaque => return None,
+                _ => return None,
+            };
+            let Walk::Found(receiver) = walk(ctx, root, &path_to(i)) else {
+                return None;
             };
             Some(format!(
                 "{} is not a function: {} is {} (line {line}), {}{not}",
                 text(chain[i].end)?,
                 object(i)?,
                 origin_text(tool, &path_to(i)),
-                shape(&receiver),
+                shape_at(&receiver, &path_to(i)),
             ))
         }
         Failure::NotIterable => {
             if keys.len() + 1 != chain.len() {
                 return None;
             }
-            let Walk::Found(value) = walk(results.ctx, base, &keys) else {
+            let path = path_to(chain.len());
+            let Walk::Found(value) = walk(ctx, root, &path) else {
                 return None;
             };
             if matches!(value.type_of(), Type::Array | Type::String) {
@@ -1156,8 +1256,8 @@ fn at_position(
             let whole = text(last.end)?;
             Some(format!(
                 "{whole} is not iterable: {whole} is {} (line {line}), {}",
-                origin_text(tool, &path_to(chain.len())),
-                shape(&value),
+                origin_text(tool, &path),
+                shape_at(&value, &path),
             ))
         }
     }
@@ -1200,7 +1300,7 @@ fn destructured(
         let tail = format!(
             "(line {}), {}{}",
             origin.line,
-            shape(&parent),
+            shape_at(&parent, &path[..i]),
             not_an_object(&parent, &path[i])
         );
         let text = match &required.key {

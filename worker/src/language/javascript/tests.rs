@@ -2465,3 +2465,40 @@ fn ambiguous_bindings_are_not_explained() {
         );
     }
 }
+
+#[test]
+fn loop_elements() {
+    const PEOPLE: &str = r#"{"items":[{"id":1,"full_name":"A B","owner":{"login":"a"}},{"id":2,"full_name":"C D","owner":{"login":"c"}}]}"#;
+    let results: &'static [(&'static str, &'static str)] = &[("x.people", PEOPLE)];
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) {\n  console.log(p.name.first);\n}",
+            results,
+        )
+        .as_deref(),
+        Some(
+            "p.name is undefined: p is an element of .items of the result of tools.x.people \
+             (line 1), the first an object with keys id (number), full_name (string), owner (object)"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) p.owner.name.trim();",
+            results,
+        )
+        .as_deref(),
+        Some(
+            "p.owner.name is undefined: p.owner is .owner of an element of .items of the result \
+             of tools.x.people (line 1), the first an object with keys login (string)"
+        )
+    );
+    // Only some elements lack the key: which one failed is not known.
+    const MIXED: &str = r#"{"items":[{"name":{"first":"a"}},{"id":2}]}"#;
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) p.name.first.trim();",
+            &[("x.people", MIXED)],
+        ),
+        None
+    );
+}
