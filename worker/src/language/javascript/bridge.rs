@@ -679,7 +679,17 @@ impl Bridge {
                 // Bookkeeping outside the JavaScript heap, never read by the program: only an
                 // uncaught TypeError reads it ([`super::provenance`]).
                 if self.tracking() {
-                    self.results.borrow_mut().remember(&call.tool, &json);
+                    // Another call of the same tool still running: the program may be using
+                    // either result when it fails, so this tool's are not explained.
+                    let overlapping = self
+                        .state
+                        .borrow()
+                        .pending
+                        .values()
+                        .any(|other| other.tool == call.tool);
+                    self.results
+                        .borrow_mut()
+                        .remember(&call.tool, &json, overlapping);
                 }
                 self.deliver(ctx, call, json)
             }
@@ -724,13 +734,16 @@ impl Bridge {
 /// Each tool's latest successful result (its JSON text, as the supervisor sent it), so an
 /// uncaught TypeError can say what a tool's value really was. Bounded: results over
 /// [`MAX_REMEMBERED_RESULT`] are forgotten (not replaced by an older one, which would describe
-/// the wrong value), and the least recently answered tools go first beyond
+/// the wrong value), a tool whose calls overlapped is not explained at all (which result a name
+/// holds is not known), and the least recently answered tools go first beyond
 /// [`MAX_REMEMBERED_TOOLS`] tools or [`MAX_REMEMBERED_BYTES`] bytes in all.
 #[derive(Debug, Default)]
 pub(super) struct LatestResults {
     /// `(tool, result)`, the most recently answered last.
     entries: Vec<(String, Option<String>)>,
     bytes: usize,
+    /// Tools two calls of which were running at once.
+    overlapped: Vec<String>,
 }
 
 pub(super) const MAX_REMEMBERED_RESULT: usize = 4 << 20;
@@ -738,12 +751,17 @@ const MAX_REMEMBERED_TOOLS: usize = 256;
 const MAX_REMEMBERED_BYTES: usize = 16 << 20;
 
 impl LatestResults {
-    pub fn remember(&mut self, tool: &str, json: &str) {
+    pub fn remember(&mut self, tool: &str, json: &str, overlapping: bool) {
+        if overlapping && !self.overlapped.iter().any(|t| t == tool) {
+            self.overlapped.push(tool.to_owned());
+        }
         if let Some(i) = self.entries.iter().rposition(|(t, _)| t == tool) {
             let (_, old) = self.entries.remove(i);
             self.bytes -= old.map_or(0, |o| o.len());
         }
-        let kept = (json.len() <= MAX_REMEMBERED_RESULT).then(|| json.to_owned());
+        let kept = (json.len() <= MAX_REMEMBERED_RESULT
+            && !self.overlapped.iter().any(|t| t == tool))
+        .then(|| json.to_owned());
         self.bytes += kept.as_ref().map_or(0, String::len);
         self.entries.push((tool.to_owned(), kept));
         while self.entries.len() > MAX_REMEMBERED_TOOLS || self.bytes > MAX_REMEMBERED_BYTES {
@@ -869,14 +887,14 @@ mod tests {
     #[test]
     fn latest_results_are_bounded() {
         let mut results = LatestResults::default();
-        results.remember("a.b", "1");
-        results.remember("a.b", "2");
+        results.remember("a.b", "1", false);
+        results.remember("a.b", "2", false);
         assert_eq!(results.get("a.b"), Some("2"));
         // Too big: forgotten, never replaced by the older one.
-        results.remember("a.b", &" ".repeat(MAX_REMEMBERED_RESULT + 1));
+        results.remember("a.b", &" ".repeat(MAX_REMEMBERED_RESULT + 1), false);
         assert_eq!(results.get("a.b"), None);
         for i in 0..MAX_REMEMBERED_TOOLS + 10 {
-            results.remember(&format!("t.{i}"), "{}");
+            results.remember(&format!("t.{i}"), "{}", false);
         }
         assert_eq!(results.entries.len(), MAX_REMEMBERED_TOOLS);
         assert_eq!(results.get("t.0"), None);
@@ -886,10 +904,14 @@ mod tests {
         );
         let big = "x".repeat(MAX_REMEMBERED_RESULT);
         for i in 0..6 {
-            results.remember(&format!("big.{i}"), &big);
+            results.remember(&format!("big.{i}"), &big, false);
         }
         assert!(results.bytes <= MAX_REMEMBERED_BYTES);
         assert_eq!(results.get("big.0"), None);
         assert_eq!(results.get("big.5").map(str::len), Some(big.len()));
+        // Calls that overlapped: never again for this execution.
+        results.remember("c.d", "1", true);
+        results.remember("c.d", "2", false);
+        assert_eq!(results.get("c.d"), None);
     }
 }

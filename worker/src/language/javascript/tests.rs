@@ -2267,7 +2267,7 @@ return { sum, n: names.length };
 "#;
     let mut on = Vec::new();
     let mut off = Vec::new();
-    for round in 0..15 {
+    for round in 0..31 {
         for tracking in [round % 2 == 0, round % 2 != 0] {
             let run = run_engine(
                 code,
@@ -2500,5 +2500,29 @@ fn loop_elements() {
             &[("x.people", MIXED)],
         ),
         None
+    );
+}
+
+#[test]
+fn overlapping_calls_of_a_tool_are_not_explained() {
+    // One call site, but two calls running at once: which result `r` holds is not known.
+    assert_eq!(
+        explain_run(
+            "const get = async (i: number) => { const r = await tools.memory.read_graph({ i }); return r.nodes.length; };\nawait Promise.all([get(1), get(2)]);",
+            &[("memory.read_graph", GRAPH)],
+        ),
+        None
+    );
+    // The same site called in sequence (a loop): the latest result is the one that failed.
+    assert_eq!(
+        explain_run(
+            "for (let i = 0; i < 3; i++) {\n  const r = await tools.memory.read_graph({ i });\n  r.nodes.length;\n}",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "r.nodes is undefined: r is the result of tools.memory.read_graph (line 2), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
     );
 }
