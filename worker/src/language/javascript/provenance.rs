@@ -18,8 +18,14 @@
 //!    by the shape of the value where it broke (keys, types, lengths; never a string's content).
 //!
 //! Anything ambiguous gives no explanation: a name bound more than once or assigned, a tool
-//! called from more than one place (its latest result may not be the one the name holds), a
-//! result too big to remember, a walk that does not agree with the message. A wrong
+//! called from more than one place or twice at once (its latest result may not be the one the
+//! name holds), a result too big to remember, a loop over elements that do not all break the
+//! same way, a walk that does not agree with the message.
+//!
+//! Bounds on untrusted input: the program passed [`check_nesting`] (re-checked here), which
+//! bounds oxc's and this module's syntax-tree recursion; patterns are followed
+//! [`MAX_PATTERN_DEPTH`] deep, names [`MAX_ALIASES`] far; the JSON walks are loops over the
+//! chain's keys (at most [`MAX_EACH_IN_PATH`] loops, [`MAX_EACH`] elements each). A wrong
 //! explanation is worse than none.
 
 use super::bridge::MAX_REMEMBERED_RESULT;
