@@ -250,6 +250,18 @@ mod tests {
                 outcome: Outcome::Error(ExecError::new(ErrorKind::Runtime, "boom")),
                 stats: WorkerStats::default(),
             },
+            WorkerMessage::Done {
+                outcome: Outcome::Error(ExecError {
+                    name: Some("TypeError".into()),
+                    line: Some(2),
+                    column: Some(8),
+                    explanation: Some(
+                        "g.nodes is undefined: g is the result of tools.memory.read_graph (line 1), an object with keys entities (array of 3)".into(),
+                    ),
+                    ..ExecError::new(ErrorKind::Runtime, "cannot read property 'map' of undefined")
+                }),
+                stats: WorkerStats::default(),
+            },
         ]
     }
 

@@ -256,6 +256,9 @@ pub struct ExecError {
     /// 1-based column in the submitted program.
     pub column: Option<u32>,
     pub stack: Option<String>,
+    /// For a TypeError about a value that came from a tool: where it came from and what it
+    /// is (keys, types, lengths; never the content of a string).
+    pub explanation: Option<String>,
 }
 
 impl ExecError {
@@ -267,6 +270,7 @@ impl ExecError {
             line: None,
             column: None,
             stack: None,
+            explanation: None,
         }
     }
 }

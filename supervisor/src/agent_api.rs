@@ -483,6 +483,12 @@ pub struct ExecutionError {
     pub excerpt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// For a TypeError about a value that came from a tool: where the value came from and
+    /// what it is (`g.nodes is undefined: g is the result of tools.memory.read_graph (line 1),
+    /// an object with keys entities (array of 3), relations (empty array)`). Keys, types and
+    /// lengths only, never the content of a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
 }
 
 /// One tool call in the execution trace.

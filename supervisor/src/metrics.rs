@@ -246,6 +246,7 @@ mod tests {
                 stack: None,
                 excerpt: None,
                 hint: None,
+                explanation: None,
             }),
             tool_calls: Vec::new(),
             session: None,

@@ -338,6 +338,7 @@ mod tests {
                 stack: None,
                 excerpt: None,
                 hint: None,
+                explanation: None,
             }),
             session: None,
             replayed_calls: 0,

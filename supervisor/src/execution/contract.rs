@@ -194,6 +194,7 @@ pub fn judge(
             stack: None,
             excerpt: None,
             hint: Some(hint),
+            explanation: None,
         }),
         warnings: Vec::new(),
     }

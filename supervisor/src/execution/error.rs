@@ -18,6 +18,7 @@ impl ExecutionError {
             stack: None,
             excerpt: None,
             hint: None,
+            explanation: None,
         }
     }
 
@@ -29,15 +30,46 @@ impl ExecutionError {
 
 /// The worker's own report of how the program failed, with the hint for its kind.
 pub fn from_worker(e: ExecError) -> ExecutionError {
+    let hint = match &e.explanation {
+        Some(explanation) => Some(explained_hint(explanation)),
+        None => hint_for(e.kind),
+    };
     ExecutionError {
         kind: kind_of(e.kind),
-        hint: hint_for(e.kind),
+        hint,
+        explanation: e.explanation,
         name: e.name,
         message: e.message,
         line: e.line,
         column: e.column,
         stack: e.stack,
         excerpt: None,
+    }
+}
+
+/// The hint of an error the worker explained (a TypeError on a tool's value): the explanation
+/// first, then what to do about it.
+fn explained_hint(explanation: &str) -> String {
+    if explanation.ends_with("add await") {
+        return format!(
+            "{explanation}; write `const x = await tools.<namespace>.<tool>(…)` and use x"
+        );
+    }
+    // The worker names the tool as `tools.<namespace>.<tool>`; its SDK file has the result
+    // type.
+    let tool = explanation.split_once("tools.").and_then(|(_, rest)| {
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+            .unwrap_or(rest.len());
+        rest[..end].split_once('.')
+    });
+    match tool {
+        Some((namespace, name)) => format!(
+            "{explanation}; use what the value has (its keys and types are listed above);              servers/{namespace}/{name}.ts in the SDK has the tool's result type"
+        ),
+        None => {
+            format!("{explanation}; use what the value has (its keys and types are listed above)")
+        }
     }
 }
 

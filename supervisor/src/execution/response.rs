@@ -99,6 +99,14 @@ impl Run {
             err.excerpt = err
                 .excerpt
                 .map(|s| self.scan_text(RedactionPlace::Error, s));
+            // The explanation (and the hint made from it) name a tool result's keys: scanned
+            // like the message.
+            err.explanation = err
+                .explanation
+                .map(|s| self.scan_text(RedactionPlace::Error, s));
+            if err.explanation.is_some() {
+                err.hint = err.hint.map(|s| self.scan_text(RedactionPlace::Error, s));
+            }
             error = Some(err);
         }
         let mut tool_calls = std::mem::take(&mut self.tool_calls);

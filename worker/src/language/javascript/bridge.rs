@@ -19,7 +19,7 @@ use super::typescript::PositionMap;
 use crate::ipc::Ipc;
 use airlock_proto::frame::blocking::IoFrameError;
 use airlock_proto::{
-    ConsoleLevel, Determinism, Limits, SourcePosition, SupervisorMessage, ToolFailure,
+    ConsoleLevel, Determinism, Language, Limits, SourcePosition, SupervisorMessage, ToolFailure,
     WorkerMessage,
 };
 use rquickjs::function::Opt;
@@ -180,6 +180,14 @@ pub(super) struct Bridge {
     positions: RefCell<Option<(PositionMap, &'static str)>>,
     /// The program's clock and random streams.
     sources: RefCell<Sources>,
+    /// Tool results are not remembered (measurement only: the provenance benchmark runs with
+    /// and without).
+    untracked: Cell<bool>,
+    /// The code the agent sent and its language, for explaining errors
+    /// ([`super::provenance`]).
+    source: RefCell<Option<(String, Language)>>,
+    /// Each tool's latest successful result, as received, for explaining errors.
+    results: RefCell<LatestResults>,
 }
 
 impl Bridge {
@@ -201,6 +209,34 @@ impl Bridge {
         self.null_rejected_at_limit.set(false);
         self.deadline.set(Some(deadline));
         *self.positions.borrow_mut() = Some((positions, filename));
+    }
+
+    /// Keeps the agent's code, to read the expression at an error's position, and forgets the
+    /// previous execution's results.
+    pub fn set_source(&self, code: &str, language: Language) {
+        *self.source.borrow_mut() = Some((code.to_owned(), language));
+        *self.results.borrow_mut() = LatestResults::default();
+    }
+
+    pub fn with_source<R>(&self, f: impl FnOnce(&str, Language) -> Option<R>) -> Option<R> {
+        let source = self.source.borrow();
+        let (code, language) = source.as_ref()?;
+        f(code, *language)
+    }
+
+    /// The latest successful result of `tool` (`namespace.name`), when it is remembered.
+    pub fn latest_result(&self, tool: &str) -> Option<String> {
+        self.results.borrow().get(tool).map(str::to_owned)
+    }
+
+    /// Turns the remembering of tool results off (measurement only).
+    #[cfg(test)]
+    pub fn set_tracking(&self, on: bool) {
+        self.untracked.set(!on);
+    }
+
+    pub fn tracking(&self) -> bool {
+        !self.untracked.get()
     }
 
     /// Whether tool calls carry their position in the program (`Start.report_idle`).
@@ -639,33 +675,107 @@ impl Bridge {
         };
         self.with_sources(|s| s.advance(clock_ms));
         match result {
-            Ok(json) => match ctx.json_parse(json) {
-                Ok(value) => call.resolve.restore(ctx)?.call::<_, ()>((value,)),
-                Err(rquickjs::Error::Exception) => {
-                    let thrown = ctx.catch();
-                    if is_out_of_memory(&thrown) {
-                        return Err(ctx.throw(thrown));
-                    }
-                    let error = self.make_tool_error(
-                        ctx,
-                        &call.tool,
-                        &ToolFailure {
-                            code: "invalid_result".to_owned(),
-                            message: "the tool's result is not valid JSON".to_owned(),
-                            hint: None,
-                        },
-                        restore_site(ctx, &call.site),
-                    )?;
-                    call.reject.restore(ctx)?.call::<_, ()>((error,))
+            Ok(json) => {
+                // Bookkeeping outside the JavaScript heap, never read by the program: only an
+                // uncaught TypeError reads it ([`super::provenance`]).
+                if self.tracking() {
+                    // Another call of the same tool still running: the program may be using
+                    // either result when it fails, so this tool's are not explained.
+                    let overlapping = self
+                        .state
+                        .borrow()
+                        .pending
+                        .values()
+                        .any(|other| other.tool == call.tool);
+                    self.results
+                        .borrow_mut()
+                        .remember(&call.tool, &json, overlapping);
                 }
-                Err(other) => Err(other),
-            },
+                self.deliver(ctx, call, json)
+            }
             Err(failure) => {
                 let error =
                     self.make_tool_error(ctx, &call.tool, &failure, restore_site(ctx, &call.site))?;
                 call.reject.restore(ctx)?.call::<_, ()>((error,))
             }
         }
+    }
+
+    fn deliver<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        call: PendingCall,
+        json: String,
+    ) -> rquickjs::Result<()> {
+        match ctx.json_parse(json) {
+            Ok(value) => call.resolve.restore(ctx)?.call::<_, ()>((value,)),
+            Err(rquickjs::Error::Exception) => {
+                let thrown = ctx.catch();
+                if is_out_of_memory(&thrown) {
+                    return Err(ctx.throw(thrown));
+                }
+                let error = self.make_tool_error(
+                    ctx,
+                    &call.tool,
+                    &ToolFailure {
+                        code: "invalid_result".to_owned(),
+                        message: "the tool's result is not valid JSON".to_owned(),
+                        hint: None,
+                    },
+                    restore_site(ctx, &call.site),
+                )?;
+                call.reject.restore(ctx)?.call::<_, ()>((error,))
+            }
+            Err(other) => Err(other),
+        }
+    }
+}
+
+/// Each tool's latest successful result (its JSON text, as the supervisor sent it), so an
+/// uncaught TypeError can say what a tool's value really was. Bounded: results over
+/// [`MAX_REMEMBERED_RESULT`] are forgotten (not replaced by an older one, which would describe
+/// the wrong value), a tool whose calls overlapped is not explained at all (which result a name
+/// holds is not known), and the least recently answered tools go first beyond
+/// [`MAX_REMEMBERED_TOOLS`] tools or [`MAX_REMEMBERED_BYTES`] bytes in all.
+#[derive(Debug, Default)]
+pub(super) struct LatestResults {
+    /// `(tool, result)`, the most recently answered last.
+    entries: Vec<(String, Option<String>)>,
+    bytes: usize,
+    /// Tools two calls of which were running at once.
+    overlapped: Vec<String>,
+}
+
+pub(super) const MAX_REMEMBERED_RESULT: usize = 4 << 20;
+const MAX_REMEMBERED_TOOLS: usize = 256;
+const MAX_REMEMBERED_BYTES: usize = 16 << 20;
+
+impl LatestResults {
+    pub fn remember(&mut self, tool: &str, json: &str, overlapping: bool) {
+        if overlapping && !self.overlapped.iter().any(|t| t == tool) {
+            self.overlapped.push(tool.to_owned());
+        }
+        if let Some(i) = self.entries.iter().rposition(|(t, _)| t == tool) {
+            let (_, old) = self.entries.remove(i);
+            self.bytes -= old.map_or(0, |o| o.len());
+        }
+        let kept = (json.len() <= MAX_REMEMBERED_RESULT
+            && !self.overlapped.iter().any(|t| t == tool))
+        .then(|| json.to_owned());
+        self.bytes += kept.as_ref().map_or(0, String::len);
+        self.entries.push((tool.to_owned(), kept));
+        while self.entries.len() > MAX_REMEMBERED_TOOLS || self.bytes > MAX_REMEMBERED_BYTES {
+            let (_, old) = self.entries.remove(0);
+            self.bytes -= old.map_or(0, |o| o.len());
+        }
+    }
+
+    pub fn get(&self, tool: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(t, _)| t == tool)
+            .and_then(|(_, json)| json.as_deref())
     }
 }
 
@@ -767,5 +877,41 @@ pub(super) fn exception_message(thrown: &Value<'_>) -> String {
     match thrown.as_string().map(|s| s.to_string()) {
         Some(Ok(s)) => s,
         _ => thrown.type_name().to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_results_are_bounded() {
+        let mut results = LatestResults::default();
+        results.remember("a.b", "1", false);
+        results.remember("a.b", "2", false);
+        assert_eq!(results.get("a.b"), Some("2"));
+        // Too big: forgotten, never replaced by the older one.
+        results.remember("a.b", &" ".repeat(MAX_REMEMBERED_RESULT + 1), false);
+        assert_eq!(results.get("a.b"), None);
+        for i in 0..MAX_REMEMBERED_TOOLS + 10 {
+            results.remember(&format!("t.{i}"), "{}", false);
+        }
+        assert_eq!(results.entries.len(), MAX_REMEMBERED_TOOLS);
+        assert_eq!(results.get("t.0"), None);
+        assert_eq!(
+            results.get(&format!("t.{}", MAX_REMEMBERED_TOOLS + 9)),
+            Some("{}")
+        );
+        let big = "x".repeat(MAX_REMEMBERED_RESULT);
+        for i in 0..6 {
+            results.remember(&format!("big.{i}"), &big, false);
+        }
+        assert!(results.bytes <= MAX_REMEMBERED_BYTES);
+        assert_eq!(results.get("big.0"), None);
+        assert_eq!(results.get("big.5").map(str::len), Some(big.len()));
+        // Calls that overlapped: never again for this execution.
+        results.remember("c.d", "1", true);
+        results.remember("c.d", "2", false);
+        assert_eq!(results.get("c.d"), None);
     }
 }

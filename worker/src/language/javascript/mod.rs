@@ -29,6 +29,7 @@
 
 mod bridge;
 mod determinism;
+mod provenance;
 mod result_value;
 mod tool_references;
 mod typescript;
@@ -184,6 +185,7 @@ impl Engine {
             prepared.filename,
         );
         self.bridge.report_positions(start.report_idle);
+        self.bridge.set_source(&start.code, start.language);
         if let Some(references) = prepared.tool_references {
             self.await_contract_check(references)?;
         }
@@ -479,6 +481,12 @@ impl Engine {
             }
             _ => None,
         };
+        let explanation = match (kind, phase, name.as_deref(), &message) {
+            (ErrorKind::Runtime, Phase::Run, Some("TypeError"), Some(message)) => {
+                self.explain(ctx, message, position)
+            }
+            _ => None,
+        };
         let (line, column) = split(position);
         ExecError {
             kind,
@@ -487,7 +495,33 @@ impl Engine {
             line,
             column,
             stack,
+            explanation,
         }
+    }
+
+    /// Where the value an uncaught TypeError is about came from and what it is, when the program
+    /// bound it to a tool's result (or promise) and that result accounts for the error.
+    fn explain<'js>(
+        &self,
+        ctx: &Ctx<'js>,
+        message: &str,
+        position: Option<(u32, u32)>,
+    ) -> Option<String> {
+        if !self.bridge.tracking() {
+            return None;
+        }
+        self.bridge.with_source(|source, language| {
+            provenance::explain(
+                ctx,
+                &provenance::Failed {
+                    source,
+                    language,
+                    message,
+                    position,
+                },
+                &|tool| self.bridge.latest_result(tool),
+            )
+        })
     }
 
     /// The engine's own stack string of an Error (positions in the generated script).

@@ -139,6 +139,30 @@ fn run_full(
     determinism: airlock_proto::Determinism,
     verdict: SupervisorMessage,
     report_idle: bool,
+    respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
+) -> Run {
+    run_engine(
+        code,
+        language,
+        limits,
+        determinism,
+        verdict,
+        report_idle,
+        true,
+        respond,
+    )
+}
+
+/// [`run_full`], with the remembering of tool results (for explanations) on or off.
+#[allow(clippy::too_many_arguments)]
+fn run_engine(
+    code: &str,
+    language: Language,
+    limits: Limits,
+    determinism: airlock_proto::Determinism,
+    verdict: SupervisorMessage,
+    report_idle: bool,
+    tracking: bool,
     mut respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
 ) -> Run {
     let (worker_end, mut supervisor_end) = UnixStream::pair().expect("socketpair");
@@ -188,6 +212,7 @@ fn run_full(
         .stack_size(8 * 1024 * 1024)
         .spawn(move || {
             let engine = Engine::new().expect("engine");
+            engine.bridge.set_tracking(tracking);
             let bridge = Rc::clone(&engine.bridge);
             let mut ipc = Ipc::from_stream(worker_end);
             let (outcome, stats) = engine.run(start, &mut ipc);
@@ -1926,4 +1951,578 @@ fn calls_carry_their_position_in_the_agents_code() {
             "{language:?}"
         );
     }
+}
+
+// -----------------------------------------------------------------------------------------
+// Provenance: TypeErrors on tool results say where the value came from and what it is
+
+/// Runs `code` with every tool call answered by `results` (tool → JSON).
+fn with_results(code: &str, results: &'static [(&'static str, &'static str)]) -> Run {
+    run_with(
+        code,
+        Language::TypeScript,
+        limits(),
+        answering(move |tool, _| {
+            let found = results.iter().find(|(t, _)| *t == tool);
+            Ok(found.map_or("null", |(_, json)| *json).to_owned())
+        }),
+    )
+}
+
+const GRAPH: &str = r#"{"entities":[{"name":"a","entityType":"t","observations":[]},{"name":"b","entityType":"t","observations":["x"]},{"name":"c","entityType":"t","observations":[]}],"relations":[]}"#;
+const TIME: &str =
+    r#"{"timezone":"Europe/Paris","datetime":"2026-11-25T12:00:00+01:00","is_dst":false}"#;
+
+fn explanation(run: &Run) -> Option<String> {
+    run.error().explanation.clone()
+}
+
+#[test]
+fn missing_key_on_a_tool_result() {
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nreturn g.nodes.map((n: any) => n.name);",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "cannot read property 'map' of undefined");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "g.nodes is undefined: g is the result of tools.memory.read_graph (line 1), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn method_on_the_wrong_type() {
+    let run = with_results(
+        "const now = 1;\nconst t = await tools.time.get_current_time({ timezone: 'Europe/Paris' });\nconst day = t.split('T')[0];\nday",
+        &[("time.get_current_time", TIME)],
+    );
+    assert_eq!(run.error().message, "not a function");
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "t.split is not a function: t is the result of tools.time.get_current_time (line 2), \
+             an object with keys timezone (string), datetime (string), is_dst (boolean), not a string"
+        )
+    );
+}
+
+#[test]
+fn missing_await() {
+    let run = with_results(
+        "const r = tools.memory.read_graph({});\nreturn r.entities.length;",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "r.entities is undefined: r is the Promise that tools.memory.read_graph (line 1) \
+             returned, not its result — add await"
+        )
+    );
+}
+
+#[test]
+fn element_of_an_empty_array() {
+    let run = with_results(
+        "const r = await tools.x.search({});\nconst items = r.items;\n\nreturn items[0].name;",
+        &[("x.search", r#"{"items":[],"total":0}"#)],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "items[0] is undefined: items is .items of the result of tools.x.search (line 1), an \
+             empty array"
+        )
+    );
+}
+
+#[test]
+fn nested_path() {
+    let run = with_results(
+        "const r = await tools.x.people({});\nreturn r.items[0].name.first;",
+        &[(
+            "x.people",
+            r#"{"items":[{"id":1,"full_name":"A B","tags":["x"]}]}"#,
+        )],
+    );
+    assert_eq!(
+        explanation(&run).as_deref(),
+        Some(
+            "r.items[0].name is undefined: r.items[0] is .items[0] of the result of \
+             tools.x.people (line 1), an object with keys id (number), full_name (string), tags \
+             (array of 1)"
+        )
+    );
+}
+
+#[test]
+fn destructuring_a_missing_key() {
+    let run = with_results(
+        "const { graph: { nodes } } = await tools.memory.read_graph({});\nnodes",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "Cannot convert undefined or null to object");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "the destructured graph is undefined: the object it is read from is the result of \
+             tools.memory.read_graph (line 1), an object with keys entities (array of 3), \
+             relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn iterating_an_object_result() {
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nfor (const e of g) {}",
+        &[("memory.read_graph", GRAPH)],
+    );
+    let e = run.error();
+    assert_eq!(e.message, "value is not iterable");
+    assert_eq!(
+        e.explanation.as_deref(),
+        Some(
+            "g is not iterable: g is the result of tools.memory.read_graph (line 1), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
+}
+
+#[test]
+fn unrelated_type_errors_are_not_explained() {
+    // A tool result is missing a key the program read, but the error is about another value.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nconst m = g.missing;\nconst o: any = {};\no.a.b",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(run.error().name.as_deref(), Some("TypeError"));
+    assert_eq!(explanation(&run), None);
+    // The same key read on a value that is not from a tool, with no read on a tool value.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\nconst o: any = { entities: [] };\no.nodes.map((x: any) => x)",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(explanation(&run), None);
+    // No tool at all.
+    let e = js("const g = { a: 1 };\ng.nodes.map(x => x)")
+        .error()
+        .clone();
+    assert_eq!(e.explanation, None);
+    // Not a TypeError.
+    let run = with_results(
+        "const g = await tools.memory.read_graph({});\ng.nodes;\nthrow new Error('x')",
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(explanation(&run), None);
+}
+
+#[test]
+fn explanations_never_show_string_values() {
+    let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let json: &'static str = Box::leak(
+        format!(r#"{{"token":"{secret}","user":{{"login":"octo","email":"a@b.c"}}}}"#)
+            .into_boxed_str(),
+    );
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("auth.whoami", json)].into_boxed_slice());
+    let run = with_results(
+        "const w = await tools.auth.whoami({});\nreturn w.user.name.toUpperCase();",
+        results,
+    );
+    let text = explanation(&run).expect("explained");
+    assert!(text.starts_with("w.user.name is undefined: w.user is .user of the result of tools.auth.whoami (line 1), an object with keys login (string), email (string)"), "{text}");
+    assert!(!text.contains("octo") && !text.contains("a@b.c"), "{text}");
+    let run = with_results("const w = await tools.auth.whoami({});\nw.nope.x", results);
+    let text = explanation(&run).expect("explained");
+    assert!(!text.contains(secret) && !text.contains("ghp_"), "{text}");
+    assert!(text.contains("token (string)"), "{text}");
+}
+
+#[test]
+fn long_shapes_are_cut() {
+    let keys: Vec<String> = (0..200)
+        .map(|i| format!("\"key_number_{i}\":{i}"))
+        .collect();
+    let json: &'static str = Box::leak(format!("{{{}}}", keys.join(",")).into_boxed_str());
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("x.wide", json)].into_boxed_slice());
+    let run = with_results("const w = await tools.x.wide({});\nw.nope.x", results);
+    let text = explanation(&run).expect("explained");
+    let shape = text.split_once("(line 1), ").expect("shape").1;
+    assert!(shape.len() <= 300, "{} {shape}", shape.len());
+    assert!(shape.ends_with("… 200 keys in all"), "{shape}");
+}
+
+/// Explaining works from the program's source and the results' text, after the fact: the
+/// values the program gets are exactly what `JSON.parse` makes.
+#[test]
+fn tool_results_are_untouched() {
+    let run = with_results(
+        r#"
+const g = await tools.memory.read_graph({});
+const p = tools.memory.read_graph({});
+return {
+  proto: Object.getPrototypeOf(g) === Object.prototype && Object.getPrototypeOf(g.entities) === Array.prototype,
+  promise: Object.getPrototypeOf(p) === Promise.prototype,
+  json: JSON.stringify(g) === JSON.stringify(JSON.parse(JSON.stringify(g))),
+  keys: Object.keys(g).join(),
+};
+"#,
+        &[("memory.read_graph", GRAPH)],
+    );
+    assert_eq!(
+        run.value(),
+        r#"{"proto":true,"promise":true,"json":true,"keys":"entities,relations"}"#
+    );
+}
+
+#[test]
+fn tracking_changes_nothing_a_program_computes() {
+    let code = r#"
+const g = await tools.memory.read_graph({});
+const p = tools.memory.read_graph({});
+const seen = [];
+for (const e of g.entities) seen.push([e.name, e.missing ?? null, Object.keys(e).length]);
+const r = await p;
+return { seen, same: JSON.stringify(r) === JSON.stringify(g), proto: Object.getPrototypeOf(r) === Object.prototype, now: Date.now(), rnd: Math.random() };
+"#;
+    let tracked = with_results(code, &[("memory.read_graph", GRAPH)]);
+    let untracked = run_untracked(code, &[("memory.read_graph", GRAPH)]);
+    assert_eq!(tracked.value(), untracked.value());
+    assert_eq!(tracked.tool_calls(), untracked.tool_calls());
+}
+
+/// [`with_results`] with tool results not remembered.
+fn run_untracked(code: &str, results: &'static [(&'static str, &'static str)]) -> Run {
+    run_tracking(code, false, results)
+}
+
+fn run_tracking(
+    code: &str,
+    tracking: bool,
+    results: &'static [(&'static str, &'static str)],
+) -> Run {
+    run_engine(
+        code,
+        Language::TypeScript,
+        limits(),
+        TEST_DETERMINISM,
+        SupervisorMessage::Proceed,
+        false,
+        tracking,
+        answering(move |tool, _| {
+            let found = results.iter().find(|(t, _)| *t == tool);
+            Ok(found.map_or("null", |(_, json)| *json).to_owned())
+        }),
+    )
+}
+
+/// The run-time cost of explanations on a tool-heavy program: 200 calls, each answered with a
+/// 20 KB JSON object, the program reading fields and using array methods on each result. The
+/// only run-time work left is the bridge remembering each tool's latest result text; runs with
+/// it on and off alternate, and the medians are compared (target: ratio ≤ 1.05). Measurement
+/// only:
+/// `cargo test --release -p airlock-worker --bin airlock-worker provenance_overhead -- --ignored --nocapture`
+#[test]
+#[ignore = "benchmark; run in release with --ignored --nocapture"]
+fn provenance_overhead() {
+    let items: Vec<String> = (0..80)
+        .map(|i| {
+            format!(
+                r#"{{"id":{i},"name":"item number {i}","score":{},"tags":["alpha","beta","gamma"],"owner":{{"login":"user{i}","id":{}}},"description":"{}"}}"#,
+                (i * 37) % 100,
+                i * 1000,
+                "lorem ipsum dolor sit amet ".repeat(4)
+            )
+        })
+        .collect();
+    let json: &'static str = Box::leak(
+        format!(
+            r#"{{"total":80,"next":null,"items":[{}]}}"#,
+            items.join(",")
+        )
+        .into_boxed_str(),
+    );
+    assert!((19_000..23_000).contains(&json.len()), "{}", json.len());
+    let results: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("catalog.list", json)].into_boxed_slice());
+    let code = r#"
+let sum = 0;
+const names = [];
+for (let page = 0; page < 200; page++) {
+  const r = await tools.catalog.list({ page });
+  sum += r.total + r.items.length;
+  names.push(r.items[page % 80].name);
+  const good = r.items.filter((x) => x.score > 50).map((x) => x.owner.login);
+  sum += good.length + (r.next ?? 0);
+  for (const it of r.items) sum += it.tags.length;
+}
+return { sum, n: names.length };
+"#;
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for round in 0..31 {
+        for tracking in [round % 2 == 0, round % 2 != 0] {
+            let run = run_engine(
+                code,
+                Language::JavaScript,
+                Limits {
+                    max_tool_calls: 1000,
+                    timeout_ms: 60_000,
+                    ..limits()
+                },
+                TEST_DETERMINISM,
+                SupervisorMessage::Proceed,
+                false,
+                tracking,
+                answering(move |_, _| Ok(results[0].1.to_owned())),
+            );
+            assert!(run.value().contains("\"n\":200"), "{}", run.value());
+            let us = run.stats.run_us;
+            if tracking { on.push(us) } else { off.push(us) }
+        }
+    }
+    on.sort_unstable();
+    off.sort_unstable();
+    let (p50_on, p50_off) = (on[on.len() / 2], off[off.len() / 2]);
+    let ratio = p50_on as f64 / p50_off as f64;
+    eprintln!(
+        "provenance: 200 calls × {} B results, run time p50 on {:.2} ms, off {:.2} ms, ratio {ratio:.3} (on: {on:?}, off: {off:?})",
+        json.len(),
+        p50_on as f64 / 1000.0,
+        p50_off as f64 / 1000.0
+    );
+}
+
+/// Runs `code` with `results` and returns its error's explanation.
+fn explain_run(code: &str, results: &'static [(&'static str, &'static str)]) -> Option<String> {
+    let run = with_results(code, results);
+    assert_eq!(run.error().name.as_deref(), Some("TypeError"), "{code}");
+    explanation(&run)
+}
+
+#[test]
+fn string_and_number_results() {
+    assert_eq!(
+        explain_run(
+            "const s = await tools.everything.get_sum({ a: 1, b: 2 });\nreturn s.result.value;",
+            &[("everything.get_sum", r#""3""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.result is undefined: s is the result of tools.everything.get_sum (line 1), a \
+             string, not an object"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const log = await tools.x.logs({});\nreturn log.map((l: any) => l);",
+            &[("x.logs", r#""a\nb""#)],
+        )
+        .as_deref(),
+        Some(
+            "log.map is not a function: log is the result of tools.x.logs (line 1), a string, not an array"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const n = await tools.x.count({});\nn.toUpperCase()",
+            &[("x.count", "42")]
+        )
+        .as_deref(),
+        Some(
+            "n.toUpperCase is not a function: n is the result of tools.x.count (line 1), a number, not a string"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const n = await tools.x.nothing({});\nn.x",
+            &[("x.nothing", "null")]
+        )
+        .as_deref(),
+        Some("n is null: n is the result of tools.x.nothing (line 1)")
+    );
+    // A method strings have, called on a string: not this error.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.text({});\nconst u = s.toUpperCase();\nu.nope.x",
+            &[("x.text", r#""abc""#)],
+        ),
+        None
+    );
+}
+
+#[test]
+fn promise_all_destructuring() {
+    const BOTH: &[(&str, &str)] = &[
+        ("memory.read_graph", GRAPH),
+        ("time.get_current_time", TIME),
+    ];
+    assert_eq!(
+        explain_run(
+            "const [g, t] = await Promise.all([tools.memory.read_graph({}), tools.time.get_current_time({})]);\nreturn t.split('T');",
+            BOTH,
+        )
+        .as_deref(),
+        Some(
+            "t.split is not a function: t is the result of tools.time.get_current_time (line 1), \
+             an object with keys timezone (string), datetime (string), is_dst (boolean), not a string"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const [g, t] = await Promise.all([\n  tools.memory.read_graph({}),\n  tools.time.get_current_time({}),\n]);\nreturn g.nodes.length;",
+            BOTH,
+        )
+        .as_deref(),
+        Some(
+            "g.nodes is undefined: g is the result of tools.memory.read_graph (line 2), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
+    // The same tool twice: its latest result may be either's.
+    assert_eq!(
+        explain_run(
+            "const [a, b] = await Promise.all([tools.memory.read_graph({}), tools.memory.read_graph({})]);\nreturn b.nodes.length;",
+            BOTH,
+        ),
+        None
+    );
+}
+
+#[test]
+fn destructured_names_and_members() {
+    assert_eq!(
+        explain_run(
+            "const { nodes } = await tools.memory.read_graph({});\nreturn nodes.length;",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "nodes is undefined: the object it is read from is the result of \
+             tools.memory.read_graph (line 1), an object with keys entities (array of 3), \
+             relations (empty array)"
+        )
+    );
+    let graph_missing = Some(
+        "g.graph is undefined: g is the result of tools.memory.read_graph (line 1), an object \
+         with keys entities (array of 3), relations (empty array)"
+            .to_owned(),
+    );
+    for code in [
+        "const g = await tools.memory.read_graph({});\nconst { name } = g.graph;\nname",
+        "const g = await tools.memory.read_graph({});\nconst [first] = g.graph;\nfirst",
+        "const g = await tools.memory.read_graph({});\nfor (const e of g.graph) {}",
+        "const g = await tools.memory.read_graph({});\nObject.keys(g.graph)",
+        "const g = await tools[\"memory\"][\"read_graph\"]({});\ng.graph.length",
+    ] {
+        assert_eq!(
+            explain_run(code, &[("memory.read_graph", GRAPH)]),
+            graph_missing,
+            "{code}"
+        );
+    }
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\ng.entities[5].name",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "g.entities[5] is undefined: g.entities is .entities of the result of \
+             tools.memory.read_graph (line 1), an array of 3 (the first an object with keys name, \
+             entityType, observations)"
+        )
+    );
+}
+
+#[test]
+fn ambiguous_bindings_are_not_explained() {
+    for code in [
+        // Reassigned.
+        "let g = await tools.memory.read_graph({});\ng = {} as any;\ng.nodes.length",
+        // A member assigned: the result may no longer be what the tool sent.
+        "const g: any = await tools.memory.read_graph({});\ng.entities = undefined;\ng.entities.length",
+        // Two call sites: the latest result may be the other one's.
+        "const g = await tools.memory.read_graph({});\nconst h = await tools.memory.read_graph({});\ng.nodes.length",
+        // Bound twice.
+        "const g = await tools.memory.read_graph({});\n{ const g: any = {}; g.nodes.length; }",
+        // The program's own `tools`.
+        "const g = await tools.memory.read_graph({});\nfunction f(tools: any) { return tools; }\ng.nodes.length",
+        // A default value may have applied.
+        "const { graph = undefined } = await tools.memory.read_graph({});\n(graph as any).nodes",
+    ] {
+        assert_eq!(
+            explain_run(code, &[("memory.read_graph", GRAPH)]),
+            None,
+            "{code}"
+        );
+    }
+}
+
+#[test]
+fn loop_elements() {
+    const PEOPLE: &str = r#"{"items":[{"id":1,"full_name":"A B","owner":{"login":"a"}},{"id":2,"full_name":"C D","owner":{"login":"c"}}]}"#;
+    let results: &'static [(&'static str, &'static str)] = &[("x.people", PEOPLE)];
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) {\n  console.log(p.name.first);\n}",
+            results,
+        )
+        .as_deref(),
+        Some(
+            "p.name is undefined: p is an element of .items of the result of tools.x.people \
+             (line 1), the first an object with keys id (number), full_name (string), owner (object)"
+        )
+    );
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) p.owner.name.trim();",
+            results,
+        )
+        .as_deref(),
+        Some(
+            "p.owner.name is undefined: p.owner is .owner of an element of .items of the result \
+             of tools.x.people (line 1), the first an object with keys login (string)"
+        )
+    );
+    // Only some elements lack the key: which one failed is not known.
+    const MIXED: &str = r#"{"items":[{"name":{"first":"a"}},{"id":2}]}"#;
+    assert_eq!(
+        explain_run(
+            "const r = await tools.x.people({});\nfor (const p of r.items) p.name.first.trim();",
+            &[("x.people", MIXED)],
+        ),
+        None
+    );
+}
+
+#[test]
+fn overlapping_calls_of_a_tool_are_not_explained() {
+    // One call site, but two calls running at once: which result `r` holds is not known.
+    assert_eq!(
+        explain_run(
+            "const get = async (i: number) => { const r = await tools.memory.read_graph({ i }); return r.nodes.length; };\nawait Promise.all([get(1), get(2)]);",
+            &[("memory.read_graph", GRAPH)],
+        ),
+        None
+    );
+    // The same site called in sequence (a loop): the latest result is the one that failed.
+    assert_eq!(
+        explain_run(
+            "for (let i = 0; i < 3; i++) {\n  const r = await tools.memory.read_graph({ i });\n  r.nodes.length;\n}",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "r.nodes is undefined: r is the result of tools.memory.read_graph (line 2), an object \
+             with keys entities (array of 3), relations (empty array)"
+        )
+    );
 }

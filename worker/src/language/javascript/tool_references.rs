@@ -115,7 +115,7 @@ impl<'a> Visit<'a> for Finder<'_, '_> {
 }
 
 /// `tools.ns.name` or `tools["ns"]["name"]` as the callee.
-fn tool_reference<'e>(callee: &'e Expression<'_>) -> Option<(&'e str, &'e str)> {
+pub(super) fn tool_reference<'e>(callee: &'e Expression<'_>) -> Option<(&'e str, &'e str)> {
     let (object, name) = member(callee)?;
     let (root, namespace) = member(object)?;
     match root {

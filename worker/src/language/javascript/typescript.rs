@@ -283,6 +283,7 @@ fn syntax_error(message: impl Into<String>, line: u32, column: u32) -> ExecError
         line: Some(line),
         column: Some(column),
         stack: None,
+        explanation: None,
     }
 }
 
