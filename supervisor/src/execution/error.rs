@@ -65,10 +65,11 @@ fn explained_hint(explanation: &str) -> String {
     });
     match tool {
         Some((namespace, name)) => format!(
-            "{explanation}; use what the value has (its keys and types are listed above);              servers/{namespace}/{name}.ts in the SDK has the tool's result type"
+            "{explanation}; use what the value has, and see servers/{namespace}/{name}.ts in the \
+             SDK for the tool's result type"
         ),
         None => {
-            format!("{explanation}; use what the value has (its keys and types are listed above)")
+            format!("{explanation}; use what the value has")
         }
     }
 }

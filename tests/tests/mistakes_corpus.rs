@@ -1,0 +1,321 @@
+//! A corpus of mistakes models make in code mode, run against real catalogues: the npm
+//! `server-memory` and `server-everything`, PyPI's `mcp-server-time` and `mcp-server-git`, and
+//! GitHub's REST document (`@octokit/openapi`, nothing sent: its base URL is a closed port).
+//!
+//! Each case is a program with one mistake of a kind models make — a tool name guessed from
+//! the task, an argument named or typed after another API, the old nested OpenAPI body, a
+//! result's shape guessed wrong, a missing `await` — and the words that name the fix (the real
+//! tool, the real argument, the keys the value has, `await`). The fix was written down from
+//! the mistake, before looking at what the daemon answers. A case passes when every one of its
+//! words is in what the agent reads about the failure: the error's `message`, `hint` and
+//! `explanation`, and the response's `warnings` — not the excerpt, which quotes the program
+//! back. At least 90% must pass; the test prints every miss.
+//!
+//! Run: `cargo test -p airlock-tests --test mistakes_corpus -- --nocapture`.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_supervisor::tools::sources::openapi::OpenApiSource;
+use airlock_tests::mcp_peers::{four_real_servers, github_rest_source};
+use airlock_tests::test_daemon::{DaemonOptions, TestDaemon};
+use std::sync::Arc;
+
+/// (what the model did wrong, the program, the words that name the fix).
+const CASES: &[(&str, &str, &[&str])] = &[
+    // Tool names guessed from the task.
+    (
+        "camelCase name",
+        "await tools.memory.createEntities({ entities: [] })",
+        &["create_entities"],
+    ),
+    ("typo", "await tools.memory.read_graf({})", &["read_graph"]),
+    (
+        "get for read",
+        "await tools.memory.get_graph({})",
+        &["read_graph"],
+    ),
+    (
+        "verb only",
+        "await tools.memory.search({ query: 'x' })",
+        &["search_nodes"],
+    ),
+    (
+        "add for create",
+        "await tools.memory.add_entities({ entities: [] })",
+        &["create_entities"],
+    ),
+    (
+        "singular",
+        "await tools.memory.delete_entity({ entityNames: ['a'] })",
+        &["delete_entities"],
+    ),
+    (
+        "short time name",
+        "await tools.time.get_time({ timezone: 'UTC' })",
+        &["get_current_time"],
+    ),
+    (
+        "now",
+        "await tools.time.current_time({ timezone: 'UTC' })",
+        &["get_current_time"],
+    ),
+    (
+        "convert",
+        "await tools.time.convert({ source_timezone: 'UTC', time: '10:00', target_timezone: 'Asia/Tokyo' })",
+        &["convert_time"],
+    ),
+    (
+        "git name without its prefix",
+        "await tools.git.status({ repo_path: REPO })",
+        &["git_status"],
+    ),
+    (
+        "git log without its prefix",
+        "await tools.git.log({ repo_path: REPO })",
+        &["git_log"],
+    ),
+    (
+        "git commit without its prefix",
+        "await tools.git.commit({ repo_path: REPO, message: 'm' })",
+        &["git_commit"],
+    ),
+    (
+        "add for sum (a server whose list may change)",
+        "await tools.everything.add({ a: 1, b: 2 })",
+        &["get_sum"],
+    ),
+    (
+        "sum",
+        "await tools.everything.sum({ a: 1, b: 2 })",
+        &["get_sum"],
+    ),
+    (
+        "hyphenated name as the server spells it",
+        "await tools.everything['get-sum']({ a: 1, b: 2 })",
+        &["get_sum"],
+    ),
+    (
+        "GitHub: verb first",
+        "await tools.github.create_issue({ owner: 'o', repo: 'r', title: 't' })",
+        &["issues_create"],
+    ),
+    (
+        "GitHub: get_repo",
+        "await tools.github.get_repo({ owner: 'o', repo: 'r' })",
+        &["repos_get"],
+    ),
+    (
+        "GitHub: pull requests spelt out",
+        "await tools.github.list_pull_requests({ owner: 'o', repo: 'r' })",
+        &["pulls_list"],
+    ),
+    (
+        "GitHub: comment on an issue",
+        "await tools.github.create_issue_comment({ owner: 'o', repo: 'r', issue_number: 1, body: 'hi' })",
+        &["issues_create_comment"],
+    ),
+    (
+        "namespace abbreviated",
+        "await tools.gh.repos_get({ owner: 'o', repo: 'r' })",
+        &["tools.github"],
+    ),
+    (
+        "namespace capitalised",
+        "await tools.Memory.read_graph({})",
+        &["tools.memory"],
+    ),
+    // Arguments named or typed after another API.
+    (
+        "short argument name",
+        "await tools.memory.search_nodes({ q: 'alice' })",
+        &["query"],
+    ),
+    (
+        "tz for timezone",
+        "await tools.time.get_current_time({ tz: 'UTC' })",
+        &["timezone"],
+    ),
+    (
+        "required argument left out",
+        "await tools.time.get_current_time({})",
+        &["timezone"],
+    ),
+    (
+        "a number where a string is expected",
+        "await tools.time.convert_time({ source_timezone: 'UTC', time: 1430, target_timezone: 'Asia/Tokyo' })",
+        &["time", "string"],
+    ),
+    (
+        "a string where a number is expected",
+        "await tools.everything.get_sum({ a: '2', b: 3 })",
+        &["number"],
+    ),
+    (
+        "text for message",
+        "await tools.everything.echo({ text: 'hi' })",
+        &["message"],
+    ),
+    (
+        "path for repo_path",
+        "await tools.git.git_status({ path: REPO })",
+        &["repo_path"],
+    ),
+    (
+        "a count as a string",
+        "await tools.git.git_log({ repo_path: REPO, max_count: '5' })",
+        &["max_count", "integer"],
+    ),
+    (
+        "GitHub: the old nested body",
+        "await tools.github.issues_create_comment({ owner: 'o', repo: 'r', issue_number: 1, body: { body: 'text' } })",
+        &["body", "string"],
+    ),
+    (
+        "GitHub: required title left out",
+        "await tools.github.issues_create({ owner: 'o', repo: 'r', body: 'x' })",
+        &["title"],
+    ),
+    (
+        "GitHub: owner/repo as one string",
+        "await tools.github.repos_get({ repository: 'octo/hello' })",
+        &["owner", "repo"],
+    ),
+    (
+        "GitHub: status for state",
+        "await tools.github.issues_update({ owner: 'o', repo: 'r', issue_number: 5, status: 'closed' })",
+        &["state"],
+    ),
+    (
+        "GitHub: an enum value guessed",
+        "await tools.github.pulls_list({ owner: 'o', repo: 'r', state: 'opened' })",
+        &["open"],
+    ),
+    (
+        "GitHub: a page size as a string",
+        "await tools.github.issues_list_for_repo({ owner: 'o', repo: 'r', per_page: '10' })",
+        &["per_page", "integer"],
+    ),
+    (
+        "arguments not literal, named wrongly",
+        "const args: any = { name: 'x' }; await tools.memory.search_nodes(args)",
+        &["query"],
+    ),
+    // A result's shape guessed wrong.
+    (
+        "a key the result does not have",
+        "const g = await tools.memory.read_graph({}); g.nodes.map((n: any) => n.name)",
+        &["entities", "relations"],
+    ),
+    (
+        "a string method on an object",
+        "const t = await tools.time.get_current_time({ timezone: 'UTC' }); t.split('T')",
+        &["datetime", "not a string"],
+    ),
+    (
+        "a missing await",
+        "const r = tools.memory.read_graph({}); r.entities.length",
+        &["await"],
+    ),
+    (
+        "the first element of an empty list",
+        "const r = await tools.memory.search_nodes({ query: 'nobody' }); r.entities[0].name",
+        &["empty"],
+    ),
+    (
+        "a text result read as an object",
+        "const s = await tools.everything.get_sum({ a: 1, b: 2 }); s.result.toFixed(1)",
+        &["string"],
+    ),
+    (
+        "a field name guessed",
+        "const w = await tools.everything.get_structured_content({ location: 'Chicago' }); w.temp.toFixed(1)",
+        &["temperature"],
+    ),
+    (
+        "destructuring a key the result does not have",
+        "const { nodes } = await tools.memory.read_graph({}); nodes.length",
+        &["entities"],
+    ),
+    (
+        "an array method on a text result",
+        "const log = await tools.git.git_log({ repo_path: REPO, max_count: 1 }); log.map((l: any) => l)",
+        &["string"],
+    ),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_name_the_fix() {
+    let test = "errors_name_the_fix";
+    let repository = tempfile::tempdir().unwrap();
+    let Some(servers) = four_real_servers(test, repository.path()) else {
+        return;
+    };
+    let Some(github) = github_rest_source(test) else {
+        return;
+    };
+    let mut options = DaemonOptions::default();
+    for server in servers {
+        options = options.source(Arc::new(McpServer::new(
+            server,
+            Arc::new(SecretStore::empty()),
+        )));
+    }
+    let github = OpenApiSource::load(github, Arc::new(SecretStore::empty())).unwrap();
+    let d = TestDaemon::start_with(options.source(Arc::new(github))).await;
+    // One commit, so the git server has a log to read.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(repository.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    std::fs::write(repository.path().join("a.txt"), "a\n").unwrap();
+    assert!(git(&["add", "a.txt"]) && git(&["commit", "-q", "-m", "first"]));
+    let repo = format!("{:?}", repository.path().display().to_string());
+
+    let mut named = 0;
+    let mut misses = Vec::new();
+    for (what, program, fix) in CASES {
+        let r = d.exec(&program.replace("REPO", &repo)).await;
+        let error = serde_json::to_value(&r.error).unwrap();
+        let mut read = String::new();
+        for key in ["message", "hint", "explanation"] {
+            if let Some(text) = error.get(key).and_then(|v| v.as_str()) {
+                read.push_str(text);
+                read.push('\n');
+            }
+        }
+        for warning in &r.warnings {
+            read.push_str(warning);
+            read.push('\n');
+        }
+        assert!(
+            r.error.is_some(),
+            "{what}: the mistake went unnoticed: {r:?}"
+        );
+        if fix.iter().all(|word| read.contains(word)) {
+            named += 1;
+        } else {
+            misses.push(format!("  MISSED {what}: wanted {fix:?} in:\n{read}"));
+        }
+    }
+    let share = 100.0 * f64::from(named) / CASES.len() as f64;
+    println!(
+        "mistakes corpus: {named} of {} errors name the fix ({share:.1}%)",
+        CASES.len()
+    );
+    for miss in &misses {
+        println!("{miss}");
+    }
+    assert!(CASES.len() >= 40);
+    assert!(share >= 90.0, "{share:.1}% of the errors name the fix");
+    d.stop().await;
+}
