@@ -270,3 +270,17 @@ pub fn closed_openapi(name: &str, spec: PathBuf) -> airlock_policy::OpenApiSourc
         exclude: Vec::new(),
     }
 }
+
+/// A GraphQL source of the GitHub GraphQL `schema` whose endpoint is a closed local port.
+pub fn closed_github_graphql(schema: PathBuf) -> airlock_policy::GraphQlSource {
+    airlock_policy::GraphQlSource {
+        name: "ghql".into(),
+        schema,
+        schema_format: airlock_policy::SchemaFormat::Sdl,
+        endpoint: "http://127.0.0.1:9/graphql".into(),
+        headers: Vec::new(),
+        selection_depth: 2,
+        call_timeout_ms: 10_000,
+        max_concurrent_calls: 4,
+    }
+}

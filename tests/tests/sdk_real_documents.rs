@@ -11,7 +11,6 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{GraphQlSource, SchemaFormat};
 use airlock_supervisor::sdk::{SdkFiles, SdkTool};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::graphql::GraphQlApi;
@@ -26,8 +25,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 
-use airlock_tests::mcp_peers::closed_openapi;
 use airlock_tests::mcp_peers::npm_package as npm;
+use airlock_tests::mcp_peers::{closed_github_graphql, closed_openapi};
 
 fn openapi(name: &str, spec: PathBuf) -> OpenApiSource {
     OpenApiSource::load(closed_openapi(name, spec), Arc::new(SecretStore::empty())).unwrap()
@@ -35,16 +34,7 @@ fn openapi(name: &str, spec: PathBuf) -> OpenApiSource {
 
 fn github_graphql(schema: PathBuf) -> GraphQlApi {
     GraphQlApi::load(
-        GraphQlSource {
-            name: "ghql".into(),
-            schema,
-            schema_format: SchemaFormat::Sdl,
-            endpoint: "http://127.0.0.1:9/graphql".into(),
-            headers: Vec::new(),
-            selection_depth: 2,
-            call_timeout_ms: 10_000,
-            max_concurrent_calls: 4,
-        },
+        closed_github_graphql(schema),
         Arc::new(SecretStore::empty()),
     )
     .unwrap()

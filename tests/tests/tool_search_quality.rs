@@ -15,14 +15,15 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{GraphQlSource, SchemaFormat};
 use airlock_supervisor::sdk::{SdkTool, ToolSearch};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::graphql::GraphQlApi;
 use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_supervisor::tools::sources::openapi::OpenApiSource;
 use airlock_supervisor::tools::{ToolDescriptor, ToolSource};
-use airlock_tests::mcp_peers::{four_real_servers, github_rest_source, npm_package};
+use airlock_tests::mcp_peers::{
+    closed_github_graphql, four_real_servers, github_rest_source, npm_package,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -230,16 +231,7 @@ fn rest_tools(test: &str) -> Option<Vec<SdkTool>> {
 fn graphql_tools(test: &str) -> Option<Vec<SdkTool>> {
     let schema = npm_package("@octokit/graphql-schema/schema.graphql", test)?;
     let api = GraphQlApi::load(
-        GraphQlSource {
-            name: "ghql".into(),
-            schema,
-            schema_format: SchemaFormat::Sdl,
-            endpoint: "http://127.0.0.1:9/graphql".into(),
-            headers: Vec::new(),
-            selection_depth: 2,
-            call_timeout_ms: 10_000,
-            max_concurrent_calls: 4,
-        },
+        closed_github_graphql(schema),
         Arc::new(SecretStore::empty()),
     )
     .unwrap();
