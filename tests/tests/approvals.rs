@@ -43,6 +43,12 @@ async fn get(d: &TestDaemon, path: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+async fn metrics(d: &TestDaemon) -> String {
+    let (status, text) = d.client().await.get("/metrics").await.unwrap();
+    assert_eq!(status.as_u16(), 200, "{text}");
+    text
+}
+
 /// Polls the execution until it has ended.
 async fn finished(d: &TestDaemon, id: &str) -> Value {
     for _ in 0..400 {
@@ -106,6 +112,13 @@ async fn an_approved_call_is_made_and_the_execution_goes_on_by_itself() {
         get(&d, &format!("/v1/executions/{execution}")).await["status"],
         json!("waiting")
     );
+    // And the operator sees it waiting.
+    let waiting = metrics(&d).await;
+    assert!(
+        waiting.contains("airlock_executions_waiting 1\n")
+            && waiting.contains("airlock_approvals_pending 1\n"),
+        "{waiting}"
+    );
 
     let (status, decided) = post(&d, &format!("/v1/approvals/{id}"), decision(true, None)).await;
     assert_eq!(status, 200, "{decided}");
@@ -122,6 +135,12 @@ async fn an_approved_call_is_made_and_the_execution_goes_on_by_itself() {
         .find(|c| c["tool"] == json!("test.echo"))
         .unwrap();
     assert_eq!(echo["replayed"], json!(true), "{done}");
+    let after = metrics(&d).await;
+    assert!(
+        after.contains("airlock_executions_waiting 0\n")
+            && after.contains("airlock_approvals_pending 0\n"),
+        "{after}"
+    );
     // The decision is in the audit log, with who made it.
     let audited = audited_approvals(&d).await;
     assert_eq!(audited.len(), 1, "{audited:?}");

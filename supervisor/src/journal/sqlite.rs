@@ -897,6 +897,24 @@ impl JournalStore for SqliteStore {
         })
     }
 
+    fn waiting_totals(&self) -> Result<(u64, u64), StoreError> {
+        self.with(|c| {
+            let executions = c.query_row(
+                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
+                 WHERE executions.status = 'waiting'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?;
+            // The `approvals_undecided` index answers this.
+            let approvals = c.query_row(
+                "SELECT count(*) FROM approvals WHERE decision IS NULL",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?;
+            Ok((u64_of(executions), u64_of(approvals)))
+        })
+    }
+
     fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
@@ -1180,6 +1198,7 @@ mod tests {
             s.finish_execution(id, "waiting", 2, 0, 0, &[]).unwrap();
         }
         assert_eq!(s.count_waiting("local").unwrap(), 2);
+        assert_eq!(s.waiting_totals().unwrap(), (2, 0));
         assert_eq!(s.waiting("w1").unwrap().unwrap().seed, [3; 32]);
         // Kept whatever its age: its re-run replays what the session recorded.
         assert!(s.evict(u64::MAX, 0, &[]).unwrap().is_empty());
@@ -1232,6 +1251,7 @@ mod tests {
         assert_eq!(again[0].id, "a1");
         assert_eq!(s.undecided_approvals(None).unwrap().len(), 2);
         assert_eq!(s.undecided_approvals(Some("other")).unwrap().len(), 0);
+        assert_eq!(s.waiting_totals().unwrap().1, 2);
         assert!(
             s.decide_approval("a1", "approved", Some("alice"), None, 15)
                 .unwrap()

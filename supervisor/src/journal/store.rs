@@ -248,6 +248,9 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn drop_waiting(&self, id: &str) -> Result<(), StoreError>;
     /// How many of `principal`'s executions wait now.
     fn count_waiting(&self, principal: &str) -> Result<u64, StoreError>;
+    /// How many executions wait now, and how many approvals wait for a decision (all
+    /// principals): the `/metrics` gauges.
+    fn waiting_totals(&self) -> Result<(u64, u64), StoreError>;
     /// Ends the waiting executions whose time ran out before `now_ms` (status `expired`), and
     /// forgets kept responses whose time ran out; returns the ids of the executions ended.
     fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError>;

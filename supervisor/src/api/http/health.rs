@@ -119,6 +119,23 @@ fn journal_metrics(journal: &JournalState) -> String {
             "Bytes of recorded results in the journal.",
             health.bytes.unwrap_or(0),
         );
+        // Read at scrape time from the journal's tables, where waiting work is kept.
+        if let Ok((executions, approvals)) = j.store().waiting_totals() {
+            single(
+                &mut text,
+                "airlock_executions_waiting",
+                "gauge",
+                "Executions waiting for a client's results or an approver's decision.",
+                executions,
+            );
+            single(
+                &mut text,
+                "airlock_approvals_pending",
+                "gauge",
+                "Approvals waiting for a decision.",
+                approvals,
+            );
+        }
     }
     text
 }
