@@ -161,16 +161,7 @@ pub fn judge(
                 continue;
             }
             seen.push(key);
-            let suggestion = match near(key.0, key.1).as_slice() {
-                [] => format!("search for it: GET /v1/tools/search?q={}", key.1),
-                found => {
-                    let found: Vec<&str> = found.iter().map(String::as_str).collect();
-                    format!(
-                        "did you mean {}?",
-                        quote_list(&found, &format!("tools.{}.", key.0), "()")
-                    )
-                }
-            };
+            let suggestion = unknown_tool_hint(catalogue, key.0, key.1, near);
             warnings.push(format!(
                 "line {}: `tools.{}` lists no tool `{}` now; the program ran because this \
                  server may add tools while it runs, but the call will fail unless it does \
@@ -253,30 +244,10 @@ impl Problem<'_> {
                     hint,
                 )
             }
-            Problem::UnknownTool { namespace, name } => {
-                let near = near(namespace, name);
-                let near: Vec<&str> = near.iter().map(String::as_str).collect();
-                let hint = if near.is_empty() && *namespace == crate::tools::client::NAMESPACE {
-                    // The request's own tools are not in the daemon's search: name them.
-                    let declared: Vec<&str> = catalogue
-                        .get(namespace)
-                        .into_iter()
-                        .flat_map(|t| t.keys().copied())
-                        .collect();
-                    format!(
-                        "the request declares {} in client_tools",
-                        quote_list(&declared, "tools.client.", "()")
-                    )
-                } else if near.is_empty() {
-                    format!("search for it: GET /v1/tools/search?q={name}")
-                } else {
-                    format!(
-                        "did you mean {}?",
-                        quote_list(&near, &format!("tools.{namespace}."), "()")
-                    )
-                };
-                (format!("`tools.{namespace}` has no tool `{name}`"), hint)
-            }
+            Problem::UnknownTool { namespace, name } => (
+                format!("`tools.{namespace}` has no tool `{name}`"),
+                unknown_tool_hint(catalogue, namespace, name, near),
+            ),
             Problem::UnknownArgument { tool, key } => {
                 let schema = input_schema(catalogue, tool);
                 let properties = schema
@@ -323,6 +294,37 @@ impl Problem<'_> {
                 signature_hint(catalogue, tool),
             ),
         }
+    }
+}
+
+/// What an agent that called the unknown `tools.<namespace>.<name>` should do: the tools it
+/// may have meant, else (for the request's own client tools) the ones declared, else a search.
+fn unknown_tool_hint(
+    catalogue: &ContractCatalogue<'_>,
+    namespace: &str,
+    name: &str,
+    near: &NearTools<'_>,
+) -> String {
+    let near = near(namespace, name);
+    let near: Vec<&str> = near.iter().map(String::as_str).collect();
+    if near.is_empty() && namespace == crate::tools::client::NAMESPACE {
+        // The request's own tools are not in the daemon's search: name them.
+        let declared: Vec<&str> = catalogue
+            .get(namespace)
+            .into_iter()
+            .flat_map(|t| t.keys().copied())
+            .collect();
+        format!(
+            "the request declares {} in client_tools",
+            quote_list(&declared, "tools.client.", "()")
+        )
+    } else if near.is_empty() {
+        format!("search for it: GET /v1/tools/search?q={name}")
+    } else {
+        format!(
+            "did you mean {}?",
+            quote_list(&near, &format!("tools.{namespace}."), "()")
+        )
     }
 }
 

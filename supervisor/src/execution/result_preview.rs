@@ -87,6 +87,9 @@ pub fn preview(text: &str, budget: &mut usize) -> (Option<Value>, bool) {
             return (Some(shown), cut_anything);
         }
     }
+    // Not even the smallest cut fits what is left: later calls show none, and no longer pay
+    // for parsing their results.
+    *budget = 0;
     (None, true)
 }
 
