@@ -25,19 +25,29 @@ async fn a_worker_killed_from_outside_is_reported() {
     let daemon_pid = std::process::id();
     // Only a worker that appears after this point can be the one running our program.
     let before = worker_children(daemon_pid);
+    // The kill must land once the program runs, not while its worker is still starting (a
+    // worker that dies before its handshake is a start failure, reported as `internal`): the
+    // stream's `ToolCallStarted` says the worker is past the handshake and inside the program.
+    let in_call = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let exec = {
         let socket = d.socket.clone();
+        let in_call = in_call.clone();
         tokio::spawn(async move {
             let mut c = airlock_supervisor::client::Client::connect(&socket)
                 .await
                 .unwrap();
-            c.execute(&airlock_supervisor::agent_api::ExecutionRequest {
+            let request = airlock_supervisor::agent_api::ExecutionRequest {
                 code: "await tools.test.sleep({ ms: 20000 })".into(),
-                language: Default::default(),
                 timeout_ms: Some(30_000),
-                session: None,
-                replay: None,
                 ..Default::default()
+            };
+            c.execute_streaming(&request, |event| {
+                if matches!(
+                    event,
+                    airlock_supervisor::agent_api::ExecutionEvent::ToolCallStarted { .. }
+                ) {
+                    in_call.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
             })
             .await
             .unwrap()
@@ -48,9 +58,9 @@ async fn a_worker_killed_from_outside_is_reported() {
         wait_until(10, || {
             victims = worker_children(daemon_pid);
             victims.retain(|p| !before.contains(p));
-            !victims.is_empty()
+            in_call.load(std::sync::atomic::Ordering::SeqCst) && !victims.is_empty()
         }),
-        "no worker appeared"
+        "no worker reached the tool call"
     );
     // SAFETY: kill(2) of a child process of this test.
     unsafe { libc::kill(victims[0], libc::SIGKILL) };
