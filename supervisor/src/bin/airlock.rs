@@ -130,6 +130,10 @@ enum Command {
         #[command(subcommand)]
         action: SessionCommand,
     },
+    /// Serve MCP on stdin and stdout: Airlock as one MCP server (search_tools, read_sdk,
+    /// execute, …) for an agent such as Claude Code or Cursor, with the tools this user may
+    /// call. Each message goes to the daemon's socket (`/mcp`); logs go to stderr only.
+    Mcp,
     /// Show the daemon's health.
     Health,
     /// Browse the TypeScript SDK of the tools this caller may use.
@@ -636,6 +640,16 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 }
                 None => ExitCode::from(EXIT_WAITING),
             })
+        }
+        Command::Mcp => {
+            let socket = daemon_socket(args.socket)?;
+            airlock_supervisor::api::mcp::relay::relay(
+                &socket,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            )
+            .await?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Approvals => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;

@@ -184,6 +184,7 @@ pub async fn run(
         generations: generations.clone(),
         executions: executions.clone(),
         started: Instant::now(),
+        mcp: crate::api::mcp::service(),
     });
     crate::daemon::systemd::notify_ready();
     let watchdog = crate::daemon::systemd::spawn_watchdog();

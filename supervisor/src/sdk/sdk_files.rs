@@ -84,6 +84,24 @@ impl SdkFiles {
         SdkFiles { files }
     }
 
+    /// Each namespace with its number of tools, in name order (from the files: one
+    /// `servers/<namespace>/<tool>.ts` per tool beside the namespace's `index.ts`).
+    pub fn namespaces(&self) -> Vec<(String, usize)> {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for path in self.files.keys() {
+            let Some(rest) = path.strip_prefix("servers/") else {
+                continue;
+            };
+            if let Some((namespace, file)) = rest.split_once('/') {
+                let entry = counts.entry(namespace).or_default();
+                if file != "index.ts" {
+                    *entry += 1;
+                }
+            }
+        }
+        counts.into_iter().map(|(n, c)| (n.to_owned(), c)).collect()
+    }
+
     /// The file tree as `path (bytes)` lines.
     pub fn tree(&self) -> Vec<(&str, usize)> {
         self.files

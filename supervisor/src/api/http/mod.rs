@@ -12,7 +12,8 @@
 //!   executions;
 //! - `approvals`: `GET /v1/approvals` and `POST /v1/approvals/<id>`, decisions on calls that
 //!   wait for a person;
-//! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`.
+//! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
+//! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the peer attached.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
 //! the generation in force ([`crate::generation`]); it decides nothing itself.
@@ -39,13 +40,30 @@ use tokio::net::UnixStream;
 use tracing::{debug, warn};
 
 /// What the routes serve from.
-#[derive(Debug)]
 pub struct HttpState {
     pub generations: Arc<Generations>,
     pub executions: Arc<ExecutionService>,
     /// When the daemon started serving (health's `uptime_s`).
     pub started: Instant,
+    /// The MCP door at `/mcp` ([`crate::api::mcp`]).
+    pub mcp: McpService,
 }
+
+impl std::fmt::Debug for HttpState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpState")
+            .field("generations", &self.generations)
+            .field("executions", &self.executions)
+            .field("started", &self.started)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The MCP door's Streamable HTTP service.
+pub type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+    crate::api::mcp::McpDoor,
+    rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
+>;
 
 /// Who is on the other end of a connection, as the kernel reports it.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q= and POST /v1/reload";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload and /mcp (MCP, Streamable HTTP)";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -48,6 +48,13 @@ pub(super) async fn route(
         );
     };
     let path = req.uri().path().to_owned();
+    if path == "/mcp" {
+        // The MCP door finds the daemon and its caller in the request's extensions.
+        let mut req = req;
+        req.extensions_mut().insert(state.clone());
+        req.extensions_mut().insert(peer);
+        return state.mcp.handle(req).await;
+    }
     match (req.method(), path.as_str()) {
         (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &health::health(&state)),
         (&Method::GET, "/metrics") => {

@@ -1,0 +1,507 @@
+//! The MCP server: rmcp's `ServerHandler` over the execution service and the generation in
+//! force, and the Streamable HTTP service that serves it at `/mcp`.
+
+use super::{instructions, render, tools};
+use crate::agent_api::{
+    ClientResult, ClientToolSpec, ExecutionEvent, ExecutionRequest, ExecutionResponse,
+    RequestLanguage,
+};
+use crate::api::http::{HttpState, Peer};
+use crate::execution::{Started, SubmitError, Tracked};
+use crate::generation::PolicyGeneration;
+use airlock_policy::Principal;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The Streamable HTTP service at `/mcp`. Stateless: each POST is answered on its own (with
+/// JSON, or with an event stream when progress notifications precede the answer), so the
+/// daemon keeps nothing per client and a restart loses nothing.
+pub fn service() -> StreamableHttpService<McpDoor, NeverSessionManager> {
+    let mut config = StreamableHttpServerConfig::default();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.sse_keep_alive = None;
+    // The socket is not reachable from a browser, but a forwarder to it could be: only the
+    // names a local client uses are accepted (DNS rebinding protection).
+    config.allowed_hosts = ["airlock", "localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    StreamableHttpService::new(
+        || Ok(McpDoor),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// The handler. It has no state of its own: the daemon's state and the caller come with each
+/// request, in the HTTP request's extensions (put there by the route).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct McpDoor;
+
+/// Who asks, under which policy.
+struct Caller {
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+}
+
+impl Caller {
+    fn of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+        let parts = context.extensions.get::<hyper::http::request::Parts>();
+        let (Some(state), Some(peer)) = (
+            parts.and_then(|p| p.extensions.get::<Arc<HttpState>>()),
+            parts.and_then(|p| p.extensions.get::<Arc<Peer>>()),
+        ) else {
+            return Err(McpError::internal_error(
+                "the request did not come through the daemon's socket",
+                None,
+            ));
+        };
+        let generation = state.generations.current();
+        // Admitted again under the policy in force now, as every HTTP request is.
+        let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
+            return Err(McpError::invalid_request(
+                format!(
+                    "uid {} is not admitted by any principal in the policy; the operator must add this user or one of its groups to a [[principal]]",
+                    peer.info.uid
+                ),
+                None,
+            ));
+        };
+        Ok(Caller {
+            state: state.clone(),
+            peer: peer.clone(),
+            generation,
+            principal,
+        })
+    }
+}
+
+impl ServerHandler for McpDoor {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("airlock", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let result = self.negotiate_initialize(&request)?;
+        let caller = Caller::of(&context)?;
+        let view = caller.generation.catalogue_view(&caller.principal).await;
+        Ok(result.with_instructions(instructions(&view.sdk)))
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let caller = Caller::of(&context)?;
+        let view = caller.generation.catalogue_view(&caller.principal).await;
+        let info = self.get_info().with_instructions(instructions(&view.sdk));
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        tools::all().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = Caller::of(&context)?;
+        let args = Value::Object(request.arguments.clone().unwrap_or_default());
+        let result = match request.name.as_ref() {
+            tools::SEARCH_TOOLS => search_tools(&caller, args).await,
+            tools::READ_SDK => read_sdk(&caller, args).await,
+            tools::EXECUTE => execute(&caller, args, &context).await,
+            tools::SUBMIT_RESULTS => submit_results(&caller, args, &context).await,
+            tools::RESUME => resume(&caller, args, &context).await,
+            tools::STATUS => status(&caller, args),
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "no tool `{other}`; the tools are search_tools, read_sdk, execute, submit_results, resume and status"
+                    ),
+                    None,
+                ));
+            }
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The arguments of a tool, or a tool error saying what was wrong with them.
+fn arguments<T: for<'de> Deserialize<'de>>(tool: &str, args: Value) -> Result<T, CallToolResult> {
+    serde_json::from_value(args).map_err(|e| {
+        render::refusal(
+            &format!("the arguments of {tool} are not valid: {e}"),
+            Some("tools/list gives each tool's input schema"),
+        )
+    })
+}
+
+async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        query: String,
+        #[serde(default)]
+        limit: Option<usize>,
+    }
+    let args: Args = match arguments(tools::SEARCH_TOOLS, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    if args.query.trim().is_empty() {
+        return render::refusal(
+            "the search needs words",
+            Some("say what you want to do, e.g. {\"query\": \"create issue\"}"),
+        );
+    }
+    let limit = args.limit.unwrap_or(10).clamp(1, 50);
+    let view = caller.generation.catalogue_view(&caller.principal).await;
+    let hits = view.sdk.search.search(&args.query, limit);
+    let mut text = String::new();
+    if hits.is_empty() {
+        text.push_str(
+            "no tool matches; try other words, or read_sdk README.md for the namespaces\n",
+        );
+    }
+    for hit in &hits {
+        text.push_str(&format!(
+            "{}\n  {} ({})\n",
+            hit.signature, hit.summary, hit.file
+        ));
+    }
+    for source in &view.unavailable {
+        text.push_str(&format!(
+            "note: the tools of `{}` are unavailable right now: {}\n",
+            source.namespace, source.error
+        ));
+    }
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(serde_json::json!({
+        "query": args.query,
+        "results": hits,
+        "unavailable": view.unavailable,
+    }));
+    result
+}
+
+async fn read_sdk(caller: &Caller, args: Value) -> CallToolResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        #[serde(default)]
+        path: Option<String>,
+    }
+    let args: Args = match arguments(tools::READ_SDK, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let view = caller.generation.catalogue_view(&caller.principal).await;
+    let files = &view.sdk.files;
+    match args
+        .path
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        None => {
+            let mut text = String::from("SDK files (read README.md first):\n");
+            for (path, bytes) in files.tree() {
+                text.push_str(&format!("{path} ({bytes} bytes)\n"));
+            }
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        }
+        Some(path) => match files.files.get(path.trim_start_matches('/')) {
+            Some(text) => CallToolResult::success(vec![ContentBlock::text(text.clone())]),
+            None => {
+                let near =
+                    crate::tools::naming::closest(path, files.files.keys().map(String::as_str), 3);
+                let hint = if near.is_empty() {
+                    "read_sdk without a path lists the files; start with README.md".to_owned()
+                } else {
+                    format!(
+                        "did you mean {}? read_sdk without a path lists the files",
+                        crate::tools::naming::quote_list(&near, "`", "`")
+                    )
+                };
+                render::refusal(&format!("the SDK has no file `{path}`"), Some(&hint))
+            }
+        },
+    }
+}
+
+async fn execute(
+    caller: &Caller,
+    args: Value,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        code: String,
+        #[serde(default)]
+        language: RequestLanguage,
+        #[serde(default)]
+        session: Option<String>,
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+        #[serde(default)]
+        client_tools: Vec<ClientToolSpec>,
+    }
+    let args: Args = match arguments(tools::EXECUTE, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let request = ExecutionRequest {
+        code: args.code,
+        language: args.language,
+        session: args.session,
+        timeout_ms: args.timeout_ms,
+        client_tools: args.client_tools,
+        ..ExecutionRequest::default()
+    };
+    let (events, rx) = progress_channel(context);
+    let started = caller
+        .state
+        .executions
+        .submit(crate::execution::Submission {
+            request,
+            peer: caller.peer.info,
+            principal: caller.principal.clone(),
+            generation: caller.generation.clone(),
+            events,
+            resumed_from: None,
+        })
+        .await;
+    answer(started, rx, context).await
+}
+
+async fn submit_results(
+    caller: &Caller,
+    args: Value,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        id: String,
+        results: Vec<ClientResult>,
+    }
+    let args: Args = match arguments(tools::SUBMIT_RESULTS, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let (events, rx) = progress_channel(context);
+    let started = caller
+        .state
+        .executions
+        .answer_waiting(
+            &args.id,
+            args.results,
+            caller.peer.info,
+            caller.principal.clone(),
+            caller.generation.clone(),
+            events,
+        )
+        .await;
+    answer(started, rx, context).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdArgs {
+    id: String,
+}
+
+async fn resume(
+    caller: &Caller,
+    args: Value,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let args: IdArgs = match arguments(tools::RESUME, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let (events, rx) = progress_channel(context);
+    let started = caller
+        .state
+        .executions
+        .resume(
+            &args.id,
+            caller.peer.info,
+            caller.principal.clone(),
+            caller.generation.clone(),
+            events,
+        )
+        .await;
+    answer(started, rx, context).await
+}
+
+fn status(caller: &Caller, args: Value) -> CallToolResult {
+    let args: IdArgs = match arguments(tools::STATUS, args) {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let value = match caller
+        .state
+        .executions
+        .lookup(&args.id, &caller.principal.name)
+    {
+        Ok(Tracked::Detached(log)) => serde_json::to_value(log.snapshot(&args.id)).ok(),
+        Ok(Tracked::Attached) => Some(serde_json::json!({ "id": args.id, "status": "running" })),
+        Ok(Tracked::Kept { response, .. }) => {
+            // A whole response: shown as execute shows it.
+            if let Ok(response) = serde_json::from_str::<ExecutionResponse>(&response) {
+                return render::execution(&response);
+            }
+            serde_json::from_str(&response).ok()
+        }
+        Ok(Tracked::Row(row)) => serde_json::to_value(row).ok(),
+        Err(e) => {
+            return render::refusal(
+                &e.to_string(),
+                Some(
+                    "the id is one an execute answer gave you; other principals' executions are not visible",
+                ),
+            );
+        }
+    };
+    let value = value.unwrap_or(Value::Null);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(
+        serde_json::to_string_pretty(&value).unwrap_or_default(),
+    )]);
+    result.structured_content = Some(value);
+    result
+}
+
+/// An event channel when the client asked for progress (a `progressToken`), else none.
+fn progress_channel(
+    context: &RequestContext<RoleServer>,
+) -> (
+    Option<mpsc::Sender<ExecutionEvent>>,
+    Option<mpsc::Receiver<ExecutionEvent>>,
+) {
+    if context.meta.get_progress_token().is_some() {
+        let (tx, rx) = mpsc::channel(64);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    }
+}
+
+/// Waits for the execution's response; with events, turns them into progress notifications
+/// on the way. A client that cancels the request (or goes away) drops this future, and with
+/// it the execution's handle or event channel, which stops the program as on the HTTP door.
+async fn answer(
+    started: Result<Started, SubmitError>,
+    rx: Option<mpsc::Receiver<ExecutionEvent>>,
+    context: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => return refused(&e),
+    };
+    let Some(mut rx) = rx else {
+        let response = tokio::select! {
+            r = started.response() => r,
+            () = context.ct.cancelled() => return render::refusal("the request was cancelled; the program was stopped", None),
+        };
+        return match response {
+            Ok(response) => render::execution(&response),
+            Err(e) => refused(&e),
+        };
+    };
+    // The result comes as the last event.
+    drop(started);
+    let token = context.meta.get_progress_token();
+    let mut progress = 0.0;
+    loop {
+        let event = tokio::select! {
+            e = rx.recv() => e,
+            () = context.ct.cancelled() => return render::refusal("the request was cancelled; the program was stopped", None),
+        };
+        let Some(event) = event else {
+            return render::refusal(
+                "the execution ended without a result",
+                Some(
+                    "run the program again; if this repeats, the operator should check the airlockd log",
+                ),
+            );
+        };
+        let (message, total) = match event {
+            ExecutionEvent::Result(response) => return render::execution(&response),
+            ExecutionEvent::Started { id } => (format!("execution {id} started"), None),
+            ExecutionEvent::Progress { value } => (format!("progress: {value}"), None),
+            ExecutionEvent::ToolCallStarted { id, tool } => (format!("call {id}: {tool}"), None),
+            ExecutionEvent::ToolProgress {
+                tool,
+                progress: done,
+                total,
+                message,
+                ..
+            } => {
+                let of = total.map(|t| format!("/{t}")).unwrap_or_default();
+                let note = message.map(|m| format!(" {m}")).unwrap_or_default();
+                (format!("{tool}: {done}{of}{note}"), None::<f64>)
+            }
+            ExecutionEvent::ToolCallFinished {
+                id, tool, outcome, ..
+            } => (
+                format!("call {id}: {tool} {}", render::wire_name(&outcome)),
+                None,
+            ),
+            // Console output comes back with the result.
+            ExecutionEvent::Console { .. } => continue,
+        };
+        let Some(token) = token.clone() else { continue };
+        // MCP progress must grow with every notification: each event is one step.
+        progress += 1.0;
+        let _ = context
+            .peer
+            .notify_progress({
+                let param = ProgressNotificationParam::new(token, progress).with_message(message);
+                match total {
+                    Some(total) => param.with_total(total),
+                    None => param,
+                }
+            })
+            .await;
+    }
+}
+
+fn refused(e: &SubmitError) -> CallToolResult {
+    render::refusal(&e.to_string(), Some(&e.hint()))
+}
