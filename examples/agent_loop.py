@@ -24,16 +24,15 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol
+from typing import Any, Protocol
 
 # Run from a checkout without installing the client.
 _SRC = Path(__file__).resolve().parents[1] / "clients" / "python" / "src"
 if _SRC.is_dir() and str(_SRC) not in sys.path:
     sys.path.insert(0, str(_SRC))
 
-import httpx  # noqa: E402
-
-from airlock_client import AirlockApiError, Client, ExecutionResponse  # noqa: E402
+import httpx
+from airlock_client import AirlockApiError, Client, ExecutionResponse
 
 Message = dict[str, Any]
 
@@ -93,8 +92,8 @@ class OpenAICompatibleModel:
         model: str,
         *,
         timeout: float = 120.0,
-        http_client: Optional[httpx.Client] = None,
-        extra_body: Optional[dict[str, Any]] = None,
+        http_client: httpx.Client | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
@@ -146,7 +145,11 @@ def tool_message_content(response: ExecutionResponse, *, max_chars: int = 8000) 
         for c in response.tool_calls:
             call: dict[str, Any] = {"tool": c.tool, "args": c.args, "outcome": c.outcome}
             if c.error is not None:
-                call["error"] = {"code": c.error.code, "message": c.error.message, "hint": c.error.hint}
+                call["error"] = {
+                    "code": c.error.code,
+                    "message": c.error.message,
+                    "hint": c.error.hint,
+                }
             elif c.has_result:
                 call["result"] = c.result
             calls.append(call)
@@ -168,8 +171,10 @@ def system_prompt(client: Client, task: str, *, search_limit: int = 8) -> str:
     ranks first for the task (``GET /v1/tools/search``), so the model starts with the right
     signatures."""
     parts = [
-        "You are an agent that works by writing TypeScript programs and running them with the "
-        "`execute` tool. Answer the user in plain text once you have what you need."
+        (
+            "You are an agent that works by writing TypeScript programs and running them with the "
+            "`execute` tool. Answer the user in plain text once you have what you need."
+        )
     ]
     try:
         parts.append("Airlock's SDK entry point:\n\n" + client.sdk_file("README.md"))
@@ -192,11 +197,11 @@ class AgentResult:
     """How a run ended: the final ``answer`` (``None`` when ``max_turns`` ran out), the whole
     conversation, and every execution in order."""
 
-    answer: Optional[str]
+    answer: str | None
     messages: list[Message]
     executions: list[ExecutionResponse] = field(default_factory=list)
     turns: int = 0
-    session: Optional[str] = None
+    session: str | None = None
 
 
 def run_agent(
@@ -205,15 +210,18 @@ def run_agent(
     task: str,
     max_turns: int = 8,
     *,
-    session: Optional[str] = "new",
-    timeout_ms: Optional[int] = None,
-    instructions: Optional[str] = None,
+    session: str | None = "new",
+    timeout_ms: int | None = None,
+    instructions: str | None = None,
 ) -> AgentResult:
     """The loop: ask the model; run each ``execute`` call it makes in Airlock (all in one
     session); send each outcome back as a ``tool`` message; stop when it answers without a
     tool call, or after ``max_turns`` model calls."""
     messages: list[Message] = [
-        {"role": "system", "content": instructions if instructions is not None else system_prompt(client, task)},
+        {
+            "role": "system",
+            "content": instructions if instructions is not None else system_prompt(client, task),
+        },
         {"role": "user", "content": task},
     ]
     result = AgentResult(answer=None, messages=messages, session=None)
@@ -230,7 +238,11 @@ def run_agent(
             return result
         for call in tool_calls:
             messages.append(
-                {"role": "tool", "tool_call_id": call.get("id", ""), "content": _run_call(client, call, result, session, timeout_ms)}
+                {
+                    "role": "tool",
+                    "tool_call_id": call.get("id", ""),
+                    "content": _run_call(client, call, result, session, timeout_ms),
+                }
             )
     return result
 
@@ -239,23 +251,37 @@ def _run_call(
     client: Client,
     call: dict[str, Any],
     result: AgentResult,
-    session: Optional[str],
-    timeout_ms: Optional[int],
+    session: str | None,
+    timeout_ms: int | None,
 ) -> str:
     function = call.get("function") or {}
     if function.get("name") != "execute":
-        return json.dumps({"status": "error", "error": {"message": f"there is no tool `{function.get('name')}`; the only tool is `execute`"}})
+        return json.dumps(
+            {
+                "status": "error",
+                "error": {
+                    "message": f"there is no tool `{function.get('name')}`; the only tool is `execute`"
+                },
+            }
+        )
     try:
         args = json.loads(function.get("arguments") or "{}")
         code = args["code"]
         if not isinstance(code, str):
             raise TypeError("code must be a string")
     except (ValueError, KeyError, TypeError) as e:
-        return json.dumps({"status": "error", "error": {"message": f"the arguments must be JSON {{\"code\": \"<program>\"}}: {e}"}})
+        return json.dumps(
+            {
+                "status": "error",
+                "error": {"message": f'the arguments must be JSON {{"code": "<program>"}}: {e}'},
+            }
+        )
     try:
         response = client.execute(code, session=result.session or session, timeout_ms=timeout_ms)
     except AirlockApiError as e:
-        return json.dumps({"status": "refused", "error": {"code": e.code, "message": e.message, "hint": e.hint}})
+        return json.dumps(
+            {"status": "refused", "error": {"code": e.code, "message": e.message, "hint": e.hint}}
+        )
     if response.session:
         result.session = response.session
     result.executions.append(response)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
-
 from agent_loop import EXECUTE_TOOL, OpenAICompatibleModel, run_agent
 from airlock_client import Client
 
@@ -41,7 +41,9 @@ class ScriptedModel:
         self.renamed: list[tuple[str, str]] = []
         self.tools_seen: list[Any] = []
 
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def complete(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         self.tools_seen = tools
         last = messages[-1]
         if last["role"] == "user":
@@ -68,7 +70,9 @@ class ScriptedModel:
         missing = [k for k in expected if k not in used]
         assert len(wrong) == 1 and len(missing) == 1, (used, expected)
         self.renamed.append((wrong[0], missing[0]))
-        lines[index] = re.sub(rf"\b{re.escape(wrong[0])}(\s*:)", rf"{missing[0]}\1", lines[index], count=1)
+        lines[index] = re.sub(
+            rf"\b{re.escape(wrong[0])}(\s*:)", rf"{missing[0]}\1", lines[index], count=1
+        )
         return "\n".join(lines)
 
     def _execute(self, code: str) -> dict[str, Any]:
@@ -106,12 +110,20 @@ def test_agent_fixes_its_program_from_airlocks_error(
     client: Client, first_program: str, renamed: tuple[str, str], answer: str
 ) -> None:
     model = ScriptedModel(first_program)
-    outcome = run_agent(model, client, "Use the everything tools and tell me what they say.", max_turns=5)
+    outcome = run_agent(
+        model, client, "Use the everything tools and tell me what they say.", max_turns=5
+    )
 
     assert outcome.answer == f"The tool answered: {answer}"
     assert outcome.turns == 3
     assert [m["role"] for m in outcome.messages] == [
-        "system", "user", "assistant", "tool", "assistant", "tool", "assistant",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
     ]
     assert model.tools_seen == [EXECUTE_TOOL]
 
@@ -128,7 +140,7 @@ def test_agent_fixes_its_program_from_airlocks_error(
     # The second program is the first with the one property the hint named.
     assert model.renamed == [renamed]
     wrong, right = renamed
-    assert f"{right}:" in first.error.hint
+    assert first.error.hint is not None and f"{right}:" in first.error.hint
     assert model.programs[0] == first_program
     assert model.programs[1] == first_program.replace(f"{wrong}:", f"{right}:", 1)
     assert second.status == "ok"
@@ -153,13 +165,26 @@ def test_runtime_error_reaches_the_model_with_its_explanation(client: Client) ->
         def __init__(self) -> None:
             self.calls = 0
 
-        def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        def complete(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> dict[str, Any]:
             self.calls += 1
             if self.calls == 1:
                 code = "const s = await tools.everything.get_sum({ a: 1, b: 2 });\ns.result.value"
-                return {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "execute", "arguments": json.dumps({"code": code})}}
-                ]}
+                return {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {
+                                "name": "execute",
+                                "arguments": json.dumps({"code": code}),
+                            },
+                        }
+                    ],
+                }
             return {"role": "assistant", "content": "done"}
 
     outcome = run_agent(OneShot(), client, "sum", max_turns=3, instructions="test")
@@ -168,7 +193,12 @@ def test_runtime_error_reaches_the_model_with_its_explanation(client: Client) ->
     assert "a string" in content["error"]["explanation"]
     assert content["error"]["line"] == 2
     assert content["tool_calls"] == [
-        {"tool": "everything.get_sum", "args": {"a": 1, "b": 2}, "outcome": "ok", "result": "The sum of 1 and 2 is 3."}
+        {
+            "tool": "everything.get_sum",
+            "args": {"a": 1, "b": 2},
+            "outcome": "ok",
+            "result": "The sum of 1 and 2 is 3.",
+        }
     ]
     assert outcome.answer == "done"
     if outcome.session:
@@ -177,10 +207,20 @@ def test_runtime_error_reaches_the_model_with_its_explanation(client: Client) ->
 
 def test_max_turns_stops_a_model_that_never_answers(client: Client) -> None:
     class Looping:
-        def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-            return {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{len(messages)}", "type": "function", "function": {"name": "execute", "arguments": '{"code": "1 + 1"}'}}
-            ]}
+        def complete(
+            self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> dict[str, Any]:
+            return {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{len(messages)}",
+                        "type": "function",
+                        "function": {"name": "execute", "arguments": '{"code": "1 + 1"}'},
+                    }
+                ],
+            }
 
     outcome = run_agent(Looping(), client, "loop", max_turns=2, instructions="test")
     assert outcome.answer is None
@@ -196,10 +236,14 @@ def test_openai_compatible_model_request_shape() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
+        return httpx.Response(
+            200, json={"choices": [{"message": {"role": "assistant", "content": "hi"}}]}
+        )
 
     model = OpenAICompatibleModel(
-        "https://llm.example/v1/", "key-123", "some-model",
+        "https://llm.example/v1/",
+        "key-123",
+        "some-model",
         http_client=httpx.Client(transport=httpx.MockTransport(handler)),
     )
     reply = model.complete([{"role": "user", "content": "x"}], [EXECUTE_TOOL])

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
-from airlock_client import Client  # noqa: E402
+from airlock_client import Client
 
 HOW_TO_RUN = (
     "AIRLOCK_SOCKET is not set: these tests need a running airlockd with the `everything` "

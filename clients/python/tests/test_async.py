@@ -8,7 +8,6 @@ import time
 from typing import Any
 
 import pytest
-
 from airlock_client import (
     AirlockApiError,
     AsyncClient,
@@ -74,7 +73,9 @@ def test_async_stream_left_early_cancels(sock: str) -> None:
     async def main() -> None:
         async with AsyncClient(sock) as c:
             execution_id = None
-            stream = c.stream("await tools.everything.trigger_long_running_operation({ duration: 5, steps: 5 })")
+            stream = c.stream(
+                "await tools.everything.trigger_long_running_operation({ duration: 5, steps: 5 })"
+            )
             async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
                 async for event in events:
                     if isinstance(event, StartedEvent):
@@ -119,7 +120,9 @@ def test_async_detached_events_and_cancel(sock: str) -> None:
             assert rest[0].seq == last_seq + 1
             assert isinstance(rest[-1], ResultEvent)
 
-            long_id = await c.submit("await tools.everything.trigger_long_running_operation({ duration: 10, steps: 10 })")
+            long_id = await c.submit(
+                "await tools.everything.trigger_long_running_operation({ duration: 10, steps: 10 })"
+            )
             async with contextlib.aclosing(c.events(long_id)) as events:  # type: ignore[type-var]
                 async for event in events:
                     if isinstance(event, ToolCallStartedEvent):
@@ -148,7 +151,9 @@ def test_async_client_tools(sock: str) -> None:
                 assert [(p.id, p.tool, p.args) for p in waiting.pending_calls] == [
                     (1, "lookup", {"key": "abc"})
                 ]
-                done = await c.submit_results(waiting.id, [ClientResult.success(1, {"value": "ABC"})])
+                done = await c.submit_results(
+                    waiting.id, [ClientResult.success(1, {"value": "ABC"})]
+                )
             finally:
                 if (await c.status(waiting.id)).status == "waiting":
                     await c.cancel(waiting.id)
@@ -159,7 +164,7 @@ def test_async_client_tools(sock: str) -> None:
             )
             return waiting, done, helped
 
-    waiting, done, helped = asyncio.run(main())
+    _waiting, done, helped = asyncio.run(main())
     assert done.status == "ok" and done.result == "ABC!"
     assert helped.status == "ok" and helped.result == "XYZ"
 

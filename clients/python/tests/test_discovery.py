@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from airlock_client import AirlockApiError, Client
 
 
@@ -24,8 +23,13 @@ def test_tools_lists_everything_with_schemas(client: Client) -> None:
 
 def test_sdk_tree_and_files(client: Client) -> None:
     tree = client.sdk()
-    for path in ("README.md", "tools.d.ts", "tsconfig.json", "servers/everything/index.ts",
-                 "servers/everything/echo.ts"):
+    for path in (
+        "README.md",
+        "tools.d.ts",
+        "tsconfig.json",
+        "servers/everything/index.ts",
+        "servers/everything/echo.ts",
+    ):
         assert path in tree.paths, tree.paths
     assert tree.tools == len(client.tools().tools)
     sizes = {f.path: f.bytes for f in tree.files}

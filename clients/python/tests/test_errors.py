@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from airlock_client import (
     AirlockApiError,
     AirlockConnectionError,
@@ -65,9 +64,8 @@ def test_unknown_status_filter(client: Client) -> None:
 
 def test_connection_error_names_the_socket(tmp_path: os.PathLike[str]) -> None:
     missing = os.path.join(os.fspath(tmp_path), "no-daemon.sock")
-    with Client(missing) as c:
-        with pytest.raises(AirlockConnectionError) as info:
-            c.health()
+    with Client(missing) as c, pytest.raises(AirlockConnectionError) as info:
+        c.health()
     assert info.value.socket_path == missing
     assert missing in str(info.value) and "is airlockd running" in str(info.value)
 
@@ -79,7 +77,11 @@ def test_socket_discovery(monkeypatch: pytest.MonkeyPatch, sock: str) -> None:
     assert Client().socket_path == sock
     monkeypatch.delenv("AIRLOCK_SOCKET")
     monkeypatch.setenv("XDG_RUNTIME_DIR", "/nonexistent-runtime")
-    expected = "/run/airlock/airlock.sock" if os.geteuid() == 0 else "/nonexistent-runtime/airlock/airlock.sock"
+    expected = (
+        "/run/airlock/airlock.sock"
+        if os.geteuid() == 0
+        else "/nonexistent-runtime/airlock/airlock.sock"
+    )
     if os.geteuid() != 0 and os.path.exists("/run/airlock/airlock.sock"):
         expected = "/run/airlock/airlock.sock"  # the system daemon's, when the user has none
     assert default_socket_path() == expected

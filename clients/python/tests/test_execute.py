@@ -130,7 +130,7 @@ def test_unknown_tool_suggests_the_right_one(client: Client) -> None:
 
 
 def test_failed_program_shows_what_its_calls_returned(client: Client) -> None:
-    code = 'const s = await tools.everything.get_sum({ a: 2, b: 3 });\nconst n = s.result.value;\nn'
+    code = "const s = await tools.everything.get_sum({ a: 2, b: 3 });\nconst n = s.result.value;\nn"
     r = client.execute(code)
     assert r.status == "error"
     assert r.error is not None and r.error.kind == "runtime"

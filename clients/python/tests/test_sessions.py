@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from airlock_client import AirlockApiError, Client, ExecutionResponse
 
 FIRST = """const s = await tools.everything.get_sum({ a: 2, b: 3 });
@@ -19,7 +18,10 @@ def fix_from_explanation(code: str, response: ExecutionResponse) -> str | None:
     what the error says the value really is."""
     error = response.error
     assert error is not None and error.line is not None and error.explanation is not None
-    m = re.match(r"(\w+)\.\w+ is undefined: \1 is the result of [\w.]+ \(line \d+\), a string", error.explanation)
+    m = re.match(
+        r"(\w+)\.\w+ is undefined: \1 is the result of [\w.]+ \(line \d+\), a string",
+        error.explanation,
+    )
     if m is None:
         return None
     name = m.group(1)
@@ -54,8 +56,12 @@ def test_retry_loop_fixes_the_program_in_the_same_session(client: Client) -> Non
     assert first.response.session == session
     assert second.response.session == session
     # The first run made the call; the second got it from the journal.
-    assert [(c.tool, c.replayed) for c in first.response.tool_calls] == [("everything.get_sum", False)]
-    assert [(c.tool, c.replayed) for c in second.response.tool_calls] == [("everything.get_sum", True)]
+    assert [(c.tool, c.replayed) for c in first.response.tool_calls] == [
+        ("everything.get_sum", False)
+    ]
+    assert [(c.tool, c.replayed) for c in second.response.tool_calls] == [
+        ("everything.get_sum", True)
+    ]
     assert second.response.replayed_calls == 1
 
     detail = client.session(session)
@@ -107,7 +113,9 @@ def test_retry_loop_stops_at_max_attempts(client: Client) -> None:
     client.delete_session(outcome.session or "")
 
 
-def test_retry_loop_does_not_retry_success_or_use_a_session_when_told_not_to(client: Client) -> None:
+def test_retry_loop_does_not_retry_success_or_use_a_session_when_told_not_to(
+    client: Client,
+) -> None:
     def fix(response: ExecutionResponse) -> str:
         raise AssertionError("fix must not be called for a program that worked")
 

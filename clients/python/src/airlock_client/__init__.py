@@ -63,6 +63,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "SYSTEM_SOCKET",
     "AirlockApiError",
     "AirlockConnectionError",
     "AirlockError",
@@ -91,7 +92,6 @@ __all__ = [
     "Redaction",
     "ResultEvent",
     "RetryResult",
-    "SYSTEM_SOCKET",
     "SdkFile",
     "SdkTree",
     "SearchResult",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
 from urllib.parse import quote
 
 import httpx
@@ -53,14 +54,14 @@ def results_json(results: ClientResultsLike) -> list[dict[str, Any]]:
 def execution_body(
     code: str,
     *,
-    language: Optional[str] = None,
-    timeout_ms: Optional[int] = None,
-    session: Optional[str] = None,
-    replay: Optional[str] = None,
-    client_tools: Optional[Sequence[ClientToolLike]] = None,
-    client_results: Optional[ClientResultsLike] = None,
-    determinism: Optional[DeterminismLike] = None,
-    wait: Optional[bool] = None,
+    language: str | None = None,
+    timeout_ms: int | None = None,
+    session: str | None = None,
+    replay: str | None = None,
+    client_tools: Sequence[ClientToolLike] | None = None,
+    client_results: ClientResultsLike | None = None,
+    determinism: DeterminismLike | None = None,
+    wait: bool | None = None,
 ) -> dict[str, Any]:
     """The ``POST /v1/executions`` body: only the fields given (the daemon rejects unknown
     ones, and its defaults apply to the rest)."""
@@ -88,7 +89,7 @@ def execution_body(
 
 def api_error(response: httpx.Response) -> AirlockApiError:
     """The error of a non-2xx answer whose body has been read."""
-    retry_after: Optional[float] = None
+    retry_after: float | None = None
     header = response.headers.get("retry-after")
     if header is not None:
         try:
@@ -138,7 +139,7 @@ def decode_response(response: httpx.Response) -> ExecutionResponse:
     return ExecutionResponse.from_json(data)
 
 
-def decode_event(line: str) -> Optional[ExecutionEvent]:
+def decode_event(line: str) -> ExecutionEvent | None:
     """One NDJSON line as an event (``None`` for a blank line)."""
     if not line.strip():
         return None
@@ -151,7 +152,7 @@ def decode_event(line: str) -> Optional[ExecutionEvent]:
     return parse_event(data)
 
 
-def decision_body(approve: bool, reason: Optional[str]) -> dict[str, Any]:
+def decision_body(approve: bool, reason: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {"decision": "approve" if approve else "deny"}
     if reason is not None:
         body["reason"] = reason

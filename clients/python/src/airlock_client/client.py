@@ -10,17 +10,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import (
     Any,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Iterator,
-    Mapping,
-    Optional,
-    Sequence,
     Union,
 )
+from urllib.parse import quote
 
 import httpx
 
@@ -58,15 +53,15 @@ from .types import (
     ToolList,
 )
 
-__all__ = ["Client", "AsyncClient", "Fix", "AsyncFix", "ToolHandler", "AsyncToolHandler"]
+__all__ = ["AsyncClient", "AsyncFix", "AsyncToolHandler", "Client", "Fix", "ToolHandler"]
 
-Fix = Callable[[ExecutionResponse], Optional[str]]
+Fix = Callable[[ExecutionResponse], str | None]
 """The retry loop's callback: given a failed response, the next program (``None``: give up)."""
-AsyncFix = Callable[[ExecutionResponse], Union[Optional[str], Awaitable[Optional[str]]]]
+AsyncFix = Callable[[ExecutionResponse], str | None | Awaitable[str | None]]
 
 ToolHandler = Callable[[JSON], JSON]
 """A client tool's implementation: its arguments in, its value out (raise to fail the call)."""
-AsyncToolHandler = Callable[[JSON], Union[JSON, Awaitable[JSON]]]
+AsyncToolHandler = Callable[[JSON], JSON | Awaitable[JSON]]
 
 SocketPath = Union[str, "os.PathLike[str]", None]
 
@@ -107,8 +102,8 @@ class Client:
         self,
         socket: SocketPath = None,
         *,
-        timeout: Union[httpx.Timeout, float, None] = _wire.DEFAULT_TIMEOUT,
-        http_client: Optional[httpx.Client] = None,
+        timeout: httpx.Timeout | float | None = _wire.DEFAULT_TIMEOUT,
+        http_client: httpx.Client | None = None,
     ) -> None:
         self.socket_path = resolve_socket_path(socket)
         self._http = http_client or httpx.Client(
@@ -134,8 +129,8 @@ class Client:
         path: str,
         *,
         json: Any = None,
-        params: Optional[Mapping[str, Any]] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         try:
             return self._http.request(method, path, json=json, params=params, headers=headers)
@@ -154,7 +149,7 @@ class Client:
         path: str,
         *,
         json: Any = None,
-        params: Optional[Mapping[str, Any]] = None,
+        params: Mapping[str, Any] | None = None,
         require_result: bool = True,
     ) -> Iterator[ExecutionEvent]:
         """NDJSON events as they arrive, up to the ``result`` event. Leaving the iteration
@@ -184,13 +179,13 @@ class Client:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> ExecutionResponse:
         """Runs a program and waits for its response (``POST /v1/executions``).
 
@@ -215,13 +210,13 @@ class Client:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> Iterator[ExecutionEvent]:
         """Runs a program and yields its events as they happen (``started``, ``console``,
         ``progress``, ``tool_call_started``, ``tool_progress``, ``tool_call_finished``), the
@@ -242,13 +237,13 @@ class Client:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> str:
         """Starts a program detached (``"wait": false``) and returns its id at once. It runs
         in a session (a new one unless ``session`` names one) whether or not anyone follows
@@ -311,7 +306,7 @@ class Client:
         body = {"results": _wire.results_json(results)}
         return self._response("POST", execution_path(execution_id, "/results"), json=body)
 
-    def executions(self, status: Optional[str] = None) -> list[ExecutionRow]:
+    def executions(self, status: str | None = None) -> list[ExecutionRow]:
         """``GET /v1/executions?status=``: the caller's executions the journal keeps."""
         params = {"status": status} if status is not None else None
         data = self._json("GET", "/v1/executions", params=params)
@@ -325,7 +320,7 @@ class Client:
         fix: Fix,
         *,
         max_attempts: int = 3,
-        session: Optional[str] = "new",
+        session: str | None = "new",
         **kw: Any,
     ) -> RetryResult:
         """The loop of ``docs/agent-api.md`` (Sessions): run ``code``; while it fails
@@ -354,7 +349,7 @@ class Client:
         code: str,
         handlers: Mapping[str, ToolHandler],
         *,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
         max_rounds: int = 32,
         **kw: Any,
     ) -> ExecutionResponse:
@@ -387,7 +382,7 @@ class Client:
 
     def sdk_file(self, path: str) -> str:
         """``GET /v1/sdk/<path>``: one SDK file as text."""
-        resp = self._send("GET", "/v1/sdk/" + _wire.quote(path, safe="/"))
+        resp = self._send("GET", "/v1/sdk/" + quote(path, safe="/"))
         if not resp.is_success:
             raise _wire.api_error(resp)
         return resp.text
@@ -419,10 +414,12 @@ class Client:
         data = self._json("GET", "/v1/approvals")
         return [PendingApproval.from_json(a) for a in data.get("approvals", [])]
 
-    def decide(self, approval_id: str, approve: bool, *, reason: Optional[str] = None) -> Decision:
+    def decide(self, approval_id: str, approve: bool, *, reason: str | None = None) -> Decision:
         """``POST /v1/approvals/<id>`` with ``{"decision": "approve"|"deny", "reason"?}``."""
-        path = "/v1/approvals/" + _wire.quote(approval_id, safe="")
-        return Decision.from_json(self._json("POST", path, json=_wire.decision_body(approve, reason)))
+        path = "/v1/approvals/" + quote(approval_id, safe="")
+        return Decision.from_json(
+            self._json("POST", path, json=_wire.decision_body(approve, reason))
+        )
 
     def sessions(self) -> list[SessionInfo]:
         """``GET /v1/sessions``: the caller's sessions, most recently used first."""
@@ -431,12 +428,12 @@ class Client:
 
     def session(self, session_id: str) -> SessionDetail:
         """``GET /v1/sessions/<id>``: the session, its recorded calls and executions."""
-        data = self._json("GET", "/v1/sessions/" + _wire.quote(session_id, safe=""))
+        data = self._json("GET", "/v1/sessions/" + quote(session_id, safe=""))
         return SessionDetail.from_json(data)
 
     def delete_session(self, session_id: str) -> None:
         """``DELETE /v1/sessions/<id>`` (``409 conflict`` while one of its executions runs)."""
-        self._json("DELETE", "/v1/sessions/" + _wire.quote(session_id, safe=""))
+        self._json("DELETE", "/v1/sessions/" + quote(session_id, safe=""))
 
 
 class AsyncClient:
@@ -447,8 +444,8 @@ class AsyncClient:
         self,
         socket: SocketPath = None,
         *,
-        timeout: Union[httpx.Timeout, float, None] = _wire.DEFAULT_TIMEOUT,
-        http_client: Optional[httpx.AsyncClient] = None,
+        timeout: httpx.Timeout | float | None = _wire.DEFAULT_TIMEOUT,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.socket_path = resolve_socket_path(socket)
         self._http = http_client or httpx.AsyncClient(
@@ -474,8 +471,8 @@ class AsyncClient:
         path: str,
         *,
         json: Any = None,
-        params: Optional[Mapping[str, Any]] = None,
-        headers: Optional[Mapping[str, str]] = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
         try:
             return await self._http.request(method, path, json=json, params=params, headers=headers)
@@ -494,7 +491,7 @@ class AsyncClient:
         path: str,
         *,
         json: Any = None,
-        params: Optional[Mapping[str, Any]] = None,
+        params: Mapping[str, Any] | None = None,
         require_result: bool = True,
     ) -> AsyncIterator[ExecutionEvent]:
         try:
@@ -522,13 +519,13 @@ class AsyncClient:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> ExecutionResponse:
         """See ``Client.execute``."""
         body = execution_body(
@@ -547,13 +544,13 @@ class AsyncClient:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> AsyncIterator[ExecutionEvent]:
         """See ``Client.stream``: ``async for event in client.stream(code)``. To stop early,
         wrap it in ``contextlib.aclosing`` so the connection (and the program) ends at once."""
@@ -573,13 +570,13 @@ class AsyncClient:
         self,
         code: str,
         *,
-        language: Optional[str] = None,
-        timeout_ms: Optional[int] = None,
-        session: Optional[str] = None,
-        replay: Optional[str] = None,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
-        client_results: Optional[ClientResultsLike] = None,
-        determinism: Optional[DeterminismLike] = None,
+        language: str | None = None,
+        timeout_ms: int | None = None,
+        session: str | None = None,
+        replay: str | None = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
+        client_results: ClientResultsLike | None = None,
+        determinism: DeterminismLike | None = None,
     ) -> str:
         """See ``Client.submit``."""
         body = execution_body(
@@ -635,7 +632,7 @@ class AsyncClient:
         body = {"results": _wire.results_json(results)}
         return await self._response("POST", execution_path(execution_id, "/results"), json=body)
 
-    async def executions(self, status: Optional[str] = None) -> list[ExecutionRow]:
+    async def executions(self, status: str | None = None) -> list[ExecutionRow]:
         """See ``Client.executions``."""
         params = {"status": status} if status is not None else None
         data = await self._json("GET", "/v1/executions", params=params)
@@ -649,7 +646,7 @@ class AsyncClient:
         fix: AsyncFix,
         *,
         max_attempts: int = 3,
-        session: Optional[str] = "new",
+        session: str | None = "new",
         **kw: Any,
     ) -> RetryResult:
         """See ``Client.run_with_retries``; ``fix`` may be a plain function or a coroutine
@@ -678,7 +675,7 @@ class AsyncClient:
         code: str,
         handlers: Mapping[str, AsyncToolHandler],
         *,
-        client_tools: Optional[Sequence[ClientToolLike]] = None,
+        client_tools: Sequence[ClientToolLike] | None = None,
         max_rounds: int = 32,
         **kw: Any,
     ) -> ExecutionResponse:
@@ -712,7 +709,7 @@ class AsyncClient:
 
     async def sdk_file(self, path: str) -> str:
         """See ``Client.sdk_file``."""
-        resp = await self._send("GET", "/v1/sdk/" + _wire.quote(path, safe="/"))
+        resp = await self._send("GET", "/v1/sdk/" + quote(path, safe="/"))
         if not resp.is_success:
             raise _wire.api_error(resp)
         return resp.text
@@ -744,10 +741,10 @@ class AsyncClient:
         return [PendingApproval.from_json(a) for a in data.get("approvals", [])]
 
     async def decide(
-        self, approval_id: str, approve: bool, *, reason: Optional[str] = None
+        self, approval_id: str, approve: bool, *, reason: str | None = None
     ) -> Decision:
         """See ``Client.decide``."""
-        path = "/v1/approvals/" + _wire.quote(approval_id, safe="")
+        path = "/v1/approvals/" + quote(approval_id, safe="")
         data = await self._json("POST", path, json=_wire.decision_body(approve, reason))
         return Decision.from_json(data)
 
@@ -758,9 +755,9 @@ class AsyncClient:
 
     async def session(self, session_id: str) -> SessionDetail:
         """See ``Client.session``."""
-        data = await self._json("GET", "/v1/sessions/" + _wire.quote(session_id, safe=""))
+        data = await self._json("GET", "/v1/sessions/" + quote(session_id, safe=""))
         return SessionDetail.from_json(data)
 
     async def delete_session(self, session_id: str) -> None:
         """See ``Client.delete_session``."""
-        await self._json("DELETE", "/v1/sessions/" + _wire.quote(session_id, safe=""))
+        await self._json("DELETE", "/v1/sessions/" + quote(session_id, safe=""))

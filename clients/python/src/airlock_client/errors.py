@@ -6,14 +6,14 @@ A program that fails is not an exception: ``execute`` answers with ``status: "er
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
-    "AirlockError",
     "AirlockApiError",
-    "AirlockTransportError",
     "AirlockConnectionError",
+    "AirlockError",
     "AirlockProtocolError",
+    "AirlockTransportError",
 ]
 
 
@@ -34,9 +34,9 @@ class AirlockApiError(AirlockError):
         status: int,
         code: str,
         message: str,
-        hint: Optional[str] = None,
+        hint: str | None = None,
         *,
-        retry_after: Optional[float] = None,
+        retry_after: float | None = None,
         body: Any = None,
     ) -> None:
         self.status = status

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Union
 
 __all__ = ["SYSTEM_SOCKET", "default_socket_path", "resolve_socket_path"]
 
@@ -12,7 +11,7 @@ SYSTEM_SOCKET = "/run/airlock/airlock.sock"
 """The system daemon's socket (``airlockd.socket``, ``RuntimeDirectory=airlock``)."""
 
 
-def _user_socket_path() -> Optional[str]:
+def _user_socket_path() -> str | None:
     if os.geteuid() == 0:
         return SYSTEM_SOCKET
     runtime = os.environ.get("XDG_RUNTIME_DIR")
@@ -34,7 +33,7 @@ def default_socket_path() -> str:
     return user if user is not None else SYSTEM_SOCKET
 
 
-def resolve_socket_path(socket: Union[str, "os.PathLike[str]", None] = None) -> str:
+def resolve_socket_path(socket: str | os.PathLike[str] | None = None) -> str:
     """``socket`` if given, else ``$AIRLOCK_SOCKET``, else ``default_socket_path()``."""
     if socket is not None:
         return os.fspath(socket)

@@ -9,51 +9,52 @@ with their wire names: ``response.error.kind == "contract"``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import Any, Literal, Union
 
 __all__ = [
     "JSON",
-    "Status",
-    "ExecutionErrorKind",
-    "ToolErrorCode",
+    "Attempt",
     "CallOutcome",
-    "ExecutionError",
-    "ToolError",
-    "Redaction",
-    "ToolCallRecord",
-    "PendingCall",
-    "PendingApproval",
+    "ClientResult",
+    "ClientTool",
+    "ConsoleEvent",
+    "Decision",
     "Determinism",
+    "ExecutionError",
+    "ExecutionErrorKind",
+    "ExecutionEvent",
+    "ExecutionResponse",
+    "ExecutionRow",
     "ExecutionStats",
     "PeerInfo",
-    "ExecutionResponse",
-    "ClientTool",
-    "ClientResult",
-    "StartedEvent",
-    "ConsoleEvent",
+    "PendingApproval",
+    "PendingCall",
     "ProgressEvent",
-    "ToolCallStartedEvent",
-    "ToolProgressEvent",
-    "ToolCallFinishedEvent",
+    "Redaction",
     "ResultEvent",
-    "UnknownEvent",
-    "ExecutionEvent",
-    "parse_event",
+    "RetryResult",
     "SdkFile",
-    "Unavailable",
     "SdkTree",
     "SearchResult",
     "SearchResults",
-    "ToolDefinition",
-    "ToolList",
-    "Decision",
-    "SessionInfo",
     "SessionCall",
-    "ExecutionRow",
     "SessionDetail",
-    "Attempt",
-    "RetryResult",
+    "SessionInfo",
+    "StartedEvent",
+    "Status",
+    "ToolCallFinishedEvent",
+    "ToolCallRecord",
+    "ToolCallStartedEvent",
+    "ToolDefinition",
+    "ToolError",
+    "ToolErrorCode",
+    "ToolList",
+    "ToolProgressEvent",
+    "Unavailable",
+    "UnknownEvent",
+    "parse_event",
 ]
 
 JSON = Any
@@ -111,15 +112,15 @@ ToolErrorCode = Literal[
 CallOutcome = Literal["ok", "error", "pending"]
 
 
-def _opt_int(value: Any) -> Optional[int]:
+def _opt_int(value: Any) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _opt_float(value: Any) -> Optional[float]:
+def _opt_float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _opt_str(value: Any) -> Optional[str]:
+def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -142,13 +143,13 @@ class ExecutionError:
 
     kind: str
     message: str
-    name: Optional[str] = None
-    line: Optional[int] = None
-    column: Optional[int] = None
-    stack: Optional[str] = None
-    excerpt: Optional[str] = None
-    hint: Optional[str] = None
-    explanation: Optional[str] = None
+    name: str | None = None
+    line: int | None = None
+    column: int | None = None
+    stack: str | None = None
+    excerpt: str | None = None
+    hint: str | None = None
+    explanation: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -188,7 +189,7 @@ class ToolError:
 
     code: str
     message: str
-    hint: Optional[str] = None
+    hint: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolError:
@@ -205,7 +206,7 @@ class Redaction:
 
     rule: str
     place: str = "result"
-    pointer: Optional[str] = None
+    pointer: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Redaction:
@@ -230,12 +231,12 @@ class ToolCallRecord:
     outcome: str
     duration_ms: float = 0.0
     started_ms: float = 0.0
-    error: Optional[ToolError] = None
+    error: ToolError | None = None
     result: JSON = None
     has_result: bool = False
     result_truncated: bool = False
     replayed: bool = False
-    divergence: Optional[str] = None
+    divergence: str | None = None
     redactions: list[Redaction] = field(default_factory=list)
 
     @classmethod
@@ -284,8 +285,8 @@ class PendingApproval:
     args: JSON
     requested_ms: int = 0
     expires_ms: int = 0
-    line: Optional[int] = None
-    excerpt: Optional[str] = None
+    line: int | None = None
+    excerpt: str | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PendingApproval:
@@ -325,10 +326,10 @@ class ExecutionStats:
     run_ms: float = 0.0
     total_ms: float = 0.0
     worker_from_pool: bool = False
-    compile_us: Optional[int] = None
-    engine_run_us: Optional[int] = None
-    heap_used_bytes: Optional[int] = None
-    peak_rss_bytes: Optional[int] = None
+    compile_us: int | None = None
+    engine_run_us: int | None = None
+    heap_used_bytes: int | None = None
+    peak_rss_bytes: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExecutionStats:
@@ -351,12 +352,14 @@ class PeerInfo:
 
     uid: int
     gid: int
-    pid: Optional[int] = None
+    pid: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PeerInfo:
         return cls(
-            uid=int(data.get("uid", -1)), gid=int(data.get("gid", -1)), pid=_opt_int(data.get("pid"))
+            uid=int(data.get("uid", -1)),
+            gid=int(data.get("gid", -1)),
+            pid=_opt_int(data.get("pid")),
         )
 
 
@@ -375,17 +378,17 @@ class ExecutionResponse:
     result: JSON = None
     stdout: str = ""
     stderr: str = ""
-    error: Optional[ExecutionError] = None
+    error: ExecutionError | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    session: Optional[str] = None
+    session: str | None = None
     replayed_calls: int = 0
-    resumed_from: Optional[str] = None
+    resumed_from: str | None = None
     pending_calls: list[PendingCall] = field(default_factory=list)
     pending_approvals: list[PendingApproval] = field(default_factory=list)
-    determinism: Optional[Determinism] = None
+    determinism: Determinism | None = None
     stats: ExecutionStats = field(default_factory=ExecutionStats)
-    peer: Optional[PeerInfo] = None
-    principal: Optional[str] = None
+    peer: PeerInfo | None = None
+    principal: str | None = None
     redactions: list[Redaction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -410,7 +413,9 @@ class ExecutionResponse:
             pending_approvals=[
                 PendingApproval.from_json(a) for a in _list(data.get("pending_approvals"))
             ],
-            determinism=Determinism.from_json(determinism) if isinstance(determinism, dict) else None,
+            determinism=Determinism.from_json(determinism)
+            if isinstance(determinism, dict)
+            else None,
             stats=ExecutionStats.from_json(_dict(data.get("stats"))),
             peer=PeerInfo.from_json(peer) if isinstance(peer, dict) else None,
             principal=_opt_str(data.get("principal")),
@@ -450,7 +455,7 @@ class ClientTool:
 
     name: str
     description: str = ""
-    input_schema: Optional[dict[str, Any]] = None
+    input_schema: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"name": self.name, "description": self.description}
@@ -466,7 +471,7 @@ class ClientResult:
 
     id: int
     value: JSON = None
-    error: Optional[str] = None
+    error: str | None = None
 
     @classmethod
     def success(cls, call_id: int, value: JSON) -> ClientResult:
@@ -490,7 +495,7 @@ class StartedEvent:
     """The first event: the execution's id (what ``cancel`` takes)."""
 
     id: str
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["started"] = "started"
 
 
@@ -501,7 +506,7 @@ class ConsoleEvent:
     stream: str
     level: str
     text: str
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["console"] = "console"
 
 
@@ -510,7 +515,7 @@ class ProgressEvent:
     """The program called ``progress(value)``."""
 
     value: JSON
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["progress"] = "progress"
 
 
@@ -518,7 +523,7 @@ class ProgressEvent:
 class ToolCallStartedEvent:
     id: int
     tool: str
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["tool_call_started"] = "tool_call_started"
 
 
@@ -529,9 +534,9 @@ class ToolProgressEvent:
     id: int
     tool: str
     progress: float
-    total: Optional[float] = None
-    message: Optional[str] = None
-    seq: Optional[int] = None
+    total: float | None = None
+    message: str | None = None
+    seq: int | None = None
     event: Literal["tool_progress"] = "tool_progress"
 
 
@@ -541,7 +546,7 @@ class ToolCallFinishedEvent:
     tool: str
     outcome: str
     duration_ms: float
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["tool_call_finished"] = "tool_call_finished"
 
 
@@ -550,7 +555,7 @@ class ResultEvent:
     """The last event: the whole response."""
 
     response: ExecutionResponse
-    seq: Optional[int] = None
+    seq: int | None = None
     event: Literal["result"] = "result"
 
 
@@ -560,7 +565,7 @@ class UnknownEvent:
 
     event: str
     data: dict[str, Any]
-    seq: Optional[int] = None
+    seq: int | None = None
 
 
 ExecutionEvent = Union[
@@ -591,7 +596,9 @@ def parse_event(data: Mapping[str, Any]) -> ExecutionEvent:
     if kind == "progress":
         return ProgressEvent(value=data.get("value"), seq=seq)
     if kind == "tool_call_started":
-        return ToolCallStartedEvent(id=int(data.get("id", 0)), tool=str(data.get("tool", "")), seq=seq)
+        return ToolCallStartedEvent(
+            id=int(data.get("id", 0)), tool=str(data.get("tool", "")), seq=seq
+        )
     if kind == "tool_progress":
         return ToolProgressEvent(
             id=int(data.get("id", 0)),
@@ -733,7 +740,7 @@ class ToolList:
             unavailable=[Unavailable.from_json(u) for u in _list(data.get("unavailable"))],
         )
 
-    def find(self, namespace: str, name: str) -> Optional[ToolDefinition]:
+    def find(self, namespace: str, name: str) -> ToolDefinition | None:
         for tool in self.tools:
             if tool.namespace == namespace and tool.name == name:
                 return tool
@@ -793,7 +800,7 @@ class SessionCall:
     state: str
     bytes: int
     sends: int
-    execution: Optional[str]
+    execution: str | None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SessionCall:
@@ -818,10 +825,10 @@ class ExecutionRow:
     language: str = "typescript"
     replay: str = "all"
     started_ms: int = 0
-    finished_ms: Optional[int] = None
+    finished_ms: int | None = None
     replayed_calls: int = 0
     live_calls: int = 0
-    resumed_by: Optional[str] = None
+    resumed_by: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -881,7 +888,7 @@ class RetryResult:
         return self.response.ok
 
     @property
-    def session(self) -> Optional[str]:
+    def session(self) -> str | None:
         """The session the attempts ran in (the first response's)."""
         for attempt in self.attempts:
             if attempt.response.session:
