@@ -66,7 +66,8 @@ def test_async_stream(sock: str) -> None:
     last = events[-1]
     assert isinstance(last, ResultEvent) and last.response.status == "ok"
     assert last.response.id == events[0].id
-    assert arrivals[0][0] < 0.5 and arrivals[-1][0] >= 0.9
+    tool_started_at = next(t for t, e in arrivals if isinstance(e, ToolCallStartedEvent))
+    assert arrivals[-1][0] - tool_started_at >= 0.8, arrivals
 
 
 def test_async_stream_left_early_cancels(sock: str) -> None:
@@ -200,10 +201,10 @@ def test_async_discovery_and_errors(sock: str) -> None:
     async def main() -> None:
         async with AsyncClient(sock) as c:
             tree, found, listing, health = await asyncio.gather(
-                c.sdk(), c.search_tools("echo a message", limit=2), c.tools(), c.health()
+                c.sdk(), c.search_tools("echo the message back", limit=3), c.tools(), c.health()
             )
             assert "servers/everything/echo.ts" in tree.paths
-            assert found.results[0].tool == "everything.echo"
+            assert "everything.echo" in [r.tool for r in found.results]
             assert listing.find("everything", "get_sum") is not None
             assert health["status"] == "ok"
             assert "message: string" in await c.sdk_file("servers/everything/echo.ts")
