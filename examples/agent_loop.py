@@ -167,9 +167,9 @@ def tool_message_content(response: ExecutionResponse, *, max_chars: int = 8000) 
 
 
 def system_prompt(client: Client, task: str, *, search_limit: int = 8) -> str:
-    """Instructions: code mode in brief, the SDK's entry point, and the tools Airlock's search
-    ranks first for the task (``GET /v1/tools/search``), so the model starts with the right
-    signatures."""
+    """The system message: the model's role, the SDK's entry point (``README.md``), and the
+    tools Airlock's search ranks first for the task (``GET /v1/tools/search``), so the model
+    starts with the right signatures. Code mode itself is taught by the tool's description."""
     parts = [
         (
             "You are an agent that works by writing TypeScript programs and running them with the "
