@@ -162,9 +162,10 @@ declare module "node:assert/strict" {
     deepEqual<T>(actual: unknown, expected: T, message?: string): asserts actual is T;
     match(value: string, regexp: RegExp, message?: string): void;
     fail(message?: string): never;
+    throws(block: () => unknown, error?: ((err: unknown) => boolean) | RegExp | Function | object, message?: string): void;
     rejects(
       block: Promise<unknown> | (() => Promise<unknown>),
-      error?: ((err: unknown) => boolean) | RegExp | object,
+      error?: ((err: unknown) => boolean) | RegExp | Function | object,
       message?: string,
     ): Promise<void>;
   }
