@@ -14,10 +14,6 @@ export const skipWithoutDaemon: string | false = socketPath
     "`everything` MCP server in its policy) and run `AIRLOCK_SOCKET=/tmp/airlock.sock " +
     "clients/typescript/run-tests.sh`";
 
-if (skipWithoutDaemon) {
-  console.log(`# skipping the daemon tests: ${skipWithoutDaemon}`);
-}
-
 export function client(): AirlockClient {
   assert.ok(socketPath, "AIRLOCK_SOCKET");
   return new AirlockClient({ socketPath });

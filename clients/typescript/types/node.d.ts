@@ -21,6 +21,7 @@ declare function setTimeout(callback: () => void, ms?: number): unknown;
 declare function clearTimeout(handle: unknown): void;
 
 declare class TextEncoder {
+  constructor();
   encode(input?: string): Uint8Array;
 }
 
