@@ -150,7 +150,10 @@ export class AirlockClient {
     );
   }
 
-  /** Follows a detached execution to its end (its `result` event) and returns that response. */
+  /**
+   * Follows a detached execution to its `result` event and returns that response: how it
+   * ended, or its `waiting` response if it waits for client results or approvals.
+   */
   async wait(id: string, options: CallOptions & { after?: number } = {}): Promise<ExecutionResponse> {
     for await (const event of this.events(id, { ...options, follow: true })) {
       if (event.event === "result") {
