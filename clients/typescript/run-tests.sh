@@ -40,6 +40,12 @@ if [ -z "${AIRLOCK_SOCKET:-}" ] && [ "${AIRLOCK_REQUIRE_DAEMON:-}" = 1 ]; then
   exit 2
 fi
 
+# Paths given relative to where the script was called stay valid after the cd below.
+start="$PWD"
+absolute() { if [[ "$1" = /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$start" "$1"; fi; }
+if [[ "$NODE" = */* ]]; then NODE="$(absolute "$NODE")"; fi
+TSC="$(absolute "$TSC")"
+if [ -n "${AIRLOCK_SOCKET:-}" ]; then export AIRLOCK_SOCKET="$(absolute "$AIRLOCK_SOCKET")"; fi
 cd "$here"
 
 tsc() {
@@ -63,7 +69,14 @@ if [ "$("$NODE" -p 'Boolean(process.features.typescript)')" != true ]; then
 fi
 
 if [ "$#" -gt 0 ]; then
-  files=("$@")
+  files=()
+  for f in "$@"; do
+    # A file named from where the script was called, else from this directory.
+    if [[ "$f" != /* ]] && [ -e "$start/$f" ]; then
+      f="$start/$f"
+    fi
+    files+=("$f")
+  done
 else
   files=(test/*.test.ts)
 fi

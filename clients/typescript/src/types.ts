@@ -279,6 +279,9 @@ export type ExecutionRecordStatus =
  * `GET /v1/executions/<id>`: the whole response once it ended (or while it waits), the output
  * and calls so far while a detached execution runs, `{ id, status: "running" }` for one a
  * streaming or waiting client follows, or the journal's row (an `interrupted` one).
+ *
+ * While a detached execution runs, its `tool_calls` are built from its events: each has its
+ * `tool`, `outcome` and `duration_ms`, but `args` is `null` and `started_ms` 0 until it ends.
  */
 export type ExecutionState = Partial<Omit<ExecutionResponse, "status">> &
   Partial<Omit<ExecutionRecord, "status">> & {

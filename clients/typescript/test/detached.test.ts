@@ -11,7 +11,7 @@ describe("detached executions", { skip: skipWithoutDaemon }, () => {
     const submitted = await c.submit({
       code: [
         'console.log("first");',
-        "const r = await tools.everything.trigger_long_running_operation({ duration: 1.2, steps: 2 });",
+        "const r = await tools.everything.trigger_long_running_operation({ duration: 2, steps: 2 });",
         'console.log("second");',
         "({ answer: 42, r })",
       ].join("\n"),
