@@ -93,7 +93,8 @@ export class AirlockClient {
    * Runs a program and yields its events as they happen (NDJSON, `Accept:
    * application/x-ndjson`): `started`, `console`, `progress`, `tool_call_started`,
    * `tool_progress`, `tool_call_finished`, and last `result` with the whole response.
-   * Leaving the loop before the `result` event cancels the execution.
+   * The request is sent when the iteration starts; leaving the loop before the `result`
+   * event closes the connection, which cancels the execution.
    */
   stream(request: ExecutionRequest, options: CallOptions = {}): AsyncGenerator<ExecutionEvent, void, undefined> {
     if (request.wait === false) {
