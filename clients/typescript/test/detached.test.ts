@@ -85,7 +85,7 @@ describe("detached executions", { skip: skipWithoutDaemon }, () => {
   it("cancels a running detached execution, which then ends as cancelled", async () => {
     const c = client();
     const { id } = await c.submit({
-      code: 'console.log("working");\nawait tools.everything.trigger_long_running_operation({ duration: 20, steps: 20 });\n"never"',
+      code: 'console.log("working");\nawait tools.everything.trigger_long_running_operation({ duration: 8, steps: 8 });\n"never"',
     });
     await eventually("the tool call to start", async () => {
       const events = await collect(c.events(id, { follow: false }));
