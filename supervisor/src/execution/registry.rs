@@ -123,6 +123,12 @@ impl EventLog {
     /// output printed and the calls made until now (`result` and `stats` come at the end).
     pub fn snapshot(&self, id: &str) -> ExecutionResponse {
         let inner = self.lock();
+        // Ended: the result event is the whole response. (The log can hold it a moment before
+        // the execution leaves the live table; a reader that saw the result in the events
+        // must not then be told the execution still runs.)
+        if let Some((_, ExecutionEvent::Result(done))) = inner.events.last() {
+            return (**done).clone();
+        }
         let mut response = ExecutionResponse {
             id: id.to_owned(),
             status: if inner.running {
@@ -381,5 +387,27 @@ mod log_tests {
             line.starts_with('{') && line.ends_with("}\n") && line.contains("\"seq\":7"),
             "{line}"
         );
+    }
+
+    /// Once the result is in the log, the snapshot is that result, even while the execution
+    /// is still in the live table (a reader of the events saw it end).
+    #[test]
+    fn the_snapshot_of_an_ended_execution_is_its_result() {
+        let peer = PeerInfo {
+            uid: 0,
+            gid: 0,
+            pid: None,
+        };
+        let log = EventLog::new("p", peer, None);
+        log.push(ExecutionEvent::Started { id: "e".into() });
+        log.push(console("a"));
+        let mut done = log.snapshot("e");
+        done.status = Status::Ok;
+        done.result = serde_json::json!(42);
+        log.push(ExecutionEvent::Result(Box::new(done)));
+        let snapshot = log.snapshot("e");
+        assert_eq!(snapshot.status, Status::Ok);
+        assert_eq!(snapshot.result, serde_json::json!(42));
+        assert_eq!(snapshot.stdout, "a\n");
     }
 }
