@@ -32,6 +32,9 @@ pub fn service() -> StreamableHttpService<McpDoor, NeverSessionManager> {
     config.legacy_session_mode = false;
     config.json_response = true;
     config.sse_keep_alive = None;
+    // As `POST /v1/executions/<id>/results` takes: one client result may fill a frame to the
+    // worker (16 MiB). Programs are held to the principal's max_code by the service.
+    config.max_request_body_bytes = 32 * 1024 * 1024;
     // The socket is not reachable from a browser, but a forwarder to it could be: only the
     // names a local client uses are accepted (DNS rebinding protection).
     config.allowed_hosts = ["airlock", "localhost", "127.0.0.1", "::1"]
