@@ -11,6 +11,7 @@ use crate::sdk::{Sdk, SdkTool};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_policy::Principal;
 use serde::Serialize;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -42,6 +43,35 @@ impl CatalogueView {
                     })
             })
             .collect()
+    }
+}
+
+impl CatalogueView {
+    /// The SDK's file tree (each file's path and size), how many tools it describes, and the
+    /// sources that could not be listed: what `GET /v1/sdk` answers.
+    pub fn tree(&self) -> Value {
+        let files: Vec<Value> = self
+            .sdk
+            .files
+            .tree()
+            .into_iter()
+            .map(|(path, bytes)| json!({ "path": path, "bytes": bytes }))
+            .collect();
+        json!({
+            "files": files,
+            "tools": self.sdk.search.len(),
+            "unavailable": self.unavailable,
+        })
+    }
+
+    /// The best `limit` tools for `query`, and the sources that could not be listed: what
+    /// `GET /v1/tools/search` answers.
+    pub fn search(&self, query: &str, limit: usize) -> Value {
+        json!({
+            "query": query,
+            "results": self.sdk.search.search(query, limit),
+            "unavailable": self.unavailable,
+        })
     }
 }
 
