@@ -146,9 +146,15 @@ pub fn read_sdk(view: &CatalogueView, args: &Value) -> Result<Value, ToolError> 
     } else {
         format!("did you mean {}? {list}", quote_list(&near, "`", "`"))
     };
+    // The program's own text, echoed: a few hundred characters of it say enough.
+    let shown: String = if path.chars().count() > 200 {
+        path.chars().take(200).chain(['…']).collect()
+    } else {
+        path.clone()
+    };
     Err(ToolError::new(
         ToolErrorCode::InvalidArguments,
-        format!("the SDK has no file `{path}`"),
+        format!("the SDK has no file `{shown}`"),
     )
     .with_hint(hint))
 }
@@ -446,6 +452,8 @@ mod tests {
                 "did you mean `servers/math/add.ts`? tools.airlock.read_sdk({}) lists the files; start with README.md"
             )
         );
+        let err = read_sdk(&view, &json!({ "path": "a/".repeat(20_000) })).unwrap_err();
+        assert!(err.message.len() < 300, "{}", err.message);
         let err = read_sdk(&view, &json!({ "path": "nothing/like/this.txt" })).unwrap_err();
         assert_eq!(
             err.hint.as_deref(),

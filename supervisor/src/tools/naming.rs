@@ -52,6 +52,9 @@ pub fn near_tools(wanted: &str, tools: &[ToolDescriptor], search: &ToolSearch) -
     near
 }
 
+/// The longest path [`near_paths`] compares by spelling (SDK paths are a few dozen bytes).
+const MAX_SPELLED_PATH: usize = 256;
+
 /// Up to 3 SDK files an unknown path `wanted` may have meant: files with the same name in
 /// another folder or with its tail (`add.ts`, `test/add.ts` → `servers/test/add.ts`), then
 /// the nearest spellings (`README`, `/README.md`, `servers/test/add` → …). Paths share long
@@ -69,6 +72,11 @@ pub fn near_paths<'a>(wanted: &str, paths: impl Iterator<Item = &'a str> + Clone
                 near.push(path);
             }
         }
+    }
+    // The path is untrusted (a request's target, a program's argument): spelling costs the
+    // product of the lengths per file, so a long one is not spelled against every file.
+    if wanted.len() > MAX_SPELLED_PATH {
+        return near;
     }
     let name_len = wanted.rsplit('/').next().unwrap_or(wanted).chars().count();
     let bound = (name_len / 3).max(3);
@@ -189,6 +197,8 @@ mod tests {
             "servers/other/index.ts",
             "tools.d.ts",
         ];
+        let long = format!("{}README.md", "a/".repeat(20_000));
+        let far = "x".repeat(40_000);
         let near = |wanted| near_paths(wanted, paths.iter().copied());
         assert_eq!(near("add.ts"), ["servers/test/add.ts"]);
         assert_eq!(near("test/add.ts"), ["servers/test/add.ts"]);
@@ -204,6 +214,12 @@ mod tests {
         // Another file of the same folder is not a near spelling.
         assert!(near("servers/test/echo.ts").is_empty());
         assert_eq!(near("servers/test/ad.ts"), ["servers/test/add.ts"]);
+        // A long path is not spelled against every file (it would cost its length times
+        // theirs, per file).
+        let started = std::time::Instant::now();
+        assert!(near(&long).is_empty());
+        assert!(near(&far).is_empty());
+        assert!(started.elapsed() < std::time::Duration::from_millis(500));
         assert!(near("").is_empty());
     }
 
