@@ -128,10 +128,18 @@ type CachedSdk = (Vec<(String, Arc<[ToolDescriptor]>)>, Arc<Sdk>);
 /// [`super::builtin`]) answer from it, so a program sees exactly what its principal's
 /// `GET /v1/sdk` and `GET /v1/tools/search` show, never another principal's tools.
 /// Cheap to clone (every call's context holds one).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CallerCatalogue(Arc<Caller>);
 
-#[derive(Debug)]
+impl std::fmt::Debug for CallerCatalogue {
+    /// The principal only: a context's debug form must not print the whole catalogue.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallerCatalogue")
+            .field(&self.0.principal.name)
+            .finish()
+    }
+}
+
 struct Caller {
     catalogue: Arc<ToolCatalogue>,
     registry: ToolRegistry,
