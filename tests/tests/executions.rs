@@ -51,6 +51,20 @@ async fn the_readme_example_runs() {
     assert_eq!(r.result["planets"], json!(["Earth", "Mars", "Jupiter"]));
     assert_eq!(r.result["totalMoons"], json!(98));
     assert!(r.stdout.contains("3 planets have moons"));
+    // Its one tool call, brokered: the daemon's own search found itself first.
+    assert_eq!(r.result["tools"][0], "airlock.search_tools", "{}", r.result);
+    assert!(
+        r.stdout
+            .contains("tools.airlock.search_tools found 2 tool(s): airlock.search_tools"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].tool, "airlock.search_tools");
+    assert_eq!(
+        r.tool_calls[0].outcome,
+        airlock_supervisor::agent_api::CallOutcome::Ok
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

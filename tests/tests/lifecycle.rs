@@ -125,6 +125,63 @@ fn cli_runs_programs_against_the_real_daemon() {
     assert!(!socket.exists(), "socket file left behind");
 }
 
+/// `airlockd --example` on the embedded default: it runs examples/hello.ts through its own
+/// socket and prints what the program did, its brokered call of the daemon's built-in search
+/// included, then keeps serving.
+#[test]
+fn the_example_flag_runs_hello_ts_with_a_brokered_tool_call() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("a.sock");
+    let mut daemon = binaries::airlockd_command(&socket)
+        .arg("--example")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = daemon.stdout.take().unwrap();
+    let (lines, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while let Ok(line) =
+        printed.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+    {
+        let last = line.starts_with("--- airlockd keeps serving");
+        out.push(line);
+        if last {
+            break;
+        }
+    }
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    let out = out.join("\n");
+    assert!(
+        out.starts_with("--- examples/hello.ts ran in a sandboxed worker (Ok, "),
+        "{out}"
+    );
+    for expected in [
+        "hello from the sandbox: 3 planets have moons",
+        "tools.airlock.search_tools found 2 tool(s): airlock.search_tools, airlock.read_sdk",
+        "tool call 1: airlock.search_tools (ok, ",
+        "\"totalMoons\": 98",
+        "--- airlockd keeps serving on ",
+    ] {
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+    assert!(!out.contains("error:"), "{out}");
+    assert!(status.success(), "airlockd exited with {status}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_no_principal_admits_are_refused_clearly() {
     let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {

@@ -1,12 +1,14 @@
-//! The discovery API: `GET /v1/sdk`, `GET /v1/sdk/<path>`, `GET /v1/tools/search`, and the
-//! `airlock sdk` commands on top of them, against the real daemon.
+//! The discovery API: `GET /v1/sdk`, `GET /v1/sdk/<path>`, `GET /v1/tools/search`, the
+//! `airlock sdk` commands on top of them, and the same from inside a program
+//! (`tools.airlock.search_tools`, `tools.airlock.read_sdk`), against the real daemon.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
+use airlock_supervisor::agent_api::{CallOutcome, Status};
 use airlock_tests::binaries;
-use airlock_tests::{DaemonOptions, TestDaemon};
-use serde_json::Value;
+use airlock_tests::{DaemonOptions, TestDaemon, another_principal};
+use serde_json::{Value, json};
 
 async fn get(d: &TestDaemon, path: &str) -> (u16, String) {
     let (status, body) = d.client().await.get(path).await.unwrap();
@@ -34,7 +36,8 @@ async fn the_sdk_lists_reads_and_searches_the_callers_tools() {
     ] {
         assert!(paths.contains(&expected), "{paths:?}");
     }
-    assert_eq!(listing["tools"], 7);
+    // The test tools, and the daemon's own two (the default principal is allowed `*`).
+    assert_eq!(listing["tools"], 9);
 
     let (status, readme) = get(&d, "/v1/sdk/README.md").await;
     assert_eq!(status, 200);
@@ -233,4 +236,270 @@ async fn the_sdk_view_of_a_request_types_its_client_tools() {
     let (ok, out) = airlock_tests::type_check::check(&tsc, &sdk, &[("program.ts", wrong)]);
     assert!(!ok, "{out}");
     assert!(out.contains("TS2322"), "{out}");
+}
+
+/// A program finds a tool, reads its SDK (the tree and the tool's file) and calls it, all
+/// without leaving the sandbox: each answer is what the caller's HTTP discovery gives, and each
+/// call is brokered and traced like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_searches_reads_and_calls_the_tool_it_found() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            r#"
+const found = await tools.airlock.search_tools({ query: "adds numbers", limit: 3 });
+const best = found.results[0];
+const tree = await tools.airlock.read_sdk({});
+const file = await tools.airlock.read_sdk({ path: best.file });
+const [namespace, name] = best.tool.split(".");
+const sum = await (tools as any)[namespace][name]({ a: 2, b: 3 });
+return { found, tree, file, sum };
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["sum"], 5, "{}", r.result);
+    let (_, searched) = get(&d, "/v1/tools/search?q=adds+numbers&limit=3").await;
+    let searched: Value = serde_json::from_str(&searched).unwrap();
+    assert_eq!(r.result["found"], searched);
+    assert_eq!(r.result["found"]["results"][0]["tool"], "test.add");
+    let (_, tree) = get(&d, "/v1/sdk").await;
+    assert_eq!(
+        r.result["tree"],
+        serde_json::from_str::<Value>(&tree).unwrap()
+    );
+    let (_, file) = get(&d, "/v1/sdk/servers/test/add.ts").await;
+    assert_eq!(r.result["file"], json!(file));
+    // Each call brokered and traced, the built-ins like the tool they found.
+    let calls: Vec<(&str, CallOutcome)> = r
+        .tool_calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.outcome))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("airlock.search_tools", CallOutcome::Ok),
+            ("airlock.read_sdk", CallOutcome::Ok),
+            ("airlock.read_sdk", CallOutcome::Ok),
+            ("test.add", CallOutcome::Ok),
+        ]
+    );
+    assert_eq!(
+        r.tool_calls[0].args,
+        json!({ "query": "adds numbers", "limit": 3 })
+    );
+
+    // They are in the catalogue like any tool: GET /v1/tools, the SDK's files, and search.
+    let (_, listed) = get(&d, "/v1/tools").await;
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let names: Vec<String> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            format!(
+                "{}.{}",
+                t["namespace"].as_str().unwrap(),
+                t["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        names.contains(&"airlock.search_tools".to_owned()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"airlock.read_sdk".to_owned()), "{names:?}");
+    let (status, typed) = get(&d, "/v1/sdk/servers/airlock/search_tools.ts").await;
+    assert_eq!(status, 200);
+    assert!(typed.contains("query: string;"), "{typed}");
+    let (_, globals) = get(&d, "/v1/sdk/tools.d.ts").await;
+    assert!(
+        globals.contains("readonly airlock: AirlockTools;"),
+        "{globals}"
+    );
+    let (_, readme) = get(&d, "/v1/sdk/README.md").await;
+    assert!(
+        readme.contains("tools.airlock.search_tools({ query:"),
+        "{readme}"
+    );
+}
+
+/// The built-ins show a principal exactly its own tools: one allowed `test.echo` and
+/// `airlock.*` finds, lists and reads nothing else, and a file of a tool it may not call does
+/// not exist for it (the error says what to read instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_narrower_principal_discovers_only_its_own_tools() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.principals[0].allow = vec!["test.echo".into(), "airlock.*".into()];
+    }))
+    .await;
+    let r = d
+        .exec(
+            r#"
+const found = await tools.airlock.search_tools({ query: "adds numbers", limit: 50 });
+const tree = await tools.airlock.read_sdk({});
+let missing;
+try { await tools.airlock.read_sdk({ path: "servers/test/add.ts" }); }
+catch (e) { missing = { code: e.code, message: e.message, hint: e.hint }; }
+let misspelt;
+try { await tools.airlock.read_sdk({ path: "echo.ts" }); }
+catch (e) { misspelt = { code: e.code, hint: e.hint }; }
+return { found: found.results.map((r) => r.tool), files: tree.files.map((f) => f.path), tools: tree.tools, missing, misspelt };
+"#,
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let found: Vec<&str> = r.result["found"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .all(|t| *t == "test.echo" || t.starts_with("airlock.")),
+        "{found:?}"
+    );
+    assert_eq!(r.result["tools"], 3, "{}", r.result);
+    let files: Vec<&str> = r.result["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(files.contains(&"servers/test/echo.ts"), "{files:?}");
+    assert!(!files.contains(&"servers/test/add.ts"), "{files:?}");
+    assert_eq!(
+        r.result["missing"],
+        json!({
+            "code": "invalid_arguments",
+            "message": "airlock.read_sdk: the SDK has no file `servers/test/add.ts`",
+            "hint": "tools.airlock.read_sdk({}) lists the files; start with README.md",
+        })
+    );
+    assert_eq!(
+        r.result["misspelt"]["hint"],
+        "did you mean `servers/test/echo.ts`? tools.airlock.read_sdk({}) lists the files; start with README.md"
+    );
+    // The failed reads are traced as errors, like any call's.
+    assert_eq!(r.tool_calls[2].outcome, CallOutcome::Error);
+    assert_eq!(r.tool_calls.len(), 4);
+}
+
+/// Two principals on one daemon: each program sees its own principal's tools, whichever
+/// asked first (the SDK is cached per principal). Runs as root only (the second principal is
+/// uid 65534).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_principal_discovers_its_own_tools_not_anothers() {
+    if !another_principal::can_run("each_principal_discovers_its_own_tools_not_anothers") {
+        return;
+    }
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .policy(|p| another_principal::admit(p, &["test.echo", "airlock.*"])),
+    )
+    .await;
+    another_principal::open_socket(&d);
+    let code = "const found = await tools.airlock.search_tools({ query: 'adds numbers' }); const tree = await tools.airlock.read_sdk({}); ({ found: found.results.map((r) => r.tool), files: tree.files.map((f) => f.path) })";
+    // The broad principal first: its catalogue is built (and cached) with every tool.
+    let mine = d.exec(code).await;
+    assert_eq!(mine.status, Status::Ok, "{mine:?}");
+    assert_eq!(mine.result["found"][0], "test.add", "{}", mine.result);
+    let (ok, theirs) = another_principal::cli(&d, &["exec", "-e", code]).await;
+    assert!(ok, "{theirs}");
+    assert!(theirs.contains("servers/test/echo.ts"), "{theirs}");
+    for not_theirs in ["test.add", "servers/test/add.ts", "test.sleep"] {
+        assert!(!theirs.contains(not_theirs), "{not_theirs} in {theirs}");
+    }
+    // And the broad principal still sees everything after the narrow one asked.
+    let again = d.exec(code).await;
+    assert_eq!(again.result, mine.result);
+}
+
+/// The built-ins are granted by the policy like any tool: a principal whose `allow` does not
+/// match them, or whose `deny` does, gets `denied`, and its SDK does not show them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtins_need_a_grant_like_any_tool() {
+    for (allow, deny) in [(vec!["test.*"], vec![]), (vec!["*"], vec!["airlock.*"])] {
+        let d = TestDaemon::start_with(DaemonOptions::default().policy(move |p| {
+            p.principals[0].allow = allow.iter().map(|a| (*a).into()).collect();
+            p.principals[0].deny = deny.iter().map(|a| (*a).into()).collect();
+        }))
+        .await;
+        let r = d
+            .exec(
+                r#"
+const codes = [];
+for (const call of [() => tools.airlock.search_tools({ query: "add" }), () => tools.airlock.read_sdk({})]) {
+  try { await call(); codes.push("ok"); } catch (e) { codes.push(`${e.code}: ${e.message}`); }
+}
+codes
+"#,
+            )
+            .await;
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(
+            r.result,
+            json!([
+                "denied: airlock.search_tools: principal `local` is not allowed to call `airlock.search_tools`",
+                "denied: airlock.read_sdk: principal `local` is not allowed to call `airlock.read_sdk`",
+            ])
+        );
+        assert!(r.tool_calls.iter().all(|c| c.outcome == CallOutcome::Error));
+        let (_, tree) = get(&d, "/v1/sdk").await;
+        assert!(!tree.contains("servers/airlock/"), "{tree}");
+        let (_, found) = get(&d, "/v1/tools/search?q=search+tools").await;
+        assert!(!found.contains("airlock."), "{found}");
+    }
+}
+
+/// The built-ins' arguments are held like any tool's: the contract check refuses a wrong
+/// literal call before anything runs, and the call counts toward the execution's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtins_are_checked_and_counted_like_any_tool() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.limits.max_tool_calls = 2;
+    }))
+    .await;
+    let r = d
+        .exec("console.log('ran');\nawait tools.airlock.search_tools({ qurey: 'add' });")
+        .await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(e.kind, "contract", "{e:?}");
+    assert_eq!(
+        e.message,
+        "tools.airlock.search_tools: the required argument `query` is missing"
+    );
+    assert_eq!(r.stdout, "");
+    let r = d
+        .exec(
+            r#"
+const out = [];
+for (let i = 0; i < 3; i++) {
+  try { await tools.airlock.read_sdk({ path: "README.md" }); out.push("ok"); } catch (e) { out.push(e.code); }
+}
+out
+"#,
+        )
+        .await;
+    assert_eq!(r.result, json!(["ok", "ok", "tool_call_limit"]), "{r:?}");
+}
+
+/// In a session the built-ins are journaled like any call: a re-run answers them from the
+/// record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtins_are_journaled_in_a_session() {
+    let d = TestDaemon::start().await;
+    let code = "const r = await tools.airlock.search_tools({ query: 'echo' }); r.results[0].tool";
+    let first = d.exec_in(code, "new", None).await.unwrap();
+    assert_eq!(first.status, Status::Ok, "{first:?}");
+    assert!(!first.tool_calls[0].replayed);
+    let session = first.session.clone().unwrap();
+    let again = d.exec_in(code, &session, None).await.unwrap();
+    assert_eq!(again.result, first.result);
+    assert_eq!(again.replayed_calls, 1, "{again:?}");
+    assert!(again.tool_calls[0].replayed);
 }

@@ -45,11 +45,11 @@ fn sdk_tools(namespace: &str, descriptors: &[ToolDescriptor]) -> Vec<SdkTool> {
 }
 
 /// `airlock sdk stats --json` against a daemon with `source`, as a principal denied the
-/// daemon's built-in test tools (so the figures are the source's alone, and `GET /v1/tools`
-/// is seen to follow the principal).
+/// test daemon's in-process test tools and the daemon's own `airlock.*` tools (so the
+/// figures are the source's alone, and `GET /v1/tools` is seen to follow the principal).
 async fn stats(source: Arc<dyn ToolSource>) -> Value {
     let d = TestDaemon::start_with(DaemonOptions::default().source(source).policy(|p| {
-        p.principals[0].deny = vec!["test.*".into()];
+        p.principals[0].deny = vec!["test.*".into(), "airlock.*".into()];
     }))
     .await;
     let socket = d.socket_path().to_owned();

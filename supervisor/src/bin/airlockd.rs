@@ -298,6 +298,13 @@ async fn run_example(socket: PathBuf) {
                 resp.status, resp.stats.total_ms
             );
             print!("{}", resp.stdout);
+            // Each call the daemon brokered for it: checked against the policy, made, traced.
+            for call in &resp.tool_calls {
+                println!(
+                    "tool call {}: {} ({}, {:.1} ms)",
+                    call.id, call.tool, call.outcome, call.duration_ms
+                );
+            }
             println!(
                 "result: {}",
                 serde_json::to_string_pretty(&resp.result).unwrap_or_default()

@@ -16,6 +16,7 @@ use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
 use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope, Held};
+use crate::tools::catalogue::{CallerCatalogue, ToolCatalogue};
 use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
@@ -65,6 +66,8 @@ pub struct ExecutionEnv {
     pub scanner: SecretScanner,
     /// Which sources' calls fail, rather than being redacted, when a result carries a secret.
     pub secret_scanning: SecretScanning,
+    /// The generation's SDK per principal, which the built-in tools answer from.
+    pub catalogue: Arc<ToolCatalogue>,
 }
 
 impl ExecutionEnv {
@@ -75,6 +78,7 @@ impl ExecutionEnv {
             tools: generation.tools.clone(),
             scanner: generation.scanner.clone(),
             secret_scanning: generation.policy.secret_scanning.clone(),
+            catalogue: generation.catalogue.clone(),
         }
     }
 }
@@ -250,6 +254,11 @@ impl Run {
             events: events.clone(),
             journal: job.session.clone(),
             client: job.client.clone(),
+            catalogue: CallerCatalogue::new(
+                env.catalogue.clone(),
+                env.tools.clone(),
+                job.principal.clone(),
+            ),
         });
         Run {
             origin,

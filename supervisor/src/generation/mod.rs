@@ -11,6 +11,7 @@
 
 use crate::secrets::scanner::SecretScanner;
 use crate::secrets::store::{SecretStore, SecretValue};
+use crate::tools::builtin::BuiltinTools;
 use crate::tools::catalogue::{CatalogueView, ToolCatalogue};
 use crate::tools::sources::graphql::GraphQlApi;
 use crate::tools::sources::mcp::{McpServer, ServerHost};
@@ -43,8 +44,9 @@ pub struct PolicyGeneration {
     /// The pool executions of this generation take workers from (shared with the previous
     /// generation unless the ceilings or the pool size changed).
     pub pool: WorkerPool,
-    /// The SDK per principal, for this generation's principals and sources.
-    pub catalogue: ToolCatalogue,
+    /// The SDK per principal, for this generation's principals and sources (shared with its
+    /// executions, whose built-in tools answer from it).
+    pub catalogue: Arc<ToolCatalogue>,
     /// When it was loaded (seconds since the Unix epoch).
     pub loaded_at: u64,
     /// Scans tool results and everything agent-bound: the embedded shape rules plus every
@@ -154,6 +156,8 @@ impl PolicyGeneration {
         for source in extra.sources() {
             tools.register(source.clone());
         }
+        // The daemon's own tools, last: the namespace is reserved, so nothing else is there.
+        tools.register(Arc::new(BuiltinTools::new()));
         if on_failure == SourceFailure::DropsSource {
             for problem in &problems {
                 tracing::error!(source = %problem.source, "tool source not loaded, its tools are unavailable: {}", problem.message);
@@ -180,7 +184,7 @@ impl PolicyGeneration {
             policy,
             tools,
             pool,
-            catalogue: ToolCatalogue::default(),
+            catalogue: Arc::default(),
             loaded_at: unix_now(),
             mcp_servers,
             retired: Mutex::new(ToolRegistry::new()),

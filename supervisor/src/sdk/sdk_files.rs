@@ -197,6 +197,10 @@ fn globals(namespaces: &[(String, String, usize)]) -> String {
     out
 }
 
+/// The namespace of the daemon's built-in tools (`tools.airlock.search_tools`,
+/// `tools.airlock.read_sdk`): the entry point says how to use them when the caller has them.
+const BUILTIN_NAMESPACE: &str = "airlock";
+
 /// The entry point: a few hundred tokens however many tools there are.
 fn readme(namespaces: &[(String, String, usize)]) -> String {
     let total: usize = namespaces.iter().map(|(_, _, n)| n).sum();
@@ -212,9 +216,17 @@ fn readme(namespaces: &[(String, String, usize)]) -> String {
 - There is no `fetch`, file system or process: only `tools`.\n\n\
 ## Finding a tool\n\n\
 - Search: `GET /v1/tools/search?q=<words>` or `airlock sdk search <words>`. Each hit is a one-line signature ending in the result type (`Promise<unknown>` when the tool does not declare it).\n\
-- Types: `servers/<namespace>/<tool>.ts` holds a tool's input and output types; `servers/<namespace>/index.ts` lists a namespace's tools. Read only the files you need.\n\n\
-## Namespaces\n\n",
+- Types: `servers/<namespace>/<tool>.ts` holds a tool's input and output types; `servers/<namespace>/index.ts` lists a namespace's tools. Read only the files you need.\n",
     );
+    if namespaces
+        .iter()
+        .any(|(namespace, _, _)| namespace == BUILTIN_NAMESPACE)
+    {
+        out.push_str(
+            "- From inside a program: `await tools.airlock.search_tools({ query: \"<words>\" })` searches the same way, and `await tools.airlock.read_sdk({ path: \"<file>\" })` reads these files (without `path`, the tree).\n",
+        );
+    }
+    out.push_str("\n## Namespaces\n\n");
     for (namespace, _, count) in namespaces {
         let _ = writeln!(
             out,
@@ -341,6 +353,21 @@ mod tests {
         assert!(
             file.contains("export type PlainOutput = unknown;"),
             "{file}"
+        );
+    }
+
+    /// The entry point tells a caller with the built-in tools how to search from its program,
+    /// and says nothing of them to one without.
+    #[test]
+    fn the_readme_names_in_program_discovery_only_when_granted() {
+        let without = SdkFiles::generate(&[tool("gh", "a")]);
+        assert!(!without.files["README.md"].contains("tools.airlock"));
+        let with = SdkFiles::generate(&[tool("gh", "a"), tool("airlock", "search_tools")]);
+        assert!(
+            with.files["README.md"]
+                .contains("`await tools.airlock.search_tools({ query: \"<words>\" })`"),
+            "{}",
+            with.files["README.md"]
         );
     }
 

@@ -490,6 +490,25 @@ fn result_type(schema: Option<&Value>) -> String {
         s
     };
     let schema = follow(root);
+    // A union of shapes (`{ … } | string`): each member's, one level deep.
+    if schema.get("type").is_none()
+        && let Some(members) = ["anyOf", "oneOf"]
+            .iter()
+            .find_map(|key| schema.get(*key).and_then(Value::as_array))
+            .filter(|m| !m.is_empty() && m.len() <= 4)
+    {
+        return members
+            .iter()
+            .map(|member| shape(&follow(member), &follow))
+            .collect::<Vec<_>>()
+            .join(" | ");
+    }
+    shape(&schema, &follow)
+}
+
+/// One (followed) schema's shape for [`result_type`]: an object's first properties, an
+/// array's items, or a short type.
+fn shape(schema: &Value, follow: &dyn Fn(&Value) -> Value) -> String {
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
@@ -501,15 +520,15 @@ fn result_type(schema: Option<&Value>) -> String {
         ""
     };
     if types.contains(&"array") {
-        let item = schema.get("items").map(&follow).unwrap_or(Value::Null);
+        let item = schema.get("items").map(follow).unwrap_or(Value::Null);
         return format!(
             "{}[]{nullable}",
             object_type(&item).unwrap_or_else(|| short_type(&item))
         );
     }
-    match object_type(&schema) {
+    match object_type(schema) {
         Some(object) => format!("{object}{nullable}"),
-        None => short_type(&schema),
+        None => short_type(schema),
     }
 }
 
@@ -753,6 +772,15 @@ mod tests {
         t.output_schema = Some(json!({"type": "string"}));
         assert_eq!(result_type(t.output_schema.as_ref()), "string");
         assert_eq!(result_type(None), "unknown");
+        // A union of shapes shows each (`tools.airlock.read_sdk`: the tree or a file's text).
+        t.output_schema = Some(json!({"anyOf": [
+            {"type": "object", "properties": {"files": {"type": "array"}}, "required": ["files"]},
+            {"$ref": "#/$defs/text"}
+        ], "$defs": {"text": {"type": "string"}}}));
+        assert_eq!(
+            result_type(t.output_schema.as_ref()),
+            "{ files: unknown[] } | string"
+        );
     }
 
     #[test]

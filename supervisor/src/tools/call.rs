@@ -40,6 +40,7 @@ use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
+use crate::tools::catalogue::CallerCatalogue;
 use crate::tools::client::{self, WaitScope};
 use crate::tools::{
     CallContext, CallDeadline, SecretsUsed, ToolError, ToolErrorCode, ToolProgress, ToolRegistry,
@@ -110,6 +111,9 @@ pub struct CallScope {
     pub journal: Option<Arc<SessionRun>>,
     /// The request's client-owned tools and the answers they have so far.
     pub client: Option<Arc<WaitScope>>,
+    /// The principal's catalogue under the execution's generation, for the daemon's built-in
+    /// tools (`tools.airlock.*`): every call's context carries it.
+    pub catalogue: CallerCatalogue,
 }
 
 /// One call as the worker sent it.
@@ -471,6 +475,7 @@ impl Admitted {
             deadline: None,
             secrets,
             idempotency_key: None,
+            catalogue: Some(self.scope.catalogue.clone()),
         }
     }
 

@@ -11,6 +11,7 @@ use crate::sdk::{Sdk, SdkTool};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_policy::Principal;
 use serde::Serialize;
+use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -42,6 +43,36 @@ impl CatalogueView {
                     })
             })
             .collect()
+    }
+}
+
+impl CatalogueView {
+    /// The SDK's file tree (each file's path and size), how many tools it describes, and the
+    /// sources that could not be listed: what `GET /v1/sdk` and `tools.airlock.read_sdk({})`
+    /// answer.
+    pub fn tree(&self) -> Value {
+        let files: Vec<Value> = self
+            .sdk
+            .files
+            .tree()
+            .into_iter()
+            .map(|(path, bytes)| json!({ "path": path, "bytes": bytes }))
+            .collect();
+        json!({
+            "files": files,
+            "tools": self.sdk.search.len(),
+            "unavailable": self.unavailable,
+        })
+    }
+
+    /// The best `limit` tools for `query`, and the sources that could not be listed: what
+    /// `GET /v1/tools/search` and `tools.airlock.search_tools` answer.
+    pub fn search(&self, query: &str, limit: usize) -> Value {
+        json!({
+            "query": query,
+            "results": self.sdk.search.search(query, limit),
+            "unavailable": self.unavailable,
+        })
     }
 }
 
@@ -91,6 +122,57 @@ pub struct UnavailableSource {
 /// addresses: a freed list's address can be handed to the next list, which would then look
 /// unchanged.
 type CachedSdk = (Vec<(String, Arc<[ToolDescriptor]>)>, Arc<Sdk>);
+
+/// One caller's catalogue: the catalogue of its execution's generation, with the sources and
+/// the principal it is seen with. The daemon's built-in tools (`tools.airlock.*`,
+/// [`super::builtin`]) answer from it, so a program sees exactly what its principal's
+/// `GET /v1/sdk` and `GET /v1/tools/search` show, never another principal's tools.
+/// Cheap to clone (every call's context holds one).
+#[derive(Clone)]
+pub struct CallerCatalogue(Arc<Caller>);
+
+impl std::fmt::Debug for CallerCatalogue {
+    /// The principal only: a context's debug form must not print the whole catalogue.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CallerCatalogue")
+            .field(&self.0.principal.name)
+            .finish()
+    }
+}
+
+struct Caller {
+    catalogue: Arc<ToolCatalogue>,
+    registry: ToolRegistry,
+    principal: Arc<Principal>,
+}
+
+impl CallerCatalogue {
+    pub fn new(
+        catalogue: Arc<ToolCatalogue>,
+        registry: ToolRegistry,
+        principal: Arc<Principal>,
+    ) -> CallerCatalogue {
+        CallerCatalogue(Arc::new(Caller {
+            catalogue,
+            registry,
+            principal,
+        }))
+    }
+
+    /// The caller's view, as [`ToolCatalogue::view`] gives it (may start lazily started
+    /// servers; cached per principal).
+    pub async fn view(&self) -> CatalogueView {
+        self.0
+            .catalogue
+            .view(&self.0.registry, &self.0.principal)
+            .await
+    }
+
+    /// The principal whose tools these are.
+    pub fn principal(&self) -> &Principal {
+        &self.0.principal
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct ToolCatalogue {

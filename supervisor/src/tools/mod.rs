@@ -8,6 +8,8 @@
 //! - [`arguments`]: arguments checked against a tool's JSON Schema;
 //! - [`catalogue`]: a caller's tools as an SDK and search index, cached per principal;
 //! - [`client`]: client-owned tools, which a request declares and the agent answers itself;
+//! - [`builtin`]: the daemon's own tools (`tools.airlock.search_tools`, `read_sdk`), which
+//!   answer from the caller's catalogue;
 //! - [`approval`]: calls that wait for a person's decision (`approve` in the policy);
 //! - [`naming`]: near-name suggestions;
 //! - [`progress`]: a call's progress, scanned, on its way to the agent;
@@ -20,6 +22,7 @@
 
 pub mod approval;
 pub mod arguments;
+pub mod builtin;
 pub mod call;
 pub mod catalogue;
 pub mod client;
@@ -107,6 +110,10 @@ pub struct CallContext {
     /// requests, GraphQL as the same header on requests that carry a mutation, MCP in the
     /// `tools/call` request's `_meta` under [`IDEMPOTENCY_META_KEY`].
     pub idempotency_key: Option<String>,
+    /// The caller's catalogue: its principal's tools under its execution's generation, which
+    /// the daemon's built-in tools ([`builtin`]) answer from. The pipeline fills it from the
+    /// execution's call scope; `None` in a context made outside an execution.
+    pub catalogue: Option<catalogue::CallerCatalogue>,
 }
 
 /// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
@@ -118,8 +125,8 @@ pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 pub const IDEMPOTENCY_META_KEY: &str = "airlock/idempotency-key";
 
 impl CallContext {
-    /// A context with no progress listener, no deadline, no secrets yet and no idempotency
-    /// key.
+    /// A context with no progress listener, no deadline, no secrets yet, no idempotency key
+    /// and no caller's catalogue.
     pub fn new(execution_id: &str, principal: &str, call_id: u32) -> CallContext {
         CallContext {
             execution_id: execution_id.to_owned(),
@@ -129,6 +136,7 @@ impl CallContext {
             deadline: None,
             secrets: SecretsUsed::default(),
             idempotency_key: None,
+            catalogue: None,
         }
     }
 

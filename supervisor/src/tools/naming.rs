@@ -52,6 +52,49 @@ pub fn near_tools(wanted: &str, tools: &[ToolDescriptor], search: &ToolSearch) -
     near
 }
 
+/// The longest path [`near_paths`] compares by spelling (SDK paths are a few dozen bytes).
+const MAX_SPELLED_PATH: usize = 256;
+
+/// Up to 3 SDK files an unknown path `wanted` may have meant: files with the same name in
+/// another folder or with its tail (`add.ts`, `test/add.ts` → `servers/test/add.ts`), then
+/// the nearest spellings (`README`, `/README.md`, `servers/test/add` → …). Paths share long
+/// folder prefixes, so a spelling is near by the length of the file's name, not the path's:
+/// `servers/test/add.ts` does not suggest `servers/test/echo.ts`.
+pub fn near_paths<'a>(wanted: &str, paths: impl Iterator<Item = &'a str> + Clone) -> Vec<&'a str> {
+    let tail = wanted.trim_start_matches(['.', '/']);
+    let mut near: Vec<&str> = Vec::new();
+    if !tail.is_empty() {
+        for path in paths.clone() {
+            if near.len() < 3
+                && path.ends_with(tail)
+                && path[..path.len() - tail.len()].ends_with('/')
+            {
+                near.push(path);
+            }
+        }
+    }
+    // The path is untrusted (a request's target, a program's argument): spelling costs the
+    // product of the lengths per file, so a long one is not spelled against every file.
+    if wanted.len() > MAX_SPELLED_PATH {
+        return near;
+    }
+    let name_len = wanted.rsplit('/').next().unwrap_or(wanted).chars().count();
+    let bound = (name_len / 3).max(3);
+    let lower = wanted.to_lowercase();
+    let mut spelled: Vec<(usize, &str)> = paths
+        .map(|path| (edit_distance(&lower, &path.to_lowercase()), path))
+        .filter(|(d, _)| *d <= bound)
+        .collect();
+    spelled.sort_unstable();
+    let best = spelled.first().map(|(d, _)| *d);
+    for (d, path) in spelled {
+        if near.len() < 3 && !near.contains(&path) && Some(d) == best {
+            near.push(path);
+        }
+    }
+    near
+}
+
 /// Up to 3 namespaces an unknown `wanted` may have meant: near spellings (`gthub`), then names
 /// it abbreviates, its letters in order (`gh` → `github`).
 pub fn near_namespaces<'a>(
@@ -143,6 +186,41 @@ mod tests {
         assert_eq!(near_namespaces("mem", known.iter().copied()), ["memory"]);
         assert!(near_namespaces("hg", known.iter().copied()).is_empty());
         assert!(near_namespaces("x", known.iter().copied()).is_empty());
+    }
+
+    #[test]
+    fn near_sdk_paths() {
+        let paths = [
+            "README.md",
+            "servers/test/add.ts",
+            "servers/test/index.ts",
+            "servers/other/index.ts",
+            "tools.d.ts",
+        ];
+        let long = format!("{}README.md", "a/".repeat(20_000));
+        let far = "x".repeat(40_000);
+        let near = |wanted| near_paths(wanted, paths.iter().copied());
+        assert_eq!(near("add.ts"), ["servers/test/add.ts"]);
+        assert_eq!(near("test/add.ts"), ["servers/test/add.ts"]);
+        assert_eq!(near("servers/test/add"), ["servers/test/add.ts"]);
+        assert_eq!(near("/README.md"), ["README.md"]);
+        assert_eq!(near("./README.md"), ["README.md"]);
+        assert_eq!(near("readme"), ["README.md"]);
+        assert_eq!(
+            near("index.ts"),
+            ["servers/test/index.ts", "servers/other/index.ts"]
+        );
+        assert!(near("nothing/like/it.txt").is_empty());
+        // Another file of the same folder is not a near spelling.
+        assert!(near("servers/test/echo.ts").is_empty());
+        assert_eq!(near("servers/test/ad.ts"), ["servers/test/add.ts"]);
+        // A long path is not spelled against every file (it would cost its length times
+        // theirs, per file).
+        let started = std::time::Instant::now();
+        assert!(near(&long).is_empty());
+        assert!(near(&far).is_empty());
+        assert!(started.elapsed() < std::time::Duration::from_millis(500));
+        assert!(near("").is_empty());
     }
 
     fn tool(name: &str, description: &str) -> ToolDescriptor {

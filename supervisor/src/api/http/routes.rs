@@ -155,21 +155,7 @@ pub(super) async fn route(
         }
         (&Method::GET, "/v1/sdk") => {
             let view = generation.catalogue_view(&principal).await;
-            let files: Vec<serde_json::Value> = view
-                .sdk
-                .files
-                .tree()
-                .into_iter()
-                .map(|(path, bytes)| serde_json::json!({ "path": path, "bytes": bytes }))
-                .collect();
-            json_response(
-                StatusCode::OK,
-                &serde_json::json!({
-                    "files": files,
-                    "tools": view.sdk.search.len(),
-                    "unavailable": view.unavailable,
-                }),
-            )
+            json_response(StatusCode::OK, &view.tree())
         }
         (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
@@ -189,12 +175,27 @@ pub(super) async fn route(
                         .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
                     resp
                 }
-                None => error_response(
-                    StatusCode::NOT_FOUND,
-                    ApiErrorCode::NotFound,
-                    format!("the SDK has no file `{file}`"),
-                    Some("GET /v1/sdk lists the files; start with README.md".into()),
-                ),
+                None => {
+                    let list = "GET /v1/sdk lists the files; start with README.md";
+                    let near = crate::tools::naming::near_paths(
+                        &file,
+                        view.sdk.files.files.keys().map(String::as_str),
+                    );
+                    let hint = if near.is_empty() {
+                        list.to_owned()
+                    } else {
+                        format!(
+                            "did you mean {}? {list}",
+                            crate::tools::naming::quote_list(&near, "`", "`")
+                        )
+                    };
+                    error_response(
+                        StatusCode::NOT_FOUND,
+                        ApiErrorCode::NotFound,
+                        format!("the SDK has no file `{file}`"),
+                        Some(hint),
+                    )
+                }
             }
         }
         (&Method::GET, "/v1/tools") => {
@@ -222,15 +223,7 @@ pub(super) async fn route(
                 );
             }
             let view = generation.catalogue_view(&principal).await;
-            let results = view.sdk.search.search(&query, limit);
-            json_response(
-                StatusCode::OK,
-                &serde_json::json!({
-                    "query": query,
-                    "results": results,
-                    "unavailable": view.unavailable,
-                }),
-            )
+            json_response(StatusCode::OK, &view.search(&query, limit))
         }
         (
             _,
