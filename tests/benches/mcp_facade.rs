@@ -109,6 +109,27 @@ async fn main() {
         relayed.push(t.elapsed().as_secs_f64() * 1e3);
         check(&serde_json::from_str(&line).unwrap());
     }
+    // The floor of each door, without an execution: GET /v1/health against an MCP ping.
+    let (mut health, mut ping) = (Vec::new(), Vec::new());
+    for i in 0..n as u64 {
+        let t = Instant::now();
+        let (status, _) = http.get("/v1/health").await.unwrap();
+        health.push(t.elapsed().as_secs_f64() * 1e3);
+        assert!(status.is_success());
+        let body = json!({ "jsonrpc": "2.0", "id": i, "method": "ping" }).to_string();
+        let t = Instant::now();
+        let req = hyper::Request::post("/mcp")
+            .header("host", "airlock")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap();
+        let resp = mcp.send(req).await.unwrap();
+        let _ = resp.into_body().collect().await.unwrap();
+        ping.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (health, ping) = (median(health), median(ping));
     let (plain, facade, relayed) = (median(plain), median(facade), median(relayed));
     println!("execute of one brokered call, p50 over {n} runs each (interleaved):");
     println!("  HTTP API  POST /v1/executions   {plain:.3} ms");
@@ -119,6 +140,12 @@ async fn main() {
     println!(
         "  MCP stdio airlock mcp            {relayed:.3} ms   overhead {:+.3} ms",
         relayed - plain
+    );
+    println!("without an execution, p50 over {n} each:");
+    println!("  HTTP API  GET /v1/health         {health:.3} ms");
+    println!(
+        "  MCP       POST /mcp (ping)       {ping:.3} ms   overhead {:+.3} ms",
+        ping - health
     );
     drop(stdin);
     let _ = stdio.wait().await;
