@@ -193,7 +193,10 @@ async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
     }
     let limit = args.limit.unwrap_or(10).clamp(1, 50);
     let view = caller.generation.catalogue_view(&caller.principal).await;
-    let hits = view.sdk.search.search(&args.query, limit);
+    // The same JSON as GET /v1/tools/search and tools.airlock.search_tools; the text is it
+    // as a model reads it.
+    let found = view.search(&args.query, limit);
+    let hits = found["results"].as_array().cloned().unwrap_or_default();
     let mut text = String::new();
     if hits.is_empty() {
         text.push_str(
@@ -201,9 +204,12 @@ async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
         );
     }
     for hit in &hits {
+        let field = |name: &str| hit[name].as_str().unwrap_or_default().to_owned();
         text.push_str(&format!(
             "{}\n  {} ({})\n",
-            hit.signature, hit.summary, hit.file
+            field("signature"),
+            field("summary"),
+            field("file")
         ));
     }
     for source in &view.unavailable {
@@ -213,11 +219,7 @@ async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
         ));
     }
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(serde_json::json!({
-        "query": args.query,
-        "results": hits,
-        "unavailable": view.unavailable,
-    }));
+    result.structured_content = Some(found);
     result
 }
 
@@ -245,13 +247,16 @@ async fn read_sdk(caller: &Caller, args: Value) -> CallToolResult {
             for (path, bytes) in files.tree() {
                 text.push_str(&format!("{path} ({bytes} bytes)\n"));
             }
-            CallToolResult::success(vec![ContentBlock::text(text)])
+            let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+            // The same JSON as GET /v1/sdk and tools.airlock.read_sdk({}).
+            result.structured_content = Some(view.tree());
+            result
         }
         Some(path) => match files.files.get(path.trim_start_matches('/')) {
             Some(text) => CallToolResult::success(vec![ContentBlock::text(text.clone())]),
             None => {
                 let near =
-                    crate::tools::naming::closest(path, files.files.keys().map(String::as_str), 3);
+                    crate::tools::naming::near_paths(path, files.files.keys().map(String::as_str));
                 let hint = if near.is_empty() {
                     "read_sdk without a path lists the files; start with README.md".to_owned()
                 } else {
