@@ -64,6 +64,11 @@ impl Client {
         Ok(Client { sender })
     }
 
+    /// Whether the daemon closed the connection (a kept connection is then not reused).
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+
     /// Sends a raw request (for tests of malformed input).
     pub async fn send(
         &mut self,

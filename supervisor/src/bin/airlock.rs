@@ -643,12 +643,8 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
         }
         Command::Mcp => {
             let socket = daemon_socket(args.socket)?;
-            airlock_supervisor::api::mcp::relay::relay(
-                &socket,
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-            )
-            .await?;
+            let (input, output) = airlock_supervisor::api::mcp::relay::stdio();
+            airlock_supervisor::api::mcp::relay::relay(&socket, input, output).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Approvals => {

@@ -26,6 +26,9 @@ use tokio::task::{AbortHandle, JoinSet};
 /// daemon (a response may carry a program's whole result, which the policy caps well below).
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
+/// Connections to the daemon kept open between exchanges.
+const IDLE_CONNECTIONS: usize = 8;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RelayError {
     #[error("cannot read stdin: {0}")]
@@ -57,6 +60,7 @@ pub async fn relay(
     let conversation = Arc::new(Mutex::new(Conversation::default()));
     let mut in_flight: JoinSet<()> = JoinSet::new();
     let requests: Arc<Mutex<HashMap<String, AbortHandle>>> = Arc::default();
+    let idle: Arc<Mutex<Vec<Client>>> = Arc::default();
     let mut reader = BufReader::new(input);
     let mut line = Vec::new();
     let result = loop {
@@ -102,6 +106,7 @@ pub async fn relay(
         let exchange = Exchange {
             socket: socket.to_owned(),
             conversation: conversation.clone(),
+            idle: idle.clone(),
             out: out_tx.clone(),
             body: Bytes::copy_from_slice(text.as_bytes()),
             id: id.clone(),
@@ -125,6 +130,37 @@ pub async fn relay(
     result
 }
 
+/// Stdin and stdout for the relay. An MCP client starts `airlock mcp` with pipes, which are
+/// read and written on the event loop itself; anything else (a terminal, a file) goes through
+/// tokio's blocking stdio. (Tokio's stdio hands every read and write to a thread of its
+/// blocking pool; on a pipe that hand-off was most of the relay's latency.)
+pub fn stdio() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    // Duplicates of fds 0 and 1: the pipe types make them non-blocking, which is shared with
+    // the originals but not with the client's ends of the pipes.
+    let input: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let output: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+    {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (input, output)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -133,6 +169,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Exchange {
     socket: PathBuf,
     conversation: Arc<Mutex<Conversation>>,
+    /// Connections to the daemon that finished an exchange, kept for the next ones (at most
+    /// [`IDLE_CONNECTIONS`]); a connection whose exchange was cut off is not reused.
+    idle: Arc<Mutex<Vec<Client>>>,
     out: mpsc::Sender<String>,
     body: Bytes,
     /// The request's id (`None` for a notification or a response).
@@ -151,9 +190,17 @@ impl Exchange {
     }
 
     async fn exchange(&self) -> Result<(), String> {
-        let mut client = Client::connect(&self.socket)
-            .await
-            .map_err(|e| e.to_string())?;
+        let reused = {
+            let mut idle = lock(&self.idle);
+            idle.retain(|c| !c.is_closed());
+            idle.pop()
+        };
+        let mut client = match reused {
+            Some(client) => client,
+            None => Client::connect(&self.socket)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
         let mut req = Request::post("/mcp")
             .header("host", "airlock")
             .header(CONTENT_TYPE, "application/json")
@@ -197,6 +244,7 @@ impl Exchange {
                     self.deliver(&message).await;
                 }
             }
+            self.keep(client);
             return Ok(());
         }
         let bytes = http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
@@ -204,6 +252,7 @@ impl Exchange {
             .await
             .map_err(|e| format!("cannot read the daemon's answer: {e}"))?
             .to_bytes();
+        self.keep(client);
         if kind.starts_with("application/json") && !bytes.is_empty() {
             self.deliver(&String::from_utf8_lossy(&bytes)).await;
             return Ok(());
@@ -215,6 +264,13 @@ impl Exchange {
             "airlockd answered {status}: {}",
             String::from_utf8_lossy(&bytes).trim()
         ))
+    }
+
+    fn keep(&self, client: Client) {
+        let mut idle = lock(&self.idle);
+        if idle.len() < IDLE_CONNECTIONS {
+            idle.push(client);
+        }
     }
 
     /// Writes one message from the daemon to stdout, on one line; notes the protocol version

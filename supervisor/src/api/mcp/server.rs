@@ -129,11 +129,11 @@ impl ServerHandler for McpDoor {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::all()))
+        Ok(ListToolsResult::with_all_items(tools::all().to_vec()))
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        tools::all().into_iter().find(|t| t.name == name)
+        tools::all().iter().find(|t| t.name == name).cloned()
     }
 
     async fn call_tool(

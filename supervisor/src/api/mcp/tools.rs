@@ -13,8 +13,14 @@ pub const SUBMIT_RESULTS: &str = "submit_results";
 pub const RESUME: &str = "resume";
 pub const STATUS: &str = "status";
 
-/// Every tool of the facade, in the order a model should meet them.
-pub fn all() -> Vec<Tool> {
+/// Every tool of the facade, in the order a model should meet them. Built once: rmcp asks for
+/// a tool's schema on every request (header validation), and the list is fixed.
+pub fn all() -> &'static [Tool] {
+    static TOOLS: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    TOOLS.get_or_init(build)
+}
+
+fn build() -> Vec<Tool> {
     vec![
         tool(
             SEARCH_TOOLS,
