@@ -167,7 +167,7 @@ mod tests {
     fn every_tool_has_an_object_schema_and_a_description() {
         let tools = all();
         assert_eq!(tools.len(), 6);
-        for t in &tools {
+        for t in tools {
             assert_eq!(
                 t.input_schema.get("type"),
                 Some(&json!("object")),
