@@ -26,6 +26,38 @@ pub fn suite(test: &str) -> Option<(PathBuf, PathBuf)> {
     None
 }
 
+/// Runs one scenario (`mode` is `client` or `server`, `extra` the mode's arguments) in a
+/// scratch directory; returns the suite's output and every check it recorded, of which there
+/// must be some.
+pub fn run(
+    (node, entry): &(PathBuf, PathBuf),
+    mode: &str,
+    scenario: &str,
+    extra: &[&std::ffi::OsStr],
+) -> (String, Vec<Value>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(node)
+        .current_dir(dir.path())
+        .arg(entry)
+        .args([mode, "--scenario", scenario])
+        .args(extra)
+        .arg("--output-dir")
+        .arg(dir.path().join("results"))
+        .output()
+        .expect("run the conformance suite");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checks = checks_in(&dir.path().join("results"));
+    assert!(
+        !checks.is_empty(),
+        "no checks recorded for {scenario}:\n{text}"
+    );
+    (text, checks)
+}
+
 /// The checks of every `checks.json` the suite wrote under `dir` (at any depth).
 pub fn checks_in(dir: &Path) -> Vec<Value> {
     let mut checks = Vec::new();

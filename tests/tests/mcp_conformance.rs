@@ -9,35 +9,24 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_tests::conformance::{checks_in, failures, suite};
+use airlock_tests::conformance::{failures, run, suite};
 use serde_json::Value;
-use std::process::Command;
 
 /// Runs one client scenario; returns the suite's output and every check it recorded.
 fn run_scenario(scenario: &str) -> Option<(String, Vec<Value>)> {
-    let (node, entry) = suite(scenario)?;
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(node)
-        .current_dir(dir.path())
-        .arg(entry)
-        .args(["client", "--scenario", scenario, "--timeout", "20000"])
-        .arg("--output-dir")
-        .arg(dir.path().join("results"))
-        .arg("--command")
-        .arg(env!("CARGO_BIN_EXE_airlock-mcp-conformance-client"))
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let checks = checks_in(&dir.path().join("results"));
-    assert!(
-        !checks.is_empty(),
-        "no checks recorded for {scenario}:\n{text}"
-    );
-    Some((text, checks))
+    let suite = suite(scenario)?;
+    let client = std::ffi::OsStr::new(env!("CARGO_BIN_EXE_airlock-mcp-conformance-client"));
+    Some(run(
+        &suite,
+        "client",
+        scenario,
+        &[
+            "--timeout".as_ref(),
+            "20000".as_ref(),
+            "--command".as_ref(),
+            client,
+        ],
+    ))
 }
 
 fn assert_passes(scenario: &str, expected_checks: &[&str]) {

@@ -9,7 +9,7 @@
 
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
-use airlock_tests::conformance::{checks_in, failures, suite, tcp_door};
+use airlock_tests::conformance::{failures, run, suite, tcp_door};
 use airlock_tests::mcp_peers::{github_rest_source, server_everything};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 use rmcp::model::{
@@ -416,7 +416,7 @@ async fn the_mcp_inspector_cli_lists_the_tools_and_calls_execute() {
 /// door, since the suite reaches servers by URL only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conformance_suites_server_scenarios_pass() {
-    let Some((node, entry)) = suite("the_conformance_suites_server_scenarios_pass") else {
+    let Some(suite) = suite("the_conformance_suites_server_scenarios_pass") else {
         return;
     };
     let d = TestDaemon::start().await;
@@ -430,28 +430,16 @@ async fn the_conformance_suites_server_scenarios_pass() {
         "prompts-list",
         "dns-rebinding-protection",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let out = tokio::process::Command::new(&node)
-            .current_dir(dir.path())
-            .arg(&entry)
-            .args(["server", "--scenario", scenario])
-            .arg("--url")
-            .arg(format!("http://127.0.0.1:{port}/mcp"))
-            .arg("--output-dir")
-            .arg(dir.path().join("results"))
-            .output()
-            .await
-            .unwrap();
-        let text = format!(
-            "{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let checks = checks_in(&dir.path().join("results"));
-        assert!(
-            !checks.is_empty(),
-            "no checks recorded for {scenario}:\n{text}"
-        );
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        // The suite blocks this thread; the daemon runs on the runtime's other one.
+        let (text, checks) = tokio::task::block_in_place(|| {
+            run(
+                &suite,
+                "server",
+                scenario,
+                &["--url".as_ref(), url.as_ref()],
+            )
+        });
         assert!(failures(&checks).is_empty(), "{scenario}:\n{text}");
     }
     d.stop().await;
