@@ -103,3 +103,107 @@ pub async fn tcp_door(socket: PathBuf) -> u16 {
     });
     port
 }
+
+/// A loopback HTTP door to `airlock mcp` on stdio (the suite speaks to servers by URL only):
+/// each POSTed JSON-RPC message is written to the relay's stdin, and a request is answered
+/// with the relay's answer of the same id (notifications the relay writes meanwhile are
+/// dropped; progress is tested with rmcp's client). It checks no `Host`: that is the daemon's
+/// `/mcp` door's job, which the relay reaches as `airlock`.
+pub async fn stdio_door(airlock: PathBuf, socket: PathBuf) -> u16 {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    use tokio::sync::oneshot;
+
+    type Waiting = Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>;
+    let mut relay = tokio::process::Command::new(airlock)
+        .arg("--socket")
+        .arg(socket)
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start airlock mcp");
+    let stdin = Arc::new(tokio::sync::Mutex::new(relay.stdin.take().expect("stdin")));
+    let mut lines = tokio::io::BufReader::new(relay.stdout.take().expect("stdout")).lines();
+    let waiting: Waiting = Arc::default();
+    let answers = waiting.clone();
+    tokio::spawn(async move {
+        let _relay = relay;
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message.get("method").is_some() {
+                continue;
+            }
+            let id = message.get("id").map(Value::to_string).unwrap_or_default();
+            if let Some(tx) = answers.lock().expect("lock").remove(&id) {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a local port");
+    let port = listener.local_addr().expect("local address").port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (stdin, waiting) = (stdin.clone(), waiting.clone());
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (stdin, waiting) = (stdin.clone(), waiting.clone());
+                    async move {
+                        let reply = |status: u16, body: String| {
+                            let mut resp = hyper::Response::new(Full::new(Bytes::from(body)));
+                            *resp.status_mut() =
+                                hyper::StatusCode::from_u16(status).expect("status");
+                            resp.headers_mut().insert(
+                                "content-type",
+                                hyper::header::HeaderValue::from_static("application/json"),
+                            );
+                            Ok::<_, std::convert::Infallible>(resp)
+                        };
+                        if req.method() != hyper::Method::POST {
+                            return reply(405, String::new());
+                        }
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes());
+                        let Ok(message) = body
+                            .ok()
+                            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                            .ok_or(())
+                        else {
+                            return reply(400, String::new());
+                        };
+                        let answer = match (message.get("id"), message.get("method")) {
+                            (Some(id), Some(_)) => {
+                                let (tx, rx) = oneshot::channel();
+                                waiting.lock().expect("lock").insert(id.to_string(), tx);
+                                Some(rx)
+                            }
+                            _ => None,
+                        };
+                        let mut line = message.to_string();
+                        line.push('\n');
+                        let _ = stdin.lock().await.write_all(line.as_bytes()).await;
+                        match answer {
+                            Some(rx) => match rx.await {
+                                Ok(answer) => reply(200, answer),
+                                Err(_) => reply(502, String::new()),
+                            },
+                            None => reply(202, String::new()),
+                        }
+                    }
+                });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                    .await;
+            });
+        }
+    });
+    port
+}

@@ -9,7 +9,7 @@
 
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
-use airlock_tests::conformance::{failures, run, suite, tcp_door};
+use airlock_tests::conformance::{failures, run, stdio_door, suite, tcp_door};
 use airlock_tests::mcp_peers::{github_rest_source, server_everything};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 use rmcp::model::{
@@ -412,24 +412,33 @@ async fn the_mcp_inspector_cli_lists_the_tools_and_calls_execute() {
 
 /// The server scenarios of the conformance suite that apply to Airlock (the others exercise
 /// fixture tools, resources, prompts, logging, sampling and elicitation that a code-mode
-/// facade does not have: see docs/mcp-conformance.md), against `/mcp` through a local TCP
-/// door, since the suite reaches servers by URL only.
+/// facade does not have: see docs/mcp-conformance.md), against both transports: `/mcp`
+/// through a loopback TCP door to the socket, and `airlock mcp` through a loopback HTTP door
+/// to its stdio, since the suite reaches servers by URL only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_conformance_suites_server_scenarios_pass() {
-    let Some(suite) = suite("the_conformance_suites_server_scenarios_pass") else {
+async fn the_conformance_suites_server_scenarios_pass_over_both_transports() {
+    let Some(suite) = suite("the_conformance_suites_server_scenarios_pass_over_both_transports")
+    else {
         return;
     };
     let d = TestDaemon::start().await;
-    let port = tcp_door(d.socket.clone()).await;
-    for scenario in [
+    let http = tcp_door(d.socket.clone()).await;
+    let stdio = stdio_door(binaries::airlock_cli(), d.socket.clone()).await;
+    let common = [
         "server-initialize",
         "ping",
         "tools-list",
         "completion-complete",
         "resources-list",
         "prompts-list",
-        "dns-rebinding-protection",
-    ] {
+    ];
+    // The Host check is the socket door's: the relay always reaches it as `airlock`.
+    let runs = common
+        .iter()
+        .map(|s| ("http", http, *s))
+        .chain([("http", http, "dns-rebinding-protection")])
+        .chain(common.iter().map(|s| ("stdio", stdio, *s)));
+    for (transport, port, scenario) in runs {
         let url = format!("http://127.0.0.1:{port}/mcp");
         // The suite blocks this thread; the daemon runs on the runtime's other one.
         let (text, checks) = tokio::task::block_in_place(|| {
@@ -440,7 +449,10 @@ async fn the_conformance_suites_server_scenarios_pass() {
                 &["--url".as_ref(), url.as_ref()],
             )
         });
-        assert!(failures(&checks).is_empty(), "{scenario}:\n{text}");
+        assert!(
+            failures(&checks).is_empty(),
+            "{transport} {scenario}:\n{text}"
+        );
     }
     d.stop().await;
 }
