@@ -107,7 +107,9 @@ impl Metrics {
             "counter",
             "Finished executions by status.",
         );
-        for status in ["ok", "error", "timeout"] {
+        // Every way an execution's run ends: a waiting one ends a run too (it holds no
+        // worker), and runs again when its answer comes.
+        for status in ["ok", "error", "timeout", "cancelled", "waiting"] {
             let n = m.executions_by_status.get(status).copied().unwrap_or(0);
             let _ = writeln!(out, "{name}{{status=\"{status}\"}} {n}");
         }
@@ -284,6 +286,11 @@ mod tests {
             Some(ExecutionErrorKind::Timeout),
             1500.0,
         ));
+        m.record(&response(
+            Status::Cancelled,
+            Some(ExecutionErrorKind::Cancelled),
+            1.0,
+        ));
         m.connection_refused();
         let text = m.render(Gauges {
             running: 1,
@@ -298,11 +305,20 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("airlock_executions_total{status=\"timeout\"} 1\n"));
+        assert!(
+            text.contains("airlock_executions_total{status=\"cancelled\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("airlock_executions_total{status=\"waiting\"} 0\n"),
+            "{text}"
+        );
         assert!(text.contains("airlock_execution_errors_total{kind=\"syntax\"} 1\n"));
-        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.0025\"} 1\n"));
-        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.005\"} 2\n"));
-        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"2.5\"} 3\n"));
-        assert!(text.contains("airlock_execution_duration_seconds_count 3\n"));
+        // The cancelled one (1 ms) is in the histogram too.
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.0025\"} 2\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"0.005\"} 3\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"2.5\"} 4\n"));
+        assert!(text.contains("airlock_execution_duration_seconds_count 4\n"));
         assert!(text.contains("airlock_connections_refused_total 1\n"));
         assert!(text.contains("airlock_pool_idle_workers 2\n"));
         // Every sample line belongs to a family announced with HELP and TYPE.
