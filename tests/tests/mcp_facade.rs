@@ -127,6 +127,16 @@ async fn search_read_execute(client: &Client, recorder: &Recorder, transport: &s
         found.contains("tools.everything.trigger_long_running_operation("),
         "{transport}: {found}"
     );
+    // Refusals carry the built-in's message and hint, in the facade's names.
+    let empty = client
+        .call_tool(call("search_tools", json!({ "query": "  " })))
+        .await
+        .unwrap();
+    assert_eq!(empty.is_error, Some(true), "{transport}: {empty:?}");
+    assert!(
+        text(&empty).contains("for example search_tools({ query: \"create issue\" })"),
+        "{transport}: {empty:?}"
+    );
     let file = client
         .call_tool(call(
             "read_sdk",
@@ -150,6 +160,11 @@ async fn search_read_execute(client: &Client, recorder: &Recorder, transport: &s
     assert_eq!(missing.is_error, Some(true), "{transport}: {missing:?}");
     assert!(
         text(&missing).contains("servers/everything/echo.ts"),
+        "{transport}: {missing:?}"
+    );
+    assert!(
+        text(&missing).contains("read_sdk({}) lists the files")
+            && !text(&missing).contains("tools.airlock"),
         "{transport}: {missing:?}"
     );
 

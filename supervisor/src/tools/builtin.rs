@@ -36,6 +36,21 @@ pub const DEFAULT_LIMIT: usize = 10;
 /// Most results one `search_tools` call gives (a larger `limit` is taken as this).
 pub const MAX_LIMIT: usize = 50;
 
+/// How the caller calls the two tools, for the messages and hints that tell it what to do: a
+/// program calls `tools.airlock.search_tools`, an MCP client the facade's `search_tools`
+/// ([`crate::api::mcp`]), which answers with these same functions.
+#[derive(Debug, Clone, Copy)]
+pub struct CalledAs {
+    pub search_tools: &'static str,
+    pub read_sdk: &'static str,
+}
+
+/// A program's names for them.
+pub const IN_PROGRAM: CalledAs = CalledAs {
+    search_tools: "tools.airlock.search_tools",
+    read_sdk: "tools.airlock.read_sdk",
+};
+
 /// The built-in tools, as a source.
 #[derive(Debug)]
 pub struct BuiltinTools {
@@ -78,8 +93,8 @@ impl ToolSource for BuiltinTools {
                 ));
             };
             match tool {
-                SEARCH_TOOLS => search_tools(&caller.view().await, &args),
-                READ_SDK => read_sdk(&caller.view().await, &args),
+                SEARCH_TOOLS => search_tools(&caller.view().await, &args, IN_PROGRAM),
+                READ_SDK => read_sdk(&caller.view().await, &args, IN_PROGRAM),
                 other => Err(ToolError::new(
                     ToolErrorCode::UnknownTool,
                     format!("server `{NAMESPACE}` has no tool named `{other}`"),
@@ -94,7 +109,11 @@ impl ToolSource for BuiltinTools {
 
 /// `search_tools`: the caller's tools for `query`, ranked as `GET /v1/tools/search` ranks them.
 /// `args` passed the input schema.
-pub fn search_tools(view: &CatalogueView, args: &Value) -> Result<Value, ToolError> {
+pub fn search_tools(
+    view: &CatalogueView,
+    args: &Value,
+    called: CalledAs,
+) -> Result<Value, ToolError> {
     let query = args
         .get("query")
         .and_then(Value::as_str)
@@ -102,10 +121,14 @@ pub fn search_tools(view: &CatalogueView, args: &Value) -> Result<Value, ToolErr
     if query.trim().is_empty() {
         return Err(ToolError::new(
             ToolErrorCode::InvalidArguments,
-            format!("tools.{NAMESPACE}.{SEARCH_TOOLS} needs words to search for; `query` is empty"),
+            format!(
+                "{} needs words to search for; `query` is empty",
+                called.search_tools
+            ),
         )
         .with_hint(format!(
-            "say what the tool should do, for example tools.{NAMESPACE}.{SEARCH_TOOLS}({{ query: \"create issue\" }})"
+            "say what the tool should do, for example {}({{ query: \"create issue\" }})",
+            called.search_tools
         )));
     }
     Ok(view.search(query, limit(args.get("limit"))))
@@ -123,7 +146,7 @@ fn limit(asked: Option<&Value>) -> usize {
 }
 
 /// `read_sdk`: without a path the caller's SDK tree, with one that file's text.
-pub fn read_sdk(view: &CatalogueView, args: &Value) -> Result<Value, ToolError> {
+pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<Value, ToolError> {
     let path = match args.get("path") {
         None | Some(Value::Null) => return Ok(view.tree()),
         Some(Value::String(path)) if path.is_empty() => return Ok(view.tree()),
@@ -140,7 +163,10 @@ pub fn read_sdk(view: &CatalogueView, args: &Value) -> Result<Value, ToolError> 
         return Ok(Value::String(text.clone()));
     }
     let near = near_paths(path, view.sdk.files.files.keys().map(String::as_str));
-    let list = format!("tools.{NAMESPACE}.{READ_SDK}({{}}) lists the files; start with README.md");
+    let list = format!(
+        "{}({{}}) lists the files; start with README.md",
+        called.read_sdk
+    );
     let hint = if near.is_empty() {
         list
     } else {
@@ -360,7 +386,12 @@ mod tests {
     #[tokio::test]
     async fn search_is_the_endpoints_answer_for_the_principal() {
         let view = view_for(&["math.*", "airlock.*"]).await;
-        let found = search_tools(&view, &json!({ "query": "add numbers", "limit": 1 })).unwrap();
+        let found = search_tools(
+            &view,
+            &json!({ "query": "add numbers", "limit": 1 }),
+            IN_PROGRAM,
+        )
+        .unwrap();
         assert_eq!(found, view.search("add numbers", 1));
         assert_eq!(found["results"].as_array().unwrap().len(), 1);
         assert_eq!(found["results"][0]["tool"], "math.add");
@@ -372,7 +403,7 @@ mod tests {
             "{found}"
         );
         // Another principal's tools are not found.
-        let found = search_tools(&view, &json!({ "query": "current time" })).unwrap();
+        let found = search_tools(&view, &json!({ "query": "current time" }), IN_PROGRAM).unwrap();
         assert!(
             found["results"]
                 .as_array()
@@ -382,11 +413,20 @@ mod tests {
             "{found}"
         );
         // The built-ins find themselves.
-        let found = search_tools(&view, &json!({ "query": "search tools" })).unwrap();
+        let found = search_tools(&view, &json!({ "query": "search tools" }), IN_PROGRAM).unwrap();
         assert_eq!(
             found["results"][0]["tool"], "airlock.search_tools",
             "{found}"
         );
+    }
+
+    #[test]
+    fn a_programs_names_are_the_namespaces() {
+        assert_eq!(
+            IN_PROGRAM.search_tools,
+            format!("tools.{NAMESPACE}.{SEARCH_TOOLS}")
+        );
+        assert_eq!(IN_PROGRAM.read_sdk, format!("tools.{NAMESPACE}.{READ_SDK}"));
     }
 
     #[tokio::test]
@@ -398,14 +438,14 @@ mod tests {
         assert_eq!(limit(Some(&json!(1000))), MAX_LIMIT);
         assert_eq!(limit(Some(&json!(u64::MAX))), MAX_LIMIT);
         let view = view_for(&["*"]).await;
-        let found = search_tools(&view, &json!({ "query": "a", "limit": 0 })).unwrap();
+        let found = search_tools(&view, &json!({ "query": "a", "limit": 0 }), IN_PROGRAM).unwrap();
         assert!(found["results"].as_array().unwrap().len() <= 1, "{found}");
     }
 
     #[tokio::test]
     async fn an_empty_query_says_what_to_write() {
         let view = view_for(&["*"]).await;
-        let err = search_tools(&view, &json!({ "query": "  " })).unwrap_err();
+        let err = search_tools(&view, &json!({ "query": "  " }), IN_PROGRAM).unwrap_err();
         assert_eq!(err.code, ToolErrorCode::InvalidArguments);
         assert!(err.hint.unwrap().contains("query: \"create issue\""));
     }
@@ -413,7 +453,7 @@ mod tests {
     #[tokio::test]
     async fn read_sdk_gives_the_tree_and_files_of_the_principal() {
         let view = view_for(&["math.add", "airlock.read_sdk"]).await;
-        let tree = read_sdk(&view, &json!({})).unwrap();
+        let tree = read_sdk(&view, &json!({}), IN_PROGRAM).unwrap();
         assert_eq!(tree, view.tree());
         assert_eq!(tree["tools"], 2, "{tree}");
         let paths: Vec<&str> = tree["files"]
@@ -426,14 +466,17 @@ mod tests {
         assert!(paths.contains(&"servers/airlock/read_sdk.ts"), "{paths:?}");
         assert!(!paths.contains(&"servers/math/negate.ts"), "{paths:?}");
         assert!(!paths.iter().any(|p| p.contains("clock")), "{paths:?}");
-        assert_eq!(read_sdk(&view, &json!({ "path": "" })).unwrap(), tree);
+        assert_eq!(
+            read_sdk(&view, &json!({ "path": "" }), IN_PROGRAM).unwrap(),
+            tree
+        );
 
-        let file = read_sdk(&view, &json!({ "path": "servers/math/add.ts" })).unwrap();
+        let file = read_sdk(&view, &json!({ "path": "servers/math/add.ts" }), IN_PROGRAM).unwrap();
         assert_eq!(
             file.as_str(),
             Some(view.sdk.files.files["servers/math/add.ts"].as_str())
         );
-        let readme = read_sdk(&view, &json!({ "path": "README.md" })).unwrap();
+        let readme = read_sdk(&view, &json!({ "path": "README.md" }), IN_PROGRAM).unwrap();
         assert!(
             readme.as_str().unwrap().contains("`tools.math`: 1 tool(s)"),
             "{readme}"
@@ -443,7 +486,7 @@ mod tests {
     #[tokio::test]
     async fn an_unknown_path_says_what_to_read_instead() {
         let view = view_for(&["math.*", "clock.*", "airlock.*"]).await;
-        let err = read_sdk(&view, &json!({ "path": "add.ts" })).unwrap_err();
+        let err = read_sdk(&view, &json!({ "path": "add.ts" }), IN_PROGRAM).unwrap_err();
         assert_eq!(err.code, ToolErrorCode::InvalidArguments);
         assert_eq!(err.message, "the SDK has no file `add.ts`");
         assert_eq!(
@@ -452,9 +495,14 @@ mod tests {
                 "did you mean `servers/math/add.ts`? tools.airlock.read_sdk({}) lists the files; start with README.md"
             )
         );
-        let err = read_sdk(&view, &json!({ "path": "a/".repeat(20_000) })).unwrap_err();
+        let err = read_sdk(&view, &json!({ "path": "a/".repeat(20_000) }), IN_PROGRAM).unwrap_err();
         assert!(err.message.len() < 300, "{}", err.message);
-        let err = read_sdk(&view, &json!({ "path": "nothing/like/this.txt" })).unwrap_err();
+        let err = read_sdk(
+            &view,
+            &json!({ "path": "nothing/like/this.txt" }),
+            IN_PROGRAM,
+        )
+        .unwrap_err();
         assert_eq!(
             err.hint.as_deref(),
             Some("tools.airlock.read_sdk({}) lists the files; start with README.md")
@@ -462,7 +510,12 @@ mod tests {
         // A file of a tool the principal is not granted does not exist for it, and is not
         // suggested.
         let narrow = view_for(&["math.add", "airlock.*"]).await;
-        let err = read_sdk(&narrow, &json!({ "path": "servers/clock/now.ts" })).unwrap_err();
+        let err = read_sdk(
+            &narrow,
+            &json!({ "path": "servers/clock/now.ts" }),
+            IN_PROGRAM,
+        )
+        .unwrap_err();
         assert!(!err.hint.unwrap().contains("clock"));
     }
 

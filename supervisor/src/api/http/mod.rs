@@ -13,7 +13,7 @@
 //! - `approvals`: `GET /v1/approvals` and `POST /v1/approvals/<id>`, decisions on calls that
 //!   wait for a person;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
-//! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the peer attached.
+//! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
 //! the generation in force ([`crate::generation`]); it decides nothing itself.

@@ -49,10 +49,15 @@ pub(super) async fn route(
     };
     let path = req.uri().path().to_owned();
     if path == "/mcp" {
-        // The MCP door finds the daemon and its caller in the request's extensions.
+        // The MCP door finds the daemon and its caller, admitted above, in the request's
+        // extensions.
         let mut req = req;
-        req.extensions_mut().insert(state.clone());
-        req.extensions_mut().insert(peer);
+        req.extensions_mut().insert(crate::api::mcp::Admitted {
+            state: state.clone(),
+            peer,
+            generation,
+            principal,
+        });
         return state.mcp.handle(req).await;
     }
     match (req.method(), path.as_str()) {

@@ -9,6 +9,7 @@ use crate::agent_api::{
 use crate::api::http::{HttpState, Peer};
 use crate::execution::{Started, SubmitError, Tracked};
 use crate::generation::PolicyGeneration;
+use crate::tools::builtin;
 use airlock_policy::Principal;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverResult,
@@ -53,43 +54,38 @@ pub fn service() -> StreamableHttpService<McpDoor, NeverSessionManager> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct McpDoor;
 
-/// Who asks, under which policy.
-struct Caller {
-    state: Arc<HttpState>,
-    peer: Arc<Peer>,
-    generation: Arc<PolicyGeneration>,
-    principal: Arc<Principal>,
+/// Who asks, under which policy: the peer as the route admitted it, under the generation it
+/// was admitted by (the route puts it in the HTTP request's extensions).
+#[derive(Clone)]
+pub struct Admitted {
+    pub state: Arc<HttpState>,
+    pub peer: Arc<Peer>,
+    pub generation: Arc<PolicyGeneration>,
+    pub principal: Arc<Principal>,
 }
 
-impl Caller {
-    fn of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
-        let parts = context.extensions.get::<hyper::http::request::Parts>();
-        let (Some(state), Some(peer)) = (
-            parts.and_then(|p| p.extensions.get::<Arc<HttpState>>()),
-            parts.and_then(|p| p.extensions.get::<Arc<Peer>>()),
-        ) else {
-            return Err(McpError::internal_error(
-                "the request did not come through the daemon's socket",
-                None,
-            ));
-        };
-        let generation = state.generations.current();
-        // Admitted again under the policy in force now, as every HTTP request is.
-        let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
-            return Err(McpError::invalid_request(
-                format!(
-                    "uid {} is not admitted by any principal in the policy; the operator must add this user or one of its groups to a [[principal]]",
-                    peer.info.uid
-                ),
-                None,
-            ));
-        };
-        Ok(Caller {
-            state: state.clone(),
-            peer: peer.clone(),
-            generation,
-            principal,
-        })
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted")
+            .field("peer", &self.peer)
+            .field("principal", &self.principal.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Admitted {
+    fn of(context: &RequestContext<RoleServer>) -> Result<Admitted, McpError> {
+        context
+            .extensions
+            .get::<hyper::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Admitted>())
+            .cloned()
+            .ok_or_else(|| {
+                McpError::internal_error(
+                    "the request did not come through the daemon's socket",
+                    None,
+                )
+            })
     }
 }
 
@@ -106,7 +102,7 @@ impl ServerHandler for McpDoor {
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
-        let caller = Caller::of(&context)?;
+        let caller = Admitted::of(&context)?;
         let view = caller.generation.catalogue_view(&caller.principal).await;
         Ok(result.with_instructions(instructions(&view.sdk)))
     }
@@ -115,7 +111,7 @@ impl ServerHandler for McpDoor {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, McpError> {
-        let caller = Caller::of(&context)?;
+        let caller = Admitted::of(&context)?;
         let view = caller.generation.catalogue_view(&caller.principal).await;
         let info = self.get_info().with_instructions(instructions(&view.sdk));
         Ok(DiscoverResult::from_server_info(
@@ -141,7 +137,7 @@ impl ServerHandler for McpDoor {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let caller = Caller::of(&context)?;
+        let caller = Admitted::of(&context)?;
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let result = match request.name.as_ref() {
             tools::SEARCH_TOOLS => search_tools(&caller, args).await,
@@ -173,7 +169,19 @@ fn arguments<T: for<'de> Deserialize<'de>>(tool: &str, args: Value) -> Result<T,
     })
 }
 
-async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
+/// The facade's names for the discovery tools, in the messages and hints of
+/// [`builtin`]'s answers, which the facade shares with `tools.airlock.*`.
+const CALLED_AS: builtin::CalledAs = builtin::CalledAs {
+    search_tools: tools::SEARCH_TOOLS,
+    read_sdk: tools::READ_SDK,
+};
+
+/// A refused discovery call, with the built-in's message and hint.
+fn tool_error(e: &crate::agent_api::ToolError) -> CallToolResult {
+    render::refusal(&e.message, e.hint.as_deref())
+}
+
+async fn search_tools(caller: &Admitted, args: Value) -> CallToolResult {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Args {
@@ -185,17 +193,14 @@ async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
         Ok(a) => a,
         Err(refusal) => return refusal,
     };
-    if args.query.trim().is_empty() {
-        return render::refusal(
-            "the search needs words",
-            Some("say what you want to do, e.g. {\"query\": \"create issue\"}"),
-        );
-    }
-    let limit = args.limit.unwrap_or(10).clamp(1, 50);
     let view = caller.generation.catalogue_view(&caller.principal).await;
     // The same JSON as GET /v1/tools/search and tools.airlock.search_tools; the text is it
     // as a model reads it.
-    let found = view.search(&args.query, limit);
+    let asked = serde_json::json!({ "query": args.query, "limit": args.limit });
+    let found = match builtin::search_tools(&view, &asked, CALLED_AS) {
+        Ok(found) => found,
+        Err(e) => return tool_error(&e),
+    };
     let hits = found["results"].as_array().cloned().unwrap_or_default();
     let mut text = String::new();
     if hits.is_empty() {
@@ -223,7 +228,7 @@ async fn search_tools(caller: &Caller, args: Value) -> CallToolResult {
     result
 }
 
-async fn read_sdk(caller: &Caller, args: Value) -> CallToolResult {
+async fn read_sdk(caller: &Admitted, args: Value) -> CallToolResult {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Args {
@@ -234,45 +239,35 @@ async fn read_sdk(caller: &Caller, args: Value) -> CallToolResult {
         Ok(a) => a,
         Err(refusal) => return refusal,
     };
-    let view = caller.generation.catalogue_view(&caller.principal).await;
-    let files = &view.sdk.files;
-    match args
+    // A model may write the path with spaces around it or a leading slash.
+    let path = args
         .path
         .as_deref()
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        None => {
+        .map(|p| p.trim().trim_start_matches('/'));
+    let view = caller.generation.catalogue_view(&caller.principal).await;
+    match builtin::read_sdk(&view, &serde_json::json!({ "path": path }), CALLED_AS) {
+        // One file's text.
+        Ok(Value::String(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        // The tree (the same JSON as GET /v1/sdk), listed as a model reads it.
+        Ok(tree) => {
             let mut text = String::from("SDK files (read README.md first):\n");
-            for (path, bytes) in files.tree() {
-                text.push_str(&format!("{path} ({bytes} bytes)\n"));
+            for file in tree["files"].as_array().into_iter().flatten() {
+                text.push_str(&format!(
+                    "{} ({} bytes)\n",
+                    file["path"].as_str().unwrap_or_default(),
+                    file["bytes"]
+                ));
             }
             let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-            // The same JSON as GET /v1/sdk and tools.airlock.read_sdk({}).
-            result.structured_content = Some(view.tree());
+            result.structured_content = Some(tree);
             result
         }
-        Some(path) => match files.files.get(path.trim_start_matches('/')) {
-            Some(text) => CallToolResult::success(vec![ContentBlock::text(text.clone())]),
-            None => {
-                let near =
-                    crate::tools::naming::near_paths(path, files.files.keys().map(String::as_str));
-                let hint = if near.is_empty() {
-                    "read_sdk without a path lists the files; start with README.md".to_owned()
-                } else {
-                    format!(
-                        "did you mean {}? read_sdk without a path lists the files",
-                        crate::tools::naming::quote_list(&near, "`", "`")
-                    )
-                };
-                render::refusal(&format!("the SDK has no file `{path}`"), Some(&hint))
-            }
-        },
+        Err(e) => tool_error(&e),
     }
 }
 
 async fn execute(
-    caller: &Caller,
+    caller: &Admitted,
     args: Value,
     context: &RequestContext<RoleServer>,
 ) -> CallToolResult {
@@ -318,7 +313,7 @@ async fn execute(
 }
 
 async fn submit_results(
-    caller: &Caller,
+    caller: &Admitted,
     args: Value,
     context: &RequestContext<RoleServer>,
 ) -> CallToolResult {
@@ -355,7 +350,7 @@ struct IdArgs {
 }
 
 async fn resume(
-    caller: &Caller,
+    caller: &Admitted,
     args: Value,
     context: &RequestContext<RoleServer>,
 ) -> CallToolResult {
@@ -378,7 +373,7 @@ async fn resume(
     answer(started, rx, context).await
 }
 
-fn status(caller: &Caller, args: Value) -> CallToolResult {
+fn status(caller: &Admitted, args: Value) -> CallToolResult {
     let args: IdArgs = match arguments(tools::STATUS, args) {
         Ok(a) => a,
         Err(refusal) => return refusal,
