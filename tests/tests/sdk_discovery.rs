@@ -48,6 +48,7 @@ async fn the_sdk_lists_reads_and_searches_the_callers_tools() {
     let (status, missing) = get(&d, "/v1/sdk/servers/test/nope.ts").await;
     assert_eq!(status, 404);
     assert!(missing.contains("README.md"), "{missing}");
+    assert!(missing.contains("GET /v1/sdk lists the files"), "{missing}");
 
     let (status, body) = get(&d, "/v1/tools/search?q=adds+numbers&limit=2").await;
     assert_eq!(status, 200, "{body}");

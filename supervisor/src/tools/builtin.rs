@@ -162,16 +162,7 @@ pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<
     if let Some(text) = view.sdk.files.files.get(path) {
         return Ok(Value::String(text.clone()));
     }
-    let near = near_paths(path, view.sdk.files.files.keys().map(String::as_str));
-    let list = format!(
-        "{}({{}}) lists the files; start with README.md",
-        called.read_sdk
-    );
-    let hint = if near.is_empty() {
-        list
-    } else {
-        format!("did you mean {}? {list}", quote_list(&near, "`", "`"))
-    };
+    let hint = missing_file_hint(view, path, &format!("{}({{}})", called.read_sdk));
     // The program's own text, echoed: a few hundred characters of it say enough.
     let shown: String = if path.chars().count() > 200 {
         path.chars().take(200).chain(['…']).collect()
@@ -183,6 +174,18 @@ pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<
         format!("the SDK has no file `{shown}`"),
     )
     .with_hint(hint))
+}
+
+/// The hint for an SDK path that is not there: the nearest files, and how to list them all
+/// (`lister`: `GET /v1/sdk`, `tools.airlock.read_sdk({})`, the facade's `read_sdk({})`).
+pub fn missing_file_hint(view: &CatalogueView, path: &str, lister: &str) -> String {
+    let near = near_paths(path, view.sdk.files.files.keys().map(String::as_str));
+    let list = format!("{lister} lists the files; start with README.md");
+    if near.is_empty() {
+        list
+    } else {
+        format!("did you mean {}? {list}", quote_list(&near, "`", "`"))
+    }
 }
 
 /// What the two tools look like in the catalogue.

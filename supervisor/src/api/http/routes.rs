@@ -181,19 +181,8 @@ pub(super) async fn route(
                     resp
                 }
                 None => {
-                    let list = "GET /v1/sdk lists the files; start with README.md";
-                    let near = crate::tools::naming::near_paths(
-                        &file,
-                        view.sdk.files.files.keys().map(String::as_str),
-                    );
-                    let hint = if near.is_empty() {
-                        list.to_owned()
-                    } else {
-                        format!(
-                            "did you mean {}? {list}",
-                            crate::tools::naming::quote_list(&near, "`", "`")
-                        )
-                    };
+                    let hint =
+                        crate::tools::builtin::missing_file_hint(&view, &file, "GET /v1/sdk");
                     error_response(
                         StatusCode::NOT_FOUND,
                         ApiErrorCode::NotFound,
