@@ -24,6 +24,20 @@ pub struct DaemonSettings {
     pub shutdown_grace_ms: u64,
     /// Executions running at once across all clients; more wait in a queue.
     pub max_concurrent_executions: usize,
+    /// How new workers are started (`worker_start`): forked by a zygote (default) or by
+    /// `exec` of the worker binary. Read once at start-up, like `socket`.
+    pub worker_start: WorkerStart,
+}
+
+/// `[daemon] worker_start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkerStart {
+    /// `"fork"`: a locked-down zygote that has started the engine forks each new worker.
+    #[default]
+    Fork,
+    /// `"exec"`: each worker is a new `exec` of the worker binary (its own address-space
+    /// layout, at the cost of the loader and the engine's start per worker).
+    Exec,
 }
 
 impl DaemonSettings {
@@ -35,6 +49,7 @@ impl DaemonSettings {
         "worker_path",
         "shutdown_grace_ms",
         "max_concurrent_executions",
+        "worker_start",
     ];
     /// Default `socket_mode`.
     pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
@@ -80,6 +95,18 @@ impl DaemonSettings {
                 Some(field) => usize_in(&field, 1, Self::MAX_CONCURRENT_EXECUTIONS)?,
                 None => defaults.max_concurrent_executions,
             },
+            worker_start: match table.get("worker_start") {
+                Some(field) => match field.string("\"fork\" or \"exec\"")? {
+                    "fork" => WorkerStart::Fork,
+                    "exec" => WorkerStart::Exec,
+                    other => {
+                        return Err(field.invalid(format!(
+                            "\"{other}\" is not a way to start workers: use \"fork\" (a zygote forks them, the default) or \"exec\""
+                        )));
+                    }
+                },
+                None => defaults.worker_start,
+            },
         })
     }
 }
@@ -93,6 +120,7 @@ impl Default for DaemonSettings {
             worker_path: None,
             shutdown_grace_ms: Self::DEFAULT_SHUTDOWN_GRACE_MS,
             max_concurrent_executions: Self::DEFAULT_MAX_CONCURRENT_EXECUTIONS,
+            worker_start: WorkerStart::default(),
         }
     }
 }

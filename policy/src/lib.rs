@@ -62,7 +62,7 @@ pub mod tool_pattern;
 
 pub use approval_settings::ApprovalSettings;
 pub use audit_settings::AuditSettings;
-pub use daemon_settings::DaemonSettings;
+pub use daemon_settings::{DaemonSettings, WorkerStart};
 pub use error::{PolicyError, PolicyWarning};
 pub use explanation::{Caller, Explanation};
 pub use journal_settings::JournalSettings;

@@ -710,6 +710,7 @@ pool_size = 0
 worker_path = "/usr/libexec/airlock/airlock-worker"
 shutdown_grace_ms = 2500
 max_concurrent_executions = 8
+worker_start = "exec"
 
 [limits]
 timeout_ms = 1000
@@ -747,6 +748,7 @@ groups = [2000]
                 worker_path: Some("/usr/libexec/airlock/airlock-worker".into()),
                 shutdown_grace_ms: 2500,
                 max_concurrent_executions: 8,
+                worker_start: crate::WorkerStart::Exec,
             }
         );
         assert_eq!(
@@ -891,7 +893,7 @@ users = [1000, 1001]
             message,
             "/etc/airlock/policy.toml:4:1: unknown key `pol_size` in [daemon] (expected one of: \
              socket, socket_mode, pool_size, worker_path, shutdown_grace_ms, \
-             max_concurrent_executions); did you mean `pool_size`?"
+             max_concurrent_executions, worker_start); did you mean `pool_size`?"
         );
         error_at("[limits]\nmemroy = \"1GiB\"\n", 2, 1, "[limits]");
         let message = error_at("deamon = {}\n", 1, 1, "deamon");
@@ -961,6 +963,25 @@ users = [1000, 1001]
             "principal[0].name",
         );
         error_at("principal = [1]\n", 1, 14, "principal[0]");
+    }
+
+    #[test]
+    fn worker_start_is_fork_or_exec() {
+        assert_eq!(
+            parse("[daemon]\nworker_start = \"fork\"\n").unwrap().daemon.worker_start,
+            crate::WorkerStart::Fork
+        );
+        assert_eq!(
+            parse("").unwrap().daemon.worker_start,
+            crate::WorkerStart::Fork
+        );
+        let message = error_at(
+            "[daemon]\nworker_start = \"spawn\"\n",
+            2,
+            16,
+            "daemon.worker_start",
+        );
+        assert!(message.contains("use \"fork\""), "{message}");
     }
 
     #[test]

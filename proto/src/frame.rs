@@ -53,6 +53,28 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
     Ok(msg)
 }
 
+/// Decodes a packet that must hold exactly one frame (header and payload), as a
+/// `SOCK_SEQPACKET` socket delivers it: the zygote's control channel.
+pub fn decode_packet<T: DeserializeOwned>(packet: &[u8], max: u32) -> Result<T, FrameError> {
+    let Some((header, payload)) = packet.split_first_chunk::<HEADER_LEN>() else {
+        return Err(FrameError::Truncated {
+            have: packet.len(),
+            need: HEADER_LEN,
+        });
+    };
+    let need = payload_len(*header, max)?;
+    if payload.len() < need {
+        return Err(FrameError::Truncated {
+            have: payload.len(),
+            need,
+        });
+    }
+    if payload.len() > need {
+        return Err(FrameError::TrailingBytes(payload.len() - need));
+    }
+    decode(payload)
+}
+
 /// Reads the payload length from a frame header and checks it against `max`.
 pub fn payload_len(header: [u8; HEADER_LEN], max: u32) -> Result<usize, FrameError> {
     let len = u32::from_le_bytes(header);
@@ -204,6 +226,7 @@ mod tests {
                     landlock_abi: 6,
                     landlock_fully_enforced: true,
                     seccomp_allowed_syscalls: 20,
+                    forked: true,
                 },
             },
             WorkerMessage::ToolReferences(ToolReferences {
@@ -459,6 +482,34 @@ mod tests {
         assert!(matches!(
             blocking::read_message::<SupervisorMessage>(&mut r, MAX_FRAME_LEN),
             Err(blocking::IoFrameError::Closed)
+        ));
+    }
+
+    #[test]
+    fn a_packet_is_exactly_one_frame() {
+        let request = crate::ForkRequest {
+            memory_ceiling_bytes: 1 << 30,
+            cpu_seconds: 30,
+        };
+        let frame = encode(&request).unwrap();
+        assert_eq!(decode_packet::<crate::ForkRequest>(&frame, 64), Ok(request));
+        assert!(matches!(
+            decode_packet::<crate::ForkRequest>(&frame[..frame.len() - 1], 64),
+            Err(FrameError::Truncated { .. })
+        ));
+        let mut longer = frame.clone();
+        longer.push(0);
+        assert_eq!(
+            decode_packet::<crate::ForkRequest>(&longer, 64),
+            Err(FrameError::TrailingBytes(1))
+        );
+        assert!(matches!(
+            decode_packet::<crate::ForkRequest>(&frame[..2], 64),
+            Err(FrameError::Truncated { have: 2, need: 4 })
+        ));
+        assert!(matches!(
+            decode_packet::<crate::ForkRequest>(&frame, 2),
+            Err(FrameError::TooLarge { .. })
         ));
     }
 }

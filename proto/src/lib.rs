@@ -26,9 +26,9 @@
 pub mod frame;
 pub mod message;
 
-pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, encode};
+pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{
-    ConsoleLevel, Determinism, ErrorKind, ExecError, Language, Limits, LiteralKind, LiteralObject,
+    ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits, LiteralKind, LiteralObject,
     LiteralProperty, LockdownReport, Outcome, SourcePosition, StartExecution, SupervisorMessage,
     ToolFailure, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
 };
@@ -36,7 +36,7 @@ pub use message::{
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
 /// supervisor refuses a worker whose version differs, because a worker binary left over from
 /// another build would otherwise misread every message.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;

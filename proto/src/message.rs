@@ -206,6 +206,35 @@ pub struct LockdownReport {
     pub landlock_fully_enforced: bool,
     /// Number of syscalls in the seccomp allowlist.
     pub seccomp_allowed_syscalls: u32,
+    /// The worker was forked from a zygote (see [`ForkRequest`]) rather than started by
+    /// `exec`: the same layers, inherited from the zygote, plus the worker's own kill filter.
+    pub forked: bool,
+}
+
+/// Supervisor → zygote: start one new worker. The zygote (`airlock-worker --zygote`) is a
+/// locked-down process that has started the engine and then only forks; each fork becomes one
+/// worker for one execution, with its own address space, and is never reused.
+///
+/// Sent as one packet on the zygote's control socket (a `SOCK_SEQPACKET` pair on its fd 3)
+/// holding one frame, with the new worker's end of its own socket pair attached as
+/// `SCM_RIGHTS`. The limits are the worker's: the zygote itself runs no program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkRequest {
+    /// `RLIMIT_AS` of the new worker.
+    pub memory_ceiling_bytes: u64,
+    /// `RLIMIT_CPU` soft limit of the new worker (the hard limit is one second more).
+    pub cpu_seconds: u64,
+}
+
+/// Zygote → supervisor: the answer to one [`ForkRequest`], one packet holding one frame.
+/// The zygote first sends [`WorkerMessage::Ready`] on the same socket once it is locked down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForkReply {
+    /// The new worker's pid. It is the supervisor's child (`CLONE_PARENT`), so the supervisor
+    /// reaps it; it sends its own `Ready` on the socket that came with the request.
+    Forked { pid: i32 },
+    /// No worker was started: `step` names what failed, `errno` why.
+    Refused { step: String, errno: i32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -312,4 +341,7 @@ pub struct WorkerStats {
     pub run_us: u64,
     /// Engine heap in use at the end of the run, in bytes.
     pub heap_used_bytes: u64,
+    /// The process's peak resident set size (`getrusage`), in bytes, from a forked worker;
+    /// 0 from one started by `exec`, whose figure would include the image `exec` replaced.
+    pub peak_rss_bytes: u64,
 }

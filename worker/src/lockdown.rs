@@ -3,6 +3,11 @@
 //! then initialises the engine, then calls [`lock`] (steps 4–6: no_new_privs, Landlock,
 //! seccomp). Only after `lock` returns does the worker read an untrusted byte.
 //!
+//! A zygote (`--zygote`, see `zygote.rs`) takes the same steps without the per-execution
+//! limits and with a kill filter that also allows forking; each worker it forks then takes
+//! the remaining steps itself in [`enter_forked_worker`] (parent death, its own socket on
+//! fd 3, its limits, the worker's kill filter) before it reads an untrusted byte.
+//!
 //! Every layer fails closed: if one cannot be applied the worker exits instead of running
 //! with less protection. Everything here works for an unprivileged user, because
 //! `PR_SET_NO_NEW_PRIVS` is what lets an unprivileged process install Landlock and seccomp.
@@ -16,6 +21,7 @@ use landlock::{
 };
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::RawFd;
 
 /// The newest Landlock ABI this build knows how to ask for. Rights of newer ABIs than the
 /// running kernel supports are dropped by the crate's best-effort mode (and then reported as
@@ -32,7 +38,12 @@ const PREPARE_NOFILE: u64 = 8;
 /// Final `RLIMIT_NOFILE`: fds 0–3 are open, so no new descriptor can be created at all.
 const FINAL_NOFILE: u64 = 4;
 
+/// The zygote's `RLIMIT_NOFILE` after lockdown: fds 0–3 plus the one new worker's socket that
+/// arrives with each fork request (closed before the next request is read).
+const ZYGOTE_NOFILE: u64 = 5;
+
 const PARENT_PID: &str = "--parent-pid";
+const ZYGOTE: &str = "--zygote";
 const MEMORY_CEILING: &str = "--memory-ceiling";
 const CPU_SECONDS: &str = "--cpu-seconds";
 /// Exists only in `escape-probe` builds; see [`LockdownConfig::probe_skip_seccomp`].
@@ -51,6 +62,8 @@ pub enum LockdownError {
     InvalidValue { flag: &'static str, value: OsString },
     #[error("missing required argument {0}")]
     MissingArgument(&'static str),
+    #[error("argument {0} does not go with --zygote (a zygote's workers get their limits per fork)")]
+    NotForZygote(&'static str),
     #[error("fd 3 (the ipc socket) is not open")]
     IpcFdMissing,
     #[error("fd 3 is not a unix socket")]
@@ -119,10 +132,8 @@ fn check(what: &'static str, rc: libc::c_long) -> Result<libc::c_long, LockdownE
 pub struct LockdownConfig {
     /// The supervisor's pid; the worker refuses to run if its parent is someone else.
     pub parent_pid: i32,
-    /// `RLIMIT_AS`: the hard ceiling on the worker's address space.
-    pub memory_ceiling_bytes: u64,
-    /// `RLIMIT_CPU` soft limit (SIGXCPU); the hard limit (SIGKILL) is one second later.
-    pub cpu_seconds: u64,
+    /// A worker for one execution, or a zygote that forks them.
+    pub role: Role,
     /// TEST ONLY (`escape-probe` builds): apply every layer except seccomp, so the escape
     /// tests can show that Landlock refuses on its own. The flag does not exist in release
     /// builds: there the argument parser rejects `--probe-skip-seccomp` as unknown.
@@ -130,8 +141,27 @@ pub struct LockdownConfig {
     pub probe_skip_seccomp: bool,
 }
 
+/// What the process becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// One worker for one execution, with its limits.
+    Worker(Ceiling),
+    /// A zygote: locks down without per-execution limits, then forks workers on request.
+    Zygote,
+}
+
+/// A worker's resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ceiling {
+    /// `RLIMIT_AS`: the hard ceiling on the worker's address space.
+    pub memory_ceiling_bytes: u64,
+    /// `RLIMIT_CPU` soft limit (SIGXCPU); the hard limit (SIGKILL) is one second later.
+    pub cpu_seconds: u64,
+}
+
 impl LockdownConfig {
-    /// Parses exactly `--parent-pid N --memory-ceiling BYTES --cpu-seconds N`, in any order.
+    /// Parses exactly `--parent-pid N --memory-ceiling BYTES --cpu-seconds N` (a worker) or
+    /// `--parent-pid N --zygote` (a zygote), in any order.
     /// Unknown, repeated or missing arguments are errors: a mismatch means the supervisor and
     /// worker binaries come from different builds.
     pub fn from_args(args: impl Iterator<Item = OsString>) -> Result<Self, LockdownError> {
@@ -157,6 +187,7 @@ impl LockdownConfig {
         }
 
         let mut parent_pid = None;
+        let mut zygote = None;
         let mut memory_ceiling_bytes = None;
         let mut cpu_seconds = None;
         #[cfg(feature = "escape-probe")]
@@ -170,6 +201,7 @@ impl LockdownConfig {
                     PARENT_PID,
                     value::<i32>(PARENT_PID, args.next())?,
                 )?,
+                Some(ZYGOTE) => set_once(&mut zygote, ZYGOTE, true)?,
                 Some(MEMORY_CEILING) => set_once(
                     &mut memory_ceiling_bytes,
                     MEMORY_CEILING,
@@ -194,11 +226,31 @@ impl LockdownConfig {
             }
         }
 
+        let parent_pid = parent_pid.ok_or(LockdownError::MissingArgument(PARENT_PID))?;
+        let role = if zygote.is_some() {
+            if memory_ceiling_bytes.is_some() {
+                return Err(LockdownError::NotForZygote(MEMORY_CEILING));
+            }
+            if cpu_seconds.is_some() {
+                return Err(LockdownError::NotForZygote(CPU_SECONDS));
+            }
+            // The probe's Landlock-only mode exists for exec'd workers; a zygote always
+            // installs seccomp.
+            #[cfg(feature = "escape-probe")]
+            if probe_skip_seccomp.is_some() {
+                return Err(LockdownError::NotForZygote(PROBE_SKIP_SECCOMP));
+            }
+            Role::Zygote
+        } else {
+            Role::Worker(Ceiling {
+                memory_ceiling_bytes: memory_ceiling_bytes
+                    .ok_or(LockdownError::MissingArgument(MEMORY_CEILING))?,
+                cpu_seconds: cpu_seconds.ok_or(LockdownError::MissingArgument(CPU_SECONDS))?,
+            })
+        };
         Ok(LockdownConfig {
-            parent_pid: parent_pid.ok_or(LockdownError::MissingArgument(PARENT_PID))?,
-            memory_ceiling_bytes: memory_ceiling_bytes
-                .ok_or(LockdownError::MissingArgument(MEMORY_CEILING))?,
-            cpu_seconds: cpu_seconds.ok_or(LockdownError::MissingArgument(CPU_SECONDS))?,
+            parent_pid,
+            role,
             #[cfg(feature = "escape-probe")]
             probe_skip_seccomp: probe_skip_seccomp.unwrap_or(false),
         })
@@ -254,26 +306,18 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
     // Step 2: rlimits. Core dumps first, so that nothing after this point can leave an image
     // of the process on disk. Limits are only ever lowered (see `lower_rlimit`).
     lower_rlimit(libc::RLIMIT_CORE, 0, 0)?;
-    // No new processes. Not enforced for root (CAP_SYS_RESOURCE); seccomp kills
-    // fork/clone for everyone.
-    lower_rlimit(libc::RLIMIT_NPROC, 0, 0)?;
     // No file may grow: any write to a regular file raises SIGXFSZ.
     lower_rlimit(libc::RLIMIT_FSIZE, 0, 0)?;
     // A few spare descriptors until lock() has closed the Landlock ruleset fd; lock()
-    // then lowers this to FINAL_NOFILE.
+    // then lowers this to FINAL_NOFILE (ZYGOTE_NOFILE for a zygote).
     lower_rlimit(libc::RLIMIT_NOFILE, PREPARE_NOFILE, PREPARE_NOFILE)?;
-    // Address-space ceiling: the engine's own heap limit is lower; this is the backstop.
-    lower_rlimit(
-        libc::RLIMIT_AS,
-        cfg.memory_ceiling_bytes,
-        cfg.memory_ceiling_bytes,
-    )?;
-    // CPU: SIGXCPU at the soft limit, SIGKILL one second later if it is ignored.
-    lower_rlimit(
-        libc::RLIMIT_CPU,
-        cfg.cpu_seconds,
-        cfg.cpu_seconds.saturating_add(1),
-    )?;
+    // A zygote must still fork, and its own CPU time and address space are not an
+    // execution's: each worker it forks sets these itself (`enter_forked_worker`).
+    match cfg.role {
+        Role::Worker(ceiling) => lower_execution_limits(ceiling)?,
+        // Named apart from its workers, for operators and for whoever counts workers in ps.
+        Role::Zygote => set_name(c"airlock-zygote")?,
+    }
 
     // A persona with READ_IMPLIES_EXEC inherited from the parent would make every
     // PROT_READ mapping executable and defeat the seccomp rule against PROT_EXEC.
@@ -320,6 +364,26 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
     Ok(())
 }
 
+/// The limits that belong to one execution: no new processes, the address-space ceiling and
+/// the CPU time.
+fn lower_execution_limits(ceiling: Ceiling) -> Result<(), LockdownError> {
+    // No new processes. Not enforced for root (CAP_SYS_RESOURCE); seccomp kills
+    // fork/clone for everyone.
+    lower_rlimit(libc::RLIMIT_NPROC, 0, 0)?;
+    // Address-space ceiling: the engine's own heap limit is lower; this is the backstop.
+    lower_rlimit(
+        libc::RLIMIT_AS,
+        ceiling.memory_ceiling_bytes,
+        ceiling.memory_ceiling_bytes,
+    )?;
+    // CPU: SIGXCPU at the soft limit, SIGKILL one second later if it is ignored.
+    lower_rlimit(
+        libc::RLIMIT_CPU,
+        ceiling.cpu_seconds,
+        ceiling.cpu_seconds.saturating_add(1),
+    )
+}
+
 /// Design §4 steps 4–6. Call after the engine exists and before the first untrusted read.
 pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
     // Step 4: no_new_privs. Required before an unprivileged process may install Landlock or
@@ -343,8 +407,13 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
     }
 
     // The Landlock ruleset fd is closed now (restrict_self consumed it), so fds 0-3 are the
-    // only open descriptors and the limit can drop to 4: no new fd can ever be created.
-    lower_rlimit(libc::RLIMIT_NOFILE, FINAL_NOFILE, FINAL_NOFILE)?;
+    // only open descriptors and the limit can drop to 4: no new fd can ever be created. A
+    // zygote keeps room for the one socket each fork request brings.
+    let nofile = match cfg.role {
+        Role::Worker(_) => FINAL_NOFILE,
+        Role::Zygote => ZYGOTE_NOFILE,
+    };
+    lower_rlimit(libc::RLIMIT_NOFILE, nofile, nofile)?;
 
     #[cfg(feature = "escape-probe")]
     let _ = PROBE_CONTEXT.set(ProbeContext {
@@ -365,9 +434,15 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
     // filter needs prctl and seccomp, which the kill filter does not allow (see
     // syscall_allowlist for why there are two). TSYNC applies them to every thread; there
     // is only one, and TSYNC fails loudly if that ever stops being true.
+    // A zygote's kill filter also allows what forking and a new worker's first steps need
+    // (syscall_allowlist::ZYGOTE_ONLY); the worker's own kill filter goes on top of it in
+    // every forked worker before its first untrusted read.
     if !skip_seccomp {
         let errno = syscall_allowlist::errno_filter()?;
-        let kill = syscall_allowlist::kill_filter()?;
+        let kill = match cfg.role {
+            Role::Worker(_) => syscall_allowlist::kill_filter()?,
+            Role::Zygote => syscall_allowlist::zygote_kill_filter()?,
+        };
         seccompiler::apply_filter_all_threads(&errno)?;
         seccompiler::apply_filter_all_threads(&kill)?;
     }
@@ -376,10 +451,115 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
         landlock_abi,
         landlock_fully_enforced: landlock_status == RulesetStatus::FullyEnforced,
         seccomp_allowed_syscalls: syscall_allowlist::allowed_count(),
+        forked: false,
+    })
+}
+
+/// The steps a worker forked from the zygote takes before its first untrusted read, in this
+/// order. Everything else (fds 0–2, environment, working directory, core and file-size
+/// limits, non-dumpable, no_new_privs, Landlock, the errno filter and the zygote's kill
+/// filter) it inherited from the zygote, which took those steps before it forked.
+///
+/// `socket` is the new worker's own end of its socket pair (the zygote received it with the
+/// fork request); `worker_filter` is [`syscall_allowlist::kill_filter`], compiled by the
+/// zygote before it forked.
+pub fn enter_forked_worker(
+    parent_pid: i32,
+    ceiling: Ceiling,
+    socket: RawFd,
+    worker_filter: &seccompiler::BpfProgram,
+    zygote_report: &LockdownReport,
+) -> Result<LockdownReport, LockdownError> {
+    // 1. Parent death: not inherited across fork. Armed before the parent check, as in
+    //    prepare_process; the parent is the daemon (CLONE_PARENT), and the signal fires when
+    //    the daemon's thread that started the zygote exits, as for an exec'd worker.
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    check("prctl(PR_SET_PDEATHSIG)", libc::c_long::from(rc))?;
+    // SAFETY: getppid cannot fail and has no side effects.
+    let actual = unsafe { libc::getppid() };
+    if actual != parent_pid {
+        return Err(LockdownError::ParentGone {
+            expected: parent_pid,
+            actual,
+        });
+    }
+
+    // 2. Its own socket onto fd 3. dup3 closes the zygote's control socket (the old fd 3) in
+    //    the same step, so this process never holds both; then the received copy goes.
+    // SAFETY: dup3 and close on descriptors this process holds; nothing in this process owns
+    // fd 3 (the zygote's loop works on the raw number) or `socket`.
+    let rc = unsafe { libc::dup3(socket, IPC_FD, 0) };
+    check("dup3(socket, 3)", libc::c_long::from(rc))?;
+    // SAFETY: as above.
+    let rc = unsafe { libc::close(socket) };
+    check("close(socket)", libc::c_long::from(rc))?;
+
+    // 3. Its own name back (a fork inherits the zygote's), then this execution's limits; fds
+    //    0-3 are all that is open, so no new one can be made.
+    set_name(c"airlock-worker")?;
+    lower_execution_limits(ceiling)?;
+    lower_rlimit(libc::RLIMIT_NOFILE, FINAL_NOFILE, FINAL_NOFILE)?;
+
+    // 4. The worker's own kill filter, last: it allows none of the calls above, nor another
+    //    filter, nor a fork. Stacked on the zygote's, the stricter answer wins, so from here
+    //    this process may do exactly what an exec'd worker may.
+    #[cfg(feature = "escape-probe")]
+    let skip_seccomp = probe_context().is_some_and(|c| c.seccomp_skipped);
+    #[cfg(not(feature = "escape-probe"))]
+    let skip_seccomp = false;
+    if !skip_seccomp {
+        install_filter(worker_filter)?;
+    }
+
+    Ok(LockdownReport {
+        forked: true,
+        ..zygote_report.clone()
     })
 }
 
 /// What the escape probe needs to know about the lockdown it runs under.
+/// Sets the process's name (`comm`, at most 15 bytes), as `ps` shows it.
+fn set_name(name: &std::ffi::CStr) -> Result<(), LockdownError> {
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr(), 0, 0, 0) };
+    check("prctl(PR_SET_NAME)", libc::c_long::from(rc))?;
+    Ok(())
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, filter)`, called directly:
+/// seccompiler's `apply_filter_all_threads` first sets no_new_privs with `prctl`, which a
+/// forked worker has inherited already and the zygote's filter does not allow.
+fn install_filter(filter: &seccompiler::BpfProgram) -> Result<(), LockdownError> {
+    let program = libc::sock_fprog {
+        len: u16::try_from(filter.len()).map_err(|_| LockdownError::Syscall {
+            what: "seccomp",
+            source: io::Error::from_raw_os_error(libc::E2BIG),
+        })?,
+        filter: filter.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: `program` points at `filter`'s instructions, which outlive the call (the kernel
+    // copies them); the flags ask for every thread to be filtered (there is one).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_TSYNC,
+            &raw const program,
+        )
+    };
+    check("seccomp(SECCOMP_SET_MODE_FILTER)", rc)?;
+    Ok(())
+}
+
 #[cfg(feature = "escape-probe")]
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeContext {
@@ -544,8 +724,35 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cfg.parent_pid, 42);
-        assert_eq!(cfg.memory_ceiling_bytes, 1 << 30);
-        assert_eq!(cfg.cpu_seconds, 10);
+        assert_eq!(
+            cfg.role,
+            Role::Worker(Ceiling {
+                memory_ceiling_bytes: 1 << 30,
+                cpu_seconds: 10
+            })
+        );
+    }
+
+    #[test]
+    fn a_zygote_takes_its_parent_and_no_limits() {
+        let cfg = parse(&["--zygote", "--parent-pid", "7"]).unwrap();
+        assert_eq!((cfg.parent_pid, cfg.role), (7, Role::Zygote));
+        assert!(matches!(
+            parse(&["--zygote", "--parent-pid", "7", "--cpu-seconds", "1"]),
+            Err(LockdownError::NotForZygote("--cpu-seconds"))
+        ));
+        assert!(matches!(
+            parse(&["--zygote", "--parent-pid", "7", "--memory-ceiling", "1"]),
+            Err(LockdownError::NotForZygote("--memory-ceiling"))
+        ));
+        assert!(matches!(
+            parse(&["--zygote", "--zygote", "--parent-pid", "7"]),
+            Err(LockdownError::DuplicateArgument("--zygote"))
+        ));
+        assert!(matches!(
+            parse(&["--zygote"]),
+            Err(LockdownError::MissingArgument("--parent-pid"))
+        ));
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
 //! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
+//!
+//! Started with `--zygote`, the process takes steps 1–3 and then [`zygote::serve`]s: it
+//! forks one new worker per request from the daemon. Each forked worker finishes its own
+//! lockdown ([`lockdown::enter_forked_worker`]) and goes on from step 4 like any other.
 //! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
 //!    supervisor closes the socket.
 //!
@@ -20,6 +24,7 @@
 mod ipc;
 mod lockdown;
 mod syscall_allowlist;
+mod zygote;
 
 #[cfg(feature = "engine")]
 mod language;
@@ -74,7 +79,7 @@ fn main() -> ExitCode {
     };
 
     // Steps 4-6. Fail closed: no layer is optional.
-    let report = match lockdown::lock(&config) {
+    let mut report = match lockdown::lock(&config) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("airlock-worker: lockdown failed: {e}");
@@ -82,6 +87,18 @@ fn main() -> ExitCode {
         }
     };
 
+    // A zygote stays in here, forking; only its forked workers come out, locked down as
+    // tightly as an exec'd worker (stderr is /dev/null by now: the exit code is the report).
+    if config.role == lockdown::Role::Zygote {
+        match zygote::serve(config.parent_pid, &report) {
+            zygote::Served::Worker(Ok(forked)) => report = forked,
+            zygote::Served::Worker(Err(_)) => return ExitCode::from(exit_code::LOCKDOWN_FAILED),
+            zygote::Served::Exit(Ok(())) => return ExitCode::SUCCESS,
+            zygote::Served::Exit(Err(_)) => return ExitCode::from(exit_code::IPC_FAILED),
+        }
+    }
+
+    let forked = report.forked;
     // SAFETY: prepare_process verified that fd 3 is the inherited socket and closed every
     // other descriptor above 2; nothing else owns fd 3.
     let mut ipc = unsafe { ipc::Ipc::from_inherited_fd() };
@@ -142,12 +159,36 @@ fn main() -> ExitCode {
         )
     };
 
+    #[allow(unused_mut, reason = "set only in builds that run programs")]
+    let mut stats = stats;
+    if forked {
+        stats.peak_rss_bytes = own_peak_rss_bytes();
+    }
     if ipc.send(&WorkerMessage::Done { outcome, stats }).is_err() {
         return ExitCode::from(exit_code::IPC_FAILED);
     }
-    // Stay alive until the supervisor hangs up: it reads this process's memory high-water mark
-    // from /proc after Done, which it can only do while the process exists. Anything but the
-    // hang-up is ignored; if the supervisor dies instead, PDEATHSIG ends this process.
+    if forked {
+        // The peak RSS is in Done; nothing is left for the supervisor to read from here.
+        return ExitCode::SUCCESS;
+    }
+    // Stay alive until the supervisor hangs up: it reads an exec'd worker's memory high-water
+    // mark from /proc after Done (getrusage would include the image exec replaced), which it
+    // can only do while the process exists. Anything but the hang-up is ignored; if the
+    // supervisor dies instead, PDEATHSIG ends this process.
     while ipc.recv().is_ok() {}
     ExitCode::SUCCESS
+}
+
+/// This process's peak resident set size, in bytes (0 if the kernel will not say). Only
+/// meaningful in a forked worker: its figure starts from the zygote's resident pages at the
+/// fork, which it shares, as an exec'd worker's starts from its loaded binary.
+fn own_peak_rss_bytes() -> u64 {
+    // SAFETY: an all-zero rusage is valid; getrusage fills it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a local.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) } != 0 {
+        return 0;
+    }
+    // ru_maxrss is in KiB on Linux.
+    u64::try_from(usage.ru_maxrss).unwrap_or(0).saturating_mul(1024)
 }

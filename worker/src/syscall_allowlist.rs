@@ -117,6 +117,12 @@ const NOT_EXEC: ArgCondition = ArgCondition::MaskedEquals {
     value: 0,
 };
 
+/// `getrusage(RUSAGE_SELF, …)`: the process's own usage, not its children's or a thread's.
+const RUSAGE_SELF_ONLY: ArgCondition = ArgCondition::Equals {
+    arg: 0,
+    value: libc::RUSAGE_SELF as u64,
+};
+
 /// Everything the locked-down worker may do. `LockdownReport::seccomp_allowed_syscalls` is
 /// the length of this table.
 #[rustfmt::skip]
@@ -148,6 +154,7 @@ pub const ALLOWED: &[SyscallRule] = &[
     // Process information and exit.
     rule(libc::SYS_sched_yield, "sched_yield", "spin-lock back-off in std and glibc"),
     rule(libc::SYS_getpid, "getpid", "glibc and std identify the process (no information beyond the pid)"),
+    rule_if(libc::SYS_getrusage, "getrusage", RUSAGE_SELF_ONLY, "a forked worker reports its own peak RSS in Done (its own usage only)"),
     rule(libc::SYS_exit, "exit", "thread exit"),
     rule(libc::SYS_exit_group, "exit_group", "process exit"),
 ];
@@ -179,6 +186,58 @@ pub const REFUSED_WITH_EPERM: &[SyscallRule] = &[
 ];
 
 /// Number of entries in [`ALLOWED`], as reported in `LockdownReport`.
+/// `clone(CLONE_PARENT | SIGCHLD, 0, …)`: a plain fork whose child becomes the daemon's, not
+/// the zygote's. Any other flag (threads, namespaces, `CLONE_VM`, …) is a kill.
+const FORK_FOR_THE_DAEMON: ArgCondition = ArgCondition::Equals {
+    arg: 0,
+    value: (libc::CLONE_PARENT | libc::SIGCHLD) as u64,
+};
+
+/// `dup3(fd, 3, 0)`: the new worker puts its own socket where the zygote's control socket was.
+const ONTO_IPC_FD: ArgCondition = ArgCondition::Equals {
+    arg: 1,
+    value: IPC_FD,
+};
+
+/// `prlimit64(0, …)`: the process's own limits (`setrlimit`/`getrlimit` in glibc).
+const OWN_LIMITS: ArgCondition = ArgCondition::Equals { arg: 0, value: 0 };
+
+/// `prctl(PR_SET_PDEATHSIG, …)`: the one `prctl` a new worker makes.
+const PDEATHSIG_ONLY: ArgCondition = ArgCondition::Equals {
+    arg: 0,
+    value: libc::PR_SET_PDEATHSIG as u64,
+};
+
+/// `prctl(PR_SET_NAME, …)`: the process's own name (`comm`), nothing else.
+const SET_NAME_ONLY: ArgCondition = ArgCondition::Equals {
+    arg: 0,
+    value: libc::PR_SET_NAME as u64,
+};
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, …)`: adding a filter can only take rights away.
+const ADD_FILTER_ONLY: ArgCondition = ArgCondition::Equals {
+    arg: 0,
+    value: libc::SECCOMP_SET_MODE_FILTER as u64,
+};
+
+/// What the zygote (`airlock-worker --zygote`) may do on top of [`ALLOWED`]: receive a fork
+/// request, fork, and let the child finish its own lockdown. The zygote never runs untrusted
+/// code; its children install the worker's own kill filter ([`kill_filter`]) before they send
+/// `Ready`, and stacked filters take the most restrictive answer, so a program runs under
+/// exactly the worker's allowlist. These entries exist for the few steps between the fork
+/// and that filter (see `lockdown::enter_forked_worker`).
+#[rustfmt::skip]
+pub const ZYGOTE_ONLY: &[SyscallRule] = &[
+    rule_if(libc::SYS_recvmsg, "recvmsg", ON_IPC_FD, "the zygote receives a fork request with the new worker's socket attached (SCM_RIGHTS) on fd 3"),
+    rule_if(libc::SYS_clone, "clone", FORK_FOR_THE_DAEMON, "the zygote forks one new worker per request, as the daemon's child"),
+    rule_if(libc::SYS_prctl, "prctl", PDEATHSIG_ONLY, "a new worker dies with the daemon (the parent-death signal is not inherited across fork)"),
+    rule_if(libc::SYS_prctl, "prctl", SET_NAME_ONLY, "a new worker takes back the name airlock-worker from the zygote's airlock-zygote (what ps and the tests see)"),
+    rule(libc::SYS_getppid, "getppid", "a new worker checks that its parent is still the daemon after setting the parent-death signal"),
+    rule_if(libc::SYS_dup3, "dup3", ONTO_IPC_FD, "a new worker moves its own socket onto fd 3, closing the zygote's control socket in the same step"),
+    rule_if(libc::SYS_prlimit64, "prlimit64", OWN_LIMITS, "a new worker sets its own memory, CPU, process and descriptor limits"),
+    rule_if(libc::SYS_seccomp, "seccomp", ADD_FILTER_ONLY, "a new worker installs the worker's kill filter, which allows none of this table"),
+];
+
 pub fn allowed_count() -> u32 {
     u32::try_from(ALLOWED.len()).unwrap_or(u32::MAX)
 }
@@ -205,10 +264,27 @@ fn to_seccomp_rules(rule: &SyscallRule) -> Result<Vec<SeccompRule>, BackendError
 /// The main filter: default kill-process; allows [`ALLOWED`] (with their argument conditions)
 /// and passes [`REFUSED_WITH_EPERM`] on to the errno filter.
 pub fn kill_filter() -> Result<BpfProgram, BackendError> {
-    let mut rules = BTreeMap::new();
-    for r in ALLOWED {
-        rules.insert(r.nr, to_seccomp_rules(r)?);
+    kill_filter_of(ALLOWED.iter())
+}
+
+fn kill_filter_of<'a>(
+    allowed: impl Iterator<Item = &'a SyscallRule>,
+) -> Result<BpfProgram, BackendError> {
+    // A syscall may be listed once per condition (the zygote's two `prctl`s); the conditions
+    // are alternatives. An empty chain matches unconditionally, so it absorbs the others.
+    let mut rules: BTreeMap<libc::c_long, Option<Vec<SeccompRule>>> = BTreeMap::new();
+    for r in allowed {
+        let chain = to_seccomp_rules(r)?;
+        let entry = rules.entry(r.nr).or_insert_with(|| Some(Vec::new()));
+        match entry {
+            Some(existing) if !chain.is_empty() => existing.extend(chain),
+            _ => *entry = None,
+        }
     }
+    let mut rules: BTreeMap<libc::c_long, Vec<SeccompRule>> = rules
+        .into_iter()
+        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
+        .collect();
     for r in REFUSED_WITH_EPERM {
         rules.insert(r.nr, Vec::new());
     }
@@ -223,6 +299,12 @@ pub fn kill_filter() -> Result<BpfProgram, BackendError> {
 
 /// The errno filter: default allow (the kill filter decides everything else); answers
 /// [`REFUSED_WITH_EPERM`] with `EPERM`.
+/// The zygote's kill filter: [`ALLOWED`], [`ZYGOTE_ONLY`] and the [`REFUSED_WITH_EPERM`]
+/// syscalls (for the errno filter installed before it); anything else kills.
+pub fn zygote_kill_filter() -> Result<BpfProgram, BackendError> {
+    kill_filter_of(ALLOWED.iter().chain(ZYGOTE_ONLY))
+}
+
 pub fn errno_filter() -> Result<BpfProgram, BackendError> {
     let rules = REFUSED_WITH_EPERM
         .iter()
@@ -305,6 +387,10 @@ mod tests {
                     r.arg,
                     Some(ArgCondition::Equals { arg: 1, value }) if value == libc::F_GETFD as u64
                 )),
+                "getrusage" => assert!(matches!(
+                    r.arg,
+                    Some(ArgCondition::Equals { arg: 0, value }) if value == libc::RUSAGE_SELF as u64
+                )),
                 "mmap" | "mprotect" => assert!(matches!(
                     r.arg,
                     Some(ArgCondition::MaskedEquals { arg: 2, mask, value: 0 })
@@ -327,6 +413,33 @@ mod tests {
             "kill filter has {} instructions",
             kill.len()
         );
+    }
+
+    #[test]
+    fn the_zygote_adds_only_conditioned_fork_steps() {
+        let worker: HashSet<_> = all_rules().map(|r| r.nr).collect();
+        for r in ZYGOTE_ONLY {
+            assert!(!worker.contains(&r.nr), "{} is already a worker syscall", r.name);
+            assert!(!r.reason.trim().is_empty(), "{} has no reason", r.name);
+            // Only getppid (no arguments, no effect) goes unconditioned.
+            assert!(
+                r.arg.is_some() || r.nr == libc::SYS_getppid,
+                "{} must be conditioned",
+                r.name
+            );
+        }
+        let fork = ZYGOTE_ONLY.iter().find(|r| r.nr == libc::SYS_clone).unwrap();
+        assert!(matches!(
+            fork.arg,
+            Some(ArgCondition::Equals { arg: 0, value }) if value == (libc::CLONE_PARENT | libc::SIGCHLD) as u64
+        ));
+        // Never threads, namespaces, clone3 (whose flags seccomp cannot read), or exec.
+        for nr in [libc::SYS_clone3, libc::SYS_execve, libc::SYS_execveat, libc::SYS_fork, libc::SYS_vfork] {
+            assert!(ZYGOTE_ONLY.iter().all(|r| r.nr != nr), "syscall {nr} in the zygote table");
+        }
+        let zygote = zygote_kill_filter().expect("zygote filter compiles");
+        assert!(zygote.len() > kill_filter().unwrap().len());
+        assert!(zygote.len() < 1024, "zygote filter has {} instructions", zygote.len());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::secrets::store::SecretStore;
 use crate::tools::ToolRegistry;
 use crate::tools::sources::mcp::ServerHost;
 use crate::workers::pool::WorkerPool;
-use crate::workers::process::Spawner;
+use crate::workers::process::{Spawner, StartMode};
 use airlock_policy::Policy;
 use std::future::Future;
 use std::path::PathBuf;
@@ -129,7 +129,12 @@ pub async fn run(
         .clone()
         .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
     let journal = JournalState::open(&policy.journal, journal_default.as_deref());
-    let spawner = Spawner::start(config.worker_path.clone()).map_err(DaemonError::Spawner)?;
+    let start_mode = match policy.daemon.worker_start {
+        airlock_policy::WorkerStart::Fork => StartMode::Fork,
+        airlock_policy::WorkerStart::Exec => StartMode::Exec,
+    };
+    let spawner =
+        Spawner::start(config.worker_path.clone(), start_mode).map_err(DaemonError::Spawner)?;
     let pool = WorkerPool::start(
         spawner.clone(),
         worker_ceiling(&policy.limits),

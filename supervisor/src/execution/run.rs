@@ -312,8 +312,10 @@ impl Run {
         let ReadyWorker {
             mut process,
             mut channel,
+            lockdown,
             ..
         } = worker;
+        let forked = lockdown.forked;
         let run_started = Instant::now();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(job.limits.timeout_ms);
         let start = SupervisorMessage::Start(StartExecution {
@@ -385,9 +387,15 @@ impl Run {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
                         self.outcome = Some(outcome);
                         self.worker_stats = Some(stats);
+                        let reported_peak = stats.peak_rss_bytes;
                         debug!(elapsed_us = u64::try_from(run_started.elapsed().as_micros()).unwrap_or(u64::MAX), "worker done");
-                        // The worker waits for our hang-up after Done, so it is still there.
-                        self.stats.peak_rss_bytes = process.peak_rss_bytes();
+                        // A forked worker measured itself and exits after Done; an exec'd one
+                        // waits for our hang-up, so its /proc entry is still there.
+                        self.stats.peak_rss_bytes = if forked {
+                            Some(reported_peak).filter(|b| *b > 0)
+                        } else {
+                            process.peak_rss_bytes()
+                        };
                         break None;
                     }
                     Ok(WorkerMessage::Console { level, text }) => self.console(level, text).await,

@@ -1,8 +1,10 @@
 //! One worker process from the supervisor's side: how it is started, watched, killed and
 //! reaped.
 //!
-//! Workers are started by `posix_spawn` (vfork + `exec`) of the worker binary from one
-//! dedicated spawner thread.
+//! Workers are forked by the zygote (`zygote.rs`), or, when there is no zygote (it could not
+//! start, it failed, the policy says `worker_start = "exec"`, or a test passes extra
+//! arguments), started by `posix_spawn` (vfork + `exec`) of the worker binary. Both happen on
+//! one dedicated spawner thread.
 //! That thread matters: `PR_SET_PDEATHSIG` fires when the *thread* that forked the child
 //! exits, not the process, so forking from a tokio worker or blocking-pool thread (which can
 //! come and go) would kill workers at random. The spawner thread lives as long as the daemon.
@@ -16,7 +18,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc as std_mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use super::zygote::{Zygote, ZygoteError};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
@@ -38,6 +41,88 @@ pub enum SpawnError {
     #[error("the worker spawner thread is gone (daemon shutting down)")]
     SpawnerGone,
 }
+
+/// How new workers are started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// Forked by the zygote, falling back to `exec` while the zygote is unavailable.
+    Fork,
+    /// Always `exec` of the worker binary (no zygote is started).
+    Exec,
+}
+
+/// The spawner thread's own state: the zygote, and when to try starting one again.
+struct Launcher {
+    path: PathBuf,
+    mode: StartMode,
+    zygote: Option<Zygote>,
+    /// While set and in the future, workers are exec'd: the last zygote failed.
+    retry_zygote_at: Option<Instant>,
+    /// How long the next wait after a zygote failure is (doubles, up to a minute).
+    backoff: Duration,
+}
+
+impl Launcher {
+    fn spawn(&mut self, ceiling: WorkerCeiling, extra_args: &[String]) -> Result<SpawnedWorker, SpawnError> {
+        // Test-only arguments go to an exec'd worker: the zygote takes none.
+        if self.mode == StartMode::Fork && extra_args.is_empty() {
+            match self.fork(ceiling) {
+                Ok(spawned) => return Ok(spawned),
+                // Still waiting after the last failure: exec, without another warning.
+                Err(ZygoteError::Backoff) => {}
+                Err(e) => {
+                    self.zygote = None;
+                    self.retry_zygote_at = Some(Instant::now() + self.backoff);
+                    tracing::warn!(
+                        error = %e,
+                        retry_in_ms = u64::try_from(self.backoff.as_millis()).unwrap_or(u64::MAX),
+                        "the zygote cannot fork workers; starting them by exec meanwhile"
+                    );
+                    self.backoff = (self.backoff * 2).min(Duration::from_secs(60));
+                }
+            }
+        }
+        spawn_blocking(&self.path, ceiling, extra_args)
+    }
+
+    fn fork(&mut self, ceiling: WorkerCeiling) -> Result<SpawnedWorker, ZygoteError> {
+        if self.zygote.is_none() {
+            if self.retry_zygote_at.is_some_and(|at| Instant::now() < at) {
+                return Err(ZygoteError::Backoff);
+            }
+            let zygote = Zygote::start(&self.path)?;
+            tracing::debug!(pid = zygote.pid(), lockdown = ?zygote.lockdown(), "zygote ready");
+            self.zygote = Some(zygote);
+        }
+        let Some(zygote) = self.zygote.as_mut() else {
+            return Err(ZygoteError::Closed);
+        };
+        let (ours, theirs) = StdUnixStream::pair().map_err(ZygoteError::Socket)?;
+        let pid = zygote.fork(ceiling, &theirs)?;
+        // The zygote's copy was closed after the fork; the worker holds the only other one.
+        drop(theirs);
+        self.retry_zygote_at = None;
+        self.backoff = FIRST_ZYGOTE_BACKOFF;
+        let pidfd = pidfd_open(pid).map_err(|e| {
+            // SAFETY: plain kill(2) of our unreaped child (so the pid is ours).
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = reap_blocking(pid);
+            ZygoteError::Io(e)
+        })?;
+        Ok(SpawnedWorker {
+            process: WorkerProcess {
+                pid,
+                pidfd: Some(pidfd),
+                watcher: None,
+                exit: None,
+            },
+            socket: ours,
+        })
+    }
+}
+
+/// The first wait before trying a failed zygote again.
+const FIRST_ZYGOTE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// A started worker process and the supervisor's end of its socket.
 #[derive(Debug)]
@@ -68,17 +153,26 @@ impl std::fmt::Debug for SpawnRequest {
 }
 
 impl Spawner {
-    /// Starts the spawner thread for `worker_path`.
-    pub fn start(worker_path: PathBuf) -> io::Result<Spawner> {
+    /// Starts the spawner thread for `worker_path`. The zygote, if `mode` wants one, is
+    /// started on the first request, from that thread.
+    pub fn start(worker_path: PathBuf, mode: StartMode) -> io::Result<Spawner> {
         let (tx, rx) = std_mpsc::channel::<SpawnRequest>();
-        let path = worker_path.clone();
+        let mut launcher = Launcher {
+            path: worker_path.clone(),
+            mode,
+            zygote: None,
+            retry_zygote_at: None,
+            backoff: FIRST_ZYGOTE_BACKOFF,
+        };
         std::thread::Builder::new()
             .name("airlock-spawner".into())
             .spawn(move || {
                 while let Ok(req) = rx.recv() {
-                    let result = spawn_blocking(&path, req.ceiling, &req.extra_args);
+                    let result = launcher.spawn(req.ceiling, &req.extra_args);
                     let _ = req.reply.send(result);
                 }
+                // Every pool is gone: the zygote ends with its control socket, reaped here.
+                drop(launcher);
             })?;
         Ok(Spawner { tx, worker_path })
     }
@@ -160,7 +254,11 @@ fn spawn_blocking(
 /// `PR_SET_PDEATHSIG` cannot be set between vfork and exec; the worker sets it itself first
 /// thing and then checks that its parent is still the pid it was given, which closes the
 /// window in which the daemon could die unnoticed.
-fn posix_spawn_worker(path: &std::path::Path, args: &[String], ipc_fd: RawFd) -> io::Result<i32> {
+pub(super) fn posix_spawn_worker(
+    path: &std::path::Path,
+    args: &[String],
+    ipc_fd: RawFd,
+) -> io::Result<i32> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
 
@@ -283,7 +381,7 @@ fn check_spawn(rc: libc::c_int) -> io::Result<()> {
     }
 }
 
-fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+pub(super) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if fd < 0 {
@@ -295,7 +393,7 @@ fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn reap_blocking(pid: i32) -> io::Result<WorkerExit> {
+pub(super) fn reap_blocking(pid: i32) -> io::Result<WorkerExit> {
     let mut status = 0;
     loop {
         // SAFETY: a valid pointer to a local; pid is our unreaped child.

@@ -33,6 +33,11 @@ use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 
 fn main() {
+    // It plays a worker started by exec; as a zygote it would misread the fork requests, so
+    // it refuses the role the way a mismatched worker binary does (the daemon then execs).
+    if std::env::args().any(|a| a == "--zygote") {
+        std::process::exit(64);
+    }
     // SAFETY: airlockd starts workers with their socket on fd 3 and nothing else owns it.
     let mut sock = unsafe { UnixStream::from_raw_fd(3) };
     let ready = WorkerMessage::Ready {
@@ -41,6 +46,7 @@ fn main() {
             landlock_abi: 0,
             landlock_fully_enforced: false,
             seccomp_allowed_syscalls: 0,
+            forked: false,
         },
     };
     if write_message(&mut sock, &ready).is_err() {
