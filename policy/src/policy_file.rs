@@ -968,7 +968,10 @@ users = [1000, 1001]
     #[test]
     fn worker_start_is_fork_or_exec() {
         assert_eq!(
-            parse("[daemon]\nworker_start = \"fork\"\n").unwrap().daemon.worker_start,
+            parse("[daemon]\nworker_start = \"fork\"\n")
+                .unwrap()
+                .daemon
+                .worker_start,
             crate::WorkerStart::Fork
         );
         assert_eq!(

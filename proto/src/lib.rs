@@ -28,9 +28,10 @@ pub mod message;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{
-    ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits, LiteralKind, LiteralObject,
-    LiteralProperty, LockdownReport, Outcome, SourcePosition, StartExecution, SupervisorMessage,
-    ToolFailure, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
+    ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits,
+    LiteralKind, LiteralObject, LiteralProperty, LockdownReport, Outcome, SourcePosition,
+    StartExecution, SupervisorMessage, ToolFailure, ToolReference, ToolReferences, WorkerMessage,
+    WorkerStats,
 };
 
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the

@@ -65,9 +65,9 @@ async fn landlock_alone_refuses_files_network_and_signals() {
         Language, Limits, Outcome, StartExecution, SupervisorMessage, WorkerMessage,
     };
     use airlock_supervisor::workers::pool::start_worker;
-    use airlock_supervisor::workers::process::{Spawner, WorkerCeiling};
+    use airlock_supervisor::workers::process::{Spawner, StartMode, WorkerCeiling};
 
-    let spawner = Spawner::start(binaries::escape_probe_worker()).unwrap();
+    let spawner = Spawner::start(binaries::escape_probe_worker(), StartMode::Exec).unwrap();
     let ceiling = WorkerCeiling {
         memory_ceiling_bytes: 1 << 30,
         cpu_seconds: 10,

@@ -216,3 +216,80 @@ async fn a_streaming_client_that_hangs_up_cancels_the_execution() {
 async fn a_plain_client_that_hangs_up_cancels_the_execution() {
     hanging_up_cancels_the_execution(false).await;
 }
+
+async fn health(d: &TestDaemon) -> serde_json::Value {
+    let (_, body) = d.client().await.get("/v1/health").await.unwrap();
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The live `airlock-zygote` children of this process.
+fn zygotes() -> Vec<i32> {
+    airlock_tests::processes::children_named(std::process::id(), "airlock-zygote")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_are_forked_by_one_zygote_that_is_replaced_when_it_dies() {
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(0)).await;
+    let r = d.exec("'first'").await;
+    assert_eq!(r.result, json!("first"));
+    let health = health(&d).await;
+    assert_eq!(
+        health["pool"]["lockdown"]["forked"],
+        json!(true),
+        "{health}"
+    );
+    // A forked worker measures itself: the peak RSS still comes back.
+    assert!(
+        r.stats.peak_rss_bytes.unwrap_or(0) > 1 << 20,
+        "{:?}",
+        r.stats
+    );
+    let first = zygotes();
+    assert_eq!(first.len(), 1, "one zygote: {first:?}");
+    // Killed from outside (OOM killer, an operator): the next worker still comes, from a
+    // new zygote (after the daemon noticed, through exec in the meantime).
+    // SAFETY: kill(2) of a child process of this test.
+    unsafe { libc::kill(first[0], libc::SIGKILL) };
+    for i in 0..5 {
+        assert_eq!(d.exec(&format!("{i}")).await.result, json!(i));
+    }
+    // A new zygote is started by the first request after a short backoff (a second).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        assert_eq!(d.exec("'again'").await.result, json!("again"));
+        let now = zygotes();
+        if now.len() == 1 && now[0] != first[0] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new zygote: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(wait_until(5, || zombie_children(std::process::id()).is_empty()));
+    d.stop().await;
+    // The zygote ends with the daemon and is reaped.
+    assert!(wait_until(5, || zygotes().is_empty()), "{:?}", zygotes());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_start_exec_starts_no_zygote() {
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .pool(1)
+            .policy(|p| p.daemon.worker_start = airlock_policy::WorkerStart::Exec),
+    )
+    .await;
+    assert_eq!(d.exec("6 * 7").await.result, json!(42));
+    let health = health(&d).await;
+    assert_eq!(
+        health["pool"]["lockdown"]["forked"],
+        json!(false),
+        "{health}"
+    );
+    assert!(zygotes().is_empty(), "{:?}", zygotes());
+    d.stop().await;
+}

@@ -58,6 +58,15 @@ pub const ATTACKS: &[&str] = &[
     "prctl-set-dumpable",
     "prctl-set-seccomp",
     "prctl-clear-no-new-privs",
+    // What only the zygote may do (syscall_allowlist::ZYGOTE_ONLY): a worker, forked or not,
+    // must not.
+    "clone-parent",
+    "recvmsg-ipc",
+    "dup3-onto-ipc",
+    "prlimit-own-nofile",
+    "prctl-set-pdeathsig",
+    "prctl-set-name",
+    "seccomp-add-filter",
 ];
 
 /// Prefix that selects the Landlock-only variant of an attack. Only valid when the worker was
@@ -136,6 +145,13 @@ pub fn run(start: &StartExecution) -> (Outcome, WorkerStats) {
         "prctl-set-dumpable" => probe.prctl(libc::PR_SET_DUMPABLE, 1),
         "prctl-set-seccomp" => probe.prctl(libc::PR_SET_SECCOMP, 0),
         "prctl-clear-no-new-privs" => probe.prctl(libc::PR_SET_NO_NEW_PRIVS, 0),
+        "clone-parent" => probe.clone_parent(),
+        "recvmsg-ipc" => probe.recvmsg_ipc(),
+        "dup3-onto-ipc" => probe.dup3_onto_ipc(),
+        "prlimit-own-nofile" => probe.prlimit_own_nofile(),
+        "prctl-set-pdeathsig" => probe.prctl(libc::PR_SET_PDEATHSIG, 0),
+        "prctl-set-name" => probe.prctl_set_name(),
+        "seccomp-add-filter" => probe.seccomp_add_filter(),
         other => internal_outcome(format!("attack {other:?} is listed but not implemented")),
     };
     (outcome, stats())
@@ -685,6 +701,125 @@ impl Probe<'_> {
         // SAFETY: personality takes one integer.
         let rc = unsafe { libc::syscall(libc::SYS_personality, 0x0040000usize) };
         match self.judge("personality", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// The zygote's fork: a child of the supervisor, as only the zygote may make.
+    fn clone_parent(&self) -> Outcome {
+        // SAFETY: fork semantics (no new stack, no thread flags); the child exits at once.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_clone,
+                libc::CLONE_PARENT | libc::SIGCHLD,
+                0usize,
+                0usize,
+                0usize,
+                0usize,
+            )
+        };
+        self.child_attempt("clone(CLONE_PARENT)", rc)
+    }
+
+    /// `recvmsg` on the IPC socket, as the zygote receives descriptors (non-blocking, so an
+    /// allowed call would come back at once with EAGAIN instead of waiting).
+    fn recvmsg_ipc(&self) -> Outcome {
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        // SAFETY: a zeroed msghdr pointing at one live byte, no control buffer.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        // SAFETY: `msg` points at live buffers.
+        let rc =
+            unsafe { libc::syscall(libc::SYS_recvmsg, IPC_FD, &raw mut msg, libc::MSG_DONTWAIT) };
+        // EAGAIN: the call was allowed and found nothing; that is an escape all the same.
+        if rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+            return self.escaped();
+        }
+        match self.judge("recvmsg", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// `dup3(0, 3, 0)`: replacing the IPC socket, as a forked worker does before its filter.
+    fn dup3_onto_ipc(&self) -> Outcome {
+        // SAFETY: plain descriptor numbers; on success fd 3 is stdin's copy (we then fail).
+        let rc = unsafe { libc::syscall(libc::SYS_dup3, 0, IPC_FD, 0) };
+        match self.judge("dup3", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// `prlimit64(0, RLIMIT_NOFILE, {4, 4}, NULL)`: even setting the same limit is refused.
+    fn prlimit_own_nofile(&self) -> Outcome {
+        let limit = libc::rlimit {
+            rlim_cur: 4,
+            rlim_max: 4,
+        };
+        // SAFETY: a valid rlimit for the kernel to read, no old-value pointer.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_prlimit64,
+                0,
+                libc::RLIMIT_NOFILE,
+                &raw const limit,
+                std::ptr::null_mut::<libc::rlimit>(),
+            )
+        };
+        match self.judge("prlimit64", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    fn prctl_set_name(&self) -> Outcome {
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_NAME,
+                c"escaped".as_ptr(),
+                0usize,
+                0usize,
+                0usize,
+            )
+        };
+        match self.judge("prctl(PR_SET_NAME)", rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
+    /// Adding a seccomp filter (an allow-all one): only the zygote's children may, once.
+    fn seccomp_add_filter(&self) -> Outcome {
+        // BPF_RET | BPF_K, SECCOMP_RET_ALLOW.
+        let allow = [libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: 0x7fff_0000,
+        }];
+        let program = libc::sock_fprog {
+            len: 1,
+            filter: allow.as_ptr().cast_mut(),
+        };
+        // SAFETY: a valid one-instruction program that outlives the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const program,
+            )
+        };
+        match self.judge("seccomp", rc) {
             Ok(_) => self.escaped(),
             Err(refused) => refused,
         }

@@ -62,7 +62,9 @@ pub enum LockdownError {
     InvalidValue { flag: &'static str, value: OsString },
     #[error("missing required argument {0}")]
     MissingArgument(&'static str),
-    #[error("argument {0} does not go with --zygote (a zygote's workers get their limits per fork)")]
+    #[error(
+        "argument {0} does not go with --zygote (a zygote's workers get their limits per fork)"
+    )]
     NotForZygote(&'static str),
     #[error("fd 3 (the ipc socket) is not open")]
     IpcFdMissing,

@@ -190,5 +190,7 @@ fn own_peak_rss_bytes() -> u64 {
         return 0;
     }
     // ru_maxrss is in KiB on Linux.
-    u64::try_from(usage.ru_maxrss).unwrap_or(0).saturating_mul(1024)
+    u64::try_from(usage.ru_maxrss)
+        .unwrap_or(0)
+        .saturating_mul(1024)
 }

@@ -419,7 +419,11 @@ mod tests {
     fn the_zygote_adds_only_conditioned_fork_steps() {
         let worker: HashSet<_> = all_rules().map(|r| r.nr).collect();
         for r in ZYGOTE_ONLY {
-            assert!(!worker.contains(&r.nr), "{} is already a worker syscall", r.name);
+            assert!(
+                !worker.contains(&r.nr),
+                "{} is already a worker syscall",
+                r.name
+            );
             assert!(!r.reason.trim().is_empty(), "{} has no reason", r.name);
             // Only getppid (no arguments, no effect) goes unconditioned.
             assert!(
@@ -428,18 +432,34 @@ mod tests {
                 r.name
             );
         }
-        let fork = ZYGOTE_ONLY.iter().find(|r| r.nr == libc::SYS_clone).unwrap();
+        let fork = ZYGOTE_ONLY
+            .iter()
+            .find(|r| r.nr == libc::SYS_clone)
+            .unwrap();
         assert!(matches!(
             fork.arg,
             Some(ArgCondition::Equals { arg: 0, value }) if value == (libc::CLONE_PARENT | libc::SIGCHLD) as u64
         ));
         // Never threads, namespaces, clone3 (whose flags seccomp cannot read), or exec.
-        for nr in [libc::SYS_clone3, libc::SYS_execve, libc::SYS_execveat, libc::SYS_fork, libc::SYS_vfork] {
-            assert!(ZYGOTE_ONLY.iter().all(|r| r.nr != nr), "syscall {nr} in the zygote table");
+        for nr in [
+            libc::SYS_clone3,
+            libc::SYS_execve,
+            libc::SYS_execveat,
+            libc::SYS_fork,
+            libc::SYS_vfork,
+        ] {
+            assert!(
+                ZYGOTE_ONLY.iter().all(|r| r.nr != nr),
+                "syscall {nr} in the zygote table"
+            );
         }
         let zygote = zygote_kill_filter().expect("zygote filter compiles");
         assert!(zygote.len() > kill_filter().unwrap().len());
-        assert!(zygote.len() < 1024, "zygote filter has {} instructions", zygote.len());
+        assert!(
+            zygote.len() < 1024,
+            "zygote filter has {} instructions",
+            zygote.len()
+        );
     }
 
     #[test]

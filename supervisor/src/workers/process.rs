@@ -12,6 +12,7 @@
 //! Exit is observed through a pidfd, which also makes `kill` immune to pid reuse, and every
 //! child is reaped with `waitpid` so no zombie outlives its execution.
 
+use super::zygote::{Zygote, ZygoteError};
 use airlock_proto::IPC_FD;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -19,7 +20,6 @@ use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::PathBuf;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
-use super::zygote::{Zygote, ZygoteError};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::oneshot;
 
@@ -63,7 +63,11 @@ struct Launcher {
 }
 
 impl Launcher {
-    fn spawn(&mut self, ceiling: WorkerCeiling, extra_args: &[String]) -> Result<SpawnedWorker, SpawnError> {
+    fn spawn(
+        &mut self,
+        ceiling: WorkerCeiling,
+        extra_args: &[String],
+    ) -> Result<SpawnedWorker, SpawnError> {
         // Test-only arguments go to an exec'd worker: the zygote takes none.
         if self.mode == StartMode::Fork && extra_args.is_empty() {
             match self.fork(ceiling) {

@@ -12,8 +12,7 @@
 
 use super::process::{WorkerCeiling, posix_spawn_worker, reap_blocking};
 use airlock_proto::{
-    ForkReply, ForkRequest, LockdownReport, PROTOCOL_VERSION, WorkerMessage, decode_packet,
-    encode,
+    ForkReply, ForkRequest, LockdownReport, PROTOCOL_VERSION, WorkerMessage, decode_packet, encode,
 };
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -71,7 +70,8 @@ impl Zygote {
             std::process::id().to_string(),
             "--zygote".to_owned(),
         ];
-        let pid = posix_spawn_worker(worker, &args, theirs.as_raw_fd()).map_err(ZygoteError::Exec)?;
+        let pid =
+            posix_spawn_worker(worker, &args, theirs.as_raw_fd()).map_err(ZygoteError::Exec)?;
         drop(theirs);
         let mut zygote = Zygote {
             pid,
@@ -220,6 +220,10 @@ fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The size of one descriptor in an `SCM_RIGHTS` message (an `int`).
+const FD_BYTES: u32 = 4;
+const _: () = assert!(std::mem::size_of::<RawFd>() == FD_BYTES as usize);
+
 /// Sends `bytes` as one packet with `fd` attached (`SCM_RIGHTS`).
 fn send_with_fd(socket: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
     // u64 alignment for the cmsghdr.
@@ -234,14 +238,14 @@ fn send_with_fd(socket: RawFd, bytes: &[u8], fd: RawFd) -> io::Result<()> {
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     // SAFETY: CMSG_SPACE is arithmetic.
-    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(FD_BYTES) } as usize;
     // SAFETY: the control buffer (32 bytes) holds CMSG_SPACE(4) = 24 bytes; CMSG_FIRSTHDR
     // points into it and CMSG_DATA at its payload, which holds one int.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(FD_BYTES) as usize;
         libc::CMSG_DATA(cmsg).cast::<RawFd>().write_unaligned(fd);
     }
     loop {

@@ -54,8 +54,51 @@ pub enum Fd3 {
 }
 
 pub struct Worker {
-    pub child: Child,
+    process: Process,
     pub sock: UnixStream,
+}
+
+/// How the worker process was made: by exec (a `Child`), or forked by a zygote (its pid;
+/// the zygote forks with CLONE_PARENT, so it is this test process's child all the same).
+enum Process {
+    Exec(Child),
+    Forked { pid: i32, exit: Option<ExitStatus> },
+}
+
+impl Process {
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        match self {
+            Process::Exec(child) => child.try_wait().expect("try_wait"),
+            Process::Forked { pid, exit } => {
+                if exit.is_none() {
+                    let mut status = 0;
+                    // SAFETY: a valid pointer to a local; the pid is our unreaped child.
+                    let r = unsafe { libc::waitpid(*pid, &raw mut status, libc::WNOHANG) };
+                    if r == *pid {
+                        *exit = Some(std::os::unix::process::ExitStatusExt::from_raw(status));
+                    }
+                }
+                *exit
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        match self {
+            Process::Exec(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            Process::Forked { pid, exit: None } => {
+                // SAFETY: kill and waitpid of our own unreaped child.
+                unsafe {
+                    libc::kill(*pid, libc::SIGKILL);
+                    libc::waitpid(*pid, std::ptr::null_mut(), 0);
+                }
+            }
+            Process::Forked { .. } => {}
+        }
+    }
 }
 
 /// Makes `from` appear as `to` in the child, without close-on-exec.
@@ -159,12 +202,199 @@ pub fn spawn_with(
     let child = cmd.spawn().expect("spawn airlock-worker");
     drop(theirs);
     drop(dev_null);
-    Worker { child, sock: ours }
+    Worker {
+        process: Process::Exec(child),
+        sock: ours,
+    }
+}
+
+/// A zygote (`airlock-worker --zygote`) started as airlockd starts it: a `SOCK_SEQPACKET`
+/// control socket on fd 3, fds 0-2 on /dev/null. It has sent its `Ready` when this returns.
+pub struct Zygote {
+    child: Child,
+    control: std::os::fd::OwnedFd,
+    pub lockdown: airlock_proto::LockdownReport,
+}
+
+impl Zygote {
+    pub fn start() -> Zygote {
+        Zygote::start_with(&[
+            OsString::from("--parent-pid"),
+            OsString::from(std::process::id().to_string()),
+            OsString::from("--zygote"),
+        ])
+    }
+
+    pub fn start_with(args: &[OsString]) -> Zygote {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let mut fds = [0; 2];
+        // SAFETY: a valid array for the kernel to fill.
+        let rc = unsafe {
+            libc::socketpair(
+                libc::AF_UNIX,
+                libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                0,
+                fds.as_mut_ptr(),
+            )
+        };
+        assert_eq!(rc, 0, "socketpair: {}", std::io::Error::last_os_error());
+        // SAFETY: just returned by the kernel, owned by nothing else.
+        let (ours, theirs) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let child_fd = theirs.as_raw_fd();
+        let mut cmd = Command::new(WORKER);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: only dup2/fcntl between fork and exec.
+        unsafe { cmd.pre_exec(move || move_fd(child_fd, 3)) };
+        let child = cmd.spawn().expect("spawn the zygote");
+        drop(theirs);
+        let mut zygote = Zygote {
+            child,
+            control: ours,
+            lockdown: airlock_proto::LockdownReport {
+                landlock_abi: 0,
+                landlock_fully_enforced: false,
+                seccomp_allowed_syscalls: 0,
+                forked: false,
+            },
+        };
+        let ready = zygote.receive_packet().map(|p| {
+            airlock_proto::decode_packet::<WorkerMessage>(&p, 4096).expect("one Ready frame")
+        });
+        match ready {
+            Some(WorkerMessage::Ready { lockdown, .. }) => zygote.lockdown = lockdown,
+            other => panic!("expected the zygote's Ready, got {other:?}"),
+        }
+        zygote
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `packet` as is, with `fd` attached when given.
+    pub fn send_raw(&mut self, packet: &[u8], fd: Option<RawFd>) {
+        let mut control = [0u64; 4];
+        let mut iov = libc::iovec {
+            iov_base: packet.as_ptr().cast_mut().cast(),
+            iov_len: packet.len(),
+        };
+        // SAFETY: zeroed msghdr, then pointers to live locals.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        if let Some(fd) = fd {
+            msg.msg_control = control.as_mut_ptr().cast();
+            // SAFETY: arithmetic only, then writes inside `control` (32 bytes ≥ 24).
+            unsafe {
+                msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+                let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+                (*cmsg).cmsg_level = libc::SOL_SOCKET;
+                (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+                libc::CMSG_DATA(cmsg).cast::<RawFd>().write_unaligned(fd);
+            }
+        }
+        // SAFETY: `msg` points at live buffers.
+        let n =
+            unsafe { libc::sendmsg(self.control.as_raw_fd(), &raw const msg, libc::MSG_NOSIGNAL) };
+        assert_eq!(
+            n,
+            packet.len() as isize,
+            "sendmsg: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+
+    /// The next packet from the zygote; `None` once it closed the socket.
+    pub fn receive_packet(&mut self) -> Option<Vec<u8>> {
+        let mut buf = [0u8; 4096];
+        let mut pollfd = libc::pollfd {
+            fd: self.control.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&raw mut pollfd, 1, TIMEOUT.as_millis() as i32) };
+        assert_eq!(ready, 1, "the zygote did not answer within {TIMEOUT:?}");
+        // SAFETY: the buffer is valid for its length.
+        let n = unsafe {
+            libc::recv(
+                self.control.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                0,
+            )
+        };
+        assert!(n >= 0, "recv: {}", std::io::Error::last_os_error());
+        if n == 0 {
+            return None;
+        }
+        Some(buf[..n as usize].to_vec())
+    }
+
+    /// The next fork reply; `None` once the zygote closed the socket.
+    pub fn receive_reply(&mut self) -> Option<airlock_proto::ForkReply> {
+        let packet = self.receive_packet()?;
+        Some(airlock_proto::decode_packet(&packet, 4096).expect("one ForkReply frame"))
+    }
+
+    /// Asks for one worker with the given limits; returns it (not yet Ready-checked).
+    pub fn fork(&mut self, memory_ceiling_bytes: u64, cpu_seconds: u64) -> Worker {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        ours.set_read_timeout(Some(TIMEOUT)).expect("read timeout");
+        let request = airlock_proto::ForkRequest {
+            memory_ceiling_bytes,
+            cpu_seconds,
+        };
+        let frame = airlock_proto::encode(&request).expect("encode");
+        self.send_raw(&frame, Some(theirs.as_raw_fd()));
+        drop(theirs);
+        match self.receive_reply() {
+            Some(airlock_proto::ForkReply::Forked { pid }) => Worker {
+                process: Process::Forked { pid, exit: None },
+                sock: ours,
+            },
+            other => panic!("expected Forked, got {other:?}"),
+        }
+    }
+
+    /// Hangs up and waits for the zygote's exit.
+    pub fn stop(mut self) -> ExitStatus {
+        // SAFETY: shutdown of our own descriptor.
+        unsafe { libc::shutdown(self.control.as_raw_fd(), libc::SHUT_RDWR) };
+        self.child.wait().expect("wait for the zygote")
+    }
+
+    /// Waits for the zygote's exit without hanging up.
+    pub fn wait(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the zygote did not exit");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Zygote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Worker {
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        match &self.process {
+            Process::Exec(child) => child.id(),
+            Process::Forked { pid, .. } => *pid as u32,
+        }
     }
 
     pub fn recv(&mut self) -> Result<WorkerMessage, IoFrameError> {
@@ -201,12 +431,11 @@ impl Worker {
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
+            if let Some(status) = self.process.try_wait() {
                 return status;
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                self.process.kill();
                 panic!("worker {} did not exit within {TIMEOUT:?}", self.pid());
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -217,7 +446,10 @@ impl Worker {
     pub fn stderr(&mut self) -> String {
         use std::io::Read;
         let mut s = String::new();
-        if let Some(mut err) = self.child.stderr.take() {
+        let Process::Exec(child) = &mut self.process else {
+            return s;
+        };
+        if let Some(mut err) = child.stderr.take() {
             let _ = err.read_to_string(&mut s);
         }
         s
@@ -227,9 +459,8 @@ impl Worker {
 impl Drop for Worker {
     fn drop(&mut self) {
         // Never leave a worker behind, whatever the test did.
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+        if self.process.try_wait().is_none() {
+            self.process.kill();
         }
     }
 }
