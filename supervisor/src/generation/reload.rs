@@ -256,7 +256,8 @@ impl PolicyLoader {
 }
 
 /// The `[daemon]` keys whose new value needs a restart (the socket is bound, the semaphore
-/// sized, the worker binary chosen once). `pool_size` is applied by a reload.
+/// sized, the worker binary and how workers start chosen once). `pool_size` is applied by a
+/// reload.
 fn daemon_changes(old: &Policy, new: &Policy) -> Vec<String> {
     let (a, b) = (&old.daemon, &new.daemon);
     let mut changed = Vec::new();
@@ -275,5 +276,27 @@ fn daemon_changes(old: &Policy, new: &Policy) -> Vec<String> {
     if a.max_concurrent_executions != b.max_concurrent_executions {
         changed.push("daemon.max_concurrent_executions".to_owned());
     }
+    if a.worker_start != b.worker_start {
+        changed.push("daemon.worker_start".to_owned());
+    }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_once_at_start_need_a_restart() {
+        let old = Policy::embedded_default();
+        let mut new = Policy::embedded_default();
+        new.daemon.pool_size = 9;
+        assert!(daemon_changes(&old, &new).is_empty(), "pool_size is reloaded");
+        new.daemon.worker_start = airlock_policy::WorkerStart::Exec;
+        new.daemon.max_concurrent_executions = 3;
+        assert_eq!(
+            daemon_changes(&old, &new),
+            ["daemon.max_concurrent_executions", "daemon.worker_start"]
+        );
+    }
 }
