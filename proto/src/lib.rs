@@ -26,6 +26,9 @@
 pub mod frame;
 pub mod message;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, encode};
 pub use message::{
     ConsoleLevel, Determinism, ErrorKind, ExecError, Language, Limits, LiteralKind, LiteralObject,
