@@ -630,8 +630,12 @@ impl NestingScanner {
                 }
                 _ => {
                     // Any other punctuator is an operator: `!`, `.`, `?`, `:`, `=>`, `+`, …
+                    // `<` may open TypeScript type arguments, which oxc tries to parse at
+                    // every `<` of a chain, one recursion deeper each (`c<st<st<…`, ~1.3 KiB
+                    // of stack per level in a debug build): it costs a bracket level.
                     i += 1;
-                    if self.operator() {
+                    let cost = if c == b'<' { BRACKET_WEIGHT } else { 1 };
+                    if self.operator_costing(cost) {
                         return Some((i, TooDeep::Chain));
                     }
                     self.prev = Prev::ExpressionStart;
@@ -643,10 +647,15 @@ impl NestingScanner {
 
     /// Counts one operator in the innermost frame; `true` when over budget.
     fn operator(&mut self) -> bool {
+        self.operator_costing(1)
+    }
+
+    /// Counts an operator that costs `units` in the innermost frame; `true` when over budget.
+    fn operator_costing(&mut self, units: u32) -> bool {
         if let Some(top) = self.frames.last_mut() {
-            top.chain += 1;
+            top.chain += units;
         }
-        self.units += 1;
+        self.units += units;
         self.units > MAX_DEPTH_UNITS
     }
 
@@ -1385,6 +1394,9 @@ first<Id>([1, 2]) as number
                 format!("{}1", (0..n).map(|i| format!("l{i}: ")).collect::<String>())
             }),
             ("as", |n| format!("x = y{}", " as any".repeat(n))),
+            // Found by the fuzz target (tests/fuzz/typescript/13-type-arguments-chain.ts):
+            // 7,990 levels passed the guard and overflowed 8 MiB.
+            ("type arguments", |n| format!("c{}", "<st".repeat(n))),
             ("mixed", |n| {
                 format!("x = {}1{}", "(!a ? b : ".repeat(n), ")".repeat(n))
             }),
