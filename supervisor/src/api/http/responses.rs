@@ -84,7 +84,17 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
             ));
         }
     };
-    serde_json::from_slice(&body).map_err(|e| {
+    json_from_bytes(&body, what, hint)
+}
+
+/// A request body's bytes as the JSON of `T`, or the error answer (what [`json_body`] does
+/// once the body is read).
+pub(super) fn json_from_bytes<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    what: &str,
+    hint: &str,
+) -> Result<T, Response<ApiBody>> {
+    serde_json::from_slice(body).map_err(|e| {
         error_response(
             StatusCode::BAD_REQUEST,
             ApiErrorCode::InvalidJson,
