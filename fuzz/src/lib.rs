@@ -164,7 +164,7 @@ impl Fuzz {
             }
         }
         let pool: Vec<Vec<u8>> = seeds.into_iter().map(|(_, b)| b).collect();
-        let mut rng = Rng::new(0x5eed_0f_a1);
+        let mut rng = Rng::new(0x5eed_0fa1);
         for _ in 0..REPLAY_MUTATIONS * pool.len().min(16) {
             let input = self.mutate(&pool, &mut rng);
             if catch_unwind(AssertUnwindSafe(|| target(&input))).is_err() {

@@ -246,10 +246,12 @@ fn check(files: &[PolicyText]) -> Outcome {
                     );
                     assert!(at.column >= 1, "{error}: column 0");
                 }
-                // The kind of problem, not where: the text before the first colon is the place.
+                // The kind of problem: not where (the text before the first colon), nor the
+                // names and values it quotes.
                 let message = error.to_string();
                 let what = message.split_once(": ").map_or(&*message, |(_, m)| m);
-                outcome = outcome.and(Outcome::of(what));
+                let kind = what.split(['`', '"']).next().unwrap_or(what);
+                outcome = outcome.and(Outcome::of(kind));
             }
             outcome
         }

@@ -62,9 +62,9 @@ pub(super) async fn execute(
             );
         }
     };
-    let mut request = match execution_request(&body) {
+    let mut request: ExecutionRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(e) => return invalid_execution_request(&e),
     };
     if respond_async && request.wait.is_none() {
         request.wait = Some(false);
@@ -86,16 +86,14 @@ pub(super) async fn execute(
     answer(started, rx).await
 }
 
-/// The body of `POST /v1/executions` as a request, or the error answer.
-pub(super) fn execution_request(body: &[u8]) -> Result<ExecutionRequest, Response<ApiBody>> {
-    serde_json::from_slice(body).map_err(|e| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            ApiErrorCode::InvalidJson,
-            format!("the request body is not a valid execution request: {e}"),
-            Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
-        )
-    })
+/// `400 invalid_json` for a body of `POST /v1/executions` that is not an execution request.
+pub(super) fn invalid_execution_request(e: &serde_json::Error) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::InvalidJson,
+        format!("the request body is not a valid execution request: {e}"),
+        Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
+    )
 }
 
 /// `202 Accepted` for a detached execution: its id and where to follow it.

@@ -11,8 +11,8 @@
 //! value, a refusal is a `400` with a JSON error body, and the SDK files stay in proportion
 //! to the request.
 
-use super::executions::{ClientSdkRequest, execution_request};
-use super::responses::json_from_bytes;
+use super::executions::{ClientSdkRequest, invalid_execution_request};
+use super::responses::invalid_json;
 use crate::agent_api::{ApprovalRequest, ClientResults, ExecutionRequest, PendingCall};
 use crate::sdk::sdk_files::SdkFiles;
 use crate::tools::client::{ClientAnswers, ClientTools};
@@ -133,14 +133,14 @@ fn target(data: &[u8]) -> Outcome {
 /// One body through every route's parser and the checks that follow.
 fn bodies(body: &[u8]) -> Outcome {
     let mut outcome = Outcome::of("bodies");
-    match execution_request(body) {
+    match serde_json::from_slice::<ExecutionRequest>(body) {
         Ok(request) => {
             round_trip(&request);
             outcome = outcome.and(execution(request));
         }
-        Err(resp) => outcome = outcome.and(refusal(resp)),
+        Err(e) => outcome = outcome.and(refusal(invalid_execution_request(&e))),
     }
-    match json_from_bytes::<ClientResults>(body, "results", "hint") {
+    match serde_json::from_slice::<ClientResults>(body) {
         Ok(answers) => {
             round_trip(&answers);
             let pending: Vec<PendingCall> = answers
@@ -156,21 +156,21 @@ fn bodies(body: &[u8]) -> Outcome {
             let added = ClientAnswers::default().add(answers.results, &pending, 1);
             outcome = outcome.and(result_outcome("results", &added));
         }
-        Err(resp) => outcome = outcome.and(refusal(resp)),
+        Err(e) => outcome = outcome.and(refusal(invalid_json(&e, "a body", "hint"))),
     }
-    match json_from_bytes::<ApprovalRequest>(body, "a decision", "hint") {
+    match serde_json::from_slice::<ApprovalRequest>(body) {
         Ok(decision) => {
             round_trip(&decision);
             outcome = outcome.and(Outcome::of("decision"));
         }
-        Err(resp) => outcome = outcome.and(refusal(resp)),
+        Err(e) => outcome = outcome.and(refusal(invalid_json(&e, "a body", "hint"))),
     }
-    match json_from_bytes::<ClientSdkRequest>(body, "a list of client tools", "hint") {
+    match serde_json::from_slice::<ClientSdkRequest>(body) {
         Ok(request) => {
             let size = body.len();
             outcome = outcome.and(client_tools(request.client_tools, None, size));
         }
-        Err(resp) => outcome = outcome.and(refusal(resp)),
+        Err(e) => outcome = outcome.and(refusal(invalid_json(&e, "a body", "hint"))),
     }
     outcome
 }

@@ -84,24 +84,17 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
             ));
         }
     };
-    json_from_bytes(&body, what, hint)
+    serde_json::from_slice(&body).map_err(|e| invalid_json(&e, what, hint))
 }
 
-/// A request body's bytes as the JSON of `T`, or the error answer (what [`json_body`] does
-/// once the body is read).
-pub(super) fn json_from_bytes<T: serde::de::DeserializeOwned>(
-    body: &[u8],
-    what: &str,
-    hint: &str,
-) -> Result<T, Response<ApiBody>> {
-    serde_json::from_slice(body).map_err(|e| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            ApiErrorCode::InvalidJson,
-            format!("the body is not {what}: {e}"),
-            Some(hint.into()),
-        )
-    })
+/// `400 invalid_json` for a body that is not the JSON of `what`, with the hint of what to send.
+pub(super) fn invalid_json(e: &serde_json::Error, what: &str, hint: &str) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::InvalidJson,
+        format!("the body is not {what}: {e}"),
+        Some(hint.into()),
+    )
 }
 
 pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<ApiBody> {
