@@ -2,8 +2,8 @@
 //! "Fuzzing").
 //!
 //! Each input is read as the body of every route that takes JSON (`POST /v1/executions`, its
-//! `/results`, `POST /v1/approvals/<id>`, `POST /v1/sdk`) by the functions the routes use,
-//! and then, for a body that parses, checked the way the execution service checks it before
+//! `/results`, `POST /v1/approvals/<id>`, `POST /v1/sdk`) as the routes read it (their
+//! types, their refusals: `invalid_json`, `invalid_execution_request`), and then, for a body that parses, checked the way the execution service checks it before
 //! anything runs: the client tools (names, schemas compiled), a call's arguments against
 //! them, the client results, and the SDK files a client tool adds. The same bytes are also
 //! read as choices that build a JSON body from the API's own field names, serialised and fed
