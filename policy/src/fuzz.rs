@@ -231,8 +231,10 @@ fn check(files: &[PolicyText]) -> Outcome {
         }
         Err(errors) => {
             assert!(!errors.is_empty(), "refused without an error");
-            let mut outcome = Outcome::of("refused");
-            for error in &errors {
+            // The first problem's kind and how many there are: every combination of kinds
+            // would be a new outcome, and the pool would churn.
+            let mut outcome = Outcome::hash_of(&errors.len().min(4));
+            for (index, error) in errors.iter().enumerate() {
                 if let Some(at) = error.location() {
                     let Some(file) = files.iter().find(|f| f.origin == at.origin) else {
                         panic!("{error}: located in a file that was not read");
@@ -251,7 +253,9 @@ fn check(files: &[PolicyText]) -> Outcome {
                 let message = error.to_string();
                 let what = message.split_once(": ").map_or(&*message, |(_, m)| m);
                 let kind = what.split(['`', '"']).next().unwrap_or(what);
-                outcome = outcome.and(Outcome::of(kind));
+                if index == 0 {
+                    outcome = outcome.and(Outcome::of(kind));
+                }
             }
             outcome
         }

@@ -7,7 +7,9 @@
 //! anything runs: the client tools (names, schemas compiled), a call's arguments against
 //! them, the client results, and the SDK files a client tool adds. The same bytes are also
 //! read as choices that build a JSON body from the API's own field names, serialised and fed
-//! through the same path. Beyond "no panic": what parses serialises and parses to the same
+//! through the same path. The built value is also the arguments of the discovery tools the
+//! MCP facade and programs share (`search_tools`, `read_sdk`, answered by
+//! [`crate::tools::builtin`] from a catalogue of the built-in tools). Beyond "no panic": what parses serialises and parses to the same
 //! value, a refusal is a `400` with a JSON error body, and the SDK files stay in proportion
 //! to the request.
 
@@ -15,11 +17,15 @@ use super::executions::{ClientSdkRequest, invalid_execution_request};
 use super::responses::invalid_json;
 use crate::agent_api::{ApprovalRequest, ClientResults, ExecutionRequest, PendingCall};
 use crate::sdk::sdk_files::SdkFiles;
+use crate::tools::builtin::{self, BuiltinTools, CalledAs};
+use crate::tools::catalogue::{CatalogueView, ToolCatalogue};
 use crate::tools::client::{ClientAnswers, ClientTools};
+use crate::tools::registry::ToolRegistry;
 use airlock_fuzz::{Fuzz, Outcome, Unstructured, json_value};
 use hyper::body::Body as _;
 use hyper::{Response, StatusCode};
 use serde_json::Value;
+use std::sync::{Arc, OnceLock};
 
 const KEYS: &[&str] = &[
     "code",
@@ -58,6 +64,9 @@ const KEYS: &[&str] = &[
     "oneOf",
     "allOf",
     "format",
+    "query",
+    "limit",
+    "path",
 ];
 const WORDS: &[&str] = &[
     "",
@@ -93,6 +102,11 @@ const WORDS: &[&str] = &[
     "0000000000000000000000000000000000000000000000000000000000000000",
     "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
     "é",
+    "README.md",
+    "/servers/airlock/search_tools.ts",
+    "servers/airlock/../../etc/passwd",
+    " tools.d.ts ",
+    "create issue",
 ];
 
 fn fuzz() -> Fuzz {
@@ -127,7 +141,49 @@ fn target(data: &[u8]) -> Outcome {
     let mut u = Unstructured::new(data);
     let built = json_value(&mut u, KEYS, WORDS, 6);
     let bytes = serde_json::to_vec(&built).expect("a JSON value serialises");
-    raw.and(bodies(&bytes))
+    let mut outcome = raw.and(bodies(&bytes)).and(discovery(&built));
+    if let Ok(args) = serde_json::from_slice::<Value>(data) {
+        outcome = outcome.and(discovery(&args));
+    }
+    outcome
+}
+
+/// The facade's names for the discovery tools (as `api::mcp::server` calls them).
+const CALLED_AS: CalledAs = CalledAs {
+    search_tools: "search_tools",
+    read_sdk: "read_sdk",
+};
+
+/// `search_tools` and `read_sdk` with `args`, as the facade and `tools.airlock.*` call them
+/// (the facade trims `path` and a leading `/` first).
+fn discovery(args: &Value) -> Outcome {
+    let view = view();
+    let search = builtin::search_tools(view, args, CALLED_AS);
+    let mut facade_args = args.clone();
+    if let Some(Value::String(path)) = facade_args.get_mut("path") {
+        *path = path.trim().trim_start_matches('/').to_owned();
+    }
+    let read = builtin::read_sdk(view, &facade_args, CALLED_AS);
+    let name = |r: &Result<Value, crate::agent_api::ToolError>| match r {
+        Ok(Value::String(_)) => "file".to_owned(),
+        Ok(_) => "answer".to_owned(),
+        Err(e) => format!("{:?}", e.code),
+    };
+    Outcome::of(&format!("{} {}", name(&search), name(&read)))
+}
+
+/// A catalogue of the daemon's built-in tools, for a principal allowed everything.
+fn view() -> &'static CatalogueView {
+    static VIEW: OnceLock<CatalogueView> = OnceLock::new();
+    VIEW.get_or_init(|| {
+        let mut registry = ToolRegistry::new();
+        registry.register(Arc::new(BuiltinTools::new()));
+        let principal = airlock_policy::Principal::new("p", vec![], &["*"]);
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(ToolCatalogue::default().view(&registry, &principal))
+    })
 }
 
 /// One body through every route's parser and the checks that follow.
