@@ -60,6 +60,9 @@ pub mod source_location;
 pub mod sources;
 pub mod tool_pattern;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use approval_settings::ApprovalSettings;
 pub use audit_settings::AuditSettings;
 pub use daemon_settings::{DaemonSettings, WorkerStart};

@@ -133,9 +133,9 @@ pub fn drop_in_directory(path: &Path) -> PathBuf {
 pub const DROP_IN_DIRECTORY: &str = "policy.d";
 
 /// One policy file's text and the name errors give it.
-struct PolicyText {
-    origin: String,
-    text: String,
+pub(crate) struct PolicyText {
+    pub(crate) origin: String,
+    pub(crate) text: String,
 }
 
 /// Reads the main policy file and its drop-ins, refusing any that others could write.
@@ -226,7 +226,7 @@ fn check_not_writable_by_others(path: &Path, meta: &std::fs::Metadata) -> Result
 /// Validates one or more policy files as one policy: the first is the main file, the rest
 /// are drop-ins. Each table is read on its own, so one bad table does not hide the problems
 /// of the next.
-fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
+pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyError>> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
 

@@ -433,8 +433,8 @@ mod tests {
         ));
     }
 
-    /// A deterministic pseudo-random sweep so stable CI exercises the decoder on junk; the
-    /// cargo-fuzz target in `proto/fuzz` does the same coverage-guided.
+    /// A deterministic pseudo-random sweep of single-byte damage; the fuzz target
+    /// (`crate::fuzz`, seeds in `tests/fuzz/postcard/`) goes further.
     #[test]
     fn random_bytes_never_panic() {
         let mut state: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -26,6 +26,9 @@
 pub mod frame;
 pub mod message;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{
     ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits,

@@ -15,6 +15,9 @@ pub mod sdk_files;
 pub mod token_figures;
 pub mod tool_search;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use sdk_files::{SdkFiles, SdkTool};
 pub use tool_search::{SearchHit, ToolSearch};
 

@@ -64,14 +64,7 @@ pub(super) async fn execute(
     };
     let mut request: ExecutionRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                ApiErrorCode::InvalidJson,
-                format!("the request body is not a valid execution request: {e}"),
-                Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
-            );
-        }
+        Err(e) => return invalid_execution_request(&e),
     };
     if respond_async && request.wait.is_none() {
         request.wait = Some(false);
@@ -91,6 +84,16 @@ pub(super) async fn execute(
         return accepted(started);
     }
     answer(started, rx).await
+}
+
+/// `400 invalid_json` for a body of `POST /v1/executions` that is not an execution request.
+pub(super) fn invalid_execution_request(e: &serde_json::Error) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::InvalidJson,
+        format!("the request body is not a valid execution request: {e}"),
+        Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
+    )
 }
 
 /// `202 Accepted` for a detached execution: its id and where to follow it.
@@ -172,6 +175,13 @@ pub(super) async fn results(
     answer(started, rx).await
 }
 
+/// The body of `POST /v1/sdk`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClientSdkRequest {
+    pub(super) client_tools: Vec<crate::agent_api::ClientToolSpec>,
+}
+
 /// `POST /v1/sdk` with `{ "client_tools": [...] }`: the SDK files that change for a request
 /// declaring these client tools (`tools.d.ts`, `README.md`, `servers/client/*`), so the agent
 /// can type its program against `tools.client.<name>` before it sends it.
@@ -180,17 +190,14 @@ pub(super) async fn client_sdk(
     principal: Arc<Principal>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        client_tools: Vec<crate::agent_api::ClientToolSpec>,
-    }
     let hint = r#"send {"client_tools": [{"name", "description", "input_schema"}]} as in POST /v1/executions"#;
-    let tools = match json_body::<Body>(req, 4 * 1024 * 1024, "a list of client tools", hint).await
-    {
-        Ok(b) => b.client_tools,
-        Err(resp) => return resp,
-    };
+    let tools =
+        match json_body::<ClientSdkRequest>(req, 4 * 1024 * 1024, "a list of client tools", hint)
+            .await
+        {
+            Ok(b) => b.client_tools,
+            Err(resp) => return resp,
+        };
     let tools = match crate::tools::client::ClientTools::new(tools) {
         Ok(t) => t,
         Err(e) => {

@@ -26,6 +26,9 @@ mod responses;
 mod routes;
 mod sessions;
 
+#[cfg(test)]
+mod fuzz;
+
 pub use health::{ExecutionCounts, Health};
 pub use responses::{ApiBody, error_response, json_response};
 

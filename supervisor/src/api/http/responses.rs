@@ -84,14 +84,17 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
             ));
         }
     };
-    serde_json::from_slice(&body).map_err(|e| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            ApiErrorCode::InvalidJson,
-            format!("the body is not {what}: {e}"),
-            Some(hint.into()),
-        )
-    })
+    serde_json::from_slice(&body).map_err(|e| invalid_json(&e, what, hint))
+}
+
+/// `400 invalid_json` for a body that is not the JSON of `what`, with the hint of what to send.
+pub(super) fn invalid_json(e: &serde_json::Error, what: &str, hint: &str) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::InvalidJson,
+        format!("the body is not {what}: {e}"),
+        Some(hint.into()),
+    )
 }
 
 pub fn json_response<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<ApiBody> {

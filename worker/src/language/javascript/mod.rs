@@ -34,6 +34,9 @@ mod result_value;
 mod tool_references;
 mod typescript;
 
+#[cfg(test)]
+mod fuzz;
+
 use crate::ipc::Ipc;
 use crate::language::LanguageRuntime;
 use airlock_proto::{

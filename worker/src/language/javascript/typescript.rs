@@ -347,12 +347,14 @@ fn syntax_error_from_diagnostics(
 /// - nesting without brackets (`!!!!x`, `a ? b : c ? …`, `x => y => …`, `a.b.c…`, `f()()…`,
 ///   `1 + 1 + …`, `else if` chains) is bounded by counting operator tokens per bracket level
 ///   between statement or element boundaries (`;`, `,`, a new statement after an expression).
-///   Each bracket level costs [`BRACKET_WEIGHT`] and each operator 1; the total must stay
-///   within [`MAX_DEPTH_UNITS`].
+///   Each bracket level costs [`BRACKET_WEIGHT`] and each operator 1, except `<`, which costs
+///   a bracket level; the total must stay within [`MAX_DEPTH_UNITS`].
 ///
 /// Measured on an 8 MiB stack in a debug build, oxc overflows after ~4,400 nested functions
-/// (the costliest bracket level, ~1.9 KiB each) and ~17,700 chained arrows (the costliest
-/// operator, ~470 bytes each); the limits keep the worst case under half of that stack.
+/// (the costliest bracket level, ~1.9 KiB each), ~17,700 chained arrows (the costliest
+/// operator, ~470 bytes each) and fewer than 8,000 chained `<` (`c<st<st<…`: oxc tries
+/// TypeScript type arguments at each, ~1.3 KiB a level); the limits keep the worst case under
+/// half of that stack.
 pub fn check_nesting(code: &str) -> Result<(), ExecError> {
     let Some((offset, what)) = NestingScanner::default().scan(code.as_bytes()) else {
         return Ok(());
@@ -630,8 +632,12 @@ impl NestingScanner {
                 }
                 _ => {
                     // Any other punctuator is an operator: `!`, `.`, `?`, `:`, `=>`, `+`, …
+                    // `<` may open TypeScript type arguments, which oxc tries to parse at
+                    // every `<` of a chain, one recursion deeper each (`c<st<st<…`, ~1.3 KiB
+                    // of stack per level in a debug build): it costs a bracket level.
                     i += 1;
-                    if self.operator() {
+                    let cost = if c == b'<' { BRACKET_WEIGHT } else { 1 };
+                    if self.operator_costing(cost) {
                         return Some((i, TooDeep::Chain));
                     }
                     self.prev = Prev::ExpressionStart;
@@ -643,10 +649,15 @@ impl NestingScanner {
 
     /// Counts one operator in the innermost frame; `true` when over budget.
     fn operator(&mut self) -> bool {
+        self.operator_costing(1)
+    }
+
+    /// Counts an operator that costs `units` in the innermost frame; `true` when over budget.
+    fn operator_costing(&mut self, units: u32) -> bool {
         if let Some(top) = self.frames.last_mut() {
-            top.chain += 1;
+            top.chain += units;
         }
-        self.units += 1;
+        self.units += units;
         self.units > MAX_DEPTH_UNITS
     }
 
@@ -1385,6 +1396,9 @@ first<Id>([1, 2]) as number
                 format!("{}1", (0..n).map(|i| format!("l{i}: ")).collect::<String>())
             }),
             ("as", |n| format!("x = y{}", " as any".repeat(n))),
+            // Found by the fuzz target (tests/fuzz/typescript/13-type-arguments-chain.ts):
+            // 7,990 levels passed the guard and overflowed 8 MiB.
+            ("type arguments", |n| format!("c{}", "<st".repeat(n))),
             ("mixed", |n| {
                 format!("x = {}1{}", "(!a ? b : ".repeat(n), ")".repeat(n))
             }),

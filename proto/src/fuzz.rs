@@ -1,0 +1,86 @@
+//! Fuzzing the frame decoder (`tests/fuzz/postcard/`, docs/testing.md "Fuzzing").
+//!
+//! Each input is decoded as a payload of either direction's messages and fed, in two pieces,
+//! to a [`FrameDecoder`] as a stream. Beyond "no panic": a message that decodes encodes
+//! again and decodes to itself, no payload exceeds the decoder's maximum, and the decoder
+//! hands out no more bytes than it was fed.
+
+use crate::frame::HEADER_LEN;
+use crate::{FrameDecoder, FrameError, SupervisorMessage, WorkerMessage, decode, encode};
+use airlock_fuzz::{Fuzz, Outcome};
+use serde::{Serialize, de::DeserializeOwned};
+use std::fmt::Debug;
+
+/// The stream decoder's maximum here: small, so oversized frames are met often.
+const STREAM_MAX: u32 = 1 << 16;
+
+fn fuzz() -> Fuzz {
+    Fuzz::new("postcard")
+}
+
+fn target(data: &[u8]) -> Outcome {
+    let worker = message::<WorkerMessage>(data);
+    let supervisor = message::<SupervisorMessage>(data);
+
+    let mut decoder = FrameDecoder::new(STREAM_MAX);
+    // Two pieces, cut where the first byte says, so reassembly across reads is exercised.
+    let cut = data.first().map_or(0, |b| usize::from(*b)).min(data.len());
+    let mut handed_out = 0usize;
+    let mut payloads = 0usize;
+    let mut too_large = false;
+    for piece in [&data[..cut], &data[cut..]] {
+        decoder.feed(piece);
+        loop {
+            match decoder.next_payload() {
+                Ok(Some(payload)) => {
+                    assert!(payload.len() <= STREAM_MAX as usize);
+                    handed_out += HEADER_LEN + payload.len();
+                    payloads += 1;
+                    message::<WorkerMessage>(&payload);
+                    message::<SupervisorMessage>(&payload);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    assert!(matches!(e, FrameError::TooLarge { .. }), "{e}");
+                    too_large = true;
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(handed_out + decoder.buffered(), data.len());
+    let truncated = match decoder.finish() {
+        Ok(()) => false,
+        Err(e) => {
+            assert!(matches!(e, FrameError::Truncated { .. }), "{e}");
+            true
+        }
+    };
+    let stream = Outcome::hash_of(&(payloads.min(3), too_large, truncated));
+    worker.and(supervisor).and(stream)
+}
+
+/// Decodes `payload` as a `T`; what decodes must survive a round trip.
+fn message<T: Serialize + DeserializeOwned + PartialEq + Debug>(payload: &[u8]) -> Outcome {
+    match decode::<T>(payload) {
+        Ok(msg) => {
+            let frame = encode(&msg).expect("a decoded message encodes");
+            let again: T = decode(&frame[HEADER_LEN..]).expect("a re-encoded message decodes");
+            assert_eq!(again, msg, "the round trip changed the message");
+            Outcome::hash_of(&std::mem::discriminant(&msg))
+        }
+        Err(e) => Outcome::of(&e.to_string()),
+    }
+}
+
+#[test]
+fn fuzz_seeds_postcard() {
+    fuzz().replay(target);
+}
+
+/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-proto fuzz_run_ -- --ignored`.
+#[test]
+#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
+fn fuzz_run_postcard() {
+    fuzz().run(target);
+}

@@ -1,0 +1,3 @@
+const a: number = ;
+let b = (1 + ;
+class { }

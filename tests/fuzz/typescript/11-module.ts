@@ -1,0 +1,2 @@
+export const x = 1;
+import fs from "fs";

@@ -1,0 +1,171 @@
+//! Fuzzing the TypeScript stripper (`tests/fuzz/typescript/`, docs/testing.md "Fuzzing").
+//!
+//! Each input is prepared as TypeScript and as JavaScript by [`prepare_program`] (nesting
+//! guard, oxc's parser and semantic checks, the tool-reference scan, type stripping, the
+//! completion rewrite, code generation) on an 8 MiB stack, the worker's main thread's, which
+//! the guard's limits are measured against.
+//! Beyond "no panic" and "no stack overflow": the script made from an accepted program parses
+//! again as JavaScript, its positions map back into the program, and a refused program's
+//! error is a syntax error located inside it.
+
+use super::typescript::prepare_program;
+use airlock_fuzz::{Fuzz, Outcome};
+use airlock_proto::{ErrorKind, Language};
+use oxc::allocator::Allocator;
+use oxc::parser::{ParseOptions, Parser};
+use oxc::span::SourceType;
+
+fn fuzz() -> Fuzz {
+    Fuzz::new("typescript").max_len(32 * 1024).dictionary(&[
+        "interface I { a: number; b?: string }\n",
+        "type T<U> = U extends string ? { [K in keyof U]: U[K] } : never;\n",
+        "enum E { A = 1, B = A << 2, C = \"c\" }\n",
+        "const enum C { X }\n",
+        "namespace N { export const x = 1; }\n",
+        "declare module \"m\" { }\n",
+        "declare global { }\n",
+        "abstract class A<T> implements I { private x!: T; constructor(public y: number) { super(); } }\n",
+        "import type { T } from \"./t\";\n",
+        "export type { T };\n",
+        "export {};\n",
+        "await tools.github.search_issues({ q: \"x\", limit: 3 });\n",
+        "tools.a.b",
+        ": number",
+        ": string[]",
+        "<T,>",
+        "<T extends object = {}>",
+        " as const",
+        " as unknown as T",
+        " satisfies T",
+        "!",
+        "?.",
+        "??=",
+        "=>",
+        "async ",
+        "await ",
+        "function* ",
+        "yield ",
+        "return ",
+        "@decorator\n",
+        "accessor ",
+        "readonly ",
+        "declare ",
+        "abstract ",
+        "override ",
+        "unique symbol",
+        "infer U",
+        "keyof typeof x",
+        "`a${b}c`",
+        "/[\\p{L}--[a-z]]/v",
+        "#private",
+        "using x = y;\n",
+        "label: ",
+        "{",
+        "}",
+        "(",
+        ")",
+        "[",
+        "]",
+        "<",
+        ">",
+        "/*",
+        "*/",
+        "//",
+        "\n",
+        "'",
+        "\"",
+        "\\u{10FFFF}",
+        "\u{2028}",
+        "#!/usr/bin/env node\n",
+    ])
+}
+
+fn target(data: &[u8]) -> Outcome {
+    let code = String::from_utf8_lossy(data);
+    check(&code, Language::TypeScript).and(check(&code, Language::JavaScript))
+}
+
+fn check(code: &str, language: Language) -> Outcome {
+    match prepare_program(code, language) {
+        Ok(prepared) => {
+            let allocator = Allocator::default();
+            let parsed = Parser::new(&allocator, &prepared.script, SourceType::mjs())
+                .with_options(ParseOptions {
+                    parse_regular_expression: true,
+                    ..ParseOptions::default()
+                })
+                .parse();
+            assert!(
+                parsed.diagnostics.is_empty(),
+                "the prepared script does not parse: {:?}\n--- script ---\n{}",
+                parsed.diagnostics.first().map(ToString::to_string),
+                prepared.script
+            );
+            let lines = line_bound(code);
+            let script_lines = u32::try_from(prepared.script.split('\n').count()).unwrap_or(0);
+            for line in 1..=script_lines.min(64) {
+                for column in [1, 2, 40, u32::MAX] {
+                    if let Some((l, c)) = prepared.positions.original(line, column) {
+                        assert!(
+                            (1..=lines).contains(&l) && c >= 1,
+                            "script {line}:{column} maps to {l}:{c}, outside the {lines} lines"
+                        );
+                    }
+                }
+            }
+            let references = prepared
+                .tool_references
+                .as_ref()
+                .map_or(0, |r| r.calls.len());
+            Outcome::hash_of(&("ok", language == Language::TypeScript, references.min(3)))
+        }
+        Err(error) => {
+            assert_eq!(error.kind, ErrorKind::Syntax, "{error:?}");
+            let lines = line_bound(code);
+            if let Some(line) = error.line {
+                // One past the last line for an error at the end.
+                assert!(
+                    line >= 1 && line <= lines.saturating_add(1),
+                    "error at line {line} of a program of {lines} lines: {}",
+                    error.message
+                );
+            }
+            if let Some(column) = error.column {
+                assert!(column >= 1, "error at column 0: {}", error.message);
+            }
+            Outcome::of(&error.message)
+        }
+    }
+}
+
+/// The most lines `code` can have: JavaScript ends lines at "\n", "\r", U+2028 and U+2029.
+fn line_bound(code: &str) -> u32 {
+    let ends = code.matches(['\n', '\r', '\u{2028}', '\u{2029}']).count();
+    u32::try_from(ends).map_or(u32::MAX, |n| n.saturating_add(1))
+}
+
+/// Runs `f` on a thread with the worker's main-thread stack (8 MiB), passing on its panic.
+fn on_worker_stack(f: impl FnOnce() + Send + 'static) {
+    let thread = std::thread::Builder::new()
+        .stack_size(8 * 1024 * 1024)
+        .spawn(f)
+        .expect("spawn");
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn fuzz_seeds_typescript() {
+    on_worker_stack(|| fuzz().replay(target));
+}
+
+/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-worker --bin airlock-worker
+/// fuzz_run_ -- --ignored`.
+#[test]
+#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
+fn fuzz_run_typescript() {
+    on_worker_stack(|| {
+        fuzz().run(target);
+    });
+}
