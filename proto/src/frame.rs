@@ -490,6 +490,7 @@ mod tests {
         let request = crate::ForkRequest {
             memory_ceiling_bytes: 1 << 30,
             cpu_seconds: 30,
+            warm_up: true,
         };
         let frame = encode(&request).unwrap();
         assert_eq!(decode_packet::<crate::ForkRequest>(&frame, 64), Ok(request));

@@ -224,6 +224,9 @@ pub struct ForkRequest {
     pub memory_ceiling_bytes: u64,
     /// `RLIMIT_CPU` soft limit of the new worker (the hard limit is one second more).
     pub cpu_seconds: u64,
+    /// The worker will wait in the pool: take a first program's page faults before `Ready`
+    /// (`false` when an execution waits for this very worker).
+    pub warm_up: bool,
 }
 
 /// Zygote → supervisor: the answer to one [`ForkRequest`], one packet holding one frame.

@@ -79,9 +79,14 @@ async fn landlock_alone_refuses_files_network_and_signals() {
         ("execve", "EACCES"),
         ("kill-parent", "EPERM"),
     ] {
-        let mut w = start_worker(&spawner, ceiling, vec!["--probe-skip-seccomp".into()])
-            .await
-            .unwrap();
+        let mut w = start_worker(
+            &spawner,
+            ceiling,
+            false,
+            vec!["--probe-skip-seccomp".into()],
+        )
+        .await
+        .unwrap();
         let start = SupervisorMessage::Start(StartExecution {
             execution_id: "landlock".into(),
             language: Language::JavaScript,

@@ -91,8 +91,16 @@ fn main() -> ExitCode {
     // tightly as an exec'd worker (stderr is /dev/null by now: the exit code is the report).
     if config.role == lockdown::Role::Zygote {
         match zygote::serve(config.parent_pid, &report) {
-            zygote::Served::Worker(Ok(forked)) => report = forked,
-            zygote::Served::Worker(Err(_)) => return ExitCode::from(exit_code::LOCKDOWN_FAILED),
+            zygote::Served::Worker(Ok(forked), warm_up) => {
+                report = forked;
+                #[cfg(feature = "engine")]
+                if warm_up {
+                    engine.forked();
+                }
+                #[cfg(not(feature = "engine"))]
+                let _ = warm_up;
+            }
+            zygote::Served::Worker(Err(_), _) => return ExitCode::from(exit_code::LOCKDOWN_FAILED),
             zygote::Served::Exit(Ok(())) => return ExitCode::SUCCESS,
             zygote::Served::Exit(Err(_)) => return ExitCode::from(exit_code::IPC_FAILED),
         }

@@ -33,8 +33,9 @@ const MAX_REQUEST_FRAME: u32 = 64;
 /// What [`serve`] returns to `main`.
 #[derive(Debug)]
 pub enum Served {
-    /// This process is a newly forked worker: its lockdown is finished (or failed).
-    Worker(Result<LockdownReport, lockdown::LockdownError>),
+    /// This process is a newly forked worker: its lockdown is finished (or failed); whether it
+    /// should warm up before `Ready` ([`ForkRequest::warm_up`]).
+    Worker(Result<LockdownReport, lockdown::LockdownError>, bool),
     /// The zygote is done: the daemon hung up (`Ok`) or broke the protocol.
     Exit(Result<(), ZygoteError>),
 }
@@ -103,13 +104,10 @@ pub fn serve(parent_pid: i32, report: &LockdownReport) -> Served {
                 memory_ceiling_bytes: request.memory_ceiling_bytes,
                 cpu_seconds: request.cpu_seconds,
             };
-            return Served::Worker(lockdown::enter_forked_worker(
-                parent_pid,
-                ceiling,
-                socket,
-                &worker_filter,
-                report,
-            ));
+            return Served::Worker(
+                lockdown::enter_forked_worker(parent_pid, ceiling, socket, &worker_filter, report),
+                request.warm_up,
+            );
         }
         let reply = match i32::try_from(pid) {
             Ok(pid) if pid > 0 => ForkReply::Forked { pid },

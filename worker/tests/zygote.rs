@@ -146,6 +146,7 @@ fn a_request_without_a_socket_is_refused_and_the_zygote_serves_on() {
     let frame = encode(&ForkRequest {
         memory_ceiling_bytes: 1 << 30,
         cpu_seconds: 10,
+        warm_up: false,
     })
     .unwrap();
     zygote.send_raw(&frame, None);

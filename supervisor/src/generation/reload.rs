@@ -291,7 +291,10 @@ mod tests {
         let old = Policy::embedded_default();
         let mut new = Policy::embedded_default();
         new.daemon.pool_size = 9;
-        assert!(daemon_changes(&old, &new).is_empty(), "pool_size is reloaded");
+        assert!(
+            daemon_changes(&old, &new).is_empty(),
+            "pool_size is reloaded"
+        );
         new.daemon.worker_start = airlock_policy::WorkerStart::Exec;
         new.daemon.max_concurrent_executions = 3;
         assert_eq!(

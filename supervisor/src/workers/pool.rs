@@ -102,17 +102,18 @@ impl WorkerChannel {
     }
 }
 
-/// Starts one worker and waits for its `Ready`.
+/// Starts one worker and waits for its `Ready`; `pooled` when it will wait in the pool.
 pub async fn start_worker(
     spawner: &Spawner,
     ceiling: WorkerCeiling,
+    pooled: bool,
     extra_args: Vec<String>,
 ) -> Result<ReadyWorker, WorkerStartError> {
     let started = Instant::now();
     let SpawnedWorker {
         mut process,
         socket,
-    } = spawner.spawn(ceiling, extra_args).await?;
+    } = spawner.spawn(ceiling, pooled, extra_args).await?;
     let pid = process.pid();
     socket
         .set_nonblocking(true)
@@ -297,7 +298,8 @@ impl WorkerPool {
                 "pooled worker died while idle; starting a new one"
             );
         }
-        let worker = start_worker(&self.inner.spawner, self.inner.ceiling, Vec::new()).await?;
+        let worker =
+            start_worker(&self.inner.spawner, self.inner.ceiling, false, Vec::new()).await?;
         *lock(&self.inner.last_lockdown) = Some(worker.lockdown.clone());
         Ok((
             worker,
@@ -318,7 +320,7 @@ impl WorkerPool {
         &self,
         extra_args: Vec<String>,
     ) -> Result<ReadyWorker, WorkerStartError> {
-        start_worker(&self.inner.spawner, self.inner.ceiling, extra_args).await
+        start_worker(&self.inner.spawner, self.inner.ceiling, false, extra_args).await
     }
 
     pub fn status(&self) -> PoolStatus {
@@ -372,7 +374,7 @@ async fn refill_loop(weak: std::sync::Weak<PoolInner>) {
             continue;
         }
         inner.starting.fetch_add(1, Ordering::Relaxed);
-        let result = start_worker(&inner.spawner, inner.ceiling, Vec::new()).await;
+        let result = start_worker(&inner.spawner, inner.ceiling, true, Vec::new()).await;
         inner.starting.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(worker) => {

@@ -66,11 +66,12 @@ impl Launcher {
     fn spawn(
         &mut self,
         ceiling: WorkerCeiling,
+        pooled: bool,
         extra_args: &[String],
     ) -> Result<SpawnedWorker, SpawnError> {
         // Test-only arguments go to an exec'd worker: the zygote takes none.
         if self.mode == StartMode::Fork && extra_args.is_empty() {
-            match self.fork(ceiling) {
+            match self.fork(ceiling, pooled) {
                 Ok(spawned) => return Ok(spawned),
                 // Still waiting after the last failure: exec, without another warning.
                 Err(ZygoteError::Backoff) => {}
@@ -89,7 +90,7 @@ impl Launcher {
         spawn_blocking(&self.path, ceiling, extra_args)
     }
 
-    fn fork(&mut self, ceiling: WorkerCeiling) -> Result<SpawnedWorker, ZygoteError> {
+    fn fork(&mut self, ceiling: WorkerCeiling, pooled: bool) -> Result<SpawnedWorker, ZygoteError> {
         if self.zygote.is_none() {
             if self.retry_zygote_at.is_some_and(|at| Instant::now() < at) {
                 return Err(ZygoteError::Backoff);
@@ -102,7 +103,7 @@ impl Launcher {
             return Err(ZygoteError::Closed);
         };
         let (ours, theirs) = StdUnixStream::pair().map_err(ZygoteError::Socket)?;
-        let pid = zygote.fork(ceiling, &theirs)?;
+        let pid = zygote.fork(ceiling, pooled, &theirs)?;
         // The zygote's copy was closed after the fork; the worker holds the only other one.
         drop(theirs);
         self.retry_zygote_at = None;
@@ -137,6 +138,8 @@ pub struct SpawnedWorker {
 
 struct SpawnRequest {
     ceiling: WorkerCeiling,
+    /// The worker goes to the pool (see `ForkRequest::warm_up`).
+    pooled: bool,
     extra_args: Vec<String>,
     reply: oneshot::Sender<Result<SpawnedWorker, SpawnError>>,
 }
@@ -172,7 +175,7 @@ impl Spawner {
             .name("airlock-spawner".into())
             .spawn(move || {
                 while let Ok(req) = rx.recv() {
-                    let result = launcher.spawn(req.ceiling, &req.extra_args);
+                    let result = launcher.spawn(req.ceiling, req.pooled, &req.extra_args);
                     let _ = req.reply.send(result);
                 }
                 // Every pool is gone: the zygote ends with its control socket, reaped here.
@@ -185,16 +188,19 @@ impl Spawner {
         &self.worker_path
     }
 
-    /// Starts one worker. `extra_args` exist for test-only worker builds.
+    /// Starts one worker; `pooled` when it will wait in the pool rather than run an execution
+    /// that waits for it. `extra_args` exist for test-only worker builds.
     pub async fn spawn(
         &self,
         ceiling: WorkerCeiling,
+        pooled: bool,
         extra_args: Vec<String>,
     ) -> Result<SpawnedWorker, SpawnError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(SpawnRequest {
                 ceiling,
+                pooled,
                 extra_args,
                 reply,
             })

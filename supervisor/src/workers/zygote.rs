@@ -105,16 +105,19 @@ impl Zygote {
         self.pid
     }
 
-    /// Forks one worker whose socket is `worker_end`; returns its pid. The worker is this
+    /// Forks one worker whose socket is `worker_end` (warmed up before `Ready` if it will wait
+    /// in the pool); returns its pid. The worker is this
     /// process's child and sends its own `Ready` on the other end of `worker_end`'s pair.
     pub fn fork(
         &mut self,
         ceiling: WorkerCeiling,
+        warm_up: bool,
         worker_end: &StdUnixStream,
     ) -> Result<i32, ZygoteError> {
         let request = ForkRequest {
             memory_ceiling_bytes: ceiling.memory_ceiling_bytes,
             cpu_seconds: ceiling.cpu_seconds,
+            warm_up,
         };
         let frame = encode(&request).map_err(|e| ZygoteError::Malformed(e.to_string()))?;
         send_with_fd(self.control.as_raw_fd(), &frame, worker_end.as_raw_fd())

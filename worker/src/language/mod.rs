@@ -23,6 +23,12 @@ pub trait LanguageRuntime: Sized {
     /// mappings happens here, so that running a program needs neither.
     fn start() -> Result<Self, Self::StartError>;
 
+    /// Called once in a worker just forked from the zygote, before it says `Ready` (no program
+    /// exists yet). The fork shares the zygote's memory copy-on-write and has none of its
+    /// code pages mapped; whatever a first program would touch is touched here, so those page
+    /// faults are taken while the worker waits in the pool instead of while a program runs.
+    fn forked(&self) {}
+
     /// Whether this runtime runs programs written in `language`.
     fn runs(language: Language) -> bool;
 

@@ -349,6 +349,8 @@ impl Zygote {
         let request = airlock_proto::ForkRequest {
             memory_ceiling_bytes,
             cpu_seconds,
+            // As for a pooled worker.
+            warm_up: true,
         };
         let frame = airlock_proto::encode(&request).expect("encode");
         self.send_raw(&frame, Some(theirs.as_raw_fd()));
