@@ -166,13 +166,11 @@ pub fn start_daemon(dir: &Path) -> RealDaemon {
     RealDaemon::start(dir, &policy, |_| {})
 }
 
+/// Whether an answer is the one expected.
+type Check = Box<dyn Fn(&ExecutionResponse) -> bool + Send>;
+
 /// Execution `i`'s request and the check of its answer.
-fn case(
-    i: usize,
-) -> (
-    ExecutionRequest,
-    Box<dyn Fn(&ExecutionResponse) -> bool + Send>,
-) {
+fn case(i: usize) -> (ExecutionRequest, Check) {
     let request = |code: String, timeout_ms: u64| ExecutionRequest {
         code,
         timeout_ms: Some(timeout_ms),
