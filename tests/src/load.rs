@@ -110,11 +110,16 @@ impl LoadReport {
             self.fault_servers.len(),
         );
         for (name, s) in ["start", "middle", "end"].iter().zip(&self.samples) {
+            // The daemon is not dumpable: only root may list its descriptors.
+            let fds = if s.fds == 0 {
+                "fds unreadable (not root)".to_owned()
+            } else {
+                format!("{} fds", s.fds)
+            };
             out.push_str(&format!(
-                "daemon at {name:6} (after {:5} executions): RSS {:7.1} MiB, {} fds\n",
+                "daemon at {name:6} (after {:5} executions): RSS {:7.1} MiB, {fds}\n",
                 s.after_executions,
                 s.rss_kib as f64 / 1024.0,
-                s.fds
             ));
         }
         for l in self.lost.iter().take(5) {

@@ -211,9 +211,16 @@ fn assert_clear_spawn_failure(r: &ExecutionResponse, cause: &str) {
 /// free descriptor number, so it can open no descriptor at all; the request comes on a
 /// connection it accepted before, so the first thing that fails is the worker's socket pair.
 /// The execution fails with `internal`, a message naming "Too many open files" and a hint to
-/// run it again; the daemon keeps running, and serves again once the limit is back.
+/// run it again; the daemon keeps running, and serves again once the limit is back. Root only:
+/// the daemon is not dumpable, so only root may read its descriptors.
 #[test]
 fn emfile_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again() {
+    if !runs_as_root(
+        "emfile_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again",
+        "to read the daemon's /proc/<pid>/fd (it is not dumpable)",
+    ) {
+        return;
+    }
     let _serial = serial();
     let dir = tempdir();
     let daemon = RealDaemon::start(dir.path(), &real_daemon::policy(dir.path(), 0, ""), |_| {});
