@@ -7,6 +7,8 @@
 //! - [`test_daemon`]: [`TestDaemon`], a daemon on a temporary socket.
 //! - [`test_tools`]: the `test` tool namespace (echo, add, sleep, fail, …).
 //! - [`ledger`]: the `ledger` namespace, a service with side effects (sessions' tests).
+//! - [`real_daemon`]: the real `airlockd` binary as a process of its own, on a policy file.
+//! - [`load`]: the load suite (concurrent clients, a mix of programs, the daemon's resources).
 //! - [`processes`]: finding and inspecting the daemon's worker processes.
 //! - [`mcp_peers`]: real MCP servers (npm, PyPI) the tests talk to.
 //! - [`conformance`]: the MCP conformance suite, and a TCP door to a daemon for it.
@@ -21,9 +23,11 @@ pub mod binaries;
 pub mod conformance;
 pub mod fault_server;
 pub mod ledger;
+pub mod load;
 pub mod mcp_peers;
 pub mod processes;
 pub mod raw_http;
+pub mod real_daemon;
 pub mod test_daemon;
 pub mod test_tools;
 pub mod type_check;

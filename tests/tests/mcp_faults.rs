@@ -1,8 +1,9 @@
 //! MCP servers that misbehave, through the real daemon: the fault-injection server
-//! (`airlock-mcp-fault-server`, `rmcp`'s server side) crashes mid-call, hangs, answers 50 MB,
-//! writes what is not JSON-RPC, fails to start, and changes its tool list while it runs. In
-//! every case the program gets a clear error in `tool_calls[i].error` (and, uncaught, in
-//! `error`), the daemon keeps serving, and a crashed server is started again for the next call.
+//! (`airlock-mcp-fault-server`, `rmcp`'s server side) crashes mid-call, closes stdout in the
+//! middle of an answer, hangs, answers 50 MB, writes what is not JSON-RPC, fails to start, and
+//! changes its tool list while it runs. In every case the program gets a clear error in
+//! `tool_calls[i].error` (and, uncaught, in `error`), the daemon keeps serving, and a crashed
+//! server is started again for the next call.
 //!
 //! Every test holds [`serial`]: the servers are children of this test process, and the tests
 //! look them up by name (and one measures this process's peak memory).
@@ -171,6 +172,45 @@ async fn a_server_that_crashes_mid_call_fails_the_call_and_is_started_again() {
     assert!(wait_until(5, || !alive(before[0])));
 
     // The daemon kept serving, with a new server.
+    echo_works(&d, "after").await;
+    let after = fault_servers();
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after[0], before[0]);
+    d.stop().await;
+}
+
+/// The server writes half of its answer and then closes stdout (the process lives on): the
+/// call fails at once with `upstream_error`, not at the call timeout; the server that can no
+/// longer answer is ended and the next call starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_closes_stdout_mid_message_fails_the_call_and_is_started_again() {
+    let _serial = serial().await;
+    let d = daemon_with_fault_server(&[]).await;
+    echo_works(&d, "before").await;
+    let before = fault_servers();
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    let t = Instant::now();
+    let r = d.exec("await tools.fault.cut({})").await;
+    let err = only_call_error(&r);
+    assert_eq!(err.code, "upstream_error", "{err:?}");
+    assert!(
+        err.message.contains("calling fault.cut failed")
+            && err.message.contains("closed before it answered"),
+        "{err:?}"
+    );
+    assert_uncaught(&r, &err);
+    assert!(
+        t.elapsed() < Duration::from_millis(CALL_TIMEOUT_MS),
+        "noticed from the closed pipe, not the call timeout: {:?}",
+        t.elapsed()
+    );
+    // The old process, still running with its stdout gone, is not kept.
+    assert!(
+        wait_until(5, || !alive(before[0])),
+        "the server whose stdout closed still runs"
+    );
+
     echo_works(&d, "after").await;
     let after = fault_servers();
     assert_eq!(after.len(), 1, "{after:?}");

@@ -123,6 +123,16 @@ fn main() -> ExitCode {
         // The status pipe is the child's to close (on exec).
         drop(status);
         alive.hold();
+        // stdin, stdout and stderr are the server's alone: were the launcher to keep copies,
+        // a server that closes its stdout (mid-message, say) would never be seen to, and its
+        // calls would wait for their timeout instead of failing at once. The launcher writes
+        // nothing from here on.
+        // SAFETY: closing descriptors this process no longer uses; it opens none after this.
+        unsafe {
+            libc::close(0);
+            libc::close(1);
+            libc::close(2);
+        }
         return wait_for(child);
     }
 

@@ -3,7 +3,7 @@
 
 use crate::agent_api::{ExecutionError, ExecutionErrorKind};
 use crate::workers::pool::WorkerStartError;
-use crate::workers::process::{WorkerExit, signal_name};
+use crate::workers::process::{SpawnError, WorkerExit, signal_name};
 use airlock_proto::{ErrorKind, ExecError};
 
 impl ExecutionError {
@@ -143,11 +143,33 @@ pub fn cancelled() -> ExecutionError {
 
 /// No worker could be had for the execution.
 pub fn no_worker(e: &WorkerStartError) -> ExecutionError {
-    ExecutionError::new(
+    let error = ExecutionError::new(
         ExecutionErrorKind::Internal,
         format!("could not start a sandboxed worker: {e}"),
+    );
+    if out_of_resources(e) {
+        // The host ran short for a moment (descriptors, memory, processes): the same program
+        // runs once it has them again, so the agent should retry, not change its code.
+        return error.with_hint("the host is short of resources right now (open files, memory or processes); run the program again in a few seconds — this is not a problem with the program; if it keeps happening, the operator should check the airlockd log and `GET /v1/health`");
+    }
+    error.with_hint("this is a daemon problem, not a problem with the program; the operator should check the airlockd log and `GET /v1/health`")
+}
+
+/// Whether the worker could not be started because a resource ran out (`EMFILE`, `ENFILE`,
+/// `ENOMEM`, `EAGAIN`), which passes, rather than a broken installation, which does not.
+fn out_of_resources(e: &WorkerStartError) -> bool {
+    let io = match e {
+        WorkerStartError::Spawn(
+            SpawnError::Exec { source, .. }
+            | SpawnError::SocketPair(source)
+            | SpawnError::Pidfd { source, .. },
+        ) => source,
+        _ => return false,
+    };
+    matches!(
+        io.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::EAGAIN)
     )
-    .with_hint("this is a daemon problem, not a problem with the program; the operator should check the airlockd log and `GET /v1/health`")
 }
 
 /// The worker broke the supervisor protocol and was stopped.

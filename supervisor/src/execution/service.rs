@@ -352,9 +352,11 @@ impl ExecutionService {
                         live_calls: 0,
                         resumed_by: None,
                     };
-                    journal.store().begin_execution(&execution).map_err(|e| {
-                        SubmitError::Session(SessionError::Unavailable(e.to_string()))
-                    })?;
+                    journal
+                        .noted(journal.store().begin_execution(&execution))
+                        .map_err(|e| {
+                            SubmitError::Session(SessionError::Unavailable(e.to_string()))
+                        })?;
                 }
                 journal.enter(&row.id);
                 let run = SessionRun::new(journal, &row, id.clone(), replay);

@@ -223,8 +223,9 @@ impl Journal {
     }
 
     /// Notes the outcome of a store operation that writes for health (a failure, or a success
-    /// that ends one); passes it on.
-    fn noted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    /// that ends one); passes it on. A write whose failure refuses a request goes through it,
+    /// or health would say `ok` while session requests are refused.
+    pub(crate) fn noted<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         self.note(&result, true);
         result
     }

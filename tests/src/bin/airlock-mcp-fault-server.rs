@@ -3,7 +3,7 @@
 //! and everything it does wrong is done on purpose.
 //!
 //! ```text
-//! airlock-mcp-fault-server [--fail-start] [--require-env NAME] [--legacy] [--endless-pages] [--http 127.0.0.1:PORT]
+//! airlock-mcp-fault-server [--fail-start] [--require-env NAME] [--legacy] [--endless-pages] [--linger] [--http 127.0.0.1:PORT]
 //! ```
 //!
 //! - default: MCP over stdio (newline-delimited JSON-RPC on stdin/stdout);
@@ -16,7 +16,9 @@
 //! - `--legacy`: supports only the protocol revisions that have `initialize` (up to
 //!   2025-11-25), like servers built before 2026-07-28;
 //! - `--endless-pages`: `tools/list` answers every page with one more tool and a `nextCursor`,
-//!   for ever.
+//!   for ever;
+//! - `--linger`: when the session ends (stdin closed), stays alive instead of exiting, like a
+//!   server that does not notice its client is gone: only a signal ends it.
 //!
 //! Tools (every one answers in either era of the protocol: rmcp's server handles both
 //! `initialize` and `server/discover`, and without `--legacy` offers 2026-07-28 too):
@@ -27,6 +29,7 @@
 //! | `sleep` | `{ms}` | answers `"slept"` after `ms` milliseconds (calls run concurrently) |
 //! | `crash` | `{}` | the process exits with code 3 in the middle of the call, without answering |
 //! | `hang` | `{}` | never answers |
+//! | `cut` | `{}` | stdio: writes the first half of its answer (no newline), then closes stdout (every descriptor of the pipe; `/dev/null` goes in their place) and lives on until stdin closes |
 //! | `big` | `{mb}` | answers a text result of `mb` MiB (`"xxx…"`) |
 //! | `garbage` | `{kind?}` | breaks the JSON-RPC stream, see below, and never answers the call |
 //! | `add_tool` | `{name}` | adds a tool `name` (which echoes its arguments as JSON) and sends `notifications/tools/list_changed` |
@@ -126,6 +129,11 @@ impl FaultServer {
             ),
             Tool::new("hang", "Never answers.", object(json!({}), &[])),
             Tool::new(
+                "cut",
+                "Closes stdout in the middle of its answer.",
+                object(json!({}), &[]),
+            ),
+            Tool::new(
                 "big",
                 "Answers a text of mb MiB.",
                 object(json!({"mb": int}), &["mb"]),
@@ -195,6 +203,25 @@ impl FaultServer {
                 std::process::exit(3)
             }
             "hang" => Err(self.until_client_gone().await),
+            "cut" => {
+                if !self.stdio {
+                    return Err(invalid("cut works over stdio only"));
+                }
+                let answer = json!({
+                    "jsonrpc": "2.0",
+                    "id": context.id,
+                    "result": {"content": [{"type": "text", "text": "never finished"}]}
+                })
+                .to_string();
+                {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(&answer.as_bytes()[..answer.len() / 2]);
+                    let _ = out.flush();
+                    close_stdout();
+                }
+                eprintln!("cut: stdout closed in the middle of an answer");
+                Err(self.until_client_gone().await)
+            }
             "big" => {
                 let mb = int_arg("mb").ok_or_else(|| invalid("big needs mb"))?;
                 if mb > MAX_BIG_MB {
@@ -286,6 +313,33 @@ impl FaultServer {
                 }
                 text(Value::Object(args).to_string())
             }
+        }
+    }
+}
+
+/// Closes this process's every descriptor of the stdout pipe (fd 1, and rmcp's own copy,
+/// which it reopened through `/proc/self/fd/1`), so the client reads end of file; `/dev/null`
+/// takes each one's place, so later writes cannot land on a reused descriptor.
+fn close_stdout() {
+    use std::os::fd::AsRawFd as _;
+    let Ok(pipe) = std::fs::read_link("/proc/self/fd/1") else {
+        return;
+    };
+    let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") else {
+        return;
+    };
+    let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in fds {
+        if std::fs::read_link(format!("/proc/self/fd/{fd}")).is_ok_and(|l| l == pipe) {
+            // SAFETY: dup2 onto a descriptor of this process's stdout pipe; `null` stays open
+            // until after the loop.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
         }
     }
 }
@@ -419,6 +473,7 @@ struct Options {
     fail_start: bool,
     legacy: bool,
     endless_pages: bool,
+    linger: bool,
     require_env: Option<String>,
     http: Option<String>,
 }
@@ -428,6 +483,7 @@ fn parse_args() -> Result<Options, String> {
         fail_start: false,
         legacy: false,
         endless_pages: false,
+        linger: false,
         require_env: None,
         http: None,
     };
@@ -436,6 +492,7 @@ fn parse_args() -> Result<Options, String> {
         match arg.as_str() {
             "--fail-start" => options.fail_start = true,
             "--legacy" => options.legacy = true,
+            "--linger" => options.linger = true,
             "--endless-pages" => options.endless_pages = true,
             "--require-env" => {
                 options.require_env = Some(args.next().ok_or("--require-env needs a NAME")?);
@@ -611,6 +668,13 @@ fn main() {
             None => serve_stdio(server, gone).await,
         }
     });
+    if options.linger {
+        // A server that does not notice its client is gone: only a signal ends it.
+        eprintln!("airlock-mcp-fault-server: --linger: the session ended, staying alive");
+        loop {
+            std::thread::park();
+        }
+    }
     if let Err(e) = result {
         eprintln!("airlock-mcp-fault-server: {e}");
         std::process::exit(1);
