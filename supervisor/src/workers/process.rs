@@ -75,6 +75,9 @@ impl Launcher {
                 Ok(spawned) => return Ok(spawned),
                 // Still waiting after the last failure: exec, without another warning.
                 Err(ZygoteError::Backoff) => {}
+                // Out of descriptors in this process, not a fault of the zygote: exec would
+                // need a socket pair too, so the execution hears of it (and can retry).
+                Err(ZygoteError::Socket(e)) => return Err(SpawnError::SocketPair(e)),
                 Err(e) => {
                     self.zygote = None;
                     self.retry_zygote_at = Some(Instant::now() + self.backoff);
