@@ -3,7 +3,8 @@
 //! Each input is decoded as a payload of either direction's messages and fed, in two pieces,
 //! to a [`FrameDecoder`] as a stream. Beyond "no panic": a message that decodes encodes
 //! again and decodes to itself, no payload exceeds the decoder's maximum, and the decoder
-//! hands out no more bytes than it was fed.
+//! hands out no more bytes than it was fed. The same bytes as one packet of the zygote's
+//! control channel (`decode_packet`): a fork request, a fork reply, a `Ready`.
 
 use crate::frame::HEADER_LEN;
 use crate::{FrameDecoder, FrameError, SupervisorMessage, WorkerMessage, decode, encode};
@@ -57,7 +58,26 @@ fn target(data: &[u8]) -> Outcome {
         }
     };
     let stream = Outcome::hash_of(&(payloads.min(3), too_large, truncated));
-    worker.and(supervisor).and(stream)
+    worker.and(supervisor).and(stream).and(packet(data))
+}
+
+/// The zygote's control channel: the whole input as one `SOCK_SEQPACKET` packet, as the
+/// zygote reads a fork request and the daemon reads the zygote's `Ready` and replies.
+fn packet(data: &[u8]) -> Outcome {
+    let request = crate::decode_packet::<crate::ForkRequest>(data, 64);
+    let reply = crate::decode_packet::<crate::ForkReply>(data, 4096);
+    let ready = crate::decode_packet::<WorkerMessage>(data, 4096);
+    for ok in [request.is_ok(), reply.is_ok(), ready.is_ok()] {
+        // A packet that decodes is exactly one frame: its length field names the rest.
+        if ok {
+            assert!(data.len() >= HEADER_LEN);
+        }
+    }
+    if let Ok(request) = request {
+        let frame = encode(&request).expect("encodes");
+        assert_eq!(crate::decode_packet(&frame, 64), Ok(request));
+    }
+    Outcome::hash_of(&(request.is_ok(), reply.is_ok(), ready.is_ok()))
 }
 
 /// Decodes `payload` as a `T`; what decodes must survive a round trip.
