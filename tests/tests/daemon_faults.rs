@@ -183,6 +183,17 @@ fn set_soft_limit(pid: u32, resource: libc::__rlimit_resource_t, soft: u64) -> (
     (old.rlim_cur, old.rlim_max)
 }
 
+/// The address space process `pid` has now (`VmSize`), in bytes.
+fn vm_size_bytes(pid: u32) -> u64 {
+    let kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
 /// The open descriptor numbers of process `pid`.
 fn open_fds(pid: u32) -> Vec<u64> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -278,13 +289,7 @@ fn enomem_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again() {
     let rt = runtime();
     assert_serves(&rt, &daemon);
     let pid = daemon.pid();
-    let size_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    let (soft, _) = set_soft_limit(pid, libc::RLIMIT_AS, size_kib * 1024);
+    let (soft, _) = set_soft_limit(pid, libc::RLIMIT_AS, vm_size_bytes(pid));
     let r = run(&rt, &daemon.socket, "1 + 1", 30_000).unwrap();
     assert_clear_spawn_failure(&r, "Cannot allocate memory");
     set_soft_limit(pid, libc::RLIMIT_AS, soft);
@@ -302,13 +307,7 @@ fn with_the_zygote_the_daemons_enomem_does_not_stop_executions() {
     let rt = runtime();
     assert_serves(&rt, &daemon);
     let pid = daemon.pid();
-    let size_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmSize:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    let (soft, _) = set_soft_limit(pid, libc::RLIMIT_AS, size_kib * 1024);
+    let (soft, _) = set_soft_limit(pid, libc::RLIMIT_AS, vm_size_bytes(pid));
     let r = run(&rt, &daemon.socket, "1 + 1", 30_000).unwrap();
     set_soft_limit(pid, libc::RLIMIT_AS, soft);
     assert_eq!(r.status, Status::Ok, "{r:?}\n{}", daemon.log());

@@ -111,19 +111,9 @@ impl Launcher {
         drop(theirs);
         self.retry_zygote_at = None;
         self.backoff = FIRST_ZYGOTE_BACKOFF;
-        let pidfd = pidfd_open(pid).map_err(|e| {
-            // SAFETY: plain kill(2) of our unreaped child (so the pid is ours).
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = reap_blocking(pid);
-            ZygoteError::Io(e)
-        })?;
+        let process = WorkerProcess::watch(pid).map_err(ZygoteError::Io)?;
         Ok(SpawnedWorker {
-            process: WorkerProcess {
-                pid,
-                pidfd: Some(pidfd),
-                watcher: None,
-                exit: None,
-            },
+            process,
             socket: ours,
         })
     }
@@ -239,20 +229,9 @@ fn spawn_blocking(
             source,
         })?;
     drop(theirs);
-    let pidfd = pidfd_open(pid).map_err(|source| {
-        // Without a pidfd we cannot watch it; do not leave it running.
-        // SAFETY: plain kill(2) of a child we have not reaped yet (so the pid is ours).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let _ = reap_blocking(pid);
-        SpawnError::Pidfd { pid, source }
-    })?;
+    let process = WorkerProcess::watch(pid).map_err(|source| SpawnError::Pidfd { pid, source })?;
     Ok(SpawnedWorker {
-        process: WorkerProcess {
-            pid,
-            pidfd: Some(pidfd),
-            watcher: None,
-            exit: None,
-        },
+        process,
         socket: ours,
     })
 }
@@ -477,6 +456,25 @@ pub struct WorkerProcess {
 }
 
 impl WorkerProcess {
+    /// Takes charge of `pid`, a child of this process not yet reaped (so the pid is ours):
+    /// opens its pidfd. Without one it cannot be watched, so it is killed and reaped instead.
+    fn watch(pid: i32) -> io::Result<WorkerProcess> {
+        match pidfd_open(pid) {
+            Ok(pidfd) => Ok(WorkerProcess {
+                pid,
+                pidfd: Some(pidfd),
+                watcher: None,
+                exit: None,
+            }),
+            Err(e) => {
+                // SAFETY: plain kill(2) of our unreaped child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                let _ = reap_blocking(pid);
+                Err(e)
+            }
+        }
+    }
+
     pub fn pid(&self) -> i32 {
         self.pid
     }
