@@ -1,5 +1,7 @@
 //! The spine benchmark: latency, throughput, tool-call round trips and worker memory,
-//! measured side by side in one run through the real socket with real confined workers.
+//! measured side by side in one run through the real socket with real confined workers, with
+//! workers forked by the zygote and started by `exec` (`[daemon] worker_start`) one after the
+//! other in the same run.
 //!
 //! Run: `cargo build --release && cargo bench -p airlock-tests --bench spine`
 //! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
