@@ -8,7 +8,8 @@ use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 use serde_json::json;
 use std::process::{Command, Stdio};
 
-/// The real `airlockd` binary: SIGKILL it and its workers must die with it (PDEATHSIG).
+/// The real `airlockd` binary: SIGKILL it and its workers and the zygote must die with it
+/// (PDEATHSIG).
 #[test]
 fn workers_die_with_the_daemon() {
     let dir = tempfile::tempdir().unwrap();
@@ -34,11 +35,15 @@ fn workers_die_with_the_daemon() {
         let _ = daemon.kill();
         panic!("the daemon never started its pool: {workers:?}");
     }
+    // The pool's workers were forked by the zygote; it must die with the daemon too.
+    let zygotes = airlock_tests::processes::children_named(pid, "airlock-zygote");
+    assert_eq!(zygotes.len(), 1, "{zygotes:?}");
+    workers.extend(zygotes);
     daemon.kill().unwrap();
     daemon.wait().unwrap();
     assert!(
         wait_until(5, || workers.iter().all(|w| !alive(*w))),
-        "workers outlived the daemon: {workers:?}"
+        "workers or the zygote outlived the daemon: {workers:?}"
     );
 }
 

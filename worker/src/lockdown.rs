@@ -332,30 +332,8 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
         check("personality", libc::c_long::from(rc))?;
     }
 
-    // Parent death: arm the signal *before* checking the parent, so there is no window in
-    // which the supervisor dies after the check but before the signal is armed. If it
-    // already died, we were re-parented and getppid() no longer matches. Note that the
-    // kernel sends it when the *thread* that forked us exits, not the whole process:
-    // airlockd must spawn workers from a thread that lives as long as they do.
-    // SAFETY: plain prctl with integer arguments.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    check("prctl(PR_SET_PDEATHSIG)", libc::c_long::from(rc))?;
-    // SAFETY: getppid cannot fail and has no side effects.
-    let actual = unsafe { libc::getppid() };
-    if actual != cfg.parent_pid {
-        return Err(LockdownError::ParentGone {
-            expected: cfg.parent_pid,
-            actual,
-        });
-    }
+    // Parent death (see `die_with_parent`).
+    die_with_parent(cfg.parent_pid)?;
 
     // Not dumpable: no core dump, no ptrace attach and no /proc/<pid>/mem access by other
     // processes of the same user.
@@ -472,28 +450,10 @@ pub fn enter_forked_worker(
     worker_filter: &seccompiler::BpfProgram,
     zygote_report: &LockdownReport,
 ) -> Result<LockdownReport, LockdownError> {
-    // 1. Parent death: not inherited across fork. Armed before the parent check, as in
-    //    prepare_process; the parent is the daemon (CLONE_PARENT), and the signal fires when
-    //    the daemon's thread that started the zygote exits, as for an exec'd worker.
-    // SAFETY: plain prctl with integer arguments.
-    let rc = unsafe {
-        libc::prctl(
-            libc::PR_SET_PDEATHSIG,
-            libc::SIGKILL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    check("prctl(PR_SET_PDEATHSIG)", libc::c_long::from(rc))?;
-    // SAFETY: getppid cannot fail and has no side effects.
-    let actual = unsafe { libc::getppid() };
-    if actual != parent_pid {
-        return Err(LockdownError::ParentGone {
-            expected: parent_pid,
-            actual,
-        });
-    }
+    // 1. Parent death: not inherited across fork. The parent is the daemon (CLONE_PARENT),
+    //    and the signal fires when the daemon's thread that started the zygote exits, as for
+    //    an exec'd worker.
+    die_with_parent(parent_pid)?;
 
     // 2. Its own socket onto fd 3. dup3 closes the zygote's control socket (the old fd 3) in
     //    the same step, so this process never holds both; then the received copy goes.
@@ -529,6 +489,35 @@ pub fn enter_forked_worker(
 }
 
 /// What the escape probe needs to know about the lockdown it runs under.
+/// Arms `PR_SET_PDEATHSIG(SIGKILL)`, then checks that the parent is still `parent_pid`. The
+/// signal is armed *before* the check, so there is no window in which the supervisor dies
+/// after the check but before the signal is armed; if it already died, this process was
+/// re-parented and getppid() no longer matches. The kernel sends the signal when the *thread*
+/// that forked us exits, not the whole process: airlockd must start workers (and the zygote)
+/// from a thread that lives as long as they do.
+fn die_with_parent(parent_pid: i32) -> Result<(), LockdownError> {
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    check("prctl(PR_SET_PDEATHSIG)", libc::c_long::from(rc))?;
+    // SAFETY: getppid cannot fail and has no side effects.
+    let actual = unsafe { libc::getppid() };
+    if actual != parent_pid {
+        return Err(LockdownError::ParentGone {
+            expected: parent_pid,
+            actual,
+        });
+    }
+    Ok(())
+}
+
 /// Sets the process's name (`comm`, at most 15 bytes), as `ps` shows it.
 fn set_name(name: &std::ffi::CStr) -> Result<(), LockdownError> {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string that outlives the call.
