@@ -248,7 +248,16 @@ fn emfile_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again() {
         let mut c = Client::connect(&daemon.socket).await.unwrap();
         let r = c.execute(&request("1")).await.unwrap();
         assert_eq!(r.status, Status::Ok, "{r:?}");
-        let open = open_fds(pid);
+        // That execution's worker socket and pidfd are released in the background, after the
+        // answer: wait until they are, or a descriptor closed after the limit is set would
+        // make room below it.
+        assert!(wait_until(10, || worker_children(pid).is_empty()));
+        let mut open = open_fds(pid);
+        assert!(wait_until(10, || {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = open_fds(pid);
+            std::mem::replace(&mut open, now) == open
+        }));
         let lowest_free = (0..).find(|n| !open.contains(n)).unwrap();
         let (soft, _) = set_soft_limit(pid, libc::RLIMIT_NOFILE, lowest_free);
         let r = tokio::time::timeout(Duration::from_secs(60), c.execute(&request("1 + 1")))
