@@ -245,6 +245,14 @@ impl Probe<'_> {
         )))
     }
 
+    /// The attack's outcome from one syscall's return: refused, or escaped.
+    fn verdict(&self, syscall: &str, rc: c_long) -> Outcome {
+        match self.judge(syscall, rc) {
+            Ok(_) => self.escaped(),
+            Err(refused) => refused,
+        }
+    }
+
     fn escaped(&self) -> Outcome {
         Outcome::Ok {
             value_json: format!("\"ESCAPED: {}\"", self.name),
@@ -331,10 +339,7 @@ impl Probe<'_> {
                 std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
             )
         };
-        let outcome = match self.judge("connect", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        };
+        let outcome = self.verdict("connect", rc);
         // SAFETY: `fd` is the socket created above and owned by nothing else.
         unsafe { libc::close(fd as libc::c_int) };
         outcome
@@ -353,10 +358,7 @@ impl Probe<'_> {
                 envp.as_ptr(),
             )
         };
-        match self.judge("execve", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("execve", rc)
     }
 
     /// Judges a fork-like syscall; a child that comes into existence exits at once.
@@ -366,10 +368,7 @@ impl Probe<'_> {
             // of the parent's (no destructors, no Done message from two processes).
             unsafe { libc::syscall(libc::SYS_exit_group, 0) };
         }
-        match self.judge(syscall, rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict(syscall, rc)
     }
 
     fn fork(&self) -> Outcome {
@@ -433,19 +432,13 @@ impl Probe<'_> {
         // SIGCONT: harmless to a running process, so even a successful escape does no damage.
         // SAFETY: kill takes only integers.
         let rc = unsafe { libc::syscall(libc::SYS_kill, parent, libc::SIGCONT) };
-        match self.judge("kill", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("kill", rc)
     }
 
     fn unshare(&self) -> Outcome {
         // SAFETY: unshare takes only flags.
         let rc = unsafe { libc::syscall(libc::SYS_unshare, libc::CLONE_NEWUSER) };
-        match self.judge("unshare", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("unshare", rc)
     }
 
     fn mount(&self) -> Outcome {
@@ -460,10 +453,7 @@ impl Probe<'_> {
                 std::ptr::null::<libc::c_void>(),
             )
         };
-        match self.judge("mount", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("mount", rc)
     }
 
     fn io_uring_setup(&self) -> Outcome {
@@ -503,10 +493,7 @@ impl Probe<'_> {
         // KEYCTL_GET_KEYRING_ID (0) of KEY_SPEC_SESSION_KEYRING (-3), without creating it.
         // SAFETY: keyctl with these arguments takes only integers.
         let rc = unsafe { libc::syscall(libc::SYS_keyctl, 0, -3, 0) };
-        match self.judge("keyctl", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("keyctl", rc)
     }
 
     fn memfd_create(&self) -> Outcome {
@@ -571,10 +558,7 @@ impl Probe<'_> {
                 libc::PROT_READ | libc::PROT_EXEC,
             )
         };
-        let outcome = match self.judge("mprotect", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        };
+        let outcome = self.verdict("mprotect", rc);
         // SAFETY: unmaps exactly the mapping created above.
         unsafe { libc::syscall(libc::SYS_munmap, addr, 4096usize) };
         outcome
@@ -584,20 +568,14 @@ impl Probe<'_> {
         let byte = b"x";
         // SAFETY: `byte` is valid for one byte of reads.
         let rc = unsafe { libc::syscall(libc::SYS_write, fd, byte.as_ptr(), 1usize) };
-        match self.judge("write", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("write", rc)
     }
 
     fn read_stdin(&self) -> Outcome {
         let mut byte = [0u8; 1];
         // SAFETY: `byte` is valid for one byte of writes.
         let rc = unsafe { libc::syscall(libc::SYS_read, 0, byte.as_mut_ptr(), 1usize) };
-        match self.judge("read", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("read", rc)
     }
 
     /// A syscall number with `__X32_SYSCALL_BIT` set: the x32 ABI shares x86_64's audit
@@ -608,10 +586,7 @@ impl Probe<'_> {
         // SAFETY: the arguments are integers or NUL-terminated literals (x32_openat); if the
         // kernel ran the call it could only read them.
         let rc = unsafe { libc::syscall(nr | X32_SYSCALL_BIT, args[0], args[1], args[2]) };
-        match self.judge("x32 syscall", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("x32 syscall", rc)
     }
 
     /// aarch64 has no x32 ABI; the attack does not apply there.
@@ -640,10 +615,7 @@ impl Probe<'_> {
         let byte = b"x";
         // SAFETY: TIOCSTI reads one byte from the pointer, which is valid.
         let rc = unsafe { libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSTI, byte.as_ptr()) };
-        match self.judge("ioctl(TIOCSTI)", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("ioctl(TIOCSTI)", rc)
     }
 
     fn process_vm_readv(&self, parent: i32) -> Outcome {
@@ -670,10 +642,7 @@ impl Probe<'_> {
                 0usize,
             )
         };
-        match self.judge("process_vm_readv", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("process_vm_readv", rc)
     }
 
     fn perf_event_open(&self) -> Outcome {
@@ -700,10 +669,7 @@ impl Probe<'_> {
         // ADDR_NO_RANDOMIZE: turning ASLR off for a later exec.
         // SAFETY: personality takes one integer.
         let rc = unsafe { libc::syscall(libc::SYS_personality, 0x0040000usize) };
-        match self.judge("personality", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("personality", rc)
     }
 
     /// The zygote's fork: a child of the supervisor, as only the zygote may make.
@@ -741,20 +707,14 @@ impl Probe<'_> {
         if rc == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
             return self.escaped();
         }
-        match self.judge("recvmsg", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("recvmsg", rc)
     }
 
     /// `dup3(0, 3, 0)`: replacing the IPC socket, as a forked worker does before its filter.
     fn dup3_onto_ipc(&self) -> Outcome {
         // SAFETY: plain descriptor numbers; on success fd 3 is stdin's copy (we then fail).
         let rc = unsafe { libc::syscall(libc::SYS_dup3, 0, IPC_FD, 0) };
-        match self.judge("dup3", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("dup3", rc)
     }
 
     /// `prlimit64(0, RLIMIT_NOFILE, {4, 4}, NULL)`: even setting the same limit is refused.
@@ -773,10 +733,7 @@ impl Probe<'_> {
                 std::ptr::null_mut::<libc::rlimit>(),
             )
         };
-        match self.judge("prlimit64", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("prlimit64", rc)
     }
 
     fn prctl_set_name(&self) -> Outcome {
@@ -791,10 +748,7 @@ impl Probe<'_> {
                 0usize,
             )
         };
-        match self.judge("prctl(PR_SET_NAME)", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("prctl(PR_SET_NAME)", rc)
     }
 
     /// Adding a seccomp filter (an allow-all one): only the zygote's children may, once.
@@ -819,18 +773,12 @@ impl Probe<'_> {
                 &raw const program,
             )
         };
-        match self.judge("seccomp", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("seccomp", rc)
     }
 
     fn prctl(&self, option: libc::c_int, value: usize) -> Outcome {
         // SAFETY: these prctl options take integers only.
         let rc = unsafe { libc::syscall(libc::SYS_prctl, option, value, 0usize, 0usize, 0usize) };
-        match self.judge("prctl", rc) {
-            Ok(_) => self.escaped(),
-            Err(refused) => refused,
-        }
+        self.verdict("prctl", rc)
     }
 }

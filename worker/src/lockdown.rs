@@ -86,8 +86,6 @@ pub enum LockdownError {
     Landlock(#[from] landlock::RulesetError),
     #[error("building the seccomp filter failed: {0}")]
     SeccompBuild(#[from] seccompiler::BackendError),
-    #[error("installing the seccomp filter failed: {0}")]
-    SeccompInstall(#[from] seccompiler::Error),
 }
 
 /// The process's execution domain. systemd's `LockPersonality=yes` makes even the read-only
@@ -423,8 +421,8 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
             Role::Worker(_) => syscall_allowlist::kill_filter()?,
             Role::Zygote => syscall_allowlist::zygote_kill_filter()?,
         };
-        seccompiler::apply_filter_all_threads(&errno)?;
-        seccompiler::apply_filter_all_threads(&kill)?;
+        install_filter(&errno)?;
+        install_filter(&kill)?;
     }
 
     Ok(LockdownReport {
@@ -526,9 +524,10 @@ fn set_name(name: &std::ffi::CStr) -> Result<(), LockdownError> {
     Ok(())
 }
 
-/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, filter)`, called directly:
-/// seccompiler's `apply_filter_all_threads` first sets no_new_privs with `prctl`, which a
-/// forked worker has inherited already and the zygote's filter does not allow.
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, filter)`, called directly for
+/// every filter: seccompiler's `apply_filter_all_threads` first sets no_new_privs with `prctl`
+/// (step 4 did that already, and a forked worker inherits it), which the zygote's filter does
+/// not allow.
 fn install_filter(filter: &seccompiler::BpfProgram) -> Result<(), LockdownError> {
     let program = libc::sock_fprog {
         len: u16::try_from(filter.len()).map_err(|_| LockdownError::Syscall {

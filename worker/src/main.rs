@@ -1,6 +1,7 @@
 //! `airlock-worker`: runs exactly one untrusted program, after locking itself down.
 //!
-//! Started only by `airlockd` (by `exec`, with its end of a socket pair on fd 3). The order of
+//! Started only by `airlockd` (by `exec`, with its end of a socket pair on fd 3), or forked by
+//! a zygote (below). The order of
 //! `main` is the security argument of this crate, so it is one straight function:
 //!
 //! 1. [`lockdown::prepare_process`]: fds, environment, working directory, rlimits, parent-death
@@ -9,12 +10,12 @@
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
 //! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
+//! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
+//!    supervisor closes the socket.
 //!
 //! Started with `--zygote`, the process takes steps 1–3 and then [`zygote::serve`]s: it
 //! forks one new worker per request from the daemon. Each forked worker finishes its own
 //! lockdown ([`lockdown::enter_forked_worker`]) and goes on from step 4 like any other.
-//! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
-//!    supervisor closes the socket.
 //!
 //! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
 //! [`ipc`] (fd 3 framing), [`language`] (one folder per language behind
@@ -108,7 +109,8 @@ fn main() -> ExitCode {
 
     let forked = report.forked;
     // SAFETY: prepare_process verified that fd 3 is the inherited socket and closed every
-    // other descriptor above 2; nothing else owns fd 3.
+    // other descriptor above 2 (a forked worker's fd 3 is its own socket, put there by
+    // enter_forked_worker, which closed the received copy); nothing else owns fd 3.
     let mut ipc = unsafe { ipc::Ipc::from_inherited_fd() };
     if ipc
         .send(&WorkerMessage::Ready {

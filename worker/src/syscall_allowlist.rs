@@ -29,6 +29,7 @@ use seccompiler::{
     SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 /// The architecture the filters are compiled for: the one this binary was built for.
 #[cfg(target_arch = "x86_64")]
@@ -272,19 +273,22 @@ fn kill_filter_of<'a>(
 ) -> Result<BpfProgram, BackendError> {
     // A syscall may be listed once per condition (the zygote's two `prctl`s); the conditions
     // are alternatives. An empty chain matches unconditionally, so it absorbs the others.
-    let mut rules: BTreeMap<libc::c_long, Option<Vec<SeccompRule>>> = BTreeMap::new();
+    let mut rules: BTreeMap<libc::c_long, Vec<SeccompRule>> = BTreeMap::new();
     for r in allowed {
         let chain = to_seccomp_rules(r)?;
-        let entry = rules.entry(r.nr).or_insert_with(|| Some(Vec::new()));
-        match entry {
-            Some(existing) if !chain.is_empty() => existing.extend(chain),
-            _ => *entry = None,
+        match rules.entry(r.nr) {
+            Entry::Vacant(slot) => {
+                slot.insert(chain);
+            }
+            Entry::Occupied(mut slot) => {
+                if slot.get().is_empty() || chain.is_empty() {
+                    slot.get_mut().clear();
+                } else {
+                    slot.get_mut().extend(chain);
+                }
+            }
         }
     }
-    let mut rules: BTreeMap<libc::c_long, Vec<SeccompRule>> = rules
-        .into_iter()
-        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
-        .collect();
     for r in REFUSED_WITH_EPERM {
         rules.insert(r.nr, Vec::new());
     }
@@ -297,14 +301,14 @@ fn kill_filter_of<'a>(
     filter.try_into()
 }
 
-/// The errno filter: default allow (the kill filter decides everything else); answers
-/// [`REFUSED_WITH_EPERM`] with `EPERM`.
 /// The zygote's kill filter: [`ALLOWED`], [`ZYGOTE_ONLY`] and the [`REFUSED_WITH_EPERM`]
 /// syscalls (for the errno filter installed before it); anything else kills.
 pub fn zygote_kill_filter() -> Result<BpfProgram, BackendError> {
     kill_filter_of(ALLOWED.iter().chain(ZYGOTE_ONLY))
 }
 
+/// The errno filter: default allow (the kill filter decides everything else); answers
+/// [`REFUSED_WITH_EPERM`] with `EPERM`.
 pub fn errno_filter() -> Result<BpfProgram, BackendError> {
     let rules = REFUSED_WITH_EPERM
         .iter()

@@ -26,9 +26,7 @@ use std::os::fd::RawFd;
 
 /// Largest fork request packet: a `ForkRequest` frame is a few bytes; anything longer is not
 /// one (the packet is truncated and refused).
-const MAX_REQUEST: usize = 64;
-/// The same bound for the frame's length field.
-const MAX_REQUEST_FRAME: u32 = 64;
+const MAX_REQUEST: u32 = 64;
 
 /// What [`serve`] returns to `main`.
 #[derive(Debug)]
@@ -154,7 +152,7 @@ const CMSG_SPACE_ONE_FD: usize = 24;
 /// A request without exactly one descriptor gives `(request, None)`; any extra descriptors
 /// are closed.
 fn receive_request() -> Result<Option<(ForkRequest, Option<RawFd>)>, ZygoteError> {
-    let mut data = [0u8; MAX_REQUEST];
+    let mut data = [0u8; MAX_REQUEST as usize];
     // u64 alignment for the cmsghdr that the kernel writes here.
     let mut control = [0u64; CMSG_SPACE_ONE_FD / 8];
     let mut iov = libc::iovec {
@@ -197,7 +195,7 @@ fn receive_request() -> Result<Option<(ForkRequest, Option<RawFd>)>, ZygoteError
             "a packet longer than any fork request".into(),
         ))
     } else {
-        decode_packet::<ForkRequest>(&data[..len], MAX_REQUEST_FRAME)
+        decode_packet::<ForkRequest>(&data[..len], MAX_REQUEST)
             .map_err(|e| ZygoteError::BadRequest(e.to_string()))
     };
     match request {

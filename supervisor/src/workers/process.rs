@@ -94,16 +94,12 @@ impl Launcher {
     }
 
     fn fork(&mut self, ceiling: WorkerCeiling, pooled: bool) -> Result<SpawnedWorker, ZygoteError> {
-        if self.zygote.is_none() {
-            if self.retry_zygote_at.is_some_and(|at| Instant::now() < at) {
+        let zygote = match &mut self.zygote {
+            Some(zygote) => zygote,
+            None if self.retry_zygote_at.is_some_and(|at| Instant::now() < at) => {
                 return Err(ZygoteError::Backoff);
             }
-            let zygote = Zygote::start(&self.path)?;
-            tracing::debug!(pid = zygote.pid(), lockdown = ?zygote.lockdown(), "zygote ready");
-            self.zygote = Some(zygote);
-        }
-        let Some(zygote) = self.zygote.as_mut() else {
-            return Err(ZygoteError::Closed);
+            None => self.zygote.insert(Zygote::start(&self.path)?),
         };
         let (ours, theirs) = StdUnixStream::pair().map_err(ZygoteError::Socket)?;
         let pid = zygote.fork(ceiling, pooled, &theirs)?;

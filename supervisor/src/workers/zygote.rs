@@ -12,7 +12,7 @@
 
 use super::process::{WorkerCeiling, posix_spawn_worker, reap_blocking};
 use airlock_proto::{
-    ForkReply, ForkRequest, LockdownReport, PROTOCOL_VERSION, WorkerMessage, decode_packet, encode,
+    ForkReply, ForkRequest, PROTOCOL_VERSION, WorkerMessage, decode_packet, encode,
 };
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -26,7 +26,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// this slow is stuck and is replaced.
 const FORK_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest packet the zygote sends (a `Ready` or a `ForkReply` frame is tens of bytes).
-const MAX_PACKET: usize = 4096;
+const MAX_PACKET: u32 = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ZygoteError {
@@ -58,7 +58,6 @@ pub enum ZygoteError {
 pub struct Zygote {
     pid: i32,
     control: OwnedFd,
-    lockdown: LockdownReport,
 }
 
 impl Zygote {
@@ -73,22 +72,14 @@ impl Zygote {
         let pid =
             posix_spawn_worker(worker, &args, theirs.as_raw_fd()).map_err(ZygoteError::Exec)?;
         drop(theirs);
-        let mut zygote = Zygote {
-            pid,
-            control: ours,
-            lockdown: LockdownReport {
-                landlock_abi: 0,
-                landlock_fully_enforced: false,
-                seccomp_allowed_syscalls: 0,
-                forked: false,
-            },
-        };
+        // Owned from here: an error below drops it, which ends and reaps the process.
+        let zygote = Zygote { pid, control: ours };
         match zygote.receive::<WorkerMessage>(READY_TIMEOUT)? {
             WorkerMessage::Ready {
                 protocol_version,
                 lockdown,
             } if protocol_version == PROTOCOL_VERSION => {
-                zygote.lockdown = lockdown;
+                tracing::debug!(pid, ?lockdown, "zygote ready");
                 Ok(zygote)
             }
             WorkerMessage::Ready {
@@ -101,15 +92,11 @@ impl Zygote {
         }
     }
 
-    pub fn pid(&self) -> i32 {
-        self.pid
-    }
-
     /// Forks one worker whose socket is `worker_end` (warmed up before `Ready` if it will wait
-    /// in the pool); returns its pid. The worker is this
-    /// process's child and sends its own `Ready` on the other end of `worker_end`'s pair.
+    /// in the pool); returns its pid. The worker is this process's child and sends its own
+    /// `Ready` on the other end of `worker_end`'s pair.
     pub fn fork(
-        &mut self,
+        &self,
         ceiling: WorkerCeiling,
         warm_up: bool,
         worker_end: &StdUnixStream,
@@ -130,10 +117,7 @@ impl Zygote {
     }
 
     /// Reads one packet, waiting at most `timeout`.
-    fn receive<T: serde::de::DeserializeOwned>(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<T, ZygoteError> {
+    fn receive<T: serde::de::DeserializeOwned>(&self, timeout: Duration) -> Result<T, ZygoteError> {
         let fd = self.control.as_raw_fd();
         let mut pollfd = libc::pollfd {
             fd,
@@ -155,7 +139,7 @@ impl Zygote {
                 return Err(ZygoteError::Io(err));
             }
         }
-        let mut packet = [0u8; MAX_PACKET];
+        let mut packet = [0u8; MAX_PACKET as usize];
         // SAFETY: the buffer is valid for its length; MSG_TRUNC makes the kernel return the
         // packet's real length, so an oversized one is noticed.
         let n = unsafe {
@@ -173,13 +157,7 @@ impl Zygote {
         if n > packet.len() {
             return Err(ZygoteError::Malformed(format!("a packet of {n} bytes")));
         }
-        let max = u32::try_from(MAX_PACKET).unwrap_or(u32::MAX);
-        decode_packet(&packet[..n], max).map_err(|e| ZygoteError::Malformed(e.to_string()))
-    }
-
-    /// The zygote's lockdown, as it reported it.
-    pub fn lockdown(&self) -> &LockdownReport {
-        &self.lockdown
+        decode_packet(&packet[..n], MAX_PACKET).map_err(|e| ZygoteError::Malformed(e.to_string()))
     }
 }
 
