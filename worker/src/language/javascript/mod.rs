@@ -29,6 +29,7 @@
 
 mod bridge;
 mod determinism;
+mod heap_bytes;
 mod provenance;
 mod result_value;
 mod tool_references;
@@ -44,6 +45,7 @@ use airlock_proto::{
     SupervisorMessage, ToolReferences, WorkerMessage, WorkerStats,
 };
 use bridge::{Bridge, Hooks, Stop};
+use heap_bytes::{CountingAllocator, HeapBytes};
 use rquickjs::context::EvalOptions;
 use rquickjs::promise::PromiseState;
 use rquickjs::{Context, Ctx, Function, Object, Persistent, Promise, Runtime, Value, qjs};
@@ -76,6 +78,8 @@ pub struct Engine {
     bridge: Rc<Bridge>,
     context: Context,
     runtime: Runtime,
+    /// What the runtime holds from `malloc` (`stats.heap_used_bytes`).
+    heap: HeapBytes,
 }
 
 impl std::fmt::Debug for Engine {
@@ -160,13 +164,16 @@ enum Phase {
 impl Engine {
     /// Creates the runtime and installs the sandbox globals. Runs before lockdown.
     pub fn new() -> Result<Engine, EngineError> {
-        let runtime = Runtime::new().map_err(EngineError::Runtime)?;
+        let heap = HeapBytes::default();
+        let runtime = Runtime::new_with_alloc(CountingAllocator(heap.clone()))
+            .map_err(EngineError::Runtime)?;
         let context = Context::full(&runtime).map_err(EngineError::Runtime)?;
         let bridge = Rc::new(Bridge::default());
         let engine = Engine {
             bridge,
             context,
             runtime,
+            heap,
         };
         let hooks = engine
             .context
@@ -210,7 +217,7 @@ impl Engine {
         let run_started = Instant::now();
         let result = self.evaluate(&prepared.script, prepared.filename, start.report_idle);
         stats.run_us = micros(run_started.elapsed());
-        stats.heap_used_bytes = self.runtime.memory_usage().malloc_size.max(0) as u64;
+        stats.heap_used_bytes = u64::try_from(self.heap.get()).unwrap_or(u64::MAX);
         result
     }
 
