@@ -127,14 +127,38 @@ fn trace(out: &mut String, r: &ExecutionResponse) {
             (_, Some(e)) => format!("{name}: {}", e.message),
         };
         let replayed = if call.replayed { ", replayed" } else { "" };
+        // Coerced values: where, from and to (the whole list is in structuredContent).
+        let coerced = match call.coercions.as_slice() {
+            [] => String::new(),
+            list => format!(
+                ", coerced {}",
+                list.iter()
+                    .map(|c| {
+                        let to = c.to.as_ref().map_or("omitted".to_owned(), short);
+                        format!("{} {} {}→{to}", c.place.as_str(), c.pointer, short(&c.from))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
         let _ = writeln!(
             out,
-            "- {} {} ({outcome}, {:.0} ms{replayed})",
+            "- {} {} ({outcome}, {:.0} ms{replayed}{coerced})",
             call.id, call.tool, call.duration_ms
         );
     }
     if r.tool_calls.len() > TRACE_LINES {
         let _ = writeln!(out, "- … {} more", r.tool_calls.len() - TRACE_LINES);
+    }
+}
+
+/// A value for one line of text: at most 60 characters.
+fn short(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
     }
 }
 
