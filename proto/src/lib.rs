@@ -32,9 +32,9 @@ mod fuzz;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{
     ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits,
-    LiteralKind, LiteralObject, LiteralProperty, LiteralScalar, LockdownReport, Outcome, SourcePosition,
-    StartExecution, SupervisorMessage, ToolFailure, ToolReference, ToolReferences, WorkerMessage,
-    WorkerStats, MAX_LITERAL_SCALAR_BYTES,
+    LiteralKind, LiteralObject, LiteralProperty, LiteralScalar, LockdownReport,
+    MAX_LITERAL_SCALAR_BYTES, Outcome, SourcePosition, StartExecution, SupervisorMessage,
+    ToolFailure, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
 };
 
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the

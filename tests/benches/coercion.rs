@@ -113,13 +113,34 @@ fn main() {
     });
     println!("per call (median ns; each includes cloning the arguments, {clone_only:.0} ns):");
     let rows = [
-        ("valid, coerce = off (today's check)", case(&plain, &valid(), CoercePolicy::Off)),
-        ("valid, coerce = safe", case(&plain, &valid(), CoercePolicy::Safe)),
-        ("valid, coerce = safe, schema names a date format", case(&dated, &valid(), CoercePolicy::Safe)),
-        ("near miss (6 coercions), coerce = off: refused", case(&plain, &near_miss(), CoercePolicy::Off)),
-        ("near miss (6 coercions), coerce = safe: coerced", case(&plain, &near_miss(), CoercePolicy::Safe)),
-        ("not coercible, coerce = off: refused", case(&plain, &refused(), CoercePolicy::Off)),
-        ("not coercible, coerce = safe: refused", case(&plain, &refused(), CoercePolicy::Safe)),
+        (
+            "valid, coerce = off (today's check)",
+            case(&plain, &valid(), CoercePolicy::Off),
+        ),
+        (
+            "valid, coerce = safe",
+            case(&plain, &valid(), CoercePolicy::Safe),
+        ),
+        (
+            "valid, coerce = safe, schema names a date format",
+            case(&dated, &valid(), CoercePolicy::Safe),
+        ),
+        (
+            "near miss (6 coercions), coerce = off: refused",
+            case(&plain, &near_miss(), CoercePolicy::Off),
+        ),
+        (
+            "near miss (6 coercions), coerce = safe: coerced",
+            case(&plain, &near_miss(), CoercePolicy::Safe),
+        ),
+        (
+            "not coercible, coerce = off: refused",
+            case(&plain, &refused(), CoercePolicy::Off),
+        ),
+        (
+            "not coercible, coerce = safe: refused",
+            case(&plain, &refused(), CoercePolicy::Safe),
+        ),
     ];
     for (name, ns) in rows {
         println!("  {name:<52} {ns:>8.0} ns");
@@ -138,6 +159,14 @@ fn main() {
             log.take();
         })
     };
-    println!("  {:<52} {:>8.0} ns", "result, valid (checked only)", mend(&valid()));
-    println!("  {:<52} {:>8.0} ns", "result, near miss: coerced", mend(&near_miss()));
+    println!(
+        "  {:<52} {:>8.0} ns",
+        "result, valid (checked only)",
+        mend(&valid())
+    );
+    println!(
+        "  {:<52} {:>8.0} ns",
+        "result, near miss: coerced",
+        mend(&near_miss())
+    );
 }

@@ -43,12 +43,8 @@ async fn near_misses_reach_server_everything_coerced_and_traced() {
     };
     let mut off = server_everything("strict", test).unwrap();
     off.coerce = CoercePolicy::Off;
-    let d = TestDaemon::start_with(
-        DaemonOptions::default()
-            .source(mcp(safe))
-            .source(mcp(off)),
-    )
-    .await;
+    let d =
+        TestDaemon::start_with(DaemonOptions::default().source(mcp(safe)).source(mcp(off))).await;
     let r = d
         .exec(
             r#"
@@ -77,8 +73,14 @@ const strictSum = await tools.strict.get_sum({ a: 100, b: 2 });
     // What the server received, by what it answered.
     assert_eq!(v["sum"], json!("The sum of 100 and 2 is 102."), "{v}");
     assert_eq!(v["echoed"], json!("Echo: 5"), "{v}");
-    assert!(v["annotated"].as_array().unwrap().contains(&json!("image")), "{v}");
-    assert!(!v["plain"].as_array().unwrap().contains(&json!("image")), "{v}");
+    assert!(
+        v["annotated"].as_array().unwrap().contains(&json!("image")),
+        "{v}"
+    );
+    assert!(
+        !v["plain"].as_array().unwrap().contains(&json!("image")),
+        "{v}"
+    );
     assert!(v["weather"]["temperature"].is_number(), "{v}");
     assert_eq!(v["strictSum"], json!("The sum of 100 and 2 is 102."), "{v}");
 
@@ -118,7 +120,10 @@ const strictSum = await tools.strict.get_sum({ a: 100, b: 2 });
         assert_eq!(v[key]["code"], "invalid_arguments", "{key}: {v}");
     }
     let lossy = v["lossy"]["message"].as_str().unwrap();
-    assert!(lossy.contains("\"12abc\"") && lossy.contains("number"), "{lossy}");
+    assert!(
+        lossy.contains("\"12abc\"") && lossy.contains("number"),
+        "{lossy}"
+    );
     assert!(
         v["lossy"]["hint"].as_str().unwrap().contains("a: number"),
         "{v}"
@@ -157,7 +162,10 @@ const strictSum = await tools.strict.get_sum({ a: 100, b: 2 });
     assert_eq!(refused.status, Status::Error, "{refused:?}");
     let e = refused.error.unwrap();
     assert_eq!(e.kind.as_str(), "contract");
-    assert_eq!(e.message, "tools.everything.get_sum: argument `a` must be number, not string");
+    assert_eq!(
+        e.message,
+        "tools.everything.get_sum: argument `a` must be number, not string"
+    );
     // And so is a literal near miss for the server that does not coerce.
     let refused = d
         .exec(r#"await tools.strict.get_sum({ a: "100", b: 1 })"#)
@@ -168,7 +176,9 @@ const strictSum = await tools.strict.get_sum({ a: 100, b: 2 });
     // Counted in the metrics, by place and rule.
     let (_, metrics) = d.client().await.get("/metrics").await.unwrap();
     assert!(
-        metrics.contains("airlock_coercions_total{place=\"arguments\",rule=\"number_from_string\"} 1\n"),
+        metrics.contains(
+            "airlock_coercions_total{place=\"arguments\",rule=\"number_from_string\"} 1\n"
+        ),
         "{metrics}"
     );
     assert!(
@@ -186,12 +196,8 @@ async fn results_that_break_an_output_schema_trivially_are_coerced_and_marked() 
     let safe = fault_server::stdio("faults", &[]);
     let mut off = fault_server::stdio("strict", &[]);
     off.coerce = CoercePolicy::Off;
-    let d = TestDaemon::start_with(
-        DaemonOptions::default()
-            .source(mcp(safe))
-            .source(mcp(off)),
-    )
-    .await;
+    let d =
+        TestDaemon::start_with(DaemonOptions::default().source(mcp(safe)).source(mcp(off))).await;
     let r = d
         .exec(
             r#"
@@ -490,7 +496,11 @@ const strict = await fails(() => tools.strict.items_get(dynamic({ itemId: "7" })
     );
     assert_eq!(r.tool_calls[2].coercions.len(), 3);
     for i in 3..r.tool_calls.len() {
-        assert!(r.tool_calls[i].coercions.is_empty(), "{:?}", r.tool_calls[i]);
+        assert!(
+            r.tool_calls[i].coercions.is_empty(),
+            "{:?}",
+            r.tool_calls[i]
+        );
     }
     // Refused calls never reached the API.
     let seen = seen.lock().unwrap().clone();

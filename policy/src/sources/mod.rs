@@ -129,8 +129,14 @@ mod tests {
     #[test]
     fn coerce_is_safe_by_default_off_on_request_and_nothing_else() {
         let heads = [
-            ("[[server]]\nname = \"s\"\ncommand = \"x\"\n", "server[0].coerce"),
-            ("[[openapi]]\nname = \"o\"\nspec = \"/x.json\"\n", "openapi[0].coerce"),
+            (
+                "[[server]]\nname = \"s\"\ncommand = \"x\"\n",
+                "server[0].coerce",
+            ),
+            (
+                "[[openapi]]\nname = \"o\"\nspec = \"/x.json\"\n",
+                "openapi[0].coerce",
+            ),
             (
                 "[[graphql]]\nname = \"g\"\nschema = \"/s.graphql\"\nendpoint = \"https://x/graphql\"\n",
                 "graphql[0].coerce",

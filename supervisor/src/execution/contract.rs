@@ -30,8 +30,8 @@
 
 use crate::agent_api::{CoercionPlace, ExecutionError, ExecutionErrorKind};
 use crate::sdk::tool_search::call_signature;
-use crate::tools::naming::{closest, namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::coercion;
+use crate::tools::naming::{closest, namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_proto::{
     LiteralKind, LiteralProperty, LiteralScalar, SourcePosition, ToolReference, ToolReferences,
@@ -466,7 +466,8 @@ fn would_coerce(
     // The property alone, walked under the whole schema (its `$ref`s point into it).
     let mut object = serde_json::Map::new();
     object.insert(property.key.clone(), from.clone());
-    let Some((coerced, _)) = coercion::coerce(schema, &Value::Object(object), CoercionPlace::Arguments)
+    let Some((coerced, _)) =
+        coercion::coerce(schema, &Value::Object(object), CoercionPlace::Arguments)
     else {
         return WouldCoerce::No;
     };
@@ -747,7 +748,11 @@ mod tests {
                 scalar: scalar.clone(),
             });
         }
-        let coercing = if coercing { vec!["math".to_owned()] } else { Vec::new() };
+        let coercing = if coercing {
+            vec!["math".to_owned()]
+        } else {
+            Vec::new()
+        };
         judge(
             &ToolReferences { calls: vec![site] },
             &catalogue([("math", tools.as_slice())]),
@@ -764,7 +769,11 @@ mod tests {
         let number = |n: &str| Some(LiteralScalar::Number(n.into()));
         let text = |t: &str| Some(LiteralScalar::String(t.into()));
         let v = verdict_on(
-            &[("a", Str, text("100")), ("b", Integer, number("2")), ("label", Integer, number("5"))],
+            &[
+                ("a", Str, text("100")),
+                ("b", Integer, number("2")),
+                ("label", Integer, number("5")),
+            ],
             true,
         );
         assert!(v.refusal.is_none(), "{:?}", v.refusal);
@@ -776,18 +785,35 @@ mod tests {
             ]
         );
         // null for the optional `label`: left out.
-        let v = verdict_on(&[("a", Integer, number("1")), ("b", Integer, number("2")), ("label", Null, None)], true);
+        let v = verdict_on(
+            &[
+                ("a", Integer, number("1")),
+                ("b", Integer, number("2")),
+                ("label", Null, None),
+            ],
+            true,
+        );
         assert!(v.refusal.is_none());
-        assert!(v.warnings[0].contains("the daemon will coerce it by leaving it out"), "{:?}", v.warnings);
+        assert!(
+            v.warnings[0].contains("the daemon will coerce it by leaving it out"),
+            "{:?}",
+            v.warnings
+        );
         // Not coercible: refused as before.
         for (value, message) in [
             (text("12abc"), "argument `a` must be number, not string"),
             (text(""), "argument `a` must be number, not string"),
         ] {
             let v = verdict_on(&[("a", Str, value), ("b", Integer, number("2"))], true);
-            assert_eq!(v.refusal.unwrap().message, format!("tools.math.add: {message}"));
+            assert_eq!(
+                v.refusal.unwrap().message,
+                format!("tools.math.add: {message}")
+            );
         }
-        let v = verdict_on(&[("a", Integer, number("1")), ("b", Str, text("1.5"))], true);
+        let v = verdict_on(
+            &[("a", Integer, number("1")), ("b", Str, text("1.5"))],
+            true,
+        );
         assert_eq!(
             v.refusal.unwrap().message,
             "tools.math.add: argument `b` must be integer, not string"
@@ -796,7 +822,10 @@ mod tests {
         let v = verdict_on(&[("a", Str, None), ("b", Integer, number("2"))], true);
         assert!(v.refusal.is_none() && v.warnings.is_empty());
         // coerce = "off": refused.
-        let v = verdict_on(&[("a", Str, text("100")), ("b", Integer, number("2"))], false);
+        let v = verdict_on(
+            &[("a", Str, text("100")), ("b", Integer, number("2"))],
+            false,
+        );
         assert_eq!(
             v.refusal.unwrap().message,
             "tools.math.add: argument `a` must be number, not string"

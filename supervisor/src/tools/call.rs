@@ -579,7 +579,10 @@ fn undo_secret_coercions(
     // Deepest last: undone in reverse, a wrapped element before its array.
     for c in std::mem::take(coercions).into_iter().rev() {
         let undo = c.place == CoercionPlace::Result
-            && !matches!(c.rule, CoercionRule::WrapInArray | CoercionRule::NullOmitted)
+            && !matches!(
+                c.rule,
+                CoercionRule::WrapInArray | CoercionRule::NullOmitted
+            )
             && secret(&c);
         match value.pointer_mut(&c.pointer) {
             Some(at) if undo => *at = c.from,

@@ -133,9 +133,7 @@ pub fn coerce_valid(
     place: CoercionPlace,
 ) -> Option<(Value, Vec<Coercion>)> {
     let (coerced, coercions) = coerce(schema, value, place)?;
-    validator
-        .is_valid(&coerced)
-        .then_some((coerced, coercions))
+    validator.is_valid(&coerced).then_some((coerced, coercions))
 }
 
 /// `value` walked alongside `schema` with every rule applied, without checking the result
@@ -412,7 +410,13 @@ impl<'s> Walk<'s> {
                 } else {
                     None
                 }
-                .or_else(|| if wants("number") { number(text, false) } else { None });
+                .or_else(|| {
+                    if wants("number") {
+                        number(text, false)
+                    } else {
+                        None
+                    }
+                });
                 match number {
                     Some(n) => Some((Value::Number(n), CoercionRule::NumberFromString)),
                     None if wants("boolean") && (text == "true" || text == "false") => {
@@ -448,11 +452,14 @@ impl<'s> Walk<'s> {
         }
     }
 
-    fn object(&mut self, schema: &'s Map<String, Value>, map: &mut Map<String, Value>, depth: usize) {
+    fn object(
+        &mut self,
+        schema: &'s Map<String, Value>,
+        map: &mut Map<String, Value>,
+        depth: usize,
+    ) {
         let properties = schema.get("properties").and_then(Value::as_object);
-        let additional = schema
-            .get("additionalProperties")
-            .filter(|s| s.is_object());
+        let additional = schema.get("additionalProperties").filter(|s| s.is_object());
         let required = |name: &str| {
             schema
                 .get("required")
@@ -578,7 +585,12 @@ pub fn number(text: &str, integer: bool) -> Option<Number> {
     if bytes.first() == Some(&b'-') {
         i += 1;
     }
-    let digits = |from: usize| bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
     let int_len = digits(i);
     if int_len == 0 || (int_len > 1 && bytes[i] == b'0') {
         return None;
@@ -686,8 +698,11 @@ fn is_date(text: &str) -> bool {
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return false;
     }
-    let (Some(_), Some(m), Some(d)) = (num(text.get(..4)), num(text.get(5..7)), num(text.get(8..10)))
-    else {
+    let (Some(_), Some(m), Some(d)) = (
+        num(text.get(..4)),
+        num(text.get(5..7)),
+        num(text.get(8..10)),
+    ) else {
         return false;
     };
     (1..=12).contains(&m) && (1..=31).contains(&d)
@@ -709,7 +724,8 @@ fn is_date_time(text: &str) -> bool {
     if tb.len() < 8 || tb[2] != b':' || tb[5] != b':' {
         return false;
     }
-    let (Some(h), Some(m), Some(s)) = (num(time.get(..2)), num(time.get(3..5)), num(time.get(6..8)))
+    let (Some(h), Some(m), Some(s)) =
+        (num(time.get(..2)), num(time.get(3..5)), num(time.get(6..8)))
     else {
         return false;
     };
@@ -720,7 +736,9 @@ fn is_date_time(text: &str) -> bool {
         return false;
     };
     if !frac.is_empty()
-        && (!frac.starts_with('.') || frac.len() < 2 || !frac[1..].bytes().all(|b| b.is_ascii_digit()))
+        && (!frac.starts_with('.')
+            || frac.len() < 2
+            || !frac[1..].bytes().all(|b| b.is_ascii_digit()))
     {
         return false;
     }

@@ -26,12 +26,19 @@ fn coerced(schema: &Value, value: Value) -> Value {
 }
 
 fn refused(schema: &Value, value: Value) {
-    assert_eq!(run(schema, value.clone()), None, "{value} was coerced to {schema}");
+    assert_eq!(
+        run(schema, value.clone()),
+        None,
+        "{value} was coerced to {schema}"
+    );
 }
 
 #[test]
 fn numeric_strings_become_numbers_when_the_whole_string_is_a_plain_json_number() {
-    let s = object(json!({"n": {"type": "number"}, "i": {"type": "integer"}}), &[]);
+    let s = object(
+        json!({"n": {"type": "number"}, "i": {"type": "integer"}}),
+        &[],
+    );
     assert_eq!(
         run(&s, json!({"n": "-1.5", "i": "100"})),
         Some((
@@ -51,8 +58,24 @@ fn numeric_strings_become_numbers_when_the_whole_string_is_a_plain_json_number()
         json!({"i": 18446744073709551615u64})
     );
     for bad in [
-        "12abc", "", " 1", "1 ", "+1", "007", "0x10", "1e999", "1e-999", "NaN", "Infinity",
-        "1.", ".5", "1e", "--1", "1_000", "１２", "0.1234567890123456",
+        "12abc",
+        "",
+        " 1",
+        "1 ",
+        "+1",
+        "007",
+        "0x10",
+        "1e999",
+        "1e-999",
+        "NaN",
+        "Infinity",
+        "1.",
+        ".5",
+        "1e",
+        "--1",
+        "1_000",
+        "１２",
+        "0.1234567890123456",
         "184467440737095516150",
     ] {
         refused(&s, json!({ "n": bad }));
@@ -68,7 +91,10 @@ fn only_exact_true_and_false_become_booleans() {
     let s = object(json!({"b": {"type": "boolean"}}), &[]);
     assert_eq!(
         run(&s, json!({"b": "true"})),
-        Some((json!({"b": true}), vec![("/b".into(), json!("true"), Some(json!(true)))]))
+        Some((
+            json!({"b": true}),
+            vec![("/b".into(), json!("true"), Some(json!(true)))]
+        ))
     );
     assert_eq!(coerced(&s, json!({"b": "false"})), json!({"b": false}));
     for bad in ["True", "TRUE", "yes", "1", "0", "", " true", "on"] {
@@ -85,7 +111,10 @@ fn numbers_and_booleans_become_strings_that_still_fit_the_pattern() {
     );
     assert_eq!(
         run(&s, json!({"s": 5})),
-        Some((json!({"s": "5"}), vec![("/s".into(), json!(5), Some(json!("5")))]))
+        Some((
+            json!({"s": "5"}),
+            vec![("/s".into(), json!(5), Some(json!("5")))]
+        ))
     );
     assert_eq!(coerced(&s, json!({"s": 1.5})), json!({"s": "1.5"}));
     assert_eq!(coerced(&s, json!({"s": true})), json!({"s": "true"}));
@@ -105,7 +134,10 @@ fn a_scalar_becomes_a_one_element_array_whose_item_is_coerced_too() {
     );
     assert_eq!(
         run(&s, json!({"tags": "a"})),
-        Some((json!({"tags": ["a"]}), vec![("/tags".into(), json!("a"), Some(json!(["a"])))]))
+        Some((
+            json!({"tags": ["a"]}),
+            vec![("/tags".into(), json!("a"), Some(json!(["a"])))]
+        ))
     );
     assert_eq!(
         run(&s, json!({"ns": "5"})),
@@ -149,7 +181,10 @@ fn enum_members_match_ignoring_case_only_when_exactly_one_does() {
     );
     assert_eq!(
         run(&s, json!({"color": "RED"})),
-        Some((json!({"color": "red"}), vec![("/color".into(), json!("RED"), Some(json!("red")))]))
+        Some((
+            json!({"color": "red"}),
+            vec![("/color".into(), json!("RED"), Some(json!("red")))]
+        ))
     );
     assert_eq!(coerced(&s, json!({"odd": "B"})), json!({"odd": "b"}));
     refused(&s, json!({"odd": "a "}));
@@ -172,7 +207,10 @@ fn const_values_are_never_coerced() {
 
 #[test]
 fn pattern_mismatches_stay_errors() {
-    let s = object(json!({"code": {"type": "string", "pattern": "^[A-Z]{3}$"}}), &[]);
+    let s = object(
+        json!({"code": {"type": "string", "pattern": "^[A-Z]{3}$"}}),
+        &[],
+    );
     refused(&s, json!({"code": "abc"}));
     refused(&s, json!({"code": 123}));
 }
@@ -187,7 +225,11 @@ fn dates_are_rewritten_to_the_named_format_only_when_nothing_is_invented_or_lost
         run(&s, json!({"at": "2026-11-20 10:00:00Z"})),
         Some((
             json!({"at": "2026-11-20T10:00:00Z"}),
-            vec![("/at".into(), json!("2026-11-20 10:00:00Z"), Some(json!("2026-11-20T10:00:00Z")))]
+            vec![(
+                "/at".into(),
+                json!("2026-11-20 10:00:00Z"),
+                Some(json!("2026-11-20T10:00:00Z"))
+            )]
         ))
     );
     assert_eq!(
@@ -198,7 +240,10 @@ fn dates_are_rewritten_to_the_named_format_only_when_nothing_is_invented_or_lost
         coerced(&s, json!({"at": "2026-11-20T10:00:00+0200"})),
         json!({"at": "2026-11-20T10:00:00+02:00"})
     );
-    assert_eq!(coerced(&s, json!({"day": "2026-11-20T00:00:00Z"})), json!({"day": "2026-11-20"}));
+    assert_eq!(
+        coerced(&s, json!({"day": "2026-11-20T00:00:00Z"})),
+        json!({"day": "2026-11-20"})
+    );
     assert_eq!(
         coerced(&s, json!({"day": "2026-11-20T00:00:00.000+00:00"})),
         json!({"day": "2026-11-20"})
@@ -224,9 +269,19 @@ fn dates_are_rewritten_to_the_named_format_only_when_nothing_is_invented_or_lost
         );
     }
     // Already in the format: nothing to do.
-    assert_eq!(coerce(&s, &json!({"at": "2026-11-20T10:00:00Z", "day": "2026-11-20"}), CoercionPlace::Arguments), None);
+    assert_eq!(
+        coerce(
+            &s,
+            &json!({"at": "2026-11-20T10:00:00Z", "day": "2026-11-20"}),
+            CoercionPlace::Arguments
+        ),
+        None
+    );
     assert!(names_date_formats(&s));
-    assert!(!names_date_formats(&object(json!({"a": {"type": "string"}}), &[])));
+    assert!(!names_date_formats(&object(
+        json!({"a": {"type": "string"}}),
+        &[]
+    )));
 }
 
 #[test]
@@ -247,21 +302,31 @@ fn refs_within_the_document_are_followed() {
         ))
     );
     // A remote one is not.
-    let remote = json!({"type": "object", "properties": {"n": {"$ref": "https://example.invalid/n.json"}}});
-    assert_eq!(coerce(&remote, &json!({"n": "1"}), CoercionPlace::Arguments), None);
+    let remote =
+        json!({"type": "object", "properties": {"n": {"$ref": "https://example.invalid/n.json"}}});
+    assert_eq!(
+        coerce(&remote, &json!({"n": "1"}), CoercionPlace::Arguments),
+        None
+    );
 }
 
 #[test]
 fn unions_are_coerced_only_to_the_one_branch_that_can_take_the_value() {
     // Pydantic's Optional[int]: the number branch is the only one "5" can reach.
-    let optional = object(json!({"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}), &[]);
+    let optional = object(
+        json!({"n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}),
+        &[],
+    );
     assert_eq!(coerced(&optional, json!({"n": "5"})), json!({"n": 5}));
     // A branch that takes the value as it is is walked into.
     let nested = object(
         json!({"o": {"anyOf": [{"type": "object", "properties": {"n": {"type": "number"}}}, {"type": "null"}]}}),
         &[],
     );
-    assert_eq!(coerced(&nested, json!({"o": {"n": "2"}})), json!({"o": {"n": 2}}));
+    assert_eq!(
+        coerced(&nested, json!({"o": {"n": "2"}})),
+        json!({"o": {"n": 2}})
+    );
     // "5" could become 5 or true? No: but 5 could become "5" or [5]: two branches, ambiguous.
     let two = object(
         json!({"v": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "number"}}]}}),
@@ -269,10 +334,19 @@ fn unions_are_coerced_only_to_the_one_branch_that_can_take_the_value() {
     );
     refused(&two, json!({"v": 5}));
     // One type list with two ways: `"5"` or `[5]`.
-    let list = object(json!({"v": {"type": ["string", "array"], "items": {"type": "number"}}}), &[]);
+    let list = object(
+        json!({"v": {"type": ["string", "array"], "items": {"type": "number"}}}),
+        &[],
+    );
     refused(&list, json!({"v": 5}));
-    let strings_or_bools = object(json!({"v": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}}), &[]);
-    assert_eq!(coerced(&strings_or_bools, json!({"v": "true"})), json!({"v": true}));
+    let strings_or_bools = object(
+        json!({"v": {"anyOf": [{"type": "number"}, {"type": "boolean"}]}}),
+        &[],
+    );
+    assert_eq!(
+        coerced(&strings_or_bools, json!({"v": "true"})),
+        json!({"v": true})
+    );
 }
 
 #[test]
@@ -284,7 +358,10 @@ fn pointers_escape_tilde_and_slash() {
 
 #[test]
 fn all_or_nothing_when_one_value_cannot_be_coerced() {
-    let s = object(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &[]);
+    let s = object(
+        json!({"a": {"type": "number"}, "b": {"type": "number"}}),
+        &[],
+    );
     refused(&s, json!({"a": "1", "b": "12abc"}));
 }
 
@@ -292,8 +369,14 @@ fn all_or_nothing_when_one_value_cannot_be_coerced() {
 fn valid_values_and_off_schemas_are_left_alone() {
     let s = object(json!({"a": {"type": "number"}}), &[]);
     assert_eq!(coerce(&s, &json!({"a": 1}), CoercionPlace::Arguments), None);
-    assert_eq!(coerce(&json!(true), &json!({"a": "1"}), CoercionPlace::Arguments), None);
-    assert_eq!(coerce(&json!({}), &json!("1"), CoercionPlace::Arguments), None);
+    assert_eq!(
+        coerce(&json!(true), &json!({"a": "1"}), CoercionPlace::Arguments),
+        None
+    );
+    assert_eq!(
+        coerce(&json!({}), &json!("1"), CoercionPlace::Arguments),
+        None
+    );
 }
 
 #[test]
@@ -306,7 +389,10 @@ fn hostile_schemas_and_values_are_bounded_and_never_panic() {
     }
     let _ = coerce(&cycle, &deep, CoercionPlace::Arguments);
     let self_ref = json!({"$ref": "#"});
-    assert_eq!(coerce(&self_ref, &json!("1"), CoercionPlace::Arguments), None);
+    assert_eq!(
+        coerce(&self_ref, &json!("1"), CoercionPlace::Arguments),
+        None
+    );
     // Nested unions (by `$ref`, so the schema stays small): each level tries every branch,
     // and `takes` looks into every branch; the visit bound stops both.
     let mut defs = serde_json::Map::new();
@@ -331,15 +417,35 @@ fn hostile_schemas_and_values_are_bounded_and_never_panic() {
     let _ = coerce(&union, &value, CoercionPlace::Arguments);
     let _ = coerce(&union, &json!("x"), CoercionPlace::Arguments);
     let _ = coerce(&union, &json!({"x": {"x": "1"}}), CoercionPlace::Arguments);
-    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     // Many coercions are no near miss.
     let s = json!({"type": "array", "items": {"type": "number"}});
-    let many = Value::Array((0..MAX_COERCIONS + 1).map(|i| json!(i.to_string())).collect());
+    let many = Value::Array(
+        (0..MAX_COERCIONS + 1)
+            .map(|i| json!(i.to_string()))
+            .collect(),
+    );
     assert_eq!(coerce(&s, &many, CoercionPlace::Arguments), None);
     let enough = Value::Array((0..MAX_COERCIONS).map(|i| json!(i.to_string())).collect());
     assert!(coerce(&s, &enough, CoercionPlace::Arguments).is_some());
     // Odd schema values.
-    for schema in [json!({"type": 5}), json!({"enum": 3}), json!({"anyOf": "x"}), json!({"$ref": 1}), json!({"$ref": "#/%zz"}), json!({"properties": []}), json!({"required": "a", "properties": {"a": {"type": "number"}}})] {
-        let _ = coerce(&schema, &json!({"a": null, "b": "1"}), CoercionPlace::Arguments);
+    for schema in [
+        json!({"type": 5}),
+        json!({"enum": 3}),
+        json!({"anyOf": "x"}),
+        json!({"$ref": 1}),
+        json!({"$ref": "#/%zz"}),
+        json!({"properties": []}),
+        json!({"required": "a", "properties": {"a": {"type": "number"}}}),
+    ] {
+        let _ = coerce(
+            &schema,
+            &json!({"a": null, "b": "1"}),
+            CoercionPlace::Arguments,
+        );
     }
 }

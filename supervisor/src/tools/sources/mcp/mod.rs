@@ -1642,17 +1642,37 @@ mod tests {
         // With coercion allowed, a trivial break is mended and the mend recorded.
         let log = CoercionLog::default();
         assert_eq!(
-            to_value("s", "t", text("{\"n\": \"3\"}"), Some(&validator), Some(&log)).unwrap(),
+            to_value(
+                "s",
+                "t",
+                text("{\"n\": \"3\"}"),
+                Some(&validator),
+                Some(&log)
+            )
+            .unwrap(),
             serde_json::json!({"n": 3})
         );
         let made = log.take();
         assert_eq!(made.len(), 1);
-        assert_eq!((made[0].pointer.as_str(), &made[0].from), ("/n", &serde_json::json!("3")));
+        assert_eq!(
+            (made[0].pointer.as_str(), &made[0].from),
+            ("/n", &serde_json::json!("3"))
+        );
         assert_eq!(made[0].place, crate::agent_api::CoercionPlace::Result);
         // Not a near miss: still an error.
-        let err = to_value("s", "t", text("{\"n\": \"three\"}"), Some(&validator), Some(&log))
-            .unwrap_err();
-        assert!(err.message.contains("breaks its own outputSchema"), "{}", err.message);
+        let err = to_value(
+            "s",
+            "t",
+            text("{\"n\": \"three\"}"),
+            Some(&validator),
+            Some(&log),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("breaks its own outputSchema"),
+            "{}",
+            err.message
+        );
         assert!(log.take().is_empty());
         let mut wrong = text("{}");
         wrong.structured_content = Some(serde_json::json!({"m": 1}));

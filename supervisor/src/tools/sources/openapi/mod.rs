@@ -39,8 +39,8 @@
 mod request_body;
 
 use crate::secrets::store::SecretStore;
-use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::coercion::{self, OutputSchema};
+use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::sources::mcp::identifiers;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
