@@ -514,6 +514,11 @@ const strict = await fails(() => tools.strict.items_get(dynamic({ itemId: "7" })
     // Refused calls never reached the API.
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 5, "{seen:?}");
+    // What went over the wire: the coerced values.
+    assert_eq!(seen[0].target, "/v1/items/7?tags=new&fresh=false");
+    let body: Value = serde_json::from_str(&seen[1].body).unwrap();
+    assert_eq!((&body["count"], &body["kind"]), (&json!(3), &json!("book")));
+    assert!(body.get("note").is_none(), "{body}");
     d.stop().await;
     task.abort();
 }

@@ -169,7 +169,7 @@ pub fn judge(
     let mut unjudged: Vec<&ToolReference> = Vec::new();
     let mut coerced = Vec::new();
     for site in &references.calls {
-        let coerces = coercing.iter().any(|ns| *ns == site.namespace);
+        let coerces = coercing.contains(&site.namespace);
         let judged = Judged {
             first: &mut first,
             unjudged: &mut unjudged,

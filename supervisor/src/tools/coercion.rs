@@ -182,7 +182,8 @@ pub fn names_date_formats(schema: &Value) -> bool {
             _ => false,
         }
     }
-    visit(schema, 0, &mut MAX_VISITS.clone())
+    let mut budget = MAX_VISITS;
+    visit(schema, 0, &mut budget)
 }
 
 struct Walk<'s> {
@@ -402,7 +403,7 @@ impl<'s> Walk<'s> {
         let Some(types) = types else {
             return;
         };
-        let wants = |t: &str| types.iter().any(|x| *x == t);
+        let wants = |t: &str| types.contains(&t);
         let to = match &*value {
             Value::String(text) => {
                 let number = if wants("integer") {

@@ -5,7 +5,10 @@ use serde_json::json;
 
 /// `value` coerced to `schema` as arguments: the value and `(pointer, from, to)` of each
 /// coercion, or `None`.
-fn run(schema: &Value, value: Value) -> Option<(Value, Vec<(String, Value, Option<Value>)>)> {
+/// A coercion as `(pointer, from, to)`.
+type Move = (String, Value, Option<Value>);
+
+fn run(schema: &Value, value: Value) -> Option<(Value, Vec<Move>)> {
     let validator = jsonschema::validator_for(schema).unwrap();
     coerce_valid(&validator, schema, &value, CoercionPlace::Arguments).map(|(v, cs)| {
         (
