@@ -822,6 +822,81 @@ pub fn unreadable_json_error(what: &str, reason: &str) -> ToolError {
 mod tests {
     use super::{JsonLimit, Value};
 
+    /// A result coercion whose value was a secret is undone before the redaction, so the
+    /// secret is redacted as the string it came as; an argument's, and other coercions, stay.
+    #[test]
+    fn result_coercions_of_secret_values_are_undone_before_redaction() {
+        use super::{
+            CallContext, Coercion, CoercionPlace, CoercionRule, SecretScanner,
+            undo_secret_coercions,
+        };
+        use crate::secrets::store::SecretValue;
+        use serde_json::json;
+        let ctx = CallContext::new("ex", "p", 1);
+        ctx.secrets.add([SecretValue::new("918273645".into())]);
+        let scanner = SecretScanner::new([]).unwrap();
+        let coercion = |place, pointer: &str, from: Value, to: Value, rule| Coercion {
+            place,
+            pointer: pointer.into(),
+            from,
+            to: Some(to),
+            rule,
+        };
+        // The source coerced {"pin": "918273645", "n": "2", "tags": "918273645"}.
+        let mut value = json!({"pin": 918273645, "n": 2, "tags": ["918273645"]});
+        let mut coercions = vec![
+            coercion(
+                CoercionPlace::Arguments,
+                "/pin",
+                json!("918273645"),
+                json!(918273645),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/n",
+                json!("2"),
+                json!(2),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/pin",
+                json!("918273645"),
+                json!(918273645),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/tags",
+                json!("918273645"),
+                json!(["918273645"]),
+                CoercionRule::WrapInArray,
+            ),
+        ];
+        undo_secret_coercions(&mut value, &mut coercions, &ctx, &scanner);
+        assert_eq!(
+            value,
+            json!({"pin": "918273645", "n": 2, "tags": ["918273645"]})
+        );
+        let kept: Vec<(&str, CoercionPlace)> = coercions
+            .iter()
+            .map(|c| (c.pointer.as_str(), c.place))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("/pin", CoercionPlace::Arguments),
+                ("/n", CoercionPlace::Result),
+                ("/tags", CoercionPlace::Result),
+            ]
+        );
+        // What the pipeline then does: the secret is redacted in its string form.
+        ctx.secrets.redact_value(&mut value);
+        assert_eq!(value["pin"], json!("[redacted]"));
+        assert_eq!(value["tags"], json!(["[redacted]"]));
+    }
+
     #[test]
     fn serde_json_refusals_of_engine_json_are_recognised() {
         // Pins serde_json's messages: if they change, JsonLimit::of must follow.
