@@ -169,3 +169,87 @@ pub(super) fn wire_name(value: &impl serde::Serialize) -> String {
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_api::{
+        Coercion, CoercionPlace, CoercionRule, ExecutionStats, PeerInfo, ToolCallRecord,
+    };
+    use serde_json::json;
+
+    /// The trace line of a call with coercions says where, from and to (omitted when left
+    /// out); a call without has the line it always had.
+    #[test]
+    fn the_trace_shows_what_was_coerced() {
+        let call = |id, coercions| ToolCallRecord {
+            id,
+            tool: "everything.get_sum".into(),
+            args: json!({"a": "100", "b": 2, "note": null}),
+            outcome: CallOutcome::Ok,
+            error: None,
+            result: None,
+            result_truncated: false,
+            started_ms: 0.0,
+            duration_ms: 3.0,
+            replayed: false,
+            divergence: None,
+            redactions: Vec::new(),
+            coercions,
+        };
+        let coercion = |pointer: &str, from, to, rule| Coercion {
+            place: CoercionPlace::Arguments,
+            pointer: pointer.into(),
+            from,
+            to,
+            rule,
+        };
+        let response = ExecutionResponse {
+            id: "ex".into(),
+            status: Status::Ok,
+            result: json!(102),
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+            tool_calls: vec![
+                call(
+                    1,
+                    vec![
+                        coercion(
+                            "/a",
+                            json!("100"),
+                            Some(json!(100)),
+                            CoercionRule::NumberFromString,
+                        ),
+                        coercion("/note", json!(null), None, CoercionRule::NullOmitted),
+                    ],
+                ),
+                call(2, Vec::new()),
+            ],
+            session: None,
+            replayed_calls: 0,
+            resumed_from: None,
+            pending_calls: Vec::new(),
+            pending_approvals: Vec::new(),
+            determinism: None,
+            stats: ExecutionStats::default(),
+            peer: PeerInfo {
+                uid: 0,
+                gid: 0,
+                pid: None,
+            },
+            principal: "p".into(),
+            redactions: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let text = execution_text(&response);
+        assert!(
+            text.contains("- 1 everything.get_sum (ok, 3 ms, coerced arguments /a \"100\"→100; arguments /note null→omitted)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- 2 everything.get_sum (ok, 3 ms)\n"),
+            "{text}"
+        );
+    }
+}
