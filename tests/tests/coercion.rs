@@ -522,3 +522,53 @@ const strict = await fails(() => tools.strict.items_get(dynamic({ itemId: "7" })
     d.stop().await;
     task.abort();
 }
+
+/// The real `airlockd` takes `coerce` from its policy file, per source: the default coerces a
+/// number for a string, `coerce = "off"` refuses it as before.
+#[test]
+fn the_policy_files_coerce_key_decides_per_source() {
+    use airlock_supervisor::agent_api::ExecutionRequest;
+    use airlock_supervisor::client::Client;
+    use airlock_tests::real_daemon::{self, RealDaemon, fault_server_entry};
+
+    let dir = tempfile::tempdir().unwrap();
+    let sources = format!(
+        "{}{}coerce = \"off\"\n",
+        fault_server_entry("loose", 10_000, &[]),
+        fault_server_entry("strict", 10_000, &[])
+    );
+    let mut daemon = RealDaemon::start(
+        dir.path(),
+        &real_daemon::policy(dir.path(), 0, &sources),
+        |_| {},
+    );
+    let code = r#"
+const dynamic = (a: any) => a;
+const loose = await tools.loose.echo({ text: 5 });
+let strict = null;
+try { await tools.strict.echo(dynamic({ text: 5 })) } catch (e: any) { strict = e.code }
+({ loose, strict })
+"#;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(async {
+        let mut client = Client::connect(&daemon.socket).await.unwrap();
+        client
+            .execute(&ExecutionRequest {
+                code: code.to_owned(),
+                timeout_ms: Some(30_000),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    });
+    assert_eq!(r.status, Status::Ok, "{r:?}\n{}", daemon.log());
+    // `echo` refuses anything but a string `text`, so an answer means it got "5"; its text
+    // answer "5" reaches the program as JSON, the number 5.
+    assert_eq!(r.result, json!({"loose": 5, "strict": "invalid_arguments"}));
+    assert_eq!(
+        moves(&r.tool_calls[0].coercions),
+        [("/text".into(), json!(5), Some(json!("5")))]
+    );
+    assert!(r.tool_calls[1].coercions.is_empty());
+    assert!(daemon.stop().is_some_and(|s| s.success()));
+}
