@@ -74,6 +74,7 @@ pub use policy_file::{EMBEDDED_ORIGIN, Policy};
 pub use principal::{Principal, RateLimits, ToolDecision, ToolRule};
 pub use secret_scanning::{SecretAction, SecretScanning};
 pub use source_location::Location;
+pub use sources::CoercePolicy;
 pub use sources::graphql::{GraphQlSource, SchemaFormat};
 pub use sources::openapi::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
 pub use sources::server::{

@@ -251,6 +251,7 @@ mod tests {
                                 column: 33,
                             },
                             value: Some(LiteralKind::String),
+                            scalar: Some(crate::LiteralScalar::String("is:open".into())),
                         }],
                     }),
                 }],

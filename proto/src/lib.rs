@@ -32,15 +32,15 @@ mod fuzz;
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{
     ConsoleLevel, Determinism, ErrorKind, ExecError, ForkReply, ForkRequest, Language, Limits,
-    LiteralKind, LiteralObject, LiteralProperty, LockdownReport, Outcome, SourcePosition,
-    StartExecution, SupervisorMessage, ToolFailure, ToolReference, ToolReferences, WorkerMessage,
-    WorkerStats,
+    LiteralKind, LiteralObject, LiteralProperty, LiteralScalar, LockdownReport,
+    MAX_LITERAL_SCALAR_BYTES, Outcome, SourcePosition, StartExecution, SupervisorMessage,
+    ToolFailure, ToolReference, ToolReferences, WorkerMessage, WorkerStats,
 };
 
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
 /// supervisor refuses a worker whose version differs, because a worker binary left over from
 /// another build would otherwise misread every message.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;

@@ -117,6 +117,23 @@ pub struct LiteralProperty {
     pub value_at: SourcePosition,
     /// The value's JSON type, when the value is a literal.
     pub value: Option<LiteralKind>,
+    /// The value itself, when it is a string, number or boolean literal short enough
+    /// ([`MAX_LITERAL_SCALAR_BYTES`]): the contract check tells what the daemon would coerce
+    /// it to.
+    pub scalar: Option<LiteralScalar>,
+}
+
+/// Longest string literal (in bytes) a [`LiteralProperty`] carries as its
+/// [`LiteralProperty::scalar`].
+pub const MAX_LITERAL_SCALAR_BYTES: usize = 256;
+
+/// A scalar literal's value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LiteralScalar {
+    String(String),
+    /// The number as JSON text (`100`, `-1.5`).
+    Number(String),
+    Boolean(bool),
 }
 
 /// The JSON type of a literal value (what the contract check can judge without running it).

@@ -525,6 +525,93 @@ pub struct ToolCallRecord {
     /// (never the value).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<Redaction>,
+    /// Values the daemon coerced to the tool's schemas (the source's `coerce = "safe"`): a
+    /// trivial mismatch in the arguments (`"100"` for a number) or in a result that breaks the
+    /// tool's declared output schema, fixed instead of refused. In call order of the walk;
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coercions: Vec<Coercion>,
+}
+
+/// One value coerced to a tool's schema (`tools::coercion`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Coercion {
+    /// Whether it was in the call's arguments or in its result.
+    pub place: CoercionPlace,
+    /// JSON Pointer (RFC 6901) of the value within the arguments or the result, as the program
+    /// wrote them (`""` is the whole value).
+    pub pointer: String,
+    /// The value as it came.
+    pub from: Value,
+    /// The value it became; absent when the property was omitted (`null` for an optional
+    /// property).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Value>,
+    /// Which rule applied.
+    pub rule: CoercionRule,
+}
+
+/// Where a coercion was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoercionPlace {
+    Arguments,
+    Result,
+}
+
+impl CoercionPlace {
+    /// The name in the API, the audit log and the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoercionPlace::Arguments => "arguments",
+            CoercionPlace::Result => "result",
+        }
+    }
+}
+
+/// The coercion rules (docs/agent-api.md, "Coercion").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoercionRule {
+    /// `"100"` → `100` for an `integer` or `number`.
+    NumberFromString,
+    /// `"true"` → `true`.
+    BooleanFromString,
+    /// `5` → `"5"`, `true` → `"true"` for a `string`.
+    StringFromScalar,
+    /// `x` → `[x]` for an array.
+    WrapInArray,
+    /// `null` for an optional property that does not take `null`: omitted.
+    NullOmitted,
+    /// `"RED"` → `"red"`: the one enum member that matches case-insensitively.
+    EnumCase,
+    /// A date or date-time rewritten to the format the schema names.
+    DateFormat,
+}
+
+impl CoercionRule {
+    pub const ALL: [CoercionRule; 7] = [
+        CoercionRule::NumberFromString,
+        CoercionRule::BooleanFromString,
+        CoercionRule::StringFromScalar,
+        CoercionRule::WrapInArray,
+        CoercionRule::NullOmitted,
+        CoercionRule::EnumCase,
+        CoercionRule::DateFormat,
+    ];
+
+    /// The name in the API, the audit log and the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoercionRule::NumberFromString => "number_from_string",
+            CoercionRule::BooleanFromString => "boolean_from_string",
+            CoercionRule::StringFromScalar => "string_from_scalar",
+            CoercionRule::WrapInArray => "wrap_in_array",
+            CoercionRule::NullOmitted => "null_omitted",
+            CoercionRule::EnumCase => "enum_case",
+            CoercionRule::DateFormat => "date_format",
+        }
+    }
 }
 
 /// One replacement made by the secret scanner.

@@ -2,7 +2,7 @@
 //! in the text exposition format. Counters are plain atomics; the few labelled families
 //! (status, error kind, tool outcome) sit behind one mutex that is taken once per execution.
 
-use crate::agent_api::{ExecutionResponse, Status};
+use crate::agent_api::{CoercionPlace, CoercionRule, ExecutionResponse, Status};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -25,6 +25,8 @@ struct Labelled {
     executions_by_status: BTreeMap<&'static str, u64>,
     errors_by_kind: BTreeMap<String, u64>,
     tool_calls_by_outcome: BTreeMap<String, u64>,
+    /// Coercions by place and rule (a fixed set of labels: 2 places × 7 rules).
+    coercions: BTreeMap<(&'static str, &'static str), u64>,
     duration_buckets: Vec<u64>,
     duration_sum: f64,
     duration_count: u64,
@@ -77,6 +79,11 @@ impl Metrics {
             *m.tool_calls_by_outcome
                 .entry(call.outcome.as_str().to_owned())
                 .or_default() += 1;
+            for c in &call.coercions {
+                *m.coercions
+                    .entry((c.place.as_str(), c.rule.as_str()))
+                    .or_default() += 1;
+            }
         }
         let seconds = response.stats.total_ms / 1e3;
         if m.duration_buckets.is_empty() {
@@ -130,6 +137,19 @@ impl Metrics {
         );
         for (outcome, n) in &m.tool_calls_by_outcome {
             let _ = writeln!(out, "{name}{{outcome=\"{outcome}\"}} {n}");
+        }
+        let name = header(
+            &mut out,
+            "airlock_coercions_total",
+            "counter",
+            "Values coerced to a tool's schema (coerce = \"safe\"), by place (arguments, result) and rule.",
+        );
+        for place in [CoercionPlace::Arguments, CoercionPlace::Result] {
+            for rule in CoercionRule::ALL {
+                let (place, rule) = (place.as_str(), rule.as_str());
+                let n = m.coercions.get(&(place, rule)).copied().unwrap_or(0);
+                let _ = writeln!(out, "{name}{{place=\"{place}\",rule=\"{rule}\"}} {n}");
+            }
         }
         let name = header(
             &mut out,
@@ -275,7 +295,29 @@ mod tests {
     #[test]
     fn counts_statuses_kinds_and_durations() {
         let m = Metrics::default();
-        m.record(&response(Status::Ok, None, 2.0));
+        let mut coerced = response(Status::Ok, None, 2.0);
+        coerced.tool_calls.push(crate::agent_api::ToolCallRecord {
+            id: 1,
+            tool: "s.t".into(),
+            args: serde_json::json!({"n": 1}),
+            outcome: crate::agent_api::CallOutcome::Ok,
+            error: None,
+            result: None,
+            result_truncated: false,
+            started_ms: 0.0,
+            duration_ms: 0.0,
+            replayed: false,
+            divergence: None,
+            redactions: Vec::new(),
+            coercions: vec![crate::agent_api::Coercion {
+                place: CoercionPlace::Arguments,
+                pointer: "/n".into(),
+                from: serde_json::json!("1"),
+                to: Some(serde_json::json!(1)),
+                rule: CoercionRule::NumberFromString,
+            }],
+        });
+        m.record(&coerced);
         m.record(&response(
             Status::Error,
             Some(ExecutionErrorKind::Syntax),
@@ -320,6 +362,16 @@ mod tests {
         assert!(text.contains("airlock_execution_duration_seconds_bucket{le=\"2.5\"} 4\n"));
         assert!(text.contains("airlock_execution_duration_seconds_count 4\n"));
         assert!(text.contains("airlock_connections_refused_total 1\n"));
+        assert!(
+            text.contains(
+                "airlock_coercions_total{place=\"arguments\",rule=\"number_from_string\"} 1\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("airlock_coercions_total{place=\"result\",rule=\"enum_case\"} 0\n"),
+            "{text}"
+        );
         assert!(text.contains("airlock_pool_idle_workers 2\n"));
         // Every sample line belongs to a family announced with HELP and TYPE.
         for line in text.lines().filter(|l| !l.starts_with('#')) {

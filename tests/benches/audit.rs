@@ -41,6 +41,7 @@ fn response(n: u64) -> ExecutionResponse {
         replayed: false,
         divergence: None,
         redactions: Vec::new(),
+        coercions: Vec::new(),
     };
     ExecutionResponse {
         id: format!("ex_bench_{n}"),

@@ -1,7 +1,7 @@
 //! The fault-injection MCP server (`src/bin/airlock-mcp-fault-server.rs`, built with `rmcp`'s
 //! server side) as a `[[server]]` for the tests and the MCP benchmark: over stdio as the daemon
 //! starts it, or in Streamable HTTP mode as a process the test owns. Its tools (`echo`,
-//! `sleep`, `crash`, `hang`, `big`, `garbage`, `add_tool`, `progress`, `stderr`, `meta`) and
+//! `sleep`, `crash`, `hang`, `big`, `garbage`, `add_tool`, `progress`, `stderr`, `meta`, `sloppy`) and
 //! flags are documented in the binary.
 
 use airlock_policy::{ServerTransport, StartMode, ToolServer};
@@ -35,6 +35,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
         start: StartMode::Lazy,
         call_timeout_ms: 2_000,
         max_concurrent_calls: 16,
+        coerce: Default::default(),
         confinement: Default::default(),
     }
 }
@@ -83,6 +84,7 @@ impl HttpFaultServer {
             start: StartMode::Lazy,
             call_timeout_ms: 2_000,
             max_concurrent_calls: 16,
+            coerce: Default::default(),
             confinement: Default::default(),
         }
     }

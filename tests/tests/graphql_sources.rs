@@ -198,6 +198,7 @@ fn config(name: &str, schema: PathBuf, endpoint: String) -> GraphQlSource {
         selection_depth: 2,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        coerce: Default::default(),
     }
 }
 
@@ -290,7 +291,8 @@ const attempt = async (key: string, f: () => Promise<unknown>) => {
   try { await f(); out[key] = "no error" } catch (e) { out[key] = { code: e.code, message: e.message, hint: e.hint } }
 };
 await attempt("missing", () => tools.gh.repository(dyn({ owner: "octo" })));
-await attempt("wrongType", () => tools.gh.repository(dyn({ owner: "octo", name: 7 })));
+// (A number for a string would be coerced, `coerce = "safe"`: an object is no near miss.)
+await attempt("wrongType", () => tools.gh.repository(dyn({ owner: "octo", name: { n: 7 } })));
 await attempt("unknownArg", () => tools.gh.repository(dyn({ owner: "o", name: "n", nmae: "x" })));
 await attempt("badEnumless", () => tools.gh.mutation_createIssue(dyn({ input: { title: "t" } })));
 await attempt("syntax", () => tools.gh.query(dyn({ query: "{ viewer { login }" })));

@@ -145,6 +145,24 @@ export interface Redaction {
   pointer?: string;
 }
 
+/** One value the daemon coerced to a tool's schema (the source's `coerce = "safe"`). */
+export interface Coercion {
+  place: "arguments" | "result";
+  /** JSON Pointer within the arguments or the result. */
+  pointer: string;
+  from: Json;
+  /** What it became; absent when the property was left out. */
+  to?: Json;
+  rule:
+    | "number_from_string"
+    | "boolean_from_string"
+    | "string_from_scalar"
+    | "wrap_in_array"
+    | "null_omitted"
+    | "enum_case"
+    | "date_format";
+}
+
 /** One tool call in an execution's trace. */
 export interface ToolCallRecord {
   id: number;
@@ -165,6 +183,8 @@ export interface ToolCallRecord {
   /** The journal recorded this tool with other arguments here: the call ran live. */
   divergence?: string;
   redactions?: Redaction[];
+  /** Values coerced to the tool's schemas; absent when none. */
+  coercions?: Coercion[];
 }
 
 /** A client tool call the program waits for (answer it with `submitResults`). */

@@ -30,6 +30,9 @@ pub struct GraphQlSource {
     pub call_timeout_ms: u64,
     /// Calls in flight to this endpoint at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
+    /// default) or refused (`off`).
+    pub coerce: crate::sources::CoercePolicy,
 }
 
 /// How the schema file is written, from its extension.
@@ -51,6 +54,7 @@ impl GraphQlSource {
         "selection_depth",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "coerce",
     ];
 
     pub const DEFAULT_SELECTION_DEPTH: u32 = 2;
@@ -125,6 +129,7 @@ impl GraphQlSource {
             selection_depth,
             call_timeout_ms,
             max_concurrent_calls,
+            coerce: crate::sources::CoercePolicy::read(table)?,
         })
     }
 }

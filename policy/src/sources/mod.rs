@@ -12,8 +12,41 @@ pub mod server;
 #[cfg(test)]
 mod test_support;
 
-use crate::document::Field;
+use crate::document::{Field, TableReader};
 use crate::error::PolicyError;
+
+/// `coerce = "safe" | "off"`: whether the daemon fixes a call's trivial mismatches with the
+/// tool's schemas (a numeric string for a number, a scalar for an array, …) instead of
+/// refusing them. Every source kind takes it; the default is `safe`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CoercePolicy {
+    /// Arguments (and results with a declared output schema) that miss their schema in one of
+    /// the unambiguous, lossless ways are coerced, and each coercion is traced.
+    #[default]
+    Safe,
+    /// No coercion: a mismatch is refused (arguments) or fails the call (results).
+    Off,
+}
+
+impl CoercePolicy {
+    /// The `coerce` key of a source table (absent: `safe`).
+    pub(crate) fn read(table: &TableReader<'_>) -> Result<CoercePolicy, PolicyError> {
+        let Some(field) = table.get("coerce") else {
+            return Ok(CoercePolicy::Safe);
+        };
+        match field.string("\"safe\" or \"off\"")? {
+            "safe" => Ok(CoercePolicy::Safe),
+            "off" => Ok(CoercePolicy::Off),
+            other => Err(field.invalid(format!(
+                "unknown coerce mode \"{other}\" (expected \"safe\" or \"off\")"
+            ))),
+        }
+    }
+
+    pub fn is_safe(self) -> bool {
+        self == CoercePolicy::Safe
+    }
+}
 
 /// The namespace of the tools a request declares itself (`client_tools`): the client runs them
 /// and sends their results back, so a source by this name would be shadowed or shadow them.
@@ -91,6 +124,51 @@ mod tests {
             e.starts_with(&format!("{}:3:8: server[0].name: ", test_support::FILE)),
             "{e}"
         );
+    }
+
+    #[test]
+    fn coerce_is_safe_by_default_off_on_request_and_nothing_else() {
+        let heads = [
+            (
+                "[[server]]\nname = \"s\"\ncommand = \"x\"\n",
+                "server[0].coerce",
+            ),
+            (
+                "[[openapi]]\nname = \"o\"\nspec = \"/x.json\"\n",
+                "openapi[0].coerce",
+            ),
+            (
+                "[[graphql]]\nname = \"g\"\nschema = \"/s.graphql\"\nendpoint = \"https://x/graphql\"\n",
+                "graphql[0].coerce",
+            ),
+        ];
+        for (head, key) in heads {
+            let coerce = |p: &crate::Policy| {
+                p.servers
+                    .iter()
+                    .map(|s| s.coerce)
+                    .chain(p.openapi.iter().map(|s| s.coerce))
+                    .chain(p.graphql.iter().map(|s| s.coerce))
+                    .next()
+                    .unwrap()
+            };
+            assert_eq!(coerce(&parse(head).unwrap()), CoercePolicy::Safe);
+            let off = parse(&format!("{head}coerce = \"off\"\n")).unwrap();
+            assert_eq!(coerce(&off), CoercePolicy::Off);
+            let safe = parse(&format!("{head}coerce = \"safe\"\n")).unwrap();
+            assert_eq!(coerce(&safe), CoercePolicy::Safe);
+            assert_refused(
+                head,
+                &[
+                    (
+                        "coerce = \"always\"",
+                        key,
+                        "unknown coerce mode \"always\" (expected \"safe\" or \"off\")",
+                    ),
+                    ("coerce = true", key, "\"safe\" or \"off\""),
+                ],
+            );
+        }
     }
 
     #[test]

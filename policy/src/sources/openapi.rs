@@ -28,6 +28,9 @@ pub struct OpenApiSource {
     pub call_timeout_ms: u64,
     /// Calls in flight to this API at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
+    /// default) or refused (`off`).
+    pub coerce: crate::sources::CoercePolicy,
     /// Only operations whose tool name matches one of these (`*` globs) are offered; empty
     /// means all.
     pub include: Vec<String>,
@@ -81,6 +84,7 @@ impl OpenApiSource {
         "auth",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "coerce",
         "include",
         "exclude",
     ];
@@ -134,6 +138,7 @@ impl OpenApiSource {
             auth,
             call_timeout_ms,
             max_concurrent_calls,
+            coerce: crate::sources::CoercePolicy::read(table)?,
             include: read_patterns(table.get("include"))?,
             exclude: read_patterns(table.get("exclude"))?,
         })

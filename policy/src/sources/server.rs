@@ -24,6 +24,9 @@ pub struct ToolServer {
     pub call_timeout_ms: u64,
     /// Calls in flight to this server at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
+    /// default) or refused (`off`).
+    pub coerce: crate::sources::CoercePolicy,
     /// What a stdio server may reach (`confine`, `network`, `read`, `write`, `memory`,
     /// `open_files`, `processes`); not used for `url` servers.
     pub confinement: Confinement,
@@ -149,6 +152,7 @@ impl ToolServer {
         "start",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "coerce",
         "confine",
         "network",
         "read",
@@ -240,6 +244,7 @@ impl ToolServer {
             start,
             call_timeout_ms,
             max_concurrent_calls,
+            coerce: crate::sources::CoercePolicy::read(table)?,
             confinement: Confinement::read(table)?,
         })
     }

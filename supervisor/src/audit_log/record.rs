@@ -364,6 +364,7 @@ mod tests {
                     pointer: Some("/token".into()),
                     secret: Some("github-token".into()),
                 }],
+                coercions: Vec::new(),
             }],
             stats: ExecutionStats {
                 queue_ms: 2.0,

@@ -16,7 +16,10 @@
 //! - a first argument written as an object literal: properties the schema does not declare
 //!   (unless it allows more), required properties missing (unless the literal spreads another
 //!   object), and literal values (strings, numbers, booleans, null, arrays, objects) of a type
-//!   the schema does not accept.
+//!   the schema does not accept, unless the source coerces near misses (`coerce = "safe"`)
+//!   and the call would coerce this one ([`crate::tools::coercion`]: `"100"` for a number,
+//!   `null` for an optional property): that is a warning naming the pointer and the value
+//!   before and after, and the program runs.
 //!
 //! A program that declares its own `tools` binding sends no references, and namespaces that
 //! could not be listed are skipped: the check must never reject a program that would work.
@@ -25,11 +28,14 @@
 //! bounded amount of work, and the costly part of an answer (the did-you-mean search over a
 //! catalogue) is done once, for the first violation only.
 
-use crate::agent_api::{ExecutionError, ExecutionErrorKind};
+use crate::agent_api::{CoercionPlace, ExecutionError, ExecutionErrorKind};
 use crate::sdk::tool_search::call_signature;
+use crate::tools::coercion;
 use crate::tools::naming::{closest, namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolRegistry};
-use airlock_proto::{LiteralKind, SourcePosition, ToolReference, ToolReferences};
+use airlock_proto::{
+    LiteralKind, LiteralProperty, LiteralScalar, SourcePosition, ToolReference, ToolReferences,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,8 +90,12 @@ pub async fn check(
     named.dedup();
     let mut lists = Vec::new();
     let mut lenient = Vec::new();
+    let mut coercing = Vec::new();
     for source in tools.sources() {
         let namespace = source.namespace().to_owned();
+        if source.coerce().is_safe() {
+            coercing.push(namespace.clone());
+        }
         if named.binary_search(&namespace.as_str()).is_err() {
             // Not called: known by name (for suggestions) but not listed.
             lists.push((namespace, None));
@@ -120,7 +130,7 @@ pub async fn check(
         }
         tools.near_tools(namespace, wanted, list)
     };
-    judge(references, &catalogue, &lenient, &near)
+    judge(references, &catalogue, &lenient, &coercing, &near)
 }
 
 /// What the contract check found: the refusal, if the program may not run, and what the
@@ -129,9 +139,14 @@ pub async fn check(
 pub struct Verdict {
     pub refusal: Option<ExecutionError>,
     /// Unknown tools of namespaces whose lists may change (the program ran: the tool may
-    /// exist by the time it is called), with the tools they may have meant.
+    /// exist by the time it is called), with the tools they may have meant; and literal
+    /// arguments the daemon will coerce to the tool's schema (`coerce = "safe"`), with the
+    /// pointer and the value before and after.
     pub warnings: Vec<String>,
 }
+
+/// At most this many literal arguments that will be coerced get a warning each.
+const MAX_COERCION_WARNINGS: usize = 5;
 
 /// The tools of a namespace that an unknown name may have meant (`tools/naming.rs`'s
 /// `near_tools`, over a cached index where there is one).
@@ -141,19 +156,43 @@ pub type NearTools<'a> = dyn Fn(&str, &str) -> Vec<String> + 'a;
 const MAX_UNJUDGED_WARNINGS: usize = 3;
 
 /// [`check`] against a catalogue already listed.
+/// `coercing` lists the namespaces whose sources coerce near misses (`coerce = "safe"`): a
+/// literal of the wrong type that the daemon will coerce is warned about instead of refused.
 pub fn judge(
     references: &ToolReferences,
     catalogue: &ContractCatalogue<'_>,
     lenient: &[(String, Leniency)],
+    coercing: &[String],
     near: &NearTools<'_>,
 ) -> Verdict {
     let mut first: Option<Violation<'_>> = None;
     let mut unjudged: Vec<&ToolReference> = Vec::new();
+    let mut coerced = Vec::new();
     for site in &references.calls {
-        judge_site(site, catalogue, lenient, &mut first, &mut unjudged);
+        let coerces = coercing.contains(&site.namespace);
+        let judged = Judged {
+            first: &mut first,
+            unjudged: &mut unjudged,
+            coerced: &mut coerced,
+        };
+        judge_site(site, catalogue, lenient, coerces, judged);
     }
     let Some(violation) = first else {
         let mut warnings = Vec::new();
+        for (at, site, key, from, to, expected) in coerced.iter().take(MAX_COERCION_WARNINGS) {
+            let to = match to {
+                Some(to) => format!("to {to}"),
+                None => "by leaving it out".to_owned(),
+            };
+            warnings.push(format!(
+                "line {}: tools.{}.{}: argument `{key}` (/{}) is {from} where the schema wants {}; the daemon will coerce it {to}, as the source's coerce = \"safe\" allows — pass that instead",
+                at.line,
+                site.namespace,
+                site.name,
+                pointer_token(key),
+                expected.join(" or ")
+            ));
+        }
         let mut seen: Vec<(&str, &str)> = Vec::new();
         for site in unjudged {
             let key = (site.namespace.as_str(), site.name.as_str());
@@ -353,14 +392,127 @@ fn note<'r>(first: &mut Option<Violation<'r>>, at: SourcePosition, problem: Prob
     }
 }
 
+/// A literal argument the daemon will coerce: where, the call, the key, the value before and
+/// after (`None`: left out), and the types the schema wants.
+type Coerced<'r> = (
+    SourcePosition,
+    &'r ToolReference,
+    &'r str,
+    Value,
+    Option<Value>,
+    Vec<String>,
+);
+
+/// What judging the sites collects.
+struct Judged<'a, 'r> {
+    first: &'a mut Option<Violation<'r>>,
+    unjudged: &'a mut Vec<&'r ToolReference>,
+    coerced: &'a mut Vec<Coerced<'r>>,
+}
+
+/// What coercion would make of a literal of the wrong type.
+enum WouldCoerce {
+    /// This value (`None`: the property left out), which the schema's type takes.
+    To(Value, Option<Value>),
+    /// It may be coerced, but the literal's value is not known (a template literal, a long
+    /// string): not judged.
+    Unknown,
+    /// It would not be.
+    No,
+}
+
+/// Whether the daemon would coerce the literal `property` of a call to a tool whose input
+/// schema is `schema`, where `declared` (the property's schema) does not take its type.
+fn would_coerce(
+    schema: &Value,
+    declared: &Value,
+    property: &LiteralProperty,
+    given: LiteralKind,
+    expected: &[String],
+) -> WouldCoerce {
+    let required = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|k| k.as_str() == Some(property.key.as_str())));
+    if given == LiteralKind::Null {
+        return if required {
+            WouldCoerce::No
+        } else {
+            WouldCoerce::To(Value::Null, None)
+        };
+    }
+    let wants = |t: &str| expected.iter().any(|e| e == t);
+    let maybe = match given {
+        LiteralKind::String => {
+            wants("number") || wants("integer") || wants("boolean") || wants("array")
+        }
+        LiteralKind::Number | LiteralKind::Integer | LiteralKind::Boolean => {
+            wants("string") || wants("array")
+        }
+        _ => false,
+    };
+    if !maybe {
+        return WouldCoerce::No;
+    }
+    let from = match &property.scalar {
+        Some(LiteralScalar::String(s)) => Value::String(s.clone()),
+        Some(LiteralScalar::Boolean(b)) => Value::Bool(*b),
+        Some(LiteralScalar::Number(n)) => match serde_json::from_str::<Value>(n) {
+            Ok(v @ Value::Number(_)) => v,
+            _ => return WouldCoerce::Unknown,
+        },
+        None => return WouldCoerce::Unknown,
+    };
+    // The property alone, walked under the whole schema (its `$ref`s point into it).
+    let mut object = serde_json::Map::new();
+    object.insert(property.key.clone(), from.clone());
+    let Some((coerced, _)) =
+        coercion::coerce(schema, &Value::Object(object), CoercionPlace::Arguments)
+    else {
+        return WouldCoerce::No;
+    };
+    let Some(to) = coerced.get(&property.key) else {
+        return WouldCoerce::No;
+    };
+    // Shallowly, as the check judges types: the rest is checked at the call.
+    if accepted_types(declared).is_some_and(|t| accepts_value(&t, to)) {
+        WouldCoerce::To(from, Some(to.clone()))
+    } else {
+        WouldCoerce::No
+    }
+}
+
+fn accepts_value(expected: &[String], value: &Value) -> bool {
+    let kind = match value {
+        Value::String(_) => LiteralKind::String,
+        Value::Number(n) if n.is_i64() || n.is_u64() => LiteralKind::Integer,
+        Value::Number(_) => LiteralKind::Number,
+        Value::Bool(_) => LiteralKind::Boolean,
+        Value::Null => LiteralKind::Null,
+        Value::Array(_) => LiteralKind::Array,
+        Value::Object(_) => LiteralKind::Object,
+    };
+    accepts(expected, kind)
+}
+
+/// A key as a JSON Pointer token (RFC 6901).
+fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// Holds one call against the catalogue, keeping its problem if it comes before `first`.
 fn judge_site<'r>(
     site: &'r ToolReference,
     catalogue: &ContractCatalogue<'_>,
     lenient: &[(String, Leniency)],
-    first: &mut Option<Violation<'r>>,
-    unjudged: &mut Vec<&'r ToolReference>,
+    coerces: bool,
+    judged: Judged<'_, 'r>,
 ) {
+    let Judged {
+        first,
+        unjudged,
+        coerced,
+    } = judged;
     // Nothing in this call can come before what is already found (its own problems all lie
     // at or after the call's position).
     if first.as_ref().is_some_and(|v| v.at <= site.at) {
@@ -410,6 +562,16 @@ fn judge_site<'r>(
                     && let Some(expected) = accepted_types(declared)
                     && !accepts(&expected, given)
                 {
+                    if coerces {
+                        match would_coerce(schema, declared, property, given, &expected) {
+                            WouldCoerce::To(from, to) => {
+                                coerced.push((property.value_at, site, key, from, to, expected));
+                                continue;
+                            }
+                            WouldCoerce::Unknown => continue,
+                            WouldCoerce::No => {}
+                        }
+                    }
                     note(
                         first,
                         property.value_at,
@@ -479,7 +641,7 @@ fn accepts(expected: &[String], given: LiteralKind) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use airlock_proto::{LiteralObject, LiteralProperty};
+    use airlock_proto::LiteralObject;
     use serde_json::json;
 
     fn at(line: u32, column: u32) -> SourcePosition {
@@ -513,6 +675,13 @@ mod tests {
                     at: at(site.at.line, column),
                     value_at: at(site.at.line, column + key.len() as u32 + 2),
                     value: *value,
+                    // A string is some text no rule coerces; numbers are 1 (or 1.5).
+                    scalar: match value {
+                        Some(Str) => Some(LiteralScalar::String("some text".into())),
+                        Some(Integer) => Some(LiteralScalar::Number("1".into())),
+                        Some(Number) => Some(LiteralScalar::Number("1.5".into())),
+                        _ => None,
+                    },
                 };
                 column += key.len() as u32 + 6;
                 property
@@ -556,9 +725,111 @@ mod tests {
             &ToolReferences { calls },
             &catalogue([("math", tools.as_slice())]),
             lenient,
+            &["math".to_owned()],
             &near,
         )
         .refusal
+    }
+
+    /// The verdict on one call to `math.add` whose properties carry these literal values, for
+    /// a source that coerces (`coercing`) or not.
+    fn verdict_on(props: &[(&str, LiteralKind, Option<LiteralScalar>)], coercing: bool) -> Verdict {
+        let tools = tools();
+        let index = namespace_search("math", &tools);
+        let near = |_: &str, wanted: &str| near_tools(wanted, &tools, &index);
+        let mut site = with_object(call("math", "add", 4, 1), false, &[]);
+        let object = site.argument.as_mut().unwrap();
+        for (i, (key, kind, scalar)) in props.iter().enumerate() {
+            object.properties.push(LiteralProperty {
+                key: (*key).into(),
+                at: at(4, 20 + 10 * i as u32),
+                value_at: at(4, 23 + 10 * i as u32),
+                value: Some(*kind),
+                scalar: scalar.clone(),
+            });
+        }
+        let coercing = if coercing {
+            vec!["math".to_owned()]
+        } else {
+            Vec::new()
+        };
+        judge(
+            &ToolReferences { calls: vec![site] },
+            &catalogue([("math", tools.as_slice())]),
+            &[],
+            &coercing,
+            &near,
+        )
+    }
+
+    /// A literal the daemon will coerce is a warning with the pointer and the values; one it
+    /// would not coerce is refused as before, and so is everything with `coerce = "off"`.
+    #[test]
+    fn literals_the_daemon_will_coerce_are_warned_about_not_refused() {
+        let number = |n: &str| Some(LiteralScalar::Number(n.into()));
+        let text = |t: &str| Some(LiteralScalar::String(t.into()));
+        let v = verdict_on(
+            &[
+                ("a", Str, text("100")),
+                ("b", Integer, number("2")),
+                ("label", Integer, number("5")),
+            ],
+            true,
+        );
+        assert!(v.refusal.is_none(), "{:?}", v.refusal);
+        assert_eq!(
+            v.warnings,
+            vec![
+                "line 4: tools.math.add: argument `a` (/a) is \"100\" where the schema wants number; the daemon will coerce it to 100, as the source's coerce = \"safe\" allows — pass that instead",
+                "line 4: tools.math.add: argument `label` (/label) is 5 where the schema wants string; the daemon will coerce it to \"5\", as the source's coerce = \"safe\" allows — pass that instead",
+            ]
+        );
+        // null for the optional `label`: left out.
+        let v = verdict_on(
+            &[
+                ("a", Integer, number("1")),
+                ("b", Integer, number("2")),
+                ("label", Null, None),
+            ],
+            true,
+        );
+        assert!(v.refusal.is_none());
+        assert!(
+            v.warnings[0].contains("the daemon will coerce it by leaving it out"),
+            "{:?}",
+            v.warnings
+        );
+        // Not coercible: refused as before.
+        for (value, message) in [
+            (text("12abc"), "argument `a` must be number, not string"),
+            (text(""), "argument `a` must be number, not string"),
+        ] {
+            let v = verdict_on(&[("a", Str, value), ("b", Integer, number("2"))], true);
+            assert_eq!(
+                v.refusal.unwrap().message,
+                format!("tools.math.add: {message}")
+            );
+        }
+        let v = verdict_on(
+            &[("a", Integer, number("1")), ("b", Str, text("1.5"))],
+            true,
+        );
+        assert_eq!(
+            v.refusal.unwrap().message,
+            "tools.math.add: argument `b` must be integer, not string"
+        );
+        // A value the worker did not send (a long string): not judged.
+        let v = verdict_on(&[("a", Str, None), ("b", Integer, number("2"))], true);
+        assert!(v.refusal.is_none() && v.warnings.is_empty());
+        // coerce = "off": refused.
+        let v = verdict_on(
+            &[("a", Str, text("100")), ("b", Integer, number("2"))],
+            false,
+        );
+        assert_eq!(
+            v.refusal.unwrap().message,
+            "tools.math.add: argument `a` must be number, not string"
+        );
     }
 
     fn run(calls: Vec<ToolReference>) -> Option<ExecutionError> {
@@ -748,6 +1019,7 @@ mod tests {
             &ToolReferences { calls },
             &catalogue([("math", tools.as_slice())]),
             &changing,
+            &[],
             &near,
         );
         assert!(verdict.refusal.is_none());

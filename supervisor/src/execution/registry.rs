@@ -183,6 +183,7 @@ impl EventLog {
                         replayed: false,
                         divergence: None,
                         redactions: Vec::new(),
+                        coercions: Vec::new(),
                     });
                 }
                 ExecutionEvent::ToolCallFinished {

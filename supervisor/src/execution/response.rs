@@ -154,6 +154,17 @@ impl Run {
             for call in &mut tool_calls {
                 let findings = self.scanner.scan_json(&mut call.args);
                 note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
+                // The coercions' values are the arguments' (or the scanned result's): scanned
+                // the same way. A value made from a secret is shown as the secret's redaction,
+                // never in the form it was coerced to (a number escapes the string scan).
+                // Their findings are the arguments' and the result's, noted there.
+                for c in &mut call.coercions {
+                    if !self.scanner.scan_json(&mut c.from).is_empty() {
+                        c.to = c.to.as_ref().map(|_| c.from.clone());
+                    } else if let Some(to) = c.to.as_mut() {
+                        self.scanner.scan_json(to);
+                    }
+                }
             }
         }
         if let Some(err) = error.as_mut() {
@@ -319,6 +330,7 @@ mod tests {
             replayed: false,
             divergence: None,
             redactions: Vec::new(),
+            coercions: Vec::new(),
         };
         let calls = [
             call(

@@ -506,7 +506,11 @@ impl Run {
                         tracing::error!(error = %e, "the contract check failed; the program runs unjudged");
                         contract::Verdict::default()
                     });
-                    self.warnings.extend(verdict.warnings);
+                    // They quote literal arguments (what will be coerced): scanned like them.
+                    for warning in verdict.warnings {
+                        let warning = self.scan_text(RedactionPlace::Arguments, warning);
+                        self.warnings.push(warning);
+                    }
                     match verdict.refusal {
                         None => {
                             held = false;
@@ -671,6 +675,7 @@ impl Run {
             replayed: false,
             divergence: None,
             redactions: Vec::new(),
+            coercions: Vec::new(),
         });
         self.call_started.push(now);
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
@@ -719,6 +724,7 @@ impl Run {
             id,
             result,
             redactions,
+            coercions,
             replayed,
             divergence,
             warning,
@@ -741,6 +747,7 @@ impl Run {
         let record = &mut self.tool_calls[idx];
         record.duration_ms = duration_ms;
         record.redactions = redactions;
+        record.coercions = coercions;
         record.replayed = replayed;
         record.divergence = divergence;
         match result {

@@ -6,9 +6,12 @@
 //! not compile fails only the calls of its own tool, and remote `$ref`s are never fetched (the
 //! `jsonschema` crate is built without its HTTP and file resolvers).
 
+use crate::agent_api::{Coercion, CoercionPlace};
 use crate::sdk::tool_search::{parameters, short_type};
+use crate::tools::coercion;
 use crate::tools::naming::closest;
 use crate::tools::{ToolError, ToolErrorCode};
+use airlock_policy::CoercePolicy;
 use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
@@ -23,6 +26,11 @@ pub struct ArgumentSchema {
     properties: Vec<(String, String)>,
     /// `{ a: number, b?: string }`, as the SDK's search shows it.
     signature: String,
+    /// The schema itself, for coercion ([`super::coercion`]).
+    schema: Value,
+    /// It names a `date` or `date-time` format: valid arguments are walked too, since the
+    /// validator does not assert formats.
+    dates: bool,
 }
 
 impl ArgumentSchema {
@@ -42,12 +50,47 @@ impl ArgumentSchema {
             validator,
             properties,
             signature: parameters(schema),
+            dates: coercion::names_date_formats(schema),
+            schema: schema.clone(),
         }
     }
 
     /// `{ a: number, b?: string }`, as a hint of what the tool takes.
     pub fn signature(&self) -> &str {
         &self.signature
+    }
+
+    /// The arguments a call sends: `args` when they satisfy the schema, else (when `coerce`
+    /// is `safe`) `args` coerced to it with the coercions made, else the `invalid_arguments`
+    /// error of `args` as they came. With `safe`, arguments that satisfy a schema naming a date
+    /// format are walked for the date rule too.
+    pub fn check_coercing(
+        &self,
+        tool: &str,
+        args: Value,
+        coerce: CoercePolicy,
+    ) -> Result<(Value, Vec<Coercion>), ToolError> {
+        let checked = self.check(tool, &args);
+        if !coerce.is_safe() || (checked.is_ok() && !self.dates) {
+            return checked.map(|()| (args, Vec::new()));
+        }
+        match (self.coerce(&args, CoercionPlace::Arguments), checked) {
+            (Some((coerced, coercions)), _) => Ok((coerced, coercions)),
+            (None, Ok(())) => Ok((args, Vec::new())),
+            (None, Err(mut e)) => {
+                e.hint = e.hint.map(|hint| {
+                    format!("{hint}; pass each argument as the type shown (the daemon coerces only unambiguous near misses such as \"100\" for a number)")
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// `value` coerced to the schema ([`coercion::coerce_valid`]), when that is needed and
+    /// helps; `None` otherwise (and for a schema that does not compile).
+    pub fn coerce(&self, value: &Value, place: CoercionPlace) -> Option<(Value, Vec<Coercion>)> {
+        let validator = self.validator.as_ref().ok()?;
+        coercion::coerce_valid(validator, &self.schema, value, place)
     }
 
     /// `Ok` when `args` satisfy the schema; otherwise an `invalid_arguments` error for `tool`.
@@ -185,6 +228,36 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn near_misses_are_coerced_when_the_policy_says_safe_and_refused_when_off() {
+        let s = sum_schema();
+        let (args, coercions) = s
+            .check_coercing("m.sum", json!({"a": "1", "b": 2}), CoercePolicy::Safe)
+            .unwrap();
+        assert_eq!(args, json!({"a": 1, "b": 2}));
+        assert_eq!(coercions.len(), 1);
+        let e = s
+            .check_coercing("m.sum", json!({"a": "1", "b": 2}), CoercePolicy::Off)
+            .unwrap_err();
+        assert_eq!(e.code, "invalid_arguments");
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("m.sum takes { a: number, b: number, label?: string }")
+        );
+        // What cannot be coerced keeps its error, which says what the schema wants.
+        let e = s
+            .check_coercing("m.sum", json!({"a": "12abc", "b": 2}), CoercePolicy::Safe)
+            .unwrap_err();
+        assert!(e.message.contains("\"12abc\""), "{}", e.message);
+        assert!(e.message.contains("number"), "{}", e.message);
+        assert!(e.hint.unwrap().contains("a: number"));
+        // Valid arguments pass untouched.
+        let (args, coercions) = s
+            .check_coercing("m.sum", json!({"a": 1, "b": 2}), CoercePolicy::Safe)
+            .unwrap();
+        assert_eq!((args, coercions.len()), (json!({"a": 1, "b": 2}), 0));
     }
 
     #[test]

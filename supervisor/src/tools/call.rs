@@ -17,7 +17,8 @@
 //! Then concurrently with the execution's other calls, [`Admitted::complete`]:
 //! 5. **resolve**: namespace and tool (may start a lazily started server);
 //! 6. **arguments**: the tool's input schema, so nothing reaches a service for a call that
-//!    cannot be valid;
+//!    cannot be valid; first, where the source's `coerce` is `safe`, near misses (`"100"`
+//!    for a number) are coerced to it ([`super::coercion`]) and recorded for the trace;
 //! 7. **gate**: a permit of the source's `max_concurrent_calls`, and its `call_timeout_ms`
 //!    as the call's deadline;
 //! 8. **the source**: the adapter speaks its protocol;
@@ -32,10 +33,16 @@
 //! tool needs no grant and spends no rate) and is answered at arrival from the agent's
 //! results, or held for them ([`Arrival::Held`]).
 //!
-//! The execution records what comes out (the trace, the audit log). Later stages of the
-//! roadmap (coercion, approvals) are stages here.
+//! A source that checks its results against a declared output schema (MCP `outputSchema`)
+//! coerces a result that breaks it trivially in stage 8, under the same policy, and adds the
+//! coercions to the call's context; stage 9 undoes a result coercion whose value was a secret,
+//! so it is redacted as the string it came as.
+//!
+//! The execution records what comes out (the trace with its coercions, the audit log).
 
-use crate::agent_api::{PendingCall, Redaction, RedactionPlace};
+use crate::agent_api::{
+    Coercion, CoercionPlace, CoercionRule, PendingCall, Redaction, RedactionPlace,
+};
 use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
 use crate::rate_limiter::RateBucket;
@@ -172,6 +179,8 @@ pub struct CallAnswer {
     pub result: Result<String, ToolError>,
     /// What was redacted from the answer (and from its progress) before anyone saw it.
     pub redactions: Vec<Redaction>,
+    /// Values coerced to the tool's schemas: in its arguments, and in its result.
+    pub coercions: Vec<Coercion>,
     /// The time the answer was made (the program's clock moves to it when it gets it); for a
     /// replayed call, the time it was recorded at.
     pub clock_ms: u64,
@@ -476,6 +485,8 @@ impl Admitted {
             secrets,
             idempotency_key: None,
             catalogue: Some(self.scope.catalogue.clone()),
+            coerce: airlock_policy::CoercePolicy::Safe,
+            coercions: crate::tools::coercion::CoercionLog::default(),
         }
     }
 
@@ -499,9 +510,11 @@ impl Admitted {
             journal,
             ..
         } = self;
+        let mut coercions = ctx.coercions.take();
         // 9. The values the call used, then anything else secret-shaped.
         let result = match result {
             Ok(mut value) => {
+                undo_secret_coercions(&mut value, &mut coercions, ctx, &scope.scanner);
                 ctx.secrets.redact_value(&mut value);
                 Ok(value)
             }
@@ -513,6 +526,14 @@ impl Admitted {
         };
         let namespace = tool.split('.').next().unwrap_or_default();
         let on_secret = scope.secret_scanning.action(namespace);
+        // The coercions' values, like the values they came from (the response scans them
+        // again with the arguments).
+        for c in &mut coercions {
+            ctx.secrets.redact_value(&mut c.from);
+            if let Some(to) = c.to.as_mut() {
+                ctx.secrets.redact_value(to);
+            }
+        }
         let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
         redactions.extend(ctx.progress.take_redactions());
         // 10.
@@ -531,12 +552,45 @@ impl Admitted {
             id,
             result,
             redactions,
+            coercions,
             clock_ms,
             replayed,
             divergence,
             warning,
         }
     }
+}
+
+/// A result coercion whose value was a secret (a value the call used, or secret-shaped) is
+/// undone before stage 9, so the secret is redacted as the string it came as: `"123456"`
+/// made a number would escape redaction, which looks at strings.
+fn undo_secret_coercions(
+    value: &mut Value,
+    coercions: &mut Vec<Coercion>,
+    ctx: &CallContext,
+    scanner: &SecretScanner,
+) {
+    let secret = |c: &Coercion| {
+        let mut from = c.from.clone();
+        ctx.secrets.redact_value(&mut from);
+        from != c.from || !scanner.scan_json(&mut from).is_empty()
+    };
+    let mut kept = Vec::with_capacity(coercions.len());
+    // Deepest last: undone in reverse, a wrapped element before its array.
+    for c in std::mem::take(coercions).into_iter().rev() {
+        let undo = c.place == CoercionPlace::Result
+            && !matches!(
+                c.rule,
+                CoercionRule::WrapInArray | CoercionRule::NullOmitted
+            )
+            && secret(&c);
+        match value.pointer_mut(&c.pointer) {
+            Some(at) if undo => *at = c.from,
+            _ => kept.push(c),
+        }
+    }
+    kept.reverse();
+    *coercions = kept;
 }
 
 /// A live call of a session: recorded as sent before the source is called.
@@ -560,6 +614,7 @@ pub fn failed(id: u32) -> CallAnswer {
             "this is a daemon or tool source problem; the operator should check the airlockd log",
         )),
         redactions: Vec::new(),
+        coercions: Vec::new(),
         clock_ms: crate::execution::determinism::now_ms(),
         replayed: false,
         divergence: None,
@@ -577,13 +632,19 @@ async fn call_source(
     journaled: Option<Journaled<'_>>,
 ) -> Result<Value, ToolError> {
     let resolved = registry.resolve(tool).await?;
-    resolved.schema.check(tool, &args)?;
+    let source: &dyn ToolSource = resolved.source.as_ref();
+    // 6. The arguments, coerced to the schema where the source's policy allows it. The
+    // journal's key (and an approval's hash) was taken at arrival from the program's own
+    // arguments, so a replay finds the call whatever coercion makes of it; the source gets
+    // the coerced ones, and the trace shows the program's with the coercions beside them.
+    ctx.coerce = source.coerce();
+    let (args, coercions) = resolved.schema.check_coercing(tool, args, ctx.coerce)?;
+    ctx.coercions.add(coercions);
     if let Some(j) = journaled {
         j.run.sent(j.key, resolved.read_only)?;
         j.sent.store(true, Ordering::Relaxed);
         ctx.idempotency_key = Some(j.idempotency_key.to_owned());
     }
-    let source: &dyn ToolSource = resolved.source.as_ref();
     let Some(gate) = source.gate() else {
         return source.call(&resolved.name, args, &ctx).await;
     };
@@ -760,6 +821,81 @@ pub fn unreadable_json_error(what: &str, reason: &str) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::{JsonLimit, Value};
+
+    /// A result coercion whose value was a secret is undone before the redaction, so the
+    /// secret is redacted as the string it came as; an argument's, and other coercions, stay.
+    #[test]
+    fn result_coercions_of_secret_values_are_undone_before_redaction() {
+        use super::{
+            CallContext, Coercion, CoercionPlace, CoercionRule, SecretScanner,
+            undo_secret_coercions,
+        };
+        use crate::secrets::store::SecretValue;
+        use serde_json::json;
+        let ctx = CallContext::new("ex", "p", 1);
+        ctx.secrets.add([SecretValue::new("918273645".into())]);
+        let scanner = SecretScanner::new([]).unwrap();
+        let coercion = |place, pointer: &str, from: Value, to: Value, rule| Coercion {
+            place,
+            pointer: pointer.into(),
+            from,
+            to: Some(to),
+            rule,
+        };
+        // The source coerced {"pin": "918273645", "n": "2", "tags": "918273645"}.
+        let mut value = json!({"pin": 918273645, "n": 2, "tags": ["918273645"]});
+        let mut coercions = vec![
+            coercion(
+                CoercionPlace::Arguments,
+                "/pin",
+                json!("918273645"),
+                json!(918273645),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/n",
+                json!("2"),
+                json!(2),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/pin",
+                json!("918273645"),
+                json!(918273645),
+                CoercionRule::NumberFromString,
+            ),
+            coercion(
+                CoercionPlace::Result,
+                "/tags",
+                json!("918273645"),
+                json!(["918273645"]),
+                CoercionRule::WrapInArray,
+            ),
+        ];
+        undo_secret_coercions(&mut value, &mut coercions, &ctx, &scanner);
+        assert_eq!(
+            value,
+            json!({"pin": "918273645", "n": 2, "tags": ["918273645"]})
+        );
+        let kept: Vec<(&str, CoercionPlace)> = coercions
+            .iter()
+            .map(|c| (c.pointer.as_str(), c.place))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                ("/pin", CoercionPlace::Arguments),
+                ("/n", CoercionPlace::Result),
+                ("/tags", CoercionPlace::Result),
+            ]
+        );
+        // What the pipeline then does: the secret is redacted in its string form.
+        ctx.secrets.redact_value(&mut value);
+        assert_eq!(value["pin"], json!("[redacted]"));
+        assert_eq!(value["tags"], json!(["[redacted]"]));
+    }
 
     #[test]
     fn serde_json_refusals_of_engine_json_are_recognised() {

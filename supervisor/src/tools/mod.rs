@@ -6,6 +6,7 @@
 //!   readable arguments, rate, resolve, argument schema, gate, the source, redaction and scan);
 //! - [`registry`]: namespaces → sources, and name resolution with did-you-mean;
 //! - [`arguments`]: arguments checked against a tool's JSON Schema;
+//! - [`coercion`]: near misses (`"100"` for a number) coerced to a tool's schemas;
 //! - [`catalogue`]: a caller's tools as an SDK and search index, cached per principal;
 //! - [`client`]: client-owned tools, which a request declares and the agent answers itself;
 //! - [`builtin`]: the daemon's own tools (`tools.airlock.search_tools`, `read_sdk`), which
@@ -26,6 +27,7 @@ pub mod builtin;
 pub mod call;
 pub mod catalogue;
 pub mod client;
+pub mod coercion;
 pub mod naming;
 pub mod progress;
 pub mod redaction;
@@ -38,6 +40,7 @@ pub use progress::ToolProgress;
 pub use redaction::SecretsUsed;
 pub use registry::ToolRegistry;
 
+use airlock_policy::CoercePolicy;
 use serde::Serialize;
 use serde_json::Value;
 use std::future::Future;
@@ -114,6 +117,11 @@ pub struct CallContext {
     /// the daemon's built-in tools ([`builtin`]) answer from. The pipeline fills it from the
     /// execution's call scope; `None` in a context made outside an execution.
     pub catalogue: Option<catalogue::CallerCatalogue>,
+    /// Whether the source's policy lets the call's values be coerced to the tool's schemas
+    /// (`coerce`), and the coercions made: the pipeline's in the arguments, the source's in
+    /// a result that breaks a declared output schema ([`coercion`]).
+    pub coerce: CoercePolicy,
+    pub coercions: coercion::CoercionLog,
 }
 
 /// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
@@ -137,6 +145,8 @@ impl CallContext {
             secrets: SecretsUsed::default(),
             idempotency_key: None,
             catalogue: None,
+            coerce: CoercePolicy::Safe,
+            coercions: coercion::CoercionLog::default(),
         }
     }
 
@@ -199,13 +209,22 @@ pub trait ToolSource: Send + Sync + 'static {
     /// it can fail, with an error that says why the source is unavailable.
     fn tools(&self) -> ToolsFuture<'_>;
     /// Performs one call. `args` is the JSON object the program passed, already checked
-    /// against the tool's input schema.
+    /// against the tool's input schema (and coerced to it where [`ToolSource::coerce`] is
+    /// `safe`). A source that holds results to a declared output schema coerces a result
+    /// that breaks it trivially under the same policy and adds the coercions to
+    /// `ctx.coercions` ([`coercion`]).
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a>;
 
     /// The concurrency limit and call timeout from the source's policy entry; `None` for
     /// in-process sources (an embedder's, tests') that need neither.
     fn gate(&self) -> Option<&CallGate> {
         None
+    }
+
+    /// Whether values of its calls may be coerced to its tools' schemas (the source's
+    /// `coerce` in the policy; in-process sources take the default, `safe`).
+    fn coerce(&self) -> CoercePolicy {
+        CoercePolicy::Safe
     }
 
     /// Whether the source's tool list can change while it runs (an MCP server that announces

@@ -42,6 +42,7 @@ async fn run() -> anyhow::Result<()> {
             start: StartMode::Lazy,
             call_timeout_ms: 20_000,
             max_concurrent_calls: 4,
+            coerce: Default::default(),
             confinement: Default::default(),
         },
         Arc::new(SecretStore::empty()),

@@ -36,6 +36,7 @@
 //! | `progress` | `{steps, delay_ms}` | sends `steps` progress notifications (1..=steps of `steps`, with a message) on the request's progress token, if it has one, then answers `"done"` |
 //! | `stderr` | `{text}` | writes `text` to stderr, answers `"written"` |
 //! | `meta` | `{}` | answers the request's `_meta` as a JSON object; annotated `readOnlyHint: true` |
+//! | `sloppy` | `{kind}` | has an `outputSchema` (`{count: integer, status: "ok" \| "failed", tags?: string[], note?: string}`) and answers `{count: "3", status: "OK", tags: "x", note: null}` (`kind: "trivial"`: every field a near miss) or `count: "three"` (`"broken"`) |
 //!
 //! `garbage` kinds (stdio): `"text"` (default) writes the line `this is not JSON-RPC`;
 //! `"shape"` writes well-formed JSON that is no JSON-RPC message; `"result"` writes a response
@@ -167,6 +168,24 @@ impl FaultServer {
                 object(json!({}), &[]),
             )
             .with_annotations(ToolAnnotations::new().read_only(true)),
+            Tool::new(
+                "sloppy",
+                "Answers a result that breaks its own outputSchema: trivially, or not.",
+                object(
+                    json!({"kind": {"type": "string", "enum": ["trivial", "broken"]}}),
+                    &["kind"],
+                ),
+            )
+            .with_raw_output_schema(schema(json!({
+                "type": "object",
+                "properties": {
+                    "count": {"type": "integer"},
+                    "status": {"type": "string", "enum": ["ok", "failed"]},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "note": {"type": "string"}
+                },
+                "required": ["count", "status"]
+            }))),
         ];
         let added = self
             .added
@@ -290,6 +309,18 @@ impl FaultServer {
                 let t = str_arg("text").ok_or_else(|| invalid("stderr needs text"))?;
                 eprintln!("{t}");
                 text("written")
+            }
+            "sloppy" => {
+                // `count` a numeric string, `status` in the wrong case, `tags` a scalar, `note`
+                // null: trivial; `count` not a number at all: broken.
+                let count = match str_arg("kind").as_deref() {
+                    Some("broken") => "three",
+                    _ => "3",
+                };
+                Ok(CallToolResult::structured(json!({
+                    "count": count, "status": "OK", "tags": "x", "note": null
+                }))
+                .into())
             }
             "meta" => {
                 // rmcp moves the request's `_meta` into the context; whatever it left in the

@@ -19,6 +19,7 @@ __all__ = [
     "CallOutcome",
     "ClientResult",
     "ClientTool",
+    "Coercion",
     "ConsoleEvent",
     "Decision",
     "Determinism",
@@ -218,6 +219,34 @@ class Redaction:
 
 
 @dataclass(frozen=True)
+class Coercion:
+    """One value the daemon coerced to a tool's schema (the source's ``coerce = "safe"``).
+
+    ``place`` is ``"arguments"`` or ``"result"``; ``pointer`` a JSON Pointer within it;
+    ``to`` is missing (``has_to`` false) when the property was left out; ``rule`` names the
+    rule (``number_from_string``, ``enum_case``, ...).
+    """
+
+    place: str
+    pointer: str
+    from_: JSON
+    to: JSON = None
+    has_to: bool = False
+    rule: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Coercion:
+        return cls(
+            place=str(data.get("place", "arguments")),
+            pointer=str(data.get("pointer", "")),
+            from_=data.get("from"),
+            to=data.get("to"),
+            has_to="to" in data,
+            rule=str(data.get("rule", "")),
+        )
+
+
+@dataclass(frozen=True)
 class ToolCallRecord:
     """One tool call in an execution's trace (``response.tool_calls``).
 
@@ -238,6 +267,7 @@ class ToolCallRecord:
     replayed: bool = False
     divergence: str | None = None
     redactions: list[Redaction] = field(default_factory=list)
+    coercions: list[Coercion] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolCallRecord:
@@ -256,6 +286,7 @@ class ToolCallRecord:
             replayed=bool(data.get("replayed", False)),
             divergence=_opt_str(data.get("divergence")),
             redactions=[Redaction.from_json(r) for r in _list(data.get("redactions"))],
+            coercions=[Coercion.from_json(c) for c in _list(data.get("coercions"))],
         )
 
 

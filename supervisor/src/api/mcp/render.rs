@@ -127,14 +127,38 @@ fn trace(out: &mut String, r: &ExecutionResponse) {
             (_, Some(e)) => format!("{name}: {}", e.message),
         };
         let replayed = if call.replayed { ", replayed" } else { "" };
+        // Coerced values: where, from and to (the whole list is in structuredContent).
+        let coerced = match call.coercions.as_slice() {
+            [] => String::new(),
+            list => format!(
+                ", coerced {}",
+                list.iter()
+                    .map(|c| {
+                        let to = c.to.as_ref().map_or("omitted".to_owned(), short);
+                        format!("{} {} {}→{to}", c.place.as_str(), c.pointer, short(&c.from))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
         let _ = writeln!(
             out,
-            "- {} {} ({outcome}, {:.0} ms{replayed})",
+            "- {} {} ({outcome}, {:.0} ms{replayed}{coerced})",
             call.id, call.tool, call.duration_ms
         );
     }
     if r.tool_calls.len() > TRACE_LINES {
         let _ = writeln!(out, "- … {} more", r.tool_calls.len() - TRACE_LINES);
+    }
+}
+
+/// A value for one line of text: at most 60 characters.
+fn short(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() > 60 {
+        format!("{}…", text.chars().take(60).collect::<String>())
+    } else {
+        text
     }
 }
 
@@ -144,4 +168,88 @@ pub(super) fn wire_name(value: &impl serde::Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent_api::{
+        Coercion, CoercionPlace, CoercionRule, ExecutionStats, PeerInfo, ToolCallRecord,
+    };
+    use serde_json::json;
+
+    /// The trace line of a call with coercions says where, from and to (omitted when left
+    /// out); a call without has the line it always had.
+    #[test]
+    fn the_trace_shows_what_was_coerced() {
+        let call = |id, coercions| ToolCallRecord {
+            id,
+            tool: "everything.get_sum".into(),
+            args: json!({"a": "100", "b": 2, "note": null}),
+            outcome: CallOutcome::Ok,
+            error: None,
+            result: None,
+            result_truncated: false,
+            started_ms: 0.0,
+            duration_ms: 3.0,
+            replayed: false,
+            divergence: None,
+            redactions: Vec::new(),
+            coercions,
+        };
+        let coercion = |pointer: &str, from, to, rule| Coercion {
+            place: CoercionPlace::Arguments,
+            pointer: pointer.into(),
+            from,
+            to,
+            rule,
+        };
+        let response = ExecutionResponse {
+            id: "ex".into(),
+            status: Status::Ok,
+            result: json!(102),
+            stdout: String::new(),
+            stderr: String::new(),
+            error: None,
+            tool_calls: vec![
+                call(
+                    1,
+                    vec![
+                        coercion(
+                            "/a",
+                            json!("100"),
+                            Some(json!(100)),
+                            CoercionRule::NumberFromString,
+                        ),
+                        coercion("/note", json!(null), None, CoercionRule::NullOmitted),
+                    ],
+                ),
+                call(2, Vec::new()),
+            ],
+            session: None,
+            replayed_calls: 0,
+            resumed_from: None,
+            pending_calls: Vec::new(),
+            pending_approvals: Vec::new(),
+            determinism: None,
+            stats: ExecutionStats::default(),
+            peer: PeerInfo {
+                uid: 0,
+                gid: 0,
+                pid: None,
+            },
+            principal: "p".into(),
+            redactions: Vec::new(),
+            warnings: Vec::new(),
+        };
+        let text = execution_text(&response);
+        assert!(
+            text.contains("- 1 everything.get_sum (ok, 3 ms, coerced arguments /a \"100\"→100; arguments /note null→omitted)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("- 2 everything.get_sum (ok, 3 ms)\n"),
+            "{text}"
+        );
+    }
 }

@@ -13,7 +13,8 @@
 
 use super::typescript::LineIndex;
 use airlock_proto::{
-    LiteralKind, LiteralObject, LiteralProperty, SourcePosition, ToolReference, ToolReferences,
+    LiteralKind, LiteralObject, LiteralProperty, LiteralScalar, MAX_LITERAL_SCALAR_BYTES,
+    SourcePosition, ToolReference, ToolReferences,
 };
 use oxc::ast::ast::{
     Argument, BindingIdentifier, CallExpression, Expression, ObjectExpression, ObjectPropertyKind,
@@ -80,6 +81,7 @@ impl Finder<'_, '_> {
                 at: self.position(property.span.start),
                 value_at: self.position(property.value.span().start),
                 value: literal_kind(&property.value),
+                scalar: literal_scalar(&property.value),
             });
         }
         LiteralObject {
@@ -141,6 +143,26 @@ fn member<'e>(expression: &'e Expression<'_>) -> Option<(&'e Expression<'e>, &'e
     }
 }
 
+/// A string, number or boolean literal's value (a string only up to
+/// [`MAX_LITERAL_SCALAR_BYTES`]).
+fn literal_scalar(value: &Expression<'_>) -> Option<LiteralScalar> {
+    Some(match value {
+        Expression::StringLiteral(s) if s.value.len() <= MAX_LITERAL_SCALAR_BYTES => {
+            LiteralScalar::String(s.value.as_str().to_owned())
+        }
+        Expression::NumericLiteral(n) if n.value.is_finite() => {
+            // Integers within 2^53 as integers (JSON.stringify's `100`, not `100.0`).
+            if n.value.fract() == 0.0 && n.value.abs() < 9_007_199_254_740_992.0 {
+                LiteralScalar::Number(format!("{}", n.value as i64))
+            } else {
+                LiteralScalar::Number(format!("{}", n.value))
+            }
+        }
+        Expression::BooleanLiteral(b) => LiteralScalar::Boolean(b.value),
+        _ => return None,
+    })
+}
+
 /// A literal argument value's JSON type, when the value is a literal.
 fn literal_kind(value: &Expression<'_>) -> Option<LiteralKind> {
     Some(match value {
@@ -200,6 +222,22 @@ mod tests {
                 ("o", Some(LiteralKind::Object)),
                 ("t", Some(LiteralKind::Boolean)),
                 ("v", None),
+            ]
+        );
+        let scalars: Vec<Option<LiteralScalar>> =
+            object.properties.iter().map(|p| p.scalar.clone()).collect();
+        assert_eq!(
+            scalars,
+            vec![
+                Some(LiteralScalar::Number("1".into())),
+                Some(LiteralScalar::Number("2.5".into())),
+                // A template literal's value is not carried.
+                None,
+                None,
+                None,
+                None,
+                Some(LiteralScalar::Boolean(true)),
+                None,
             ]
         );
         assert_eq!(object.properties[0].at, at(1, 34));

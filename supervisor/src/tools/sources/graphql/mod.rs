@@ -32,6 +32,7 @@
 //! twice, is merged and the first definition of each field wins.
 
 use crate::secrets::store::SecretStore;
+use crate::tools::coercion::{self, OutputSchema};
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
@@ -45,7 +46,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Fields one default selection set may hold in all (leaves and object fields), so that a tool's
 /// document and its answer stay small whatever the schema.
@@ -608,6 +609,22 @@ enum ToolKind {
 struct Tool {
     descriptor: ToolDescriptor,
     kind: ToolKind,
+    /// The descriptor's output schema, compiled on the first call that needed it: results
+    /// that break it trivially (a custom scalar's) are coerced ([`coercion::mend_result`]).
+    output: OnceLock<Option<OutputSchema>>,
+}
+
+impl Tool {
+    fn output(&self) -> Option<&OutputSchema> {
+        self.output
+            .get_or_init(|| {
+                self.descriptor
+                    .output_schema
+                    .as_ref()
+                    .and_then(|s| OutputSchema::compile(s).ok())
+            })
+            .as_ref()
+    }
 }
 
 /// One configured GraphQL endpoint with its tools.
@@ -733,10 +750,16 @@ impl GraphQlApi {
                         ctx,
                     )
                     .await?;
-                Ok(data
+                let value = data
                     .as_object_mut()
                     .and_then(|d| d.remove(field.as_str()))
-                    .unwrap_or(Value::Null))
+                    .unwrap_or(Value::Null);
+                Ok(coercion::mend_result(
+                    entry.output(),
+                    value,
+                    self.config.coerce,
+                    &ctx.coercions,
+                ))
             }
             ToolKind::Custom(allowed) => {
                 let query = args
@@ -1098,6 +1121,7 @@ fn custom_tool(config: &GraphQlSource, operation: Operation) -> Tool {
             read_only: operation == Operation::Query,
         },
         kind: ToolKind::Custom(operation),
+        output: OnceLock::new(),
     }
 }
 
@@ -1213,6 +1237,7 @@ fn field_tool(
                 .collect(),
             selection,
         },
+        output: OnceLock::new(),
     }
 }
 
@@ -1561,6 +1586,10 @@ impl ToolSource for GraphQlApi {
     fn gate(&self) -> Option<&CallGate> {
         Some(&self.gate)
     }
+
+    fn coerce(&self) -> airlock_policy::CoercePolicy {
+        self.config.coerce
+    }
 }
 
 #[cfg(test)]
@@ -1629,6 +1658,7 @@ input CreateIssueInput {
             selection_depth: depth,
             call_timeout_ms: 1000,
             max_concurrent_calls: 2,
+            coerce: Default::default(),
         }
     }
 

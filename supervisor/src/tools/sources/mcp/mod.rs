@@ -20,6 +20,7 @@ pub mod confinement;
 pub use confinement::ServerHost;
 
 use crate::secrets::store::SecretStore;
+use crate::tools::coercion::{CoercionLog, OutputSchema};
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
 use crate::tools::{
@@ -263,7 +264,7 @@ struct ServerTool {
     original: String,
     /// Its `outputSchema`, compiled once per listing, when it has one that compiles: results
     /// are checked against it, so the SDK's output type is what a program receives.
-    output: Option<Arc<jsonschema::Validator>>,
+    output: Option<Arc<OutputSchema>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -956,7 +957,7 @@ impl McpServer {
                     .as_ref()
                     .map(|s| Value::Object((**s).clone()));
                 let output = match &output_schema {
-                    Some(schema) => match jsonschema::validator_for(schema) {
+                    Some(schema) => match OutputSchema::compile(schema) {
                         Ok(v) => Some(Arc::new(v)),
                         Err(e) => {
                             warn!(server = %self.config.name, tool = %tool.name, error = %e, "the tool's outputSchema is not valid JSON Schema; its results are typed unknown");
@@ -1159,7 +1160,14 @@ impl McpServer {
                 return Err(self.call_failed(tool, &e));
             }
         };
-        to_value(&self.config.name, tool, result, found.output.as_deref())
+        let coercions = self.config.coerce.is_safe().then_some(&ctx.coercions);
+        to_value(
+            &self.config.name,
+            tool,
+            result,
+            found.output.as_deref(),
+            coercions,
+        )
     }
 
     /// Drops a connection that failed under a call (an HTTP server that went away does not
@@ -1301,6 +1309,10 @@ impl ToolSource for McpServer {
         Some(&self.gate)
     }
 
+    fn coerce(&self) -> airlock_policy::CoercePolicy {
+        self.config.coerce
+    }
+
     fn starts_eagerly(&self) -> bool {
         self.config.start == StartMode::Eager
     }
@@ -1320,7 +1332,9 @@ impl ToolSource for McpServer {
 ///   that sends only the serialised copy MCP asks for alongside it, its one text block
 ///   parsed as JSON; the value must satisfy the schema, else the call fails with
 ///   `upstream_error` (MCP says clients should check, and the SDK types the result by the
-///   schema, so a program never gets a value of another shape);
+///   schema, so a program never gets a value of another shape), unless it breaks it only
+///   trivially and `coercions` (the server's `coerce = "safe"`) takes the coercions that make
+///   it fit ([`crate::tools::coercion`]);
 /// - otherwise `structuredContent` when present;
 /// - otherwise one text block → its JSON value if it is JSON, else the string;
 /// - otherwise (several blocks, images, resources) → an array of the content blocks as MCP
@@ -1329,7 +1343,8 @@ fn to_value(
     server: &str,
     tool: &str,
     result: CallToolResult,
-    output: Option<&jsonschema::Validator>,
+    output: Option<&OutputSchema>,
+    coercions: Option<&CoercionLog>,
 ) -> Result<Value, ToolError> {
     let texts = || -> String {
         result
@@ -1353,7 +1368,7 @@ fn to_value(
             ),
         ));
     }
-    if let Some(validator) = output {
+    if let Some(output) = output {
         let broken = |why: String| {
             ToolError::new(ToolErrorCode::UpstreamError,
                 format!("{server}.{tool} answered with a result that breaks its own outputSchema: {why}"),
@@ -1366,7 +1381,13 @@ fn to_value(
                 .map_err(|_| broken("no structuredContent, and its text is not JSON".into()))?,
             (None, _) => return Err(broken("no structuredContent".into())),
         };
-        if let Some(error) = validator.iter_errors(&value).next() {
+        if let Some(error) = output.validator.iter_errors(&value).next() {
+            if let Some(log) = coercions
+                && let Some((coerced, made)) = output.coerce(&value)
+            {
+                log.add(made);
+                return Ok(coerced);
+            }
             let at = error.instance_path().to_string();
             // The validator's message quotes the offending value, which may be large.
             let mut why = error.to_string();
@@ -1482,6 +1503,7 @@ mod tests {
                 start: StartMode::Lazy,
                 call_timeout_ms: 1000,
                 max_concurrent_calls: 1,
+                coerce: Default::default(),
                 confinement: Default::default(),
             },
             Arc::new(SecretStore::empty()),
@@ -1554,17 +1576,17 @@ mod tests {
     fn results_map_predictably() {
         let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
         assert_eq!(
-            to_value("s", "t", text("{\"a\":1}"), None).unwrap(),
+            to_value("s", "t", text("{\"a\":1}"), None, None).unwrap(),
             serde_json::json!({"a": 1})
         );
         assert_eq!(
-            to_value("s", "t", text("plain words"), None).unwrap(),
+            to_value("s", "t", text("plain words"), None, None).unwrap(),
             serde_json::json!("plain words")
         );
         let mut structured = text("ignored");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, None).unwrap(),
+            to_value("s", "t", structured, None, None).unwrap(),
             serde_json::json!({"n": 2})
         );
         let err = to_value(
@@ -1572,13 +1594,14 @@ mod tests {
             "t",
             CallToolResult::error(vec![ContentBlock::text("boom")]),
             None,
+            None,
         )
         .unwrap_err();
         assert_eq!(err.code, "upstream_error");
         assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(
-            to_value("s", "t", two, None).unwrap(),
+            to_value("s", "t", two, None, None).unwrap(),
             serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
         );
     }
@@ -1589,17 +1612,17 @@ mod tests {
     #[test]
     fn results_of_tools_with_an_output_schema_have_its_shape() {
         let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]});
-        let validator = jsonschema::validator_for(&schema).unwrap();
+        let validator = OutputSchema::compile(&schema).unwrap();
         let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
         let mut structured = text("{\"n\": 1}");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, Some(&validator)).unwrap(),
+            to_value("s", "t", structured, Some(&validator), None).unwrap(),
             serde_json::json!({"n": 2})
         );
         // Only the serialised copy: parsed, checked, used.
         assert_eq!(
-            to_value("s", "t", text("{\"n\": 3}"), Some(&validator)).unwrap(),
+            to_value("s", "t", text("{\"n\": 3}"), Some(&validator), None).unwrap(),
             serde_json::json!({"n": 3})
         );
         for broken in [
@@ -1607,7 +1630,7 @@ mod tests {
             text("{\"n\": \"3\"}"),
             CallToolResult::success(vec![]),
         ] {
-            let err = to_value("s", "t", broken, Some(&validator)).unwrap_err();
+            let err = to_value("s", "t", broken, Some(&validator), None).unwrap_err();
             assert_eq!(err.code, "upstream_error");
             assert!(
                 err.message.contains("breaks its own outputSchema"),
@@ -1616,14 +1639,49 @@ mod tests {
             );
             assert!(err.hint.is_some());
         }
+        // With coercion allowed, a trivial break is mended and the mend recorded.
+        let log = CoercionLog::default();
+        assert_eq!(
+            to_value(
+                "s",
+                "t",
+                text("{\"n\": \"3\"}"),
+                Some(&validator),
+                Some(&log)
+            )
+            .unwrap(),
+            serde_json::json!({"n": 3})
+        );
+        let made = log.take();
+        assert_eq!(made.len(), 1);
+        assert_eq!(
+            (made[0].pointer.as_str(), &made[0].from),
+            ("/n", &serde_json::json!("3"))
+        );
+        assert_eq!(made[0].place, crate::agent_api::CoercionPlace::Result);
+        // Not a near miss: still an error.
+        let err = to_value(
+            "s",
+            "t",
+            text("{\"n\": \"three\"}"),
+            Some(&validator),
+            Some(&log),
+        )
+        .unwrap_err();
+        assert!(
+            err.message.contains("breaks its own outputSchema"),
+            "{}",
+            err.message
+        );
+        assert!(log.take().is_empty());
         let mut wrong = text("{}");
         wrong.structured_content = Some(serde_json::json!({"m": 1}));
-        let err = to_value("s", "t", wrong, Some(&validator)).unwrap_err();
+        let err = to_value("s", "t", wrong, Some(&validator), None).unwrap_err();
         assert!(err.message.contains("at `/`"), "{}", err.message);
         // A large wrong value is not quoted whole.
         let mut huge = text("{}");
         huge.structured_content = Some(serde_json::json!({"n": "x".repeat(100_000)}));
-        let err = to_value("s", "t", huge, Some(&validator)).unwrap_err();
+        let err = to_value("s", "t", huge, Some(&validator), None).unwrap_err();
         assert!(err.message.contains("at `/n`"), "{}", &err.message[..200]);
         assert!(err.message.len() < 1_000, "{} bytes", err.message.len());
     }

@@ -39,6 +39,7 @@
 mod request_body;
 
 use crate::secrets::store::SecretStore;
+use crate::tools::coercion::{self, OutputSchema};
 use crate::tools::sources::http::{self, OutboundHttpError};
 use crate::tools::sources::mcp::identifiers;
 use crate::tools::sources::settings::Settings;
@@ -53,7 +54,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// How much of a failed answer's body its `ToolError` quotes.
 pub const MAX_EXCERPT_BYTES: usize = 1024;
@@ -133,6 +134,21 @@ struct Operation {
     input_schema: Value,
     /// The success response's JSON schema, when the document gives one (see [`output_schema`]).
     output_schema: Option<Value>,
+    /// It compiled, on the first call that needed it: results that break it trivially are
+    /// coerced ([`coercion::mend_result`]).
+    output: OnceLock<Option<OutputSchema>>,
+}
+
+impl Operation {
+    fn output(&self) -> Option<&OutputSchema> {
+        self.output
+            .get_or_init(|| {
+                self.output_schema
+                    .as_ref()
+                    .and_then(|s| OutputSchema::compile(s).ok())
+            })
+            .as_ref()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -350,7 +366,13 @@ impl OpenApiSource {
         let empty = Map::new();
         let args = args.as_object().unwrap_or(&empty);
         let credentials = self.credentials(ctx)?;
-        self.send(&full, op, args, credentials, ctx).await
+        let value = self.send(&full, op, args, credentials, ctx).await?;
+        Ok(coercion::mend_result(
+            op.output(),
+            value,
+            self.config.coerce,
+            &ctx.coercions,
+        ))
     }
 
     /// The auth values, secrets read from the store now (so a rotated secret is used at once).
@@ -664,6 +686,10 @@ impl ToolSource for OpenApiSource {
     fn gate(&self) -> Option<&CallGate> {
         Some(&self.gate)
     }
+
+    fn coerce(&self) -> airlock_policy::CoercePolicy {
+        self.config.coerce
+    }
 }
 
 /// Whether an operation of `method` only reads: the methods HTTP defines as safe (RFC 9110,
@@ -940,6 +966,7 @@ fn build_operation(
         problem: None,
         input_schema: json!({ "type": "object" }),
         output_schema: output_schema(document, op),
+        output: OnceLock::new(),
     };
     match input_schema(document, path, item, op, api_key_header) {
         Ok((schema, params, body)) => {
@@ -1563,6 +1590,7 @@ mod tests {
             auth: None,
             call_timeout_ms: 5_000,
             max_concurrent_calls: 4,
+            coerce: Default::default(),
             include: Vec::new(),
             exclude: Vec::new(),
         }
