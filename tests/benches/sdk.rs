@@ -72,6 +72,7 @@ fn main() {
         auth: None,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     };

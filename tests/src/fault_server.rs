@@ -35,6 +35,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
         start: StartMode::Lazy,
         call_timeout_ms: 2_000,
         max_concurrent_calls: 16,
+        learn_types: true,
         confinement: Default::default(),
     }
 }
@@ -83,6 +84,7 @@ impl HttpFaultServer {
             start: StartMode::Lazy,
             call_timeout_ms: 2_000,
             max_concurrent_calls: 16,
+            learn_types: true,
             confinement: Default::default(),
         }
     }

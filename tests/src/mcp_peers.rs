@@ -45,6 +45,7 @@ pub fn npm_server(name: &str, package: &str, args: &[&str], test: &str) -> Optio
         start: StartMode::Lazy,
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
+        learn_types: true,
         confinement: Default::default(),
     })
 }
@@ -105,6 +106,7 @@ pub fn python_module_server(
         start: StartMode::Lazy,
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
+        learn_types: true,
         confinement: Default::default(),
     })
 }
@@ -172,6 +174,7 @@ impl HttpServerEverything {
             start: StartMode::Lazy,
             call_timeout_ms: 30_000,
             max_concurrent_calls: 16,
+            learn_types: true,
             confinement: Default::default(),
         }
     }
@@ -266,6 +269,7 @@ pub fn closed_openapi(name: &str, spec: PathBuf) -> airlock_policy::OpenApiSourc
         auth: None,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     }
@@ -282,5 +286,6 @@ pub fn closed_github_graphql(schema: PathBuf) -> airlock_policy::GraphQlSource {
         selection_depth: 2,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        learn_types: true,
     }
 }

@@ -198,6 +198,7 @@ fn config(name: &str, schema: PathBuf, endpoint: String) -> GraphQlSource {
         selection_depth: 2,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        learn_types: true,
     }
 }
 

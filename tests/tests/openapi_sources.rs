@@ -240,6 +240,7 @@ fn config(name: &str, spec: PathBuf, base_url: &str, auth: Option<OpenApiAuth>) 
         auth,
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     }

@@ -30,6 +30,9 @@ pub struct GraphQlSource {
     pub call_timeout_ms: u64,
     /// Calls in flight to this endpoint at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// Learn the output types of its tools from their results (`learn_types`, default
+    /// true); `false` keeps no shape of its results and shows none in the SDK.
+    pub learn_types: bool,
 }
 
 /// How the schema file is written, from its extension.
@@ -51,6 +54,7 @@ impl GraphQlSource {
         "selection_depth",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "learn_types",
     ];
 
     pub const DEFAULT_SELECTION_DEPTH: u32 = 2;
@@ -116,6 +120,10 @@ impl GraphQlSource {
             Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
+        let learn_types = match table.get("learn_types") {
+            Some(field) => field.boolean()?,
+            None => true,
+        };
         Ok(GraphQlSource {
             name: name.to_owned(),
             schema: PathBuf::from(schema),
@@ -125,6 +133,7 @@ impl GraphQlSource {
             selection_depth,
             call_timeout_ms,
             max_concurrent_calls,
+            learn_types,
         })
     }
 }

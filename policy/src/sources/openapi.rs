@@ -28,6 +28,9 @@ pub struct OpenApiSource {
     pub call_timeout_ms: u64,
     /// Calls in flight to this API at once, over all executions; more wait.
     pub max_concurrent_calls: usize,
+    /// Learn the output types of its tools from their results (`learn_types`, default
+    /// true); `false` keeps no shape of its results and shows none in the SDK.
+    pub learn_types: bool,
     /// Only operations whose tool name matches one of these (`*` globs) are offered; empty
     /// means all.
     pub include: Vec<String>,
@@ -81,6 +84,7 @@ impl OpenApiSource {
         "auth",
         "call_timeout_ms",
         "max_concurrent_calls",
+        "learn_types",
         "include",
         "exclude",
     ];
@@ -127,6 +131,10 @@ impl OpenApiSource {
             Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
+        let learn_types = match table.get("learn_types") {
+            Some(field) => field.boolean()?,
+            None => true,
+        };
         Ok(OpenApiSource {
             name: name.to_owned(),
             spec: PathBuf::from(spec),
@@ -134,6 +142,7 @@ impl OpenApiSource {
             auth,
             call_timeout_ms,
             max_concurrent_calls,
+            learn_types,
             include: read_patterns(table.get("include"))?,
             exclude: read_patterns(table.get("exclude"))?,
         })

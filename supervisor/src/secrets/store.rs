@@ -629,6 +629,7 @@ mod tests {
             start: StartMode::Lazy,
             call_timeout_ms: 1000,
             max_concurrent_calls: 1,
+            learn_types: true,
             confinement: Default::default(),
         }
     }

@@ -42,6 +42,7 @@ async fn run() -> anyhow::Result<()> {
             start: StartMode::Lazy,
             call_timeout_ms: 20_000,
             max_concurrent_calls: 4,
+            learn_types: true,
             confinement: Default::default(),
         },
         Arc::new(SecretStore::empty()),

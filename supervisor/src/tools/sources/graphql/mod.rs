@@ -1629,6 +1629,7 @@ input CreateIssueInput {
             selection_depth: depth,
             call_timeout_ms: 1000,
             max_concurrent_calls: 2,
+            learn_types: true,
         }
     }
 

@@ -1563,6 +1563,7 @@ mod tests {
             auth: None,
             call_timeout_ms: 5_000,
             max_concurrent_calls: 4,
+            learn_types: true,
             include: Vec::new(),
             exclude: Vec::new(),
         }
