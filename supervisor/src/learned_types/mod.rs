@@ -39,6 +39,10 @@ const MAX_DRIFT_KINDS: usize = 8;
 const OTHER_CONTRADICTIONS: &str = "other contradictions";
 /// How often the writer persists what changed.
 pub const WRITE_INTERVAL: Duration = Duration::from_secs(2);
+/// A result that changes only a learned type's counts (not the type, not its drift) moves
+/// the epoch at most this often: an SDK rebuild of a large catalogue takes hundreds of
+/// milliseconds, so counts in the SDK may lag this much (`GET /v1/sdk/learned` is exact).
+pub const COUNT_REFRESH_MS: u64 = 5_000;
 
 /// How learned types went wrong. Each says what to do next ([`LearnedError::hint`]).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -181,8 +185,11 @@ pub struct LearnedTypes {
     /// (source, tool) → its entry.
     entries: Mutex<HashMap<(String, String), Entry>>,
     store: Option<store::LearnedStore>,
-    /// Moves on every change, so SDK caches know to rebuild.
+    /// Moves when a learned type changes (and for count-only changes at most every
+    /// [`COUNT_REFRESH_MS`]), so SDK caches know to rebuild.
     epoch: AtomicU64,
+    /// When the epoch last moved (ms since the epoch).
+    epoch_moved_ms: AtomicU64,
     /// Results learned from since the daemon started.
     learned: AtomicU64,
     full_warned: AtomicBool,
@@ -251,13 +258,17 @@ impl LearnedTypes {
             }
             return;
         }
+        let mut material = !entries.contains_key(&key);
         let entry = entries
             .entry(key)
             .or_insert_with(|| Entry::new(&contract.version, now));
         if entry.version != contract.version {
             *entry = Entry::new(&contract.version, now);
+            material = true;
         }
+        let before = entry.shape.fingerprint();
         entry.shape.merge(observation.shape);
+        material |= entry.shape.fingerprint() != before;
         entry.results += 1;
         entry.updated_ms = now;
         entry.dirty = true;
@@ -270,11 +281,20 @@ impl LearnedTypes {
                 } else {
                     OTHER_CONTRADICTIONS.to_owned()
                 };
+                material |= !entry.drift.contains_key(&what);
                 *entry.drift.entry(what).or_default() += 1;
             }
         }
         drop(entries);
         self.learned.fetch_add(1, Ordering::Relaxed);
+        let moved = self.epoch_moved_ms.load(Ordering::Relaxed);
+        if material || now.saturating_sub(moved) >= COUNT_REFRESH_MS {
+            self.move_epoch(now);
+        }
+    }
+
+    fn move_epoch(&self, now: u64) {
+        self.epoch_moved_ms.store(now, Ordering::Relaxed);
         self.epoch.fetch_add(1, Ordering::Release);
     }
 
@@ -299,7 +319,7 @@ impl LearnedTypes {
             .entries()
             .remove(&(source.to_owned(), tool.to_owned()))
             .is_some();
-        self.epoch.fetch_add(1, Ordering::Release);
+        self.move_epoch(now_ms());
         if let Some(store) = &self.store {
             self.noted(store.delete(source, tool))?;
         }
@@ -545,6 +565,23 @@ mod tests {
             .get("s", "t", &changed.version)
             .unwrap_or_else(|| panic!("learned"));
         assert_eq!((e.results, e.schema()), (1, json!({"type": "string"})));
+    }
+
+    /// The epoch (which makes SDK caches rebuild) moves when a type changes, not for every
+    /// result of the same shape.
+    #[test]
+    fn the_epoch_moves_with_the_type() {
+        let types = LearnedTypes::in_memory();
+        let c = contract(None);
+        types.record("s", "t", &c, Observation::of(&json!({"a": 1}), &c));
+        let first = types.epoch();
+        types.record("s", "t", &c, Observation::of(&json!({"a": 2}), &c));
+        assert_eq!(types.epoch(), first);
+        types.record("s", "t", &c, Observation::of(&json!({"a": "x"}), &c));
+        assert!(types.epoch() > first);
+        let second = types.epoch();
+        types.forget("s", "t").unwrap_or_else(|e| panic!("{e}"));
+        assert!(types.epoch() > second);
     }
 
     #[test]

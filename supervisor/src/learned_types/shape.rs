@@ -27,7 +27,7 @@ const MAX_KEY_LEN: usize = 64;
 const MAX_FORMAT_LEN: usize = 256;
 
 /// A string's format, as JSON Schema names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Any string (or strings of different formats).
@@ -297,6 +297,51 @@ impl Shape {
             (Some(mine), Some(theirs)) => mine.merge_at(*theirs, depth + 1),
             (mine @ None, theirs) => *mine = theirs,
             (Some(_), None) => {}
+        }
+    }
+
+    /// A hash of what the shape renders as (kinds, formats, properties and which are
+    /// required), without the counts: it moves only when the learned type does.
+    pub fn fingerprint(&self) -> u64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        self.hash_type(&mut hasher);
+        std::hash::Hasher::finish(&hasher)
+    }
+
+    fn hash_type(&self, h: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        (
+            self.unknown,
+            self.null,
+            self.boolean,
+            self.integer,
+            self.number,
+            self.string,
+        )
+            .hash(h);
+        match &self.array {
+            Some(items) => {
+                1u8.hash(h);
+                items.hash_type(h);
+            }
+            None => 0u8.hash(h),
+        }
+        match &self.object {
+            Some(object) => {
+                1u8.hash(h);
+                for (name, p) in &object.properties {
+                    (name, p.seen >= object.seen).hash(h);
+                    p.shape.hash_type(h);
+                }
+                match &object.map {
+                    Some(values) => {
+                        1u8.hash(h);
+                        values.hash_type(h);
+                    }
+                    None => 0u8.hash(h),
+                }
+            }
+            None => 0u8.hash(h),
         }
     }
 
@@ -597,6 +642,21 @@ mod tests {
         assert!(shape.nodes() <= MAX_NODES, "{}", shape.nodes());
         let text = serde_json::to_string(&shape).unwrap_or_default();
         assert!(text.len() < 200_000, "{}", text.len());
+    }
+
+    /// The fingerprint moves when the rendered type does (a new kind, a property that
+    /// became optional), not when only the counts do.
+    #[test]
+    fn fingerprints_follow_the_type_not_the_counts() {
+        let mut shape = Shape::of(&json!({"a": 1}));
+        let first = shape.fingerprint();
+        shape.merge(Shape::of(&json!({"a": 2})));
+        assert_eq!(shape.fingerprint(), first);
+        shape.merge(Shape::of(&json!({})));
+        let optional = shape.fingerprint();
+        assert_ne!(optional, first);
+        shape.merge(Shape::of(&json!({"a": null})));
+        assert_ne!(shape.fingerprint(), optional);
     }
 
     #[test]
