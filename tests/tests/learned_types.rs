@@ -391,3 +391,22 @@ async fn drift_from_a_declared_output_schema_is_reported_and_counted() {
     d.stop().await;
     server.abort();
 }
+
+/// The order the pipeline keeps: a result's shape is merged into its tool's learned type
+/// before the program gets the result, so the very next thing the program reads from the SDK
+/// (here in the same execution, through `tools.airlock.read_sdk`) already shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_is_learned_before_the_program_gets_it() {
+    let d = TestDaemon::start().await;
+    let r = d
+        .exec(
+            "const echoed = await tools.test.echo({ id: 7, at: \"2026-11-20T10:00:00Z\" });\nconst file = await tools.airlock.read_sdk({ path: \"servers/test/echo.ts\" });\n({ echoed, file });",
+        )
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let file = r.result["file"].as_str().unwrap();
+    assert!(file.contains("// learned from 1 result since "), "{file}");
+    assert!(file.contains("  id: number;"), "{file}");
+    assert!(file.contains("@format date-time"), "{file}");
+    d.stop().await;
+}
