@@ -15,6 +15,8 @@
 //! - [`audit_log`]: the audit trail of executions and tool calls (SQLite, WAL).
 //! - [`journal`]: sessions and the replay journal of their tool calls (SQLite, WAL), so a
 //!   re-run never repeats a side effect and an execution cut off by a restart can finish.
+//! - [`learned_types`]: output types learned from the results programs get (shapes only,
+//!   SQLite), and drift from declared output schemas.
 //!
 //! Leaves: [`agent_api`] (the JSON shapes shared with clients), [`metrics`] (`GET /metrics`),
 //! [`rate_limiter`] (per-principal token buckets), [`client`] (a client for the agent API:
@@ -39,6 +41,7 @@ pub mod daemon;
 pub mod execution;
 pub mod generation;
 pub mod journal;
+pub mod learned_types;
 pub mod metrics;
 pub mod rate_limiter;
 pub mod sdk;

@@ -73,6 +73,7 @@ fn main() {
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce: Default::default(),
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     };

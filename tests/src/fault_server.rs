@@ -36,6 +36,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
         call_timeout_ms: 2_000,
         max_concurrent_calls: 16,
         coerce: Default::default(),
+        learn_types: true,
         confinement: Default::default(),
     }
 }
@@ -85,6 +86,7 @@ impl HttpFaultServer {
             call_timeout_ms: 2_000,
             max_concurrent_calls: 16,
             coerce: Default::default(),
+            learn_types: true,
             confinement: Default::default(),
         }
     }

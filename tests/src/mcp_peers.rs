@@ -46,6 +46,7 @@ pub fn npm_server(name: &str, package: &str, args: &[&str], test: &str) -> Optio
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
         coerce: Default::default(),
+        learn_types: true,
         confinement: Default::default(),
     })
 }
@@ -107,6 +108,7 @@ pub fn python_module_server(
         call_timeout_ms: 30_000,
         max_concurrent_calls: 16,
         coerce: Default::default(),
+        learn_types: true,
         confinement: Default::default(),
     })
 }
@@ -175,6 +177,7 @@ impl HttpServerEverything {
             call_timeout_ms: 30_000,
             max_concurrent_calls: 16,
             coerce: Default::default(),
+            learn_types: true,
             confinement: Default::default(),
         }
     }
@@ -270,6 +273,7 @@ pub fn closed_openapi(name: &str, spec: PathBuf) -> airlock_policy::OpenApiSourc
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce: Default::default(),
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     }
@@ -287,5 +291,6 @@ pub fn closed_github_graphql(schema: PathBuf) -> airlock_policy::GraphQlSource {
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce: Default::default(),
+        learn_types: true,
     }
 }

@@ -397,6 +397,7 @@ async fn an_openapi_source_gets_coerced_arguments_and_gives_coerced_results() {
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce,
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     };

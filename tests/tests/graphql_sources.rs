@@ -199,6 +199,7 @@ fn config(name: &str, schema: PathBuf, endpoint: String) -> GraphQlSource {
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce: Default::default(),
+        learn_types: true,
     }
 }
 

@@ -241,6 +241,7 @@ fn config(name: &str, spec: PathBuf, base_url: &str, auth: Option<OpenApiAuth>) 
         call_timeout_ms: 10_000,
         max_concurrent_calls: 4,
         coerce: Default::default(),
+        learn_types: true,
         include: Vec::new(),
         exclude: Vec::new(),
     }

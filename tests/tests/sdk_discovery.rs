@@ -260,6 +260,17 @@ return { found, tree, file, sum };
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(r.result["sum"], 5, "{}", r.result);
+    // The call taught the daemon `test.add`'s result type, which the SDK now shows; the
+    // program read the SDK before that. Forgotten, the SDK is again what the program read.
+    let (_, learned) = get(&d, "/v1/tools/search?q=adds+numbers&limit=1").await;
+    assert!(learned.contains("Promise<number>"), "{learned}");
+    let (status, forgot) = d
+        .client()
+        .await
+        .delete("/v1/sdk/learned/test.add")
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 200, "{forgot}");
     let (_, searched) = get(&d, "/v1/tools/search?q=adds+numbers&limit=3").await;
     let searched: Value = serde_json::from_str(&searched).unwrap();
     assert_eq!(r.result["found"], searched);

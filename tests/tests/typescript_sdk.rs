@@ -20,6 +20,7 @@ fn tool(namespace: &str, name: &str, input: Value) -> SdkTool {
         description: format!("The {name} tool."),
         input_schema: input,
         output_schema: None,
+        learned: None,
     }
 }
 
@@ -175,6 +176,7 @@ fn programs_are_checked_against_the_types() {
             output_schema: Some(
                 json!({"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]}),
             ),
+            learned: None,
         },
         tool("math", "delete", json!({"type": "object"})),
     ];

@@ -33,6 +33,9 @@ pub struct GraphQlSource {
     /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
     /// default) or refused (`off`).
     pub coerce: crate::sources::CoercePolicy,
+    /// Learn the output types of its tools from their results (`learn_types`, default
+    /// true); `false` keeps no shape of its results and shows none in the SDK.
+    pub learn_types: bool,
 }
 
 /// How the schema file is written, from its extension.
@@ -55,6 +58,7 @@ impl GraphQlSource {
         "call_timeout_ms",
         "max_concurrent_calls",
         "coerce",
+        "learn_types",
     ];
 
     pub const DEFAULT_SELECTION_DEPTH: u32 = 2;
@@ -120,6 +124,10 @@ impl GraphQlSource {
             Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
+        let learn_types = match table.get("learn_types") {
+            Some(field) => field.boolean()?,
+            None => true,
+        };
         Ok(GraphQlSource {
             name: name.to_owned(),
             schema: PathBuf::from(schema),
@@ -130,6 +138,7 @@ impl GraphQlSource {
             call_timeout_ms,
             max_concurrent_calls,
             coerce: crate::sources::CoercePolicy::read(table)?,
+            learn_types,
         })
     }
 }

@@ -31,6 +31,9 @@ pub struct OpenApiSource {
     /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
     /// default) or refused (`off`).
     pub coerce: crate::sources::CoercePolicy,
+    /// Learn the output types of its tools from their results (`learn_types`, default
+    /// true); `false` keeps no shape of its results and shows none in the SDK.
+    pub learn_types: bool,
     /// Only operations whose tool name matches one of these (`*` globs) are offered; empty
     /// means all.
     pub include: Vec<String>,
@@ -85,6 +88,7 @@ impl OpenApiSource {
         "call_timeout_ms",
         "max_concurrent_calls",
         "coerce",
+        "learn_types",
         "include",
         "exclude",
     ];
@@ -131,6 +135,10 @@ impl OpenApiSource {
             Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
+        let learn_types = match table.get("learn_types") {
+            Some(field) => field.boolean()?,
+            None => true,
+        };
         Ok(OpenApiSource {
             name: name.to_owned(),
             spec: PathBuf::from(spec),
@@ -139,6 +147,7 @@ impl OpenApiSource {
             call_timeout_ms,
             max_concurrent_calls,
             coerce: crate::sources::CoercePolicy::read(table)?,
+            learn_types,
             include: read_patterns(table.get("include"))?,
             exclude: read_patterns(table.get("exclude"))?,
         })

@@ -27,6 +27,9 @@ pub struct ToolServer {
     /// `coerce`: whether trivial mismatches with the tools' schemas are coerced (`safe`, the
     /// default) or refused (`off`).
     pub coerce: crate::sources::CoercePolicy,
+    /// Learn the output types of its tools from their results (`learn_types`, default
+    /// true); `false` keeps no shape of its results and shows none in the SDK.
+    pub learn_types: bool,
     /// What a stdio server may reach (`confine`, `network`, `read`, `write`, `memory`,
     /// `open_files`, `processes`); not used for `url` servers.
     pub confinement: Confinement,
@@ -153,6 +156,7 @@ impl ToolServer {
         "call_timeout_ms",
         "max_concurrent_calls",
         "coerce",
+        "learn_types",
         "confine",
         "network",
         "read",
@@ -238,6 +242,10 @@ impl ToolServer {
             Some(field) => field.usize_in(1..=Self::MAX_CONCURRENT_CALLS)?,
             None => Self::DEFAULT_MAX_CONCURRENT_CALLS,
         };
+        let learn_types = match table.get("learn_types") {
+            Some(field) => field.boolean()?,
+            None => true,
+        };
         Ok(ToolServer {
             name: name.to_owned(),
             transport,
@@ -245,6 +253,7 @@ impl ToolServer {
             call_timeout_ms,
             max_concurrent_calls,
             coerce: crate::sources::CoercePolicy::read(table)?,
+            learn_types,
             confinement: Confinement::read(table)?,
         })
     }
@@ -534,6 +543,24 @@ confine = false
         assert!(
             http.contains("`network` applies to `command` servers"),
             "{http}"
+        );
+    }
+
+    /// `learn_types` is on unless a source turns it off, and only a boolean turns it off.
+    #[test]
+    fn learn_types_is_a_per_source_switch() {
+        let p = parse(
+            "[[server]]\nname = \"a\"\ncommand = \"x\"\n\n[[server]]\nname = \"b\"\ncommand = \"x\"\nlearn_types = false\n\n[[openapi]]\nname = \"o\"\nspec = \"/x.json\"\nlearn_types = false\n\n[[graphql]]\nname = \"g\"\nschema = \"/s.graphql\"\nendpoint = \"https://x.example/graphql\"\nlearn_types = false\n",
+        )
+        .unwrap();
+        assert!(p.servers[0].learn_types);
+        assert!(!p.servers[1].learn_types);
+        assert!(!p.openapi[0].learn_types && !p.graphql[0].learn_types);
+        let wrong =
+            parse("[[server]]\nname = \"a\"\ncommand = \"x\"\nlearn_types = \"no\"\n").unwrap_err();
+        assert!(
+            wrong.contains("learn_types") && wrong.contains("true or false"),
+            "{wrong}"
         );
     }
 

@@ -241,6 +241,18 @@ enum SdkCommand {
     },
     /// Write every file under DIR, for agents that browse a file system.
     Write { dir: PathBuf },
+    /// What the daemon learned of your tools' results: each tool's learned output type, from
+    /// how many results since when, and where results contradicted a declared output schema.
+    Learned {
+        /// One tool (`namespace.tool`); all of them without it.
+        tool: Option<String>,
+        /// Print the daemon's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget what was learned of TOOL's results (`namespace.tool`); it is learned afresh
+    /// from its next result.
+    Forget { tool: String },
     /// Token figures (cl100k_base): every tool definition as a classic tool-calling prompt
     /// carries it (an OpenAI-style `tools` JSON array) against the SDK's entry point.
     Stats {
@@ -925,6 +937,56 @@ async fn sdk(mut client: Client, action: SdkCommand) -> Result<ExitCode> {
                 );
             }
             report_unavailable(&answer);
+        }
+        SdkCommand::Learned { tool, json } => {
+            let path = match &tool {
+                Some(tool) => format!("/v1/sdk/learned?tool={}", encode_query(tool)),
+                None => "/v1/sdk/learned".to_owned(),
+            };
+            let answer: serde_json::Value = serde_json::from_str(&get_ok(&path).await?)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&answer)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let learned = answer["learned"].as_array().cloned().unwrap_or_default();
+            if learned.is_empty() {
+                eprintln!(
+                    "airlock: nothing is learned yet; types are learned from your tools' successful results"
+                );
+            }
+            for entry in learned {
+                println!(
+                    "tools.{}: learned from {} result(s) since {}{}",
+                    entry["tool"].as_str().unwrap_or_default(),
+                    entry["results"],
+                    entry["since"].as_str().unwrap_or_default(),
+                    if entry["declared"] == true {
+                        " (the tool declares an output schema)"
+                    } else {
+                        ""
+                    }
+                );
+                for line in entry["typescript"].as_str().unwrap_or_default().lines() {
+                    println!("    {line}");
+                }
+                for drift in entry["drift"].as_array().into_iter().flatten() {
+                    println!("    drift: {}", drift.as_str().unwrap_or_default());
+                }
+            }
+        }
+        SdkCommand::Forget { tool } => {
+            let (status, body) = client
+                .delete(&format!("/v1/sdk/learned/{}", encode_path(&tool)))
+                .await?;
+            if !status.is_success() {
+                let answer = serde_json::from_str::<serde_json::Value>(&body).unwrap_or_default();
+                let message = answer["error"]["message"].as_str().unwrap_or(&body);
+                match answer["error"]["hint"].as_str() {
+                    Some(hint) => bail!("{message} ({hint})"),
+                    None => bail!("{message}"),
+                }
+            }
+            eprintln!("airlock: forgot what was learned of tools.{tool}");
         }
         SdkCommand::Write { dir } => {
             let listing: serde_json::Value = serde_json::from_str(&get_ok("/v1/sdk").await?)?;

@@ -129,6 +129,10 @@ pub async fn run(
         .clone()
         .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
     let journal = JournalState::open(&policy.journal, journal_default.as_deref());
+    // Learned output types live in the state directory too; without a file they are learned
+    // in memory only.
+    let learned = Arc::new(open_learned_types(journal_default.as_deref()));
+    let learned_writer = tokio::spawn(crate::learned_types::run_writer(Arc::downgrade(&learned)));
     let start_mode = match policy.daemon.worker_start {
         airlock_policy::WorkerStart::Fork => StartMode::Fork,
         airlock_policy::WorkerStart::Exec => StartMode::Exec,
@@ -149,6 +153,7 @@ pub async fn run(
             config.policy_path.as_deref(),
             config.protected,
         ),
+        learned: Some(learned.clone()),
     };
     // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
     let generation =
@@ -251,11 +256,32 @@ pub async fn run(
     let generation = generations.current();
     generation.pool.close().await;
     generation.shutdown_sources().await;
+    // What was learned since the writer last wrote.
+    learned_writer.abort();
+    if let Err(e) = learned.flush() {
+        warn!(error = %e, "the learned types of the last seconds could not be written");
+    }
     if let Some(w) = watchdog {
         w.abort();
     }
     debug!("shutdown complete");
     Ok(())
+}
+
+/// The learned output types in `directory` (`learned.sqlite`), or in memory only when there
+/// is no directory or the file cannot be used (logged: the daemon serves regardless).
+fn open_learned_types(directory: Option<&std::path::Path>) -> crate::learned_types::LearnedTypes {
+    use crate::learned_types::LearnedTypes;
+    let Some(directory) = directory else {
+        warn!(
+            "no state directory: learned output types are kept in memory only, until the daemon stops"
+        );
+        return LearnedTypes::in_memory();
+    };
+    LearnedTypes::open(directory).unwrap_or_else(|e| {
+        warn!(error = %e, "learned output types are kept in memory only, until the daemon stops");
+        LearnedTypes::in_memory()
+    })
 }
 
 /// Once a second: approvals past `[approvals] ttl` are denied (their executions go on) and

@@ -55,15 +55,7 @@ fn explained_hint(explanation: &str) -> String {
             "{explanation}; write `const x = await tools.<namespace>.<tool>(…)` and use x"
         );
     }
-    // The worker names the tool as `tools.<namespace>.<tool>`; its SDK file has the result
-    // type.
-    let tool = explanation.split_once("tools.").and_then(|(_, rest)| {
-        let end = rest
-            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
-            .unwrap_or(rest.len());
-        rest[..end].split_once('.')
-    });
-    match tool {
+    match explained_tool(explanation) {
         Some((namespace, name)) => format!(
             "{explanation}; use what the value has, and see servers/{namespace}/{name}.ts in the \
              SDK for the tool's result type"
@@ -72,6 +64,17 @@ fn explained_hint(explanation: &str) -> String {
             format!("{explanation}; use what the value has")
         }
     }
+}
+
+/// The tool whose value an explanation is about (the worker names it as
+/// `tools.<namespace>.<tool>`; its SDK file has the result type): namespace and name.
+pub(super) fn explained_tool(explanation: &str) -> Option<(&str, &str)> {
+    explanation.split_once("tools.").and_then(|(_, rest)| {
+        let end = rest
+            .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
+            .unwrap_or(rest.len());
+        rest[..end].split_once('.')
+    })
 }
 
 fn kind_of(kind: ErrorKind) -> ExecutionErrorKind {

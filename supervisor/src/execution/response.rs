@@ -107,6 +107,16 @@ impl Run {
             if err.explanation.is_some() {
                 err.hint = err.hint.map(|s| self.scan_text(RedactionPlace::Error, s));
             }
+            // A program failed on a tool's value: the pipeline merged that value's shape into
+            // the tool's learned type before the program got it, so the SDK already shows it;
+            // written now too, so it survives whatever happens to the daemon next.
+            if let Some((namespace, tool)) =
+                err.explanation.as_deref().and_then(error::explained_tool)
+                && let Some(types) = self.calls.learning.learns(namespace)
+                && let Err(e) = types.persist(namespace, tool)
+            {
+                tracing::warn!(tool = %format!("{namespace}.{tool}"), error = %e, "the learned type of a tool a program failed on could not be written; it is kept in memory");
+            }
             error = Some(err);
         }
         let mut tool_calls = std::mem::take(&mut self.tool_calls);

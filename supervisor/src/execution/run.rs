@@ -12,6 +12,7 @@ use crate::agent_api::{
 };
 use crate::generation::PolicyGeneration;
 use crate::journal::SessionRun;
+use crate::learned_types::Learning;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::ToolRegistry;
@@ -68,6 +69,8 @@ pub struct ExecutionEnv {
     pub secret_scanning: SecretScanning,
     /// The generation's SDK per principal, which the built-in tools answer from.
     pub catalogue: Arc<ToolCatalogue>,
+    /// What the generation learns from results.
+    pub learning: Learning,
 }
 
 impl ExecutionEnv {
@@ -79,6 +82,7 @@ impl ExecutionEnv {
             scanner: generation.scanner.clone(),
             secret_scanning: generation.policy.secret_scanning.clone(),
             catalogue: generation.catalogue.clone(),
+            learning: generation.catalogue.learning().clone(),
         }
     }
 }
@@ -259,6 +263,7 @@ impl Run {
                 env.tools.clone(),
                 job.principal.clone(),
             ),
+            learning: env.learning.clone(),
         });
         Run {
             origin,

@@ -9,6 +9,7 @@
 //! unchanged carry over running; the others are shut down once the last execution of the old
 //! generation is done.
 
+use crate::learned_types::{LearnedTypes, Learning};
 use crate::secrets::scanner::SecretScanner;
 use crate::secrets::store::{SecretStore, SecretValue};
 use crate::tools::builtin::BuiltinTools;
@@ -67,6 +68,8 @@ pub struct SourceContext {
     pub extra: ToolRegistry,
     /// Where confined servers' launcher and scratch directories are.
     pub host: ServerHost,
+    /// The daemon's learned output types (kept across reloads); `None`: nothing is learned.
+    pub learned: Option<Arc<LearnedTypes>>,
 }
 
 /// An MCP server built from a `[[server]]` entry, with what decides whether it can be kept.
@@ -102,6 +105,7 @@ impl PolicyGeneration {
             secrets,
             extra,
             host,
+            learned,
         } = context;
         let mut tools = ToolRegistry::new();
         let mut problems = Vec::new();
@@ -111,7 +115,14 @@ impl PolicyGeneration {
             let kept = previous.and_then(|p| {
                 p.mcp_servers
                     .iter()
-                    .find(|b| b.config == *config && b.secrets == fingerprint)
+                    // `learn_types` is the pipeline's, not the server's: no restart for it.
+                    .find(|b| {
+                        b.secrets == fingerprint
+                            && ToolServer {
+                                learn_types: config.learn_types,
+                                ..b.config.clone()
+                            } == *config
+                    })
             });
             let source = match kept {
                 Some(built) => built.source.clone(),
@@ -177,6 +188,10 @@ impl PolicyGeneration {
                 return Err(problems);
             }
         };
+        let catalogue = Arc::new(ToolCatalogue::new(Learning::new(
+            learned.clone(),
+            learning_off(&policy),
+        )));
         let generation = PolicyGeneration {
             scanner,
             number,
@@ -184,7 +199,7 @@ impl PolicyGeneration {
             policy,
             tools,
             pool,
-            catalogue: Arc::default(),
+            catalogue,
             loaded_at: unix_now(),
             mcp_servers,
             retired: Mutex::new(ToolRegistry::new()),
@@ -268,6 +283,19 @@ impl Drop for PolicyGeneration {
             });
         }
     }
+}
+
+/// The sources whose policy entry says `learn_types = false`.
+fn learning_off(policy: &Policy) -> Vec<String> {
+    let servers = policy.servers.iter().map(|s| (&s.name, s.learn_types));
+    let openapi = policy.openapi.iter().map(|s| (&s.name, s.learn_types));
+    let graphql = policy.graphql.iter().map(|s| (&s.name, s.learn_types));
+    servers
+        .chain(openapi)
+        .chain(graphql)
+        .filter(|(_, learns)| !learns)
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// The scanner for a policy: every secret its sources reference that the store can give is a

@@ -137,6 +137,7 @@ fn generate(schema: Value, size: usize) -> Outcome {
         description,
         input_schema: schema.clone(),
         output_schema: Some(schema),
+        learned: None,
     };
     let tools = [tool];
     let files = SdkFiles::generate(&tools);

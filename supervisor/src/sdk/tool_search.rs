@@ -454,8 +454,22 @@ pub fn signature(tool: &SdkTool) -> String {
     format!(
         "{}: Promise<{}>",
         call_signature(&tool.namespace, &tool.name, &tool.input_schema),
-        result_type(tool.output_schema.as_ref())
+        tool_result_type(tool)
     )
+}
+
+/// The result type a signature ends in: the declared one; the learned one when nothing is
+/// declared; both when the results contradict the declaration.
+fn tool_result_type(tool: &SdkTool) -> String {
+    match (&tool.output_schema, &tool.learned) {
+        (Some(declared), Some(learned)) if !learned.drift.is_empty() => format!(
+            "{} | {}",
+            result_type(Some(declared)),
+            result_type(Some(&learned.schema))
+        ),
+        (None, Some(learned)) => result_type(Some(&learned.schema)),
+        (declared, _) => result_type(declared.as_ref()),
+    }
 }
 
 /// Properties of a result object a signature names before `… N more`.
@@ -695,6 +709,7 @@ mod tests {
             description: description.into(),
             input_schema: json!({"type": "object", "properties": properties, "required": params.first().map(|p| vec![*p]).unwrap_or_default()}),
             output_schema: None,
+            learned: None,
         }
     }
 

@@ -630,6 +630,7 @@ mod tests {
             call_timeout_ms: 1000,
             max_concurrent_calls: 1,
             coerce: Default::default(),
+            learn_types: true,
             confinement: Default::default(),
         }
     }

@@ -26,7 +26,13 @@
 //!    scanner runs over the answer (redact, or fail for `[secret_scanning] fail` sources);
 //! 10. **size**: the answer must fit in one frame to the worker;
 //! 11. **record** (a session's live call): recorded as sent just before 7, and its outcome
-//!    (what the worker gets) after 10.
+//!    (what the worker gets) after 10;
+//! 12. **learn** (a live call's success, of a source that learns): the shape of what the
+//!    worker gets, inferred after 9 (so never from a credential) and merged into the tool's
+//!    learned type before the answer leaves the pipeline ([`crate::learned_types`]), so a
+//!    program that fails on the value meets an SDK that already shows its type; a result
+//!    that contradicts the tool's declared output schema counts as drift. Persisted in
+//!    batches, and at once for a tool a program failed on.
 //!
 //! A call of a client-owned tool (`tools.client.<name>`, [`super::client`]) takes stage 1,
 //! then its own checks in place of 2-4 (the declared tool and its schema: the agent's own
@@ -45,6 +51,7 @@ use crate::agent_api::{
 };
 use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
+use crate::learned_types::{Learning, Observation, ToolContract};
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
 use crate::tools::catalogue::CallerCatalogue;
@@ -121,6 +128,8 @@ pub struct CallScope {
     /// The principal's catalogue under the execution's generation, for the daemon's built-in
     /// tools (`tools.airlock.*`): every call's context carries it.
     pub catalogue: CallerCatalogue,
+    /// What the generation learns from results (stage 12).
+    pub learning: Learning,
 }
 
 /// One call as the worker sent it.
@@ -378,6 +387,7 @@ impl Admitted {
                 false,
                 None,
                 false,
+                None,
             ));
         }
         if self.refused.is_none() && self.awaits_approval {
@@ -407,7 +417,7 @@ impl Admitted {
         };
         let ctx = self.context();
         let replayed = replayed_at.is_some();
-        Arrival::Answered(self.finish(&ctx, result, replayed_at, replayed, None, false))
+        Arrival::Answered(self.finish(&ctx, result, replayed_at, replayed, None, false, None))
     }
 
     /// Stages 5-10: the source, then the answer (a call that needs no source is answered as
@@ -433,7 +443,7 @@ impl Admitted {
         // Whether the call was recorded as sent (only then is its outcome recorded).
         let sent = AtomicBool::new(false);
         let mut divergence = None;
-        let result = match (&self.journal, session) {
+        let (result, contract) = match (&self.journal, session) {
             (
                 Some((
                     key,
@@ -464,7 +474,7 @@ impl Admitted {
             _ => call_source(&self.scope.registry, &self.tool, args, ctx.clone(), None).await,
         };
         let sent = sent.load(Ordering::Relaxed);
-        self.finish(&ctx, result, None, false, divergence, sent)
+        self.finish(&ctx, result, None, false, divergence, sent, contract)
     }
 
     /// What every call's context starts as.
@@ -490,10 +500,11 @@ impl Admitted {
         }
     }
 
-    /// Stages 9-11: redact and scan, size, and (a live call of a session that was recorded as
-    /// sent) record the outcome.
+    /// Stages 9-12: redact and scan, size, (a live call of a session that was recorded as
+    /// sent) record the outcome, and (a live call: `contract` is its tool's) learn.
     /// `answered_at` is the clock of an answer made earlier (a replayed call's, a client
     /// tool's); `replayed` says it came from the journal.
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         self,
         ctx: &CallContext,
@@ -502,6 +513,7 @@ impl Admitted {
         replayed: bool,
         divergence: Option<String>,
         sent: bool,
+        contract: Option<Arc<ToolContract>>,
     ) -> CallAnswer {
         let Admitted {
             scope,
@@ -536,8 +548,21 @@ impl Admitted {
         }
         let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
         redactions.extend(ctx.progress.take_redactions());
+        // 12, first half: the shape of what the worker will get (after the scan), walked
+        // without a lock.
+        let (source, name) = tool.split_once('.').unwrap_or((namespace, ""));
+        let learning = match (&result, &contract, scope.learning.learns(source)) {
+            (Ok(value), Some(contract), Some(types)) => {
+                Some((types, contract, Observation::of(value, contract)))
+            }
+            _ => None,
+        };
         // 10.
         let result = result.and_then(encode_result);
+        // 12: merged only if the worker gets it, and before it does.
+        if let (Ok(_), Some((types, contract, observation))) = (&result, learning) {
+            types.record(source, name, contract, observation);
+        }
         let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);
         // 11. What the worker gets is what is recorded: after the scan, never a credential.
         let warning = match (&journal, scope.journal.as_deref(), sent) {
@@ -622,16 +647,35 @@ pub fn failed(id: u32) -> CallAnswer {
     }
 }
 
-/// Stages 5-8: resolve, arguments, gate, the source. A call of a session is recorded as sent
-/// once it is known to be valid, before anything reaches the source.
+/// Stages 5-8: resolve, arguments, gate, the source; with the tool's contract once it is
+/// resolved (for stage 12). A call of a session is recorded as sent once it is known to be
+/// valid, before anything reaches the source.
 async fn call_source(
     registry: &ToolRegistry,
+    tool: &str,
+    args: Value,
+    ctx: CallContext,
+    journaled: Option<Journaled<'_>>,
+) -> (Result<Value, ToolError>, Option<Arc<ToolContract>>) {
+    let resolved = match registry.resolve(tool).await {
+        Ok(resolved) => resolved,
+        Err(e) => return (Err(e), None),
+    };
+    let contract = resolved.contract.clone();
+    (
+        call_resolved(resolved, tool, args, ctx, journaled).await,
+        Some(contract),
+    )
+}
+
+/// Stages 6-8 of a resolved tool.
+async fn call_resolved(
+    resolved: crate::tools::registry::ResolvedTool,
     tool: &str,
     args: Value,
     mut ctx: CallContext,
     journaled: Option<Journaled<'_>>,
 ) -> Result<Value, ToolError> {
-    let resolved = registry.resolve(tool).await?;
     let source: &dyn ToolSource = resolved.source.as_ref();
     // 6. The arguments, coerced to the schema where the source's policy allows it. The
     // journal's key (and an approval's hash) was taken at arrival from the program's own

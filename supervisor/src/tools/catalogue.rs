@@ -6,6 +6,8 @@
 //! not free, so the result is cached per principal and rebuilt only when a source's tool list
 //! changed (each source hands out its list as an `Arc`, so a changed list is a new pointer).
 
+use crate::learned_types::{LearnedReport, Learning};
+use crate::sdk::sdk_files::LearnedOutput;
 use crate::sdk::token_figures::ToolDefinition;
 use crate::sdk::{Sdk, SdkTool};
 use crate::tools::{ToolDescriptor, ToolRegistry};
@@ -23,6 +25,38 @@ pub struct CatalogueView {
     pub unavailable: Vec<UnavailableSource>,
     /// The tool lists the SDK was built from (unfiltered; see [`CatalogueView::definitions`]).
     lists: Vec<(String, Arc<[ToolDescriptor]>)>,
+    /// What the generation learns, for the learned types of these tools.
+    learning: Learning,
+}
+
+impl CatalogueView {
+    /// What is learned of the tools `principal` (the view's principal) may call, under their
+    /// current schema version, in namespace and name order; only `tool` (`namespace.tool`)
+    /// when it is given. A tool the principal may not call is not there, whoever's calls
+    /// taught it.
+    pub fn learned(&self, principal: &Principal, tool: Option<&str>) -> Vec<LearnedReport> {
+        let Some(types) = self.learning.types() else {
+            return Vec::new();
+        };
+        let mut reports = Vec::new();
+        for (namespace, tools) in &self.lists {
+            for t in tools.iter() {
+                let full = format!("{namespace}.{}", t.name);
+                if tool.is_some_and(|wanted| wanted != full)
+                    || !principal.allows_tool(&full)
+                    || !types.has(namespace, &t.name)
+                {
+                    continue;
+                }
+                let contract = t.contract();
+                if let Some(entry) = types.get(namespace, &t.name, &contract.version) {
+                    reports.push(LearnedReport::of(full, &entry, contract.declared.is_some()));
+                }
+            }
+        }
+        reports.sort_by(|a, b| a.tool.cmp(&b.tool));
+        reports
+    }
 }
 
 impl CatalogueView {
@@ -85,7 +119,7 @@ impl CatalogueView {
         principal: &Principal,
         client: &[SdkTool],
     ) -> std::collections::BTreeMap<String, String> {
-        let mut tools = sdk_tools(&self.lists, principal);
+        let mut tools = sdk_tools(&self.lists, principal, &self.learning);
         tools.extend(client.iter().cloned());
         let files = crate::sdk::sdk_files::SdkFiles::generate(&tools);
         files
@@ -98,17 +132,51 @@ impl CatalogueView {
     }
 }
 
-/// The tools of `lists` that `principal` may call, as the SDK shows them.
-fn sdk_tools(lists: &[(String, Arc<[ToolDescriptor]>)], principal: &Principal) -> Vec<SdkTool> {
+/// The tools of `lists` that `principal` may call, as the SDK shows them, with what is
+/// learned of their results (of a source that learns, under the tool's current version).
+fn sdk_tools(
+    lists: &[(String, Arc<[ToolDescriptor]>)],
+    principal: &Principal,
+    learning: &Learning,
+) -> Vec<SdkTool> {
     lists
         .iter()
         .flat_map(|(namespace, tools)| {
             tools
                 .iter()
                 .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
-                .map(|t| t.sdk_tool(namespace))
+                .map(|t| {
+                    let mut tool = t.sdk_tool(namespace);
+                    tool.learned = learned_output(learning, namespace, t);
+                    tool
+                })
         })
         .collect()
+}
+
+/// What is learned of `tool`'s results, as the SDK shows it. A tool with a declared output
+/// schema shows it only when its results contradict the declaration.
+fn learned_output(
+    learning: &Learning,
+    namespace: &str,
+    tool: &ToolDescriptor,
+) -> Option<LearnedOutput> {
+    let types = learning.learns(namespace)?;
+    // Most tools have learned nothing: no schema hashing for them.
+    if !types.has(namespace, &tool.name) {
+        return None;
+    }
+    let contract = tool.contract();
+    let entry = types.get(namespace, &tool.name, &contract.version)?;
+    if contract.declared.is_some() && entry.drift.is_empty() {
+        return None;
+    }
+    Some(LearnedOutput {
+        schema: entry.schema(),
+        results: entry.results,
+        since: entry.since_day(),
+        drift: entry.drift_lines(),
+    })
 }
 
 /// A source whose tools are missing from the SDK, and why.
@@ -118,10 +186,10 @@ pub struct UnavailableSource {
     pub error: String,
 }
 
-/// The tool lists an SDK was built from, and the SDK. The lists are held, not just their
-/// addresses: a freed list's address can be handed to the next list, which would then look
-/// unchanged.
-type CachedSdk = (Vec<(String, Arc<[ToolDescriptor]>)>, Arc<Sdk>);
+/// The tool lists an SDK was built from, the learned types' epoch then, and the SDK. The
+/// lists are held, not just their addresses: a freed list's address can be handed to the
+/// next list, which would then look unchanged.
+type CachedSdk = (Vec<(String, Arc<[ToolDescriptor]>)>, u64, Arc<Sdk>);
 
 /// One caller's catalogue: the catalogue of its execution's generation, with the sources and
 /// the principal it is seen with. The daemon's built-in tools (`tools.airlock.*`,
@@ -178,9 +246,24 @@ impl CallerCatalogue {
 pub struct ToolCatalogue {
     /// Principal name → what its SDK was built from, and the SDK.
     cache: Mutex<HashMap<String, CachedSdk>>,
+    /// What the generation learns: its learned types are in the SDK.
+    learning: Learning,
 }
 
 impl ToolCatalogue {
+    /// A catalogue whose SDKs show what `learning` learned.
+    pub fn new(learning: Learning) -> ToolCatalogue {
+        ToolCatalogue {
+            cache: Mutex::default(),
+            learning,
+        }
+    }
+
+    /// What the generation learns.
+    pub fn learning(&self) -> &Learning {
+        &self.learning
+    }
+
     /// The SDK for `principal`: only tools its policy allows.
     pub async fn view(&self, registry: &ToolRegistry, principal: &Principal) -> CatalogueView {
         let mut lists: Vec<(String, Arc<[ToolDescriptor]>)> = Vec::new();
@@ -210,24 +293,31 @@ impl ToolCatalogue {
                 }),
             }
         }
+        // Read before the tools are: a result learned meanwhile moves it on again, so the
+        // next view rebuilds rather than keeping a stale SDK.
+        let epoch = self.learning.types().map_or(0, |t| t.epoch());
         let mut cache = self.cache.lock().await;
-        // A source that relisted hands out a new list, so identity says what changed.
-        if let Some((seen, sdk)) = cache.get(&principal.name)
+        // A source that relisted hands out a new list, so identity says what changed; a
+        // learned type that changed moves the epoch.
+        if let Some((seen, seen_epoch, sdk)) = cache.get(&principal.name)
+            && *seen_epoch == epoch
             && same_lists(seen, &lists)
         {
             return CatalogueView {
                 sdk: sdk.clone(),
                 unavailable,
                 lists,
+                learning: self.learning.clone(),
             };
         }
-        let tools = sdk_tools(&lists, principal);
+        let tools = sdk_tools(&lists, principal, &self.learning);
         let sdk = Arc::new(Sdk::new(&tools));
-        cache.insert(principal.name.clone(), (lists.clone(), sdk.clone()));
+        cache.insert(principal.name.clone(), (lists.clone(), epoch, sdk.clone()));
         CatalogueView {
             sdk,
             unavailable,
             lists,
+            learning: self.learning.clone(),
         }
     }
 }
@@ -279,6 +369,42 @@ mod tests {
         ) -> ToolFuture<'a> {
             Box::pin(async { Err(ToolError::new(ToolErrorCode::UnknownTool, "none")) })
         }
+    }
+
+    /// A learned type is in the SDK of a principal that may call the tool, at once (the
+    /// cached SDK is rebuilt), and nowhere else: not in another principal's SDK, search or
+    /// learned list; a source with learning off shows none.
+    #[tokio::test]
+    async fn learned_types_show_only_where_the_tool_is_visible() {
+        use crate::learned_types::{LearnedTypes, Learning, Observation};
+        let source = Arc::new(Swapping(std::sync::Mutex::new(Arc::from(vec![
+            list("mine")[0].clone(),
+            list("theirs")[0].clone(),
+        ]))));
+        let mut registry = ToolRegistry::new();
+        registry.register(source.clone());
+        let types = Arc::new(LearnedTypes::in_memory());
+        let catalogue = ToolCatalogue::new(Learning::new(Some(types.clone()), []));
+        let me = Principal::new("me", vec![], &["s.mine"]);
+        let other = Principal::new("other", vec![], &["s.theirs"]);
+        let before = catalogue.view(&registry, &me).await;
+        assert!(before.sdk.files.files["servers/s/mine.ts"].contains("MineOutput = unknown"));
+        let contract = list("mine")[0].contract();
+        let result = json!({"id": 7, "created": "2026-11-20T10:00:00Z"});
+        types.record("s", "mine", &contract, Observation::of(&result, &contract));
+        let view = catalogue.view(&registry, &me).await;
+        let file = &view.sdk.files.files["servers/s/mine.ts"];
+        assert!(file.contains("// learned from 1 result since "), "{file}");
+        assert!(file.contains("  id: number;"), "{file}");
+        assert_eq!(view.learned(&me, None).len(), 1);
+        assert_eq!(view.learned(&me, Some("s.theirs")).len(), 0);
+        let theirs = catalogue.view(&registry, &other).await;
+        assert!(theirs.sdk.files.files.keys().all(|p| !p.contains("mine")));
+        assert!(theirs.learned(&other, None).is_empty());
+        assert!(theirs.learned(&other, Some("s.mine")).is_empty());
+        let off = ToolCatalogue::new(Learning::new(Some(types), ["s".to_owned()]));
+        let view = off.view(&registry, &me).await;
+        assert!(view.sdk.files.files["servers/s/mine.ts"].contains("MineOutput = unknown"));
     }
 
     /// A relisted source shows its new tools, even when the new list lands at the address

@@ -154,6 +154,7 @@ impl ClientTools {
                 description: d.description.clone(),
                 input_schema: d.input_schema.clone(),
                 output_schema: None,
+                learned: None,
             })
             .collect()
     }

@@ -85,7 +85,14 @@ impl ToolDescriptor {
             description: self.description.clone(),
             input_schema: self.input_schema.clone(),
             output_schema: self.output_schema.clone(),
+            learned: None,
         }
+    }
+
+    /// Its schema version and declared output schema, which results are learned under and
+    /// compared with.
+    pub fn contract(&self) -> crate::learned_types::ToolContract {
+        crate::learned_types::ToolContract::of(&self.input_schema, self.output_schema.as_ref())
     }
 }
 

@@ -1,6 +1,7 @@
 //! All tool sources of a daemon by namespace, and name resolution: `namespace.tool` to a
 //! source, with did-you-mean when nothing matches.
 
+use crate::learned_types::ToolContract;
 use crate::sdk::ToolSearch;
 use crate::tools::arguments::ArgumentSchema;
 use crate::tools::naming::{namespace_search, near_namespaces, near_tools, quote_list};
@@ -32,6 +33,8 @@ struct Compiled {
     list: Arc<[ToolDescriptor]>,
     index: usize,
     schema: Arc<ArgumentSchema>,
+    /// Its schema version and declared output schema (worked out with the schema).
+    contract: Arc<ToolContract>,
 }
 
 /// A tool found by [`ToolRegistry::resolve`]: its source, its name there, its compiled input
@@ -42,6 +45,9 @@ pub struct ResolvedTool {
     pub schema: Arc<ArgumentSchema>,
     /// The descriptor's [`ToolDescriptor::read_only`], as the source listed it now.
     pub read_only: bool,
+    /// Its schema version and declared output schema: what its results are learned under
+    /// and compared with ([`crate::learned_types`]).
+    pub contract: Arc<ToolContract>,
 }
 
 impl std::fmt::Debug for ResolvedTool {
@@ -128,11 +134,13 @@ impl ToolRegistry {
             });
             return Err(err);
         };
+        let (schema, contract) = self.schema(namespace, &tools, index);
         Ok(ResolvedTool {
             source: source.clone(),
             name: tool.to_owned(),
-            schema: self.schema(namespace, &tools, index),
+            schema,
             read_only: tools[index].read_only,
+            contract,
         })
     }
 
@@ -167,28 +175,30 @@ impl ToolRegistry {
         near_tools(wanted, tools, &index)
     }
 
-    /// The compiled input schema of `tools[index]`, compiled once (and again only when the
-    /// tool's schema changed).
+    /// The compiled input schema of `tools[index]` and its contract, worked out once (and
+    /// again only when the tool's schemas changed).
     fn schema(
         &self,
         namespace: &str,
         tools: &Arc<[ToolDescriptor]>,
         index: usize,
-    ) -> Arc<ArgumentSchema> {
+    ) -> (Arc<ArgumentSchema>, Arc<ToolContract>) {
         let tool = &tools[index];
         {
             let mut cache = self.schemas.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(known) = cache.get_mut(namespace).and_then(|t| t.get_mut(&tool.name))
                 && (Arc::ptr_eq(&known.list, tools) && known.index == index
-                    || known.list[known.index].input_schema == tool.input_schema)
+                    || known.list[known.index].input_schema == tool.input_schema
+                        && known.list[known.index].output_schema == tool.output_schema)
             {
                 known.list = tools.clone();
                 known.index = index;
-                return known.schema.clone();
+                return (known.schema.clone(), known.contract.clone());
             }
         }
         // Compiled outside the lock: a large schema must not hold up every other call.
         let schema = Arc::new(ArgumentSchema::compile(&tool.input_schema));
+        let contract = Arc::new(tool.contract());
         self.schemas
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -200,9 +210,10 @@ impl ToolRegistry {
                     list: tools.clone(),
                     index,
                     schema: schema.clone(),
+                    contract: contract.clone(),
                 },
             );
-        schema
+        (schema, contract)
     }
 }
 

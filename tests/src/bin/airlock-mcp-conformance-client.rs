@@ -43,6 +43,7 @@ async fn run() -> anyhow::Result<()> {
             call_timeout_ms: 20_000,
             max_concurrent_calls: 4,
             coerce: Default::default(),
+            learn_types: true,
             confinement: Default::default(),
         },
         Arc::new(SecretStore::empty()),

@@ -80,6 +80,9 @@ pub(super) fn metrics_text(state: &HttpState) -> String {
     });
     text.push_str(&state.executions.audit.status().metrics_text());
     text.push_str(&journal_metrics(&state.executions.journal));
+    if let Some(types) = state.generations.current().catalogue.learning().types() {
+        text.push_str(&types.metrics_text());
+    }
     text
 }
 

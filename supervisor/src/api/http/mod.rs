@@ -12,6 +12,8 @@
 //!   executions;
 //! - `approvals`: `GET /v1/approvals` and `POST /v1/approvals/<id>`, decisions on calls that
 //!   wait for a person;
+//! - `learned`: `GET /v1/sdk/learned` and `DELETE /v1/sdk/learned/<tool>`, the output types
+//!   learned from the caller's tools' results;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
 //! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
@@ -22,6 +24,7 @@ mod approvals;
 mod executions;
 mod handles;
 mod health;
+mod learned;
 mod responses;
 mod routes;
 mod sessions;

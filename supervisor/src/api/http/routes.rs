@@ -2,7 +2,7 @@
 //! execution service.
 
 use super::responses::{ApiBody, error_response, json_response};
-use super::{HttpState, Peer, approvals, executions, handles, health, sessions};
+use super::{HttpState, Peer, approvals, executions, handles, health, learned, sessions};
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -11,7 +11,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload and /mcp (MCP, Streamable HTTP)";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload and /mcp (MCP, Streamable HTTP)";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -163,6 +163,14 @@ pub(super) async fn route(
             json_response(StatusCode::OK, &view.tree())
         }
         (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
+        (&Method::GET, "/v1/sdk/learned") => {
+            let tool = query_param(req.uri().query(), "tool").filter(|t| !t.is_empty());
+            learned::list(&generation, &principal, tool.as_deref()).await
+        }
+        (&Method::DELETE, forget) if forget.starts_with("/v1/sdk/learned/") => {
+            let tool = percent_decoded(&forget["/v1/sdk/learned/".len()..]);
+            learned::forget(&generation, &principal, &tool)
+        }
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
             let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
             let view = generation.catalogue_view(&principal).await;
@@ -222,7 +230,7 @@ pub(super) async fn route(
         (
             _,
             "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
-            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions",
+            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions" | "/v1/sdk/learned",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             ApiErrorCode::MethodNotAllowed,

@@ -54,6 +54,7 @@ mod tests {
             description: "Does things.".into(),
             input_schema: serde_json::json!({ "type": "object" }),
             output_schema: None,
+            learned: None,
         };
         let sdk = Sdk::new(&[
             tool("github", "create_issue"),

@@ -101,6 +101,7 @@ mod tests {
         // SAFETY: r and q are this allocator's, live, freed once each.
         unsafe { a.dealloc(r) };
         assert!(bytes.get() < held);
+        // SAFETY: q is this allocator's, live, freed once.
         unsafe { a.dealloc(q) };
         assert_eq!(bytes.get(), 0);
     }

@@ -1659,6 +1659,7 @@ input CreateIssueInput {
             call_timeout_ms: 1000,
             max_concurrent_calls: 2,
             coerce: Default::default(),
+            learn_types: true,
         }
     }
 

@@ -1504,6 +1504,7 @@ mod tests {
                 call_timeout_ms: 1000,
                 max_concurrent_calls: 1,
                 coerce: Default::default(),
+                learn_types: true,
                 confinement: Default::default(),
             },
             Arc::new(SecretStore::empty()),

@@ -1591,6 +1591,7 @@ mod tests {
             call_timeout_ms: 5_000,
             max_concurrent_calls: 4,
             coerce: Default::default(),
+            learn_types: true,
             include: Vec::new(),
             exclude: Vec::new(),
         }
