@@ -245,6 +245,27 @@ const strict = await fails(() => tools.strict.sloppy({ kind: "trivial" }));
     );
     assert!(r.tool_calls[1].coercions.is_empty());
     assert!(r.tool_calls[2].coercions.is_empty());
+    // What was withheld is reality contradicting the declared schema: counted as drift (the
+    // mended result fits it, so it is not).
+    let (_, metrics) = d.client().await.get("/metrics").await.unwrap();
+    for (tool, n) in [("faults.sloppy", 1), ("strict.sloppy", 1)] {
+        assert!(
+            metrics.contains(&format!(
+                "airlock_learned_type_drift_total{{tool=\"{tool}\"}} {n}\n"
+            )),
+            "{tool}: {metrics}"
+        );
+    }
+    let (_, learned) = d
+        .client()
+        .await
+        .get("/v1/sdk/learned?tool=faults.sloppy")
+        .await
+        .unwrap();
+    assert!(
+        learned.contains("at .count: declared integer, observed string in 1 of 2 calls"),
+        "{learned}"
+    );
     d.stop().await;
 }
 

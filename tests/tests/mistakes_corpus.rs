@@ -149,11 +149,6 @@ const CASES: &[(&str, &str, &[&str])] = &[
         &["time", "string"],
     ),
     (
-        "a string where a number is expected",
-        "await tools.everything.get_sum({ a: '2', b: 3 })",
-        &["number"],
-    ),
-    (
         "text for message",
         "await tools.everything.echo({ text: 'hi' })",
         &["message"],
@@ -162,11 +157,6 @@ const CASES: &[(&str, &str, &[&str])] = &[
         "path for repo_path",
         "await tools.git.git_status({ path: REPO })",
         &["repo_path"],
-    ),
-    (
-        "a count as a string",
-        "await tools.git.git_log({ repo_path: REPO, max_count: '5' })",
-        &["max_count", "integer"],
     ),
     (
         "GitHub: the old nested body",
@@ -246,6 +236,21 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
+/// Mistakes the daemon absorbs since coercion (issue 19): the program runs with the value
+/// coerced, the trace lists the coercion, and a warning names the fix (what to pass instead).
+const ABSORBED: &[(&str, &str, &[&str])] = &[
+    (
+        "a string where a number is expected",
+        "await tools.everything.get_sum({ a: '2', b: 3 })",
+        &["number", "pass that instead"],
+    ),
+    (
+        "a count as a string",
+        "await tools.git.git_log({ repo_path: REPO, max_count: '5' })",
+        &["max_count", "integer", "pass that instead"],
+    ),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_name_the_fix() {
     let test = "errors_name_the_fix";
@@ -306,6 +311,19 @@ async fn errors_name_the_fix() {
         } else {
             misses.push(format!("  MISSED {what}: wanted {fix:?} in:\n{read}"));
         }
+    }
+    for (what, program, fix) in ABSORBED {
+        let r = d.exec(&program.replace("REPO", &repo)).await;
+        assert!(r.error.is_none(), "{what}: not absorbed: {r:?}");
+        assert!(
+            r.tool_calls.iter().any(|c| !c.coercions.is_empty()),
+            "{what}: no coercion in the trace: {r:?}"
+        );
+        let warned = r.warnings.join("\n");
+        assert!(
+            fix.iter().all(|word| warned.contains(word)),
+            "{what}: wanted {fix:?} in the warnings: {warned}"
+        );
     }
     let share = 100.0 * f64::from(named) / CASES.len() as f64;
     println!(

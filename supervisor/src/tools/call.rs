@@ -497,6 +497,7 @@ impl Admitted {
             catalogue: Some(self.scope.catalogue.clone()),
             coerce: airlock_policy::CoercePolicy::Safe,
             coercions: crate::tools::coercion::CoercionLog::default(),
+            withheld: crate::tools::WithheldResult::default(),
         }
     }
 
@@ -553,14 +554,25 @@ impl Admitted {
         let (source, name) = tool.split_once('.').unwrap_or((namespace, ""));
         let learning = match (&result, &contract, scope.learning.learns(source)) {
             (Ok(value), Some(contract), Some(types)) => {
-                Some((types, contract, Observation::of(value, contract)))
+                Some((types, contract, Observation::of(value, contract), false))
             }
+            // A result withheld for breaking the declared output schema is reality
+            // contradicting it: counted as drift, scanned like a result first (only its shape
+            // is kept, but property names are part of it).
+            (Err(_), Some(contract), Some(types)) => ctx.withheld.take().map(|mut value| {
+                ctx.secrets.redact_value(&mut value);
+                let _ = scope.scanner.scan_json(&mut value);
+                (types, contract, Observation::of(&value, contract), true)
+            }),
             _ => None,
         };
         // 10.
         let result = result.and_then(encode_result);
-        // 12: merged only if the worker gets it, and before it does.
-        if let (Ok(_), Some((types, contract, observation))) = (&result, learning) {
+        // 12: merged only if the worker gets it (or it was withheld from the worker for
+        // breaking the declared schema), and before the answer leaves.
+        if let Some((types, contract, observation, withheld)) = learning
+            && (result.is_ok() || withheld)
+        {
             types.record(source, name, contract, observation);
         }
         let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);

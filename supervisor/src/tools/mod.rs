@@ -129,6 +129,30 @@ pub struct CallContext {
     /// a result that breaks a declared output schema ([`coercion`]).
     pub coerce: CoercePolicy,
     pub coercions: coercion::CoercionLog,
+    /// A result the source withheld because it breaks the tool's declared output schema (the
+    /// program gets an error): kept for the pipeline, which counts it as drift from the
+    /// declared type (stage 12) after scanning it like any result.
+    pub withheld: WithheldResult,
+}
+
+/// See [`CallContext::withheld`]. Shared by the context's clones, like the coercion log.
+#[derive(Debug, Clone, Default)]
+pub struct WithheldResult(std::sync::Arc<std::sync::Mutex<Option<Value>>>);
+
+impl WithheldResult {
+    pub fn set(&self, value: Value) {
+        *self.lock() = Some(value);
+    }
+
+    pub fn take(&self) -> Option<Value> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
@@ -154,6 +178,7 @@ impl CallContext {
             catalogue: None,
             coerce: CoercePolicy::Safe,
             coercions: coercion::CoercionLog::default(),
+            withheld: WithheldResult::default(),
         }
     }
 

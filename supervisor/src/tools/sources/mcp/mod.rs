@@ -1167,6 +1167,7 @@ impl McpServer {
             result,
             found.output.as_deref(),
             coercions,
+            Some(&ctx.withheld),
         )
     }
 
@@ -1334,7 +1335,8 @@ impl ToolSource for McpServer {
 ///   `upstream_error` (MCP says clients should check, and the SDK types the result by the
 ///   schema, so a program never gets a value of another shape), unless it breaks it only
 ///   trivially and `coercions` (the server's `coerce = "safe"`) takes the coercions that make
-///   it fit ([`crate::tools::coercion`]);
+///   it fit ([`crate::tools::coercion`]); a value withheld so goes to `withheld`, for the
+///   pipeline to count as drift;
 /// - otherwise `structuredContent` when present;
 /// - otherwise one text block → its JSON value if it is JSON, else the string;
 /// - otherwise (several blocks, images, resources) → an array of the content blocks as MCP
@@ -1345,6 +1347,7 @@ fn to_value(
     result: CallToolResult,
     output: Option<&OutputSchema>,
     coercions: Option<&CoercionLog>,
+    withheld: Option<&crate::tools::WithheldResult>,
 ) -> Result<Value, ToolError> {
     let texts = || -> String {
         result
@@ -1381,23 +1384,31 @@ fn to_value(
                 .map_err(|_| broken("no structuredContent, and its text is not JSON".into()))?,
             (None, _) => return Err(broken("no structuredContent".into())),
         };
-        if let Some(error) = output.validator.iter_errors(&value).next() {
+        let first_error = output
+            .validator
+            .iter_errors(&value)
+            .next()
+            .map(|error| (error.instance_path().to_string(), error.to_string()));
+        if let Some((at, mut why)) = first_error {
             if let Some(log) = coercions
                 && let Some((coerced, made)) = output.coerce(&value)
             {
                 log.add(made);
                 return Ok(coerced);
             }
-            let at = error.instance_path().to_string();
             // The validator's message quotes the offending value, which may be large.
-            let mut why = error.to_string();
             if why.chars().count() > 300 {
                 why = format!("{}…", why.chars().take(300).collect::<String>());
             }
-            return Err(broken(format!(
+            let error = broken(format!(
                 "at `{}`: {why}",
                 if at.is_empty() { "/" } else { &at }
-            )));
+            ));
+            // Withheld from the program, but the pipeline counts it as drift.
+            if let Some(withheld) = withheld {
+                withheld.set(value);
+            }
+            return Err(error);
         }
         return Ok(value);
     }
@@ -1577,17 +1588,17 @@ mod tests {
     fn results_map_predictably() {
         let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
         assert_eq!(
-            to_value("s", "t", text("{\"a\":1}"), None, None).unwrap(),
+            to_value("s", "t", text("{\"a\":1}"), None, None, None).unwrap(),
             serde_json::json!({"a": 1})
         );
         assert_eq!(
-            to_value("s", "t", text("plain words"), None, None).unwrap(),
+            to_value("s", "t", text("plain words"), None, None, None).unwrap(),
             serde_json::json!("plain words")
         );
         let mut structured = text("ignored");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, None, None).unwrap(),
+            to_value("s", "t", structured, None, None, None).unwrap(),
             serde_json::json!({"n": 2})
         );
         let err = to_value(
@@ -1596,13 +1607,14 @@ mod tests {
             CallToolResult::error(vec![ContentBlock::text("boom")]),
             None,
             None,
+            None,
         )
         .unwrap_err();
         assert_eq!(err.code, "upstream_error");
         assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(
-            to_value("s", "t", two, None, None).unwrap(),
+            to_value("s", "t", two, None, None, None).unwrap(),
             serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
         );
     }
@@ -1618,12 +1630,12 @@ mod tests {
         let mut structured = text("{\"n\": 1}");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, Some(&validator), None).unwrap(),
+            to_value("s", "t", structured, Some(&validator), None, None).unwrap(),
             serde_json::json!({"n": 2})
         );
         // Only the serialised copy: parsed, checked, used.
         assert_eq!(
-            to_value("s", "t", text("{\"n\": 3}"), Some(&validator), None).unwrap(),
+            to_value("s", "t", text("{\"n\": 3}"), Some(&validator), None, None).unwrap(),
             serde_json::json!({"n": 3})
         );
         for broken in [
@@ -1631,7 +1643,7 @@ mod tests {
             text("{\"n\": \"3\"}"),
             CallToolResult::success(vec![]),
         ] {
-            let err = to_value("s", "t", broken, Some(&validator), None).unwrap_err();
+            let err = to_value("s", "t", broken, Some(&validator), None, None).unwrap_err();
             assert_eq!(err.code, "upstream_error");
             assert!(
                 err.message.contains("breaks its own outputSchema"),
@@ -1648,7 +1660,8 @@ mod tests {
                 "t",
                 text("{\"n\": \"3\"}"),
                 Some(&validator),
-                Some(&log)
+                Some(&log),
+                None
             )
             .unwrap(),
             serde_json::json!({"n": 3})
@@ -1660,15 +1673,18 @@ mod tests {
             ("/n", &serde_json::json!("3"))
         );
         assert_eq!(made[0].place, crate::agent_api::CoercionPlace::Result);
-        // Not a near miss: still an error.
+        // Not a near miss: still an error, and the value is kept for the drift count.
+        let withheld = crate::tools::WithheldResult::default();
         let err = to_value(
             "s",
             "t",
             text("{\"n\": \"three\"}"),
             Some(&validator),
             Some(&log),
+            Some(&withheld),
         )
         .unwrap_err();
+        assert_eq!(withheld.take(), Some(serde_json::json!({"n": "three"})));
         assert!(
             err.message.contains("breaks its own outputSchema"),
             "{}",
@@ -1677,12 +1693,12 @@ mod tests {
         assert!(log.take().is_empty());
         let mut wrong = text("{}");
         wrong.structured_content = Some(serde_json::json!({"m": 1}));
-        let err = to_value("s", "t", wrong, Some(&validator), None).unwrap_err();
+        let err = to_value("s", "t", wrong, Some(&validator), None, None).unwrap_err();
         assert!(err.message.contains("at `/`"), "{}", err.message);
         // A large wrong value is not quoted whole.
         let mut huge = text("{}");
         huge.structured_content = Some(serde_json::json!({"n": "x".repeat(100_000)}));
-        let err = to_value("s", "t", huge, Some(&validator), None).unwrap_err();
+        let err = to_value("s", "t", huge, Some(&validator), None, None).unwrap_err();
         assert!(err.message.contains("at `/n`"), "{}", &err.message[..200]);
         assert!(err.message.len() < 1_000, "{} bytes", err.message.len());
     }
