@@ -200,18 +200,7 @@ impl SqliteStore {
             conn.execute_batch(
                 "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
             )?;
-            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if version > SCHEMA_VERSION {
-                return Err(rusqlite::Error::InvalidParameterName(format!(
-                    "schema version {version} is newer than this daemon's ({SCHEMA_VERSION})"
-                )));
-            }
-            if version < SCHEMA_VERSION {
-                conn.execute_batch(&format!(
-                    "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-                ))?;
-            }
-            Ok(())
+            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION)
         })();
         match prepared {
             Ok(()) => {}

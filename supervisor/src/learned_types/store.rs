@@ -87,18 +87,7 @@ impl LearnedStore {
             conn.busy_timeout(Duration::from_secs(2))?;
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-            if version > SCHEMA_VERSION {
-                return Err(rusqlite::Error::InvalidParameterName(format!(
-                    "schema version {version} is newer than this daemon's ({SCHEMA_VERSION})"
-                )));
-            }
-            if version < SCHEMA_VERSION {
-                conn.execute_batch(&format!(
-                    "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-                ))?;
-            }
-            Ok(())
+            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION)
         })();
         prepared.map_err(|e| fail(&e))?;
         Ok(LearnedStore {
