@@ -278,7 +278,7 @@ impl<'a> TypeScriptTypes<'a> {
         let Some(target) = resolve_pointer(self.root, reference) else {
             return format!(
                 "unknown /* unresolved $ref {} */",
-                escape_doc(reference).replace('\n', " ")
+                one_line_comment(reference)
             );
         };
         let name = match self.names.get(reference) {
@@ -465,6 +465,16 @@ pub fn escape_doc(text: &str) -> String {
     text.replace("*/", "*\\/")
 }
 
+/// The line terminators of JavaScript and TypeScript: any of them ends a `//` comment, and one
+/// inside a `/* */` comment is a line break before what follows (where `T /* … */[]` then no
+/// longer parses: an array type's `[]` may not follow a line break).
+const LINE_TERMINATORS: [char; 4] = ['\n', '\r', '\u{2028}', '\u{2029}'];
+
+/// Text safe inside a comment that must stay on one line (`// …`, or `/* … */` within a type).
+pub fn one_line_comment(text: &str) -> String {
+    escape_doc(text).replace(LINE_TERMINATORS, " ")
+}
+
 fn doc(schema: &Value, indent: &str) -> String {
     let Some(obj) = schema.as_object() else {
         return String::new();
@@ -616,6 +626,12 @@ mod tests {
         assert_eq!(
             ts(json!({"$ref": "http://x/*/y"})).0,
             "unknown /* unresolved $ref http://x/*\\/y */"
+        );
+        // Nor start a new line inside it: before an array type's `[]` that does not parse
+        // (found by the schema_types fuzz target; its input is a seed now).
+        assert_eq!(
+            ts(json!({"type": "array", "items": {"$ref": "a\rb\nc\u{2028}d\u{2029}e"}})).0,
+            "(unknown /* unresolved $ref a b c d e */)[]"
         );
     }
 

@@ -12,7 +12,7 @@
 //! namespaces and how many tools each has, and says how to search; the types live in the
 //! per-tool files, read only when needed.
 
-use super::schema_types::{TypeScriptTypes, escape_doc, pascal_case};
+use super::schema_types::{TypeScriptTypes, escape_doc, one_line_comment, pascal_case};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -51,7 +51,7 @@ impl LearnedOutput {
     fn comment_lines(&self) -> String {
         let mut out = String::new();
         for line in &self.drift {
-            let _ = writeln!(out, "// {}", line.replace(['\n', '\r'], " "));
+            let _ = writeln!(out, "// {}", one_line_comment(line));
         }
         let _ = writeln!(
             out,
