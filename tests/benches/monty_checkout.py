@@ -1,5 +1,6 @@
 """Times pydantic-monty's worker pool the way the Airlock benchmark times its pooled workers:
-one checkout + one trivial run, N times, sequentially. Prints `p50_ms p99_ms` on one line.
+one checkout + one trivial run, N times, sequentially, with GAP_MS of sleep before each (0: back
+to back). Prints `p50_ms p99_ms` on one line. Usage: monty_checkout.py [N] [GAP_MS]
 
 Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable
 (`pip install pydantic-monty`)."""
@@ -9,6 +10,7 @@ import time
 from pydantic_monty import Monty
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+gap_s = float(sys.argv[2]) / 1e3 if len(sys.argv) > 2 else 0.0
 samples = []
 with Monty() as pool:
     # Warm up: let the pool start its workers.
@@ -16,6 +18,8 @@ with Monty() as pool:
         with pool.checkout() as session:
             session.feed_run("1 + 1")
     for _ in range(n):
+        if gap_s:
+            time.sleep(gap_s)
         t = time.perf_counter()
         with pool.checkout() as session:
             result = session.feed_run("1 + 1")

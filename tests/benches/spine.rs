@@ -5,7 +5,8 @@
 //!
 //! Run: `cargo build --release && cargo bench -p airlock-tests --bench spine`
 //! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
-//! `deno run` of the same trivial program and prints the ratio.
+//! `deno run` of the same trivial program and prints the ratio. `AIRLOCK_BENCH_POOL_ONLY=1`
+//! measures only the pre-started workers' latency and where it goes.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -51,18 +52,87 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
 /// Trivial-program latency through the socket; with `pool`, waits before each request until
 /// the pool is full again, so every execution takes a pre-started worker.
 async fn latency(d: &TestDaemon, n: usize, pool: usize) -> Vec<f64> {
+    latency_parts(d, n, pool, Gap::Idle).await.client
+}
+
+/// What the machine does between two measured executions of a pre-started worker.
+#[derive(Clone, Copy, PartialEq)]
+enum Gap {
+    /// The pool is polled every 10 ms until it is full again, so the daemon, the worker and
+    /// the CPUs mostly sat idle in between (caches cold): an agent's request after a pause.
+    Idle,
+    /// The pool is polled back to back until it is full, then the next execution goes at
+    /// once: a daemon in steady use (as pydantic-monty's loop below runs).
+    Busy,
+}
+
+/// Where a trivial execution's time went, one sample per execution, in ms: at the client,
+/// the daemon's `total_ms`, the worker's round trip (`run_ms`), and inside the worker the
+/// TypeScript pipeline (`compile_us`) and the evaluation (`engine_run_us`).
+#[derive(Default)]
+struct Parts {
+    client: Vec<f64>,
+    total: Vec<f64>,
+    run: Vec<f64>,
+    compile: Vec<f64>,
+    engine: Vec<f64>,
+}
+
+/// Waits until `n` pre-started workers are idle, asking `/v1/health` on `c`.
+async fn wait_for_pool(c: &mut Client, n: usize, gap: Gap) {
+    loop {
+        let (_, body) = c.get("/v1/health").await.expect("health");
+        let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
+        if health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n {
+            return;
+        }
+        if gap == Gap::Idle {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+async fn latency_parts(d: &TestDaemon, n: usize, pool: usize, gap: Gap) -> Parts {
     let mut c = d.client().await;
-    let mut out = Vec::with_capacity(n);
+    let mut health = d.client().await;
+    let mut out = Parts::default();
     for _ in 0..n {
         if pool > 0 {
-            d.wait_for_idle_workers(pool).await;
+            wait_for_pool(&mut health, pool, gap).await;
         }
         let t = Instant::now();
         let r = run_ok(&mut c, TRIVIAL).await;
-        out.push(t.elapsed().as_secs_f64() * 1e3);
+        out.client.push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(r.stats.worker_from_pool, pool > 0);
+        out.total.push(r.stats.total_ms);
+        out.run.push(r.stats.run_ms);
+        out.compile
+            .push(r.stats.compile_us.unwrap_or(0) as f64 / 1e3);
+        out.engine
+            .push(r.stats.engine_run_us.unwrap_or(0) as f64 / 1e3);
     }
     out
+}
+
+/// Prints the pre-started worker's latency and where it went.
+fn report_pool(label: &str, gap: Gap, parts: Parts, n: usize) -> f64 {
+    let (p50, p99) = summary(parts.client);
+    let what = match gap {
+        Gap::Idle => "after 10 ms idle",
+        Gap::Busy => "in steady use   ",
+    };
+    println!(
+        "[{label}] trivial execution, pre-started worker, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms   (n={n})"
+    );
+    let part = |xs: Vec<f64>| summary(xs).0;
+    println!(
+        "[{label}]     its parts (p50): daemon total_ms {:.3}, worker round trip {:.3}, TypeScript {:.3}, evaluation {:.3} ms",
+        part(parts.total),
+        part(parts.run),
+        part(parts.compile),
+        part(parts.engine),
+    );
+    p50
 }
 
 /// `clients` concurrent clients each running `per_client` trivial programs back to back;
@@ -115,11 +185,12 @@ fn deno_latency(n: usize) -> Option<Vec<f64>> {
     Some(out)
 }
 
-fn monty_latency(n: usize) -> Option<(f64, f64)> {
+fn monty_latency(n: usize, gap: Gap) -> Option<(f64, f64)> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/monty_checkout.py");
     let out = std::process::Command::new("python3")
         .arg(script)
         .arg(n.to_string())
+        .arg(if gap == Gap::Idle { "10" } else { "0" })
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
@@ -142,6 +213,8 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
 fn main() {
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let n = if quick { 50 } else { 300 };
+    // Only the pre-started worker's latency and its parts (for working on that path).
+    let pool_only = std::env::var_os("AIRLOCK_BENCH_POOL_ONLY").is_some();
     let worker = binaries::worker();
     println!(
         "airlock spine benchmark ({}; worker {})",
@@ -156,7 +229,8 @@ fn main() {
     rt.block_on(async {
         // 1–3 for each way of starting workers, side by side in this one run.
         let mut slowest_p50 = 0.0f64;
-        let mut fork_pool_p50 = f64::NAN;
+        // [after idling, in steady use]
+        let mut fork_pool_p50 = [f64::NAN; 2];
         let mut daemons = Vec::new();
         for (label, start) in [("fork", WorkerStart::Fork), ("exec", WorkerStart::Exec)] {
             let options = |pool: usize| {
@@ -165,21 +239,31 @@ fn main() {
                     .policy(move |p| p.daemon.worker_start = start)
             };
             // 1. A new worker per execution, started when the request comes.
-            let fresh = TestDaemon::start_with(options(0)).await;
-            let _ = latency(&fresh, 5, 0).await; // warm the page cache (and start the zygote)
-            let (fresh_p50, fresh_p99) = summary(latency(&fresh, n, 0).await);
-            println!("[{label}] trivial execution, no pre-started worker: p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
-            slowest_p50 = slowest_p50.max(fresh_p50);
-            fresh.stop().await;
+            if !pool_only {
+                let fresh = TestDaemon::start_with(options(0)).await;
+                let _ = latency(&fresh, 5, 0).await; // warm the page cache (and start the zygote)
+                let (fresh_p50, fresh_p99) = summary(latency(&fresh, n, 0).await);
+                println!("[{label}] trivial execution, no pre-started worker: p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
+                slowest_p50 = slowest_p50.max(fresh_p50);
+                fresh.stop().await;
+            }
 
-            // 2. Pre-started pool.
+            // 2. Pre-started pool, after idling and in steady use.
             let pooled = TestDaemon::start_with(options(4)).await;
             let _ = latency(&pooled, 5, 4).await;
-            let (pool_p50, pool_p99) = summary(latency(&pooled, n, 4).await);
-            println!("[{label}] trivial execution, pre-started worker:    p50 {pool_p50:7.3} ms   p99 {pool_p99:7.3} ms   (n={n})");
-            slowest_p50 = slowest_p50.max(pool_p50);
-            if start == WorkerStart::Fork {
-                fork_pool_p50 = pool_p50;
+            for gap in [Gap::Idle, Gap::Busy] {
+                let parts = latency_parts(&pooled, n, 4, gap).await;
+                let p50 = report_pool(label, gap, parts, n);
+                if gap == Gap::Idle {
+                    slowest_p50 = slowest_p50.max(p50);
+                }
+                if start == WorkerStart::Fork {
+                    fork_pool_p50[usize::from(gap == Gap::Busy)] = p50;
+                }
+            }
+            if pool_only {
+                pooled.stop().await;
+                continue;
             }
 
             // 3. Throughput with 32 concurrent clients.
@@ -188,6 +272,9 @@ fn main() {
                 "[{label}] throughput, 32 concurrent clients:        {rate:7.0} executions/s   ({ok}/{total} ok in {elapsed:.2} s)"
             );
             daemons.push(pooled);
+        }
+        if daemons.is_empty() {
+            return; // AIRLOCK_BENCH_POOL_ONLY
         }
         let pooled = daemons.swap_remove(0);
 
@@ -234,13 +321,23 @@ fn main() {
             }
             None => println!("deno run: not measured (deno is not on PATH; `pip install deno` provides it)"),
         }
-        // 8. pydantic-monty's subprocess pool (checkout + run), if installed.
-        match monty_latency(n) {
-            Some((p50, p99)) => println!(
-                "pydantic-monty pool checkout+run:      p50 {p50:7.3} ms   p99 {p99:7.3} ms   → Airlock's pre-started forked worker is {:.2}× faster",
-                p50 / fork_pool_p50
-            ),
-            None => println!("pydantic-monty: not measured (`pip install pydantic-monty` provides it)"),
+        // 8. pydantic-monty's subprocess pool (checkout + run), if installed, with the same
+        //    gaps as Airlock's pre-started workers above.
+        for (i, gap) in [Gap::Idle, Gap::Busy].into_iter().enumerate() {
+            let what = match gap {
+                Gap::Idle => "10 ms idle before each",
+                Gap::Busy => "back to back         ",
+            };
+            match monty_latency(n, gap) {
+                Some((p50, p99)) => println!(
+                    "pydantic-monty pool checkout+run, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms   → Airlock's pre-started forked worker is {:.2}× faster",
+                    p50 / fork_pool_p50[i]
+                ),
+                None => {
+                    println!("pydantic-monty: not measured (`pip install pydantic-monty` provides it)");
+                    break;
+                }
+            }
         }
         pooled.stop().await;
         for d in daemons {

@@ -177,14 +177,12 @@ fn main() -> ExitCode {
     if ipc.send(&WorkerMessage::Done { outcome, stats }).is_err() {
         return ExitCode::from(exit_code::IPC_FAILED);
     }
-    if forked {
-        // The peak RSS is in Done; nothing is left for the supervisor to read from here.
-        return ExitCode::SUCCESS;
-    }
-    // Stay alive until the supervisor hangs up: it reads an exec'd worker's memory high-water
+    // Stay alive until the supervisor hangs up. It reads an exec'd worker's memory high-water
     // mark from /proc after Done (getrusage would include the image exec replaced), which it
-    // can only do while the process exists. Anything but the hang-up is ignored; if the
-    // supervisor dies instead, PDEATHSIG ends this process.
+    // can only do while the process exists; and it hangs up on any worker only once the
+    // execution is answered, so that this process's exit (unmapping its memory) does not
+    // compete with the answer. Anything but the hang-up is ignored; if the supervisor dies
+    // instead, PDEATHSIG ends this process.
     while ipc.recv().is_ok() {}
     ExitCode::SUCCESS
 }

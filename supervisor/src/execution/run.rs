@@ -20,7 +20,7 @@ use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope, Held
 use crate::tools::catalogue::{CallerCatalogue, ToolCatalogue};
 use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
-use crate::workers::pool::{ChannelError, ReadyWorker, WorkerPool, message_name};
+use crate::workers::pool::{AFTER_ANSWER, ChannelError, ReadyWorker, WorkerPool, message_name};
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
 use airlock_proto::{
@@ -152,7 +152,11 @@ pub async fn run_execution(
         if let Some(exit) = run.drive(env, &job, worker, stop).await {
             debug!(worker = %exit.describe(), "worker ended abnormally");
         }
-        env.pool.replenish();
+        if !run.worker_answered {
+            // A worker that did not finish with Done is gone already: replace it now. (One
+            // that did is replaced after the answer, by the task that hangs up on it.)
+            env.pool.replenish();
+        }
         let response = run.finish(&job, total);
         info!(
             status = ?response.status,
@@ -218,6 +222,9 @@ pub(super) struct Run {
     /// The program can go no further without the agent's answers to `held`: it was stopped
     /// to wait for them.
     pub(super) waiting: bool,
+    /// The worker finished with `Done`: hanging up on it and replacing it in the pool are
+    /// left to a background task.
+    worker_answered: bool,
 }
 
 /// A call that waits for an approver.
@@ -295,6 +302,7 @@ impl Run {
             held_approvals: Vec::new(),
             results_sent: 0,
             waiting: false,
+            worker_answered: false,
         }
     }
 
@@ -587,11 +595,21 @@ impl Run {
         if exit.is_some() {
             return exit;
         }
-        // After Done the worker exits once we hang up. Its teardown (unmapping the heap) is not
-        // the agent's business, so it is reaped in the background, off the response path.
+        // After Done the worker exits once we hang up, and the pool replaces it. Neither is
+        // the agent's business, so both happen in the background; for an execution running
+        // alone they wait until its answer is usually out (`AFTER_ANSWER`), because on a small
+        // machine the worker's exit (unmapping its memory) competes with writing the answer
+        // and with the client reading it.
+        self.worker_answered = true;
+        let pool = env.pool.clone();
+        let alone = pool.in_use() <= 1;
         tokio::spawn(
             async move {
+                if alone {
+                    tokio::time::sleep(AFTER_ANSWER).await;
+                }
                 drop(channel);
+                pool.replenish();
                 if tokio::time::timeout(Duration::from_millis(500), process.wait())
                     .await
                     .is_err()

@@ -27,6 +27,14 @@ use tracing::{debug, warn};
 /// Executions never wait for it: with the pool empty, each starts its own worker.
 const REFILL_DELAY: Duration = Duration::from_millis(1);
 
+/// How long after a worker's `Done` the daemon hangs up on it (so it exits) and asks the pool
+/// to replace it, when that execution was the only one running: its answer is usually out by
+/// then, and on a small machine the worker's exit (unmapping its memory) competes with
+/// writing the answer and with the client reading it (measured on 2 cores, see
+/// docs/testing.md). Under load the hang-up is at once: there the delay only kept processes
+/// alive longer and cost throughput.
+pub const AFTER_ANSWER: Duration = Duration::from_millis(1);
+
 /// How long a new worker may take to lock down and say `Ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -232,6 +240,8 @@ struct PoolInner {
     target: usize,
     idle: Mutex<VecDeque<ReadyWorker>>,
     starting: AtomicUsize,
+    /// Workers checked out and not yet given back by `replenish`: the executions running.
+    in_use: AtomicUsize,
     refill: Arc<Notify>,
     closed: AtomicBool,
     last_lockdown: Mutex<Option<LockdownReport>>,
@@ -267,6 +277,7 @@ impl WorkerPool {
                 target,
                 idle: Mutex::new(VecDeque::with_capacity(target)),
                 starting: AtomicUsize::new(0),
+                in_use: AtomicUsize::new(0),
                 refill: Arc::new(Notify::new()),
                 closed: AtomicBool::new(false),
                 last_lockdown: Mutex::new(None),
@@ -295,6 +306,7 @@ impl WorkerPool {
         if let Some(mut worker) = pooled {
             // A pooled worker may have died while idle (killed from outside, OOM killer).
             if matches!(worker.process.try_reap(), Ok(None)) {
+                self.inner.in_use.fetch_add(1, Ordering::Relaxed);
                 return Ok((
                     worker,
                     Checkout {
@@ -311,6 +323,7 @@ impl WorkerPool {
         let worker =
             start_worker(&self.inner.spawner, self.inner.ceiling, false, Vec::new()).await?;
         *lock(&self.inner.last_lockdown) = Some(worker.lockdown.clone());
+        self.inner.in_use.fetch_add(1, Ordering::Relaxed);
         Ok((
             worker,
             Checkout {
@@ -320,9 +333,20 @@ impl WorkerPool {
         ))
     }
 
-    /// Asks the pool to top itself up in the background; called when an execution ends.
+    /// Gives back an execution's place and asks the pool to top itself up in the background;
+    /// called once per checkout, when its worker is gone or hung up on.
     pub fn replenish(&self) {
+        // Every checkout that gave a worker is followed by exactly one replenish.
+        let _ = self
+            .inner
+            .in_use
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         self.inner.refill.notify_one();
+    }
+
+    /// How many executions hold a worker now (checked out, not yet replenished).
+    pub fn in_use(&self) -> usize {
+        self.inner.in_use.load(Ordering::Relaxed)
     }
 
     /// Starts a worker outside the pool, e.g. with test-only arguments.

@@ -5,10 +5,10 @@
 //! completion rewrite, code generation) on an 8 MiB stack, the worker's main thread's, which
 //! the guard's limits are measured against.
 //! Beyond "no panic" and "no stack overflow": the script made from an accepted program parses
-//! again as JavaScript, its positions map back into the program, and a refused program's
+//! again as JavaScript and is the same whether or not the transformer was skipped for it, its positions map back into the program, and a refused program's
 //! error is a syntax error located inside it.
 
-use super::typescript::prepare_program;
+use super::typescript::{prepare_program, prepare_program_transforming};
 use airlock_fuzz::{Fuzz, Outcome};
 use airlock_proto::{ErrorKind, Language};
 use oxc::allocator::Allocator;
@@ -88,6 +88,16 @@ fn target(data: &[u8]) -> Outcome {
 fn check(code: &str, language: Language) -> Outcome {
     match prepare_program(code, language) {
         Ok(prepared) => {
+            // A TypeScript program the transformer was skipped for (no TypeScript syntax)
+            // must come out exactly as it would have through the transformer.
+            if language == Language::TypeScript {
+                let transformed = prepare_program_transforming(code, language)
+                    .expect("the program prepares with the transformer too");
+                assert_eq!(
+                    prepared.script, transformed.script,
+                    "skipping the transformer changed the script"
+                );
+            }
             let allocator = Allocator::default();
             let parsed = Parser::new(&allocator, &prepared.script, SourceType::mjs())
                 .with_options(ParseOptions {

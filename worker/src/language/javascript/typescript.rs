@@ -10,8 +10,9 @@
 //!    and column in the code the agent sent;
 //! 3. `import`/`export` of values is rejected (there are no modules; tools are reached through
 //!    `tools.<server>.<tool>()`); type-only imports and exports are accepted and erased;
-//! 4. TypeScript only: oxc's transformer strips types (and lowers `enum`/`namespace`); nothing
-//!    else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
+//! 4. TypeScript only, and only when the program has TypeScript syntax (one that has none is
+//!    JavaScript already and comes out the same): oxc's transformer strips types (and lowers
+//!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
 //!    such as `using` and the regex `v` flag);
 //! 5. the program's completion value becomes its return value: a final expression statement
 //!    becomes `return (<expr>);`, also inside a final block, `if`/`else`, `try`/`catch` or
@@ -25,8 +26,14 @@
 use super::tool_references;
 use airlock_proto::{ErrorKind, ExecError, Language, ToolReferences};
 use oxc::allocator::Allocator;
+use oxc::ast::ast::Program;
+use oxc::ast::ast::{
+    AccessorPropertyType, FunctionType, MethodDefinitionType, PropertyDefinitionType,
+};
 use oxc::ast::ast::{ImportDeclarationSpecifier, Statement};
 use oxc::ast::builder::AstBuilder;
+use oxc::ast::{AstKind, AstType};
+use oxc::ast_visit::Visit;
 use oxc::codegen::{Codegen, CodegenOptions, CommentOptions};
 use oxc::parser::{ParseOptions, Parser};
 use oxc::semantic::SemanticBuilder;
@@ -59,6 +66,36 @@ pub struct PreparedProgram {
 ///
 /// Errors are [`ErrorKind::Syntax`] with a 1-based line and column in `code`.
 pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram, ExecError> {
+    prepare(code, language, Transform::WhenNeeded)
+}
+
+/// [`prepare_program`] with oxc's transformer run on every TypeScript program, for tests
+/// that check that skipping it changes nothing.
+#[cfg(test)]
+pub(super) fn prepare_program_transforming(
+    code: &str,
+    language: Language,
+) -> Result<PreparedProgram, ExecError> {
+    prepare(code, language, Transform::Always)
+}
+
+/// Whether [`prepare`] runs oxc's transformer on a TypeScript program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transform {
+    /// Only when the program has TypeScript syntax ([`has_typescript_syntax`]): one that has
+    /// none is already JavaScript, and the transformer would print it unchanged (the fuzz
+    /// target checks that) at about half the pipeline's cost in a fresh worker.
+    WhenNeeded,
+    /// Always (tests compare the two).
+    #[cfg(test)]
+    Always,
+}
+
+fn prepare(
+    code: &str,
+    language: Language,
+    transform: Transform,
+) -> Result<PreparedProgram, ExecError> {
     check_nesting(code)?;
 
     let lines = LineIndex::new(code);
@@ -99,7 +136,12 @@ pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram
         ));
     }
 
-    if language == Language::TypeScript {
+    let transform = match transform {
+        Transform::WhenNeeded => has_typescript_syntax(&program),
+        #[cfg(test)]
+        Transform::Always => true,
+    };
+    if language == Language::TypeScript && transform {
         let scoping = semantic.semantic.into_scoping();
         let transform_options = TransformOptions::default();
         let transformed = Transformer::new(&allocator, Path::new(filename), &transform_options)
@@ -155,6 +197,149 @@ pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram
         positions,
         tool_references,
     })
+}
+
+/// Whether the program has anything only TypeScript has: a node of TypeScript's own (types,
+/// `as`, `!`, `enum`, `namespace`, `implements`, `this` parameters, ...) or a TypeScript
+/// modifier on a JavaScript node (`declare`, `abstract`, `private`, `readonly`, `override`,
+/// `?` and `!` on declarations, overload signatures). Module declarations are not looked at:
+/// only type-only ones get this far, and they are erased either way.
+pub(super) fn has_typescript_syntax(program: &Program<'_>) -> bool {
+    let mut found = FindTypeScript(false);
+    found.visit_program(program);
+    found.0
+}
+
+/// Visits every node (the walk is as deep as the semantic checks' before it, which the
+/// nesting guard bounds); true once one is TypeScript's.
+struct FindTypeScript(bool);
+
+impl<'a> Visit<'a> for FindTypeScript {
+    fn enter_node(&mut self, kind: AstKind<'a>) {
+        if !self.0 && is_typescript(kind) {
+            self.0 = true;
+        }
+    }
+}
+
+fn is_typescript(kind: AstKind<'_>) -> bool {
+    if is_typescript_node(kind.ty()) {
+        return true;
+    }
+    match kind {
+        AstKind::VariableDeclaration(d) => d.declare,
+        AstKind::VariableDeclarator(d) => d.definite,
+        AstKind::Function(f) => {
+            f.declare
+                || !matches!(
+                    f.r#type,
+                    FunctionType::FunctionDeclaration | FunctionType::FunctionExpression
+                )
+        }
+        AstKind::FormalParameter(p) => {
+            p.optional || p.accessibility.is_some() || p.readonly || p.r#override
+        }
+        AstKind::Class(c) => c.r#abstract || c.declare,
+        AstKind::MethodDefinition(m) => {
+            m.r#override
+                || m.optional
+                || m.accessibility.is_some()
+                || m.r#type != MethodDefinitionType::MethodDefinition
+        }
+        AstKind::PropertyDefinition(p) => {
+            p.declare
+                || p.r#override
+                || p.optional
+                || p.definite
+                || p.readonly
+                || p.accessibility.is_some()
+                || p.r#type != PropertyDefinitionType::PropertyDefinition
+        }
+        AstKind::AccessorProperty(a) => {
+            a.r#override
+                || a.definite
+                || a.accessibility.is_some()
+                || a.r#type != AccessorPropertyType::AccessorProperty
+        }
+        _ => false,
+    }
+}
+
+/// Every node type of TypeScript's own (oxc 0.146's `AstType::TS*`).
+fn is_typescript_node(ty: AstType) -> bool {
+    matches!(
+        ty,
+        AstType::TSAnyKeyword
+            | AstType::TSArrayType
+            | AstType::TSAsExpression
+            | AstType::TSBigIntKeyword
+            | AstType::TSBooleanKeyword
+            | AstType::TSCallSignatureDeclaration
+            | AstType::TSClassImplements
+            | AstType::TSConditionalType
+            | AstType::TSConstructSignatureDeclaration
+            | AstType::TSConstructorType
+            | AstType::TSEnumBody
+            | AstType::TSEnumDeclaration
+            | AstType::TSEnumMember
+            | AstType::TSExportAssignment
+            | AstType::TSExternalModuleDeclaration
+            | AstType::TSExternalModuleReference
+            | AstType::TSFunctionType
+            | AstType::TSGlobalDeclaration
+            | AstType::TSImportEqualsDeclaration
+            | AstType::TSImportType
+            | AstType::TSImportTypeQualifiedName
+            | AstType::TSIndexSignature
+            | AstType::TSIndexSignatureName
+            | AstType::TSIndexedAccessType
+            | AstType::TSInferType
+            | AstType::TSInstantiationExpression
+            | AstType::TSInterfaceBody
+            | AstType::TSInterfaceDeclaration
+            | AstType::TSInterfaceHeritage
+            | AstType::TSIntersectionType
+            | AstType::TSIntrinsicKeyword
+            | AstType::TSLiteralType
+            | AstType::TSMappedType
+            | AstType::TSMethodSignature
+            | AstType::TSModuleBlock
+            | AstType::TSNamedTupleMember
+            | AstType::TSNamespaceDeclaration
+            | AstType::TSNamespaceExportDeclaration
+            | AstType::TSNeverKeyword
+            | AstType::TSNonNullExpression
+            | AstType::TSNullKeyword
+            | AstType::TSNumberKeyword
+            | AstType::TSObjectKeyword
+            | AstType::TSOptionalType
+            | AstType::TSParenthesizedType
+            | AstType::TSPropertySignature
+            | AstType::TSQualifiedName
+            | AstType::TSRestType
+            | AstType::TSSatisfiesExpression
+            | AstType::TSStringKeyword
+            | AstType::TSSymbolKeyword
+            | AstType::TSTemplateLiteralType
+            | AstType::TSThisParameter
+            | AstType::TSThisType
+            | AstType::TSTupleType
+            | AstType::TSTypeAliasDeclaration
+            | AstType::TSTypeAnnotation
+            | AstType::TSTypeAssertion
+            | AstType::TSTypeLiteral
+            | AstType::TSTypeOperator
+            | AstType::TSTypeParameter
+            | AstType::TSTypeParameterDeclaration
+            | AstType::TSTypeParameterInstantiation
+            | AstType::TSTypePredicate
+            | AstType::TSTypeQuery
+            | AstType::TSTypeReference
+            | AstType::TSUndefinedKeyword
+            | AstType::TSUnionType
+            | AstType::TSUnknownKeyword
+            | AstType::TSVoidKeyword
+    )
 }
 
 /// Rejects value imports and exports: a program is not a module.
@@ -963,6 +1148,109 @@ fn parse_frame_position<'l>(line: &'l str, filename: &str) -> Option<(&'l str, u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `code` (TypeScript) counts as having TypeScript syntax.
+    fn typescript_syntax(code: &str) -> bool {
+        let allocator = Allocator::default();
+        let parsed = Parser::new(&allocator, code, SourceType::ts().with_module(true))
+            .with_options(ParseOptions {
+                allow_return_outside_function: true,
+                ..ParseOptions::default()
+            })
+            .parse();
+        assert!(
+            parsed.diagnostics.is_empty(),
+            "{code}: {:?}",
+            parsed.diagnostics
+        );
+        has_typescript_syntax(&parsed.program)
+    }
+
+    #[test]
+    fn every_typescript_construct_is_transformed() {
+        for code in [
+            "let x: number = 1",
+            "f<string>(x)",
+            "const g = f<string>",
+            "x!",
+            "x as T",
+            "<T>x",
+            "x satisfies T",
+            "type T = 1",
+            "interface I {}",
+            "enum E { A }",
+            "const enum E { A }",
+            "namespace N {}",
+            "declare const x: number",
+            "declare const y",
+            "declare function f()",
+            "declare class A {}",
+            "function f(); function f() {}",
+            "abstract class A {}",
+            "class A { abstract m(): void }",
+            "class A { private x = 1 }",
+            "class A { public m() {} }",
+            "class A { protected static y = 2 }",
+            "class A { readonly x = 1 }",
+            "class A { declare x }",
+            "class A { x? = 1 }",
+            "class A { m?() {} }",
+            "class B extends A { override m() {} }",
+            "class A { private accessor x = 1 }",
+            "class A { constructor(public x) {} }",
+            "class A { constructor(readonly x) {} }",
+            "class A implements I {}",
+            "class A<T> {}",
+            "function f(this: A) {}",
+            "function f(x?) {}",
+            "let x!: number",
+            "const f = <T,>(x) => x",
+            "const f = (x): number => x",
+            "import x = require('y')",
+        ] {
+            assert!(typescript_syntax(code), "{code}");
+            // Any that prepares at all comes out without TypeScript in it.
+            if let Ok(p) = prepare_program(code, Language::TypeScript) {
+                let forced = prepare_program_transforming(code, Language::TypeScript)
+                    .expect("transforming prepares too");
+                assert_eq!(p.script, forced.script, "{code}");
+            }
+        }
+    }
+
+    #[test]
+    fn javascript_in_a_typescript_program_skips_the_transformer_and_prints_the_same() {
+        for code in [
+            "1 + 1",
+            "const a = [1, 2, 3].map((x) => x * 2); a",
+            "class A { #x = 1; static s = 2; static { this.t = 3 } get x() { return this.#x } m() { return 1 } }\nnew A().x",
+            "class B extends Array { constructor() { super(); } }",
+            "async function* g() { yield await 1 } for await (const x of g()) {}",
+            "const { a, ...rest } = { a: 1, b: 2 }; let [x = 1, , y] = [];",
+            "a?.b?.(c) ?? d; x ||= 1; y &&= 2; z ??= 3",
+            "label: for (;;) { break label }",
+            "`a${1}b`; /[\\p{L}]/u.test('x')",
+            "try { throw 1 } catch { } finally { }",
+            "function f(a, b = 1, ...c) { return arguments.length } f(1)",
+            "const o = { m() {}, get g() { return 1 }, [k]: 1, 'q': 2 }",
+            "if (a < b && c > d) { x } else { y }",
+            "a < b > c",
+            "const x = await tools.github.search_issues({ q: 'x' }); x",
+            "return 5",
+            "using r = null",
+        ] {
+            assert!(!typescript_syntax(code), "{code}");
+            let fast = ts(code);
+            let forced = prepare_program_transforming(code, Language::TypeScript)
+                .expect("transforming prepares too");
+            assert_eq!(fast.script, forced.script, "{code}");
+            assert_eq!(
+                format!("{:?}", fast.positions),
+                format!("{:?}", forced.positions),
+                "{code}"
+            );
+        }
+    }
 
     fn ts(code: &str) -> PreparedProgram {
         match prepare_program(code, Language::TypeScript) {
