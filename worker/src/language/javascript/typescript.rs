@@ -136,12 +136,14 @@ fn prepare(
         ));
     }
 
-    let transform = match transform {
-        Transform::WhenNeeded => has_typescript_syntax(&program),
-        #[cfg(test)]
-        Transform::Always => true,
-    };
-    if language == Language::TypeScript && transform {
+    // Only a TypeScript program is looked at: JavaScript never goes through the transformer.
+    let transform = language == Language::TypeScript
+        && match transform {
+            Transform::WhenNeeded => has_typescript_syntax(&program),
+            #[cfg(test)]
+            Transform::Always => true,
+        };
+    if transform {
         let scoping = semantic.semantic.into_scoping();
         let transform_options = TransformOptions::default();
         let transformed = Transformer::new(&allocator, Path::new(filename), &transform_options)
