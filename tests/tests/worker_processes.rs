@@ -293,3 +293,27 @@ async fn worker_start_exec_starts_no_zygote() {
     assert!(zygotes().is_empty(), "{:?}", zygotes());
     d.stop().await;
 }
+
+/// A pooled worker killed while it waits: the request that wakes it (`StayAwake`) finds it
+/// dead, drops it instead of handing it the program, and still runs; the pool refills and
+/// the next execution takes a pre-started worker again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    d.wait_for_idle_workers(1).await;
+    let idle = worker_children(std::process::id());
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
+    assert!(wait_until(5, || !worker_children(std::process::id())
+        .contains(&idle[0])));
+    let r = d.exec("1 + 1").await;
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    assert_eq!(r.result, json!(2));
+    assert!(!r.stats.worker_from_pool, "{:?}", r.stats);
+    d.wait_for_idle_workers(1).await;
+    let r = d.exec("2 + 2").await;
+    assert_eq!(r.result, json!(4));
+    assert!(r.stats.worker_from_pool, "{:?}", r.stats);
+}

@@ -9,7 +9,9 @@
 //! 2. [`LanguageRuntime::start`]: start the language's engine while the process can still
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
-//! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
+//! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte. (A
+//!    `StayAwake` before it, sent as a request reaches the daemon, only makes the worker wait
+//!    for it without sleeping, for at most [`STAY_AWAKE`].)
 //! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
 //!    supervisor closes the socket.
 //!
@@ -52,6 +54,12 @@ pub mod exit_code {
     /// The IPC channel failed or the supervisor broke the protocol.
     pub const IPC_FAILED: u8 = 71;
 }
+
+/// How long a pre-started worker told [`SupervisorMessage::StayAwake`] waits for its `Start`
+/// without sleeping. The daemon's admission takes tens of microseconds; past this, the
+/// execution went elsewhere (or the machine is loaded, and sleeping costs little), and the
+/// worker goes back to sleep in `read`.
+const STAY_AWAKE: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn main() -> ExitCode {
     let config = match lockdown::LockdownConfig::from_args(std::env::args_os().skip(1)) {
@@ -123,14 +131,19 @@ fn main() -> ExitCode {
     }
 
     // The first untrusted bytes.
-    let start = match ipc.recv() {
-        Ok(SupervisorMessage::Start(start)) => start,
-        // The supervisor closed the pool or was told to shut down before using this worker.
-        Ok(SupervisorMessage::Cancel)
-        | Err(airlock_proto::frame::blocking::IoFrameError::Closed) => {
-            return ExitCode::SUCCESS;
+    let start = loop {
+        match ipc.recv() {
+            Ok(SupervisorMessage::Start(start)) => break start,
+            // A request is arriving at the daemon: its `Start` will follow within
+            // microseconds, so wait for it awake (bounded: it may go to another worker).
+            Ok(SupervisorMessage::StayAwake) => ipc.stay_awake(STAY_AWAKE),
+            // The supervisor closed the pool or was told to shut down before using this worker.
+            Ok(SupervisorMessage::Cancel)
+            | Err(airlock_proto::frame::blocking::IoFrameError::Closed) => {
+                return ExitCode::SUCCESS;
+            }
+            Ok(_) | Err(_) => return ExitCode::from(exit_code::IPC_FAILED),
         }
-        Ok(_) | Err(_) => return ExitCode::from(exit_code::IPC_FAILED),
     };
 
     #[cfg(feature = "escape-probe")]

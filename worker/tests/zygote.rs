@@ -175,3 +175,41 @@ fn the_zygote_exits_when_the_daemon_hangs_up() {
     let zygote = Zygote::start();
     assert_eq!(zygote.stop().code(), Some(0));
 }
+
+/// `StayAwake` before `Start` (several, and one the worker waits out and goes back to sleep
+/// after) changes nothing about the execution that follows, in a forked worker and in an
+/// exec'd one; and the woken worker does not miss a `Start` that comes while it is awake.
+#[test]
+fn stay_awake_before_start_changes_nothing() {
+    use airlock_proto::SupervisorMessage;
+    let mut zygote = Zygote::start();
+    let forked = zygote.fork(1 << 30, 10);
+    let execd = common::spawn(&common::standard_args(), common::Fd3::Socket);
+    for mut w in [forked, execd] {
+        w.expect_ready();
+        w.send(&SupervisorMessage::StayAwake);
+        // Longer than the worker stays awake: it must go back to a blocking read.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        w.send(&SupervisorMessage::StayAwake);
+        w.send(&SupervisorMessage::StayAwake);
+        let (outcome, _) = run(&mut w, "[1 + 1, Math.random() < 1]");
+        assert_eq!(
+            outcome,
+            Outcome::Ok {
+                value_json: "[2,true]".into()
+            }
+        );
+        assert_eq!(w.wait().code(), Some(0));
+    }
+}
+
+/// A worker told `StayAwake` and then `Cancel` (the pool closing) exits cleanly.
+#[test]
+fn stay_awake_then_cancel_exits_cleanly() {
+    use airlock_proto::SupervisorMessage;
+    let mut w = common::spawn(&common::standard_args(), common::Fd3::Socket);
+    w.expect_ready();
+    w.send(&SupervisorMessage::StayAwake);
+    w.send(&SupervisorMessage::Cancel);
+    assert_eq!(w.wait().code(), Some(0));
+}

@@ -20,7 +20,9 @@ use crate::tools::call::{self, Arrival, CallAnswer, CallRequest, CallScope, Held
 use crate::tools::catalogue::{CallerCatalogue, ToolCatalogue};
 use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
-use crate::workers::pool::{AFTER_ANSWER, ChannelError, ReadyWorker, WorkerPool, message_name};
+use crate::workers::pool::{
+    AFTER_ANSWER, ChannelError, ReadyWorker, SPIN_FOR_WORKER, WorkerPool, message_name,
+};
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
 use airlock_proto::{
@@ -394,7 +396,14 @@ impl Run {
             }
         };
         tokio::pin!(stop_requested);
+        // Alone, the daemon waits for the worker's answers awake (see `SPIN_FOR_WORKER`),
+        // until one takes longer than that: from then on the program is doing real work and
+        // the daemon sleeps as usual, so no execution costs more than one spin's CPU.
+        let mut spin = env.pool.in_use() <= 1;
         let exit = loop {
+            if spin && calls.is_empty() && !held {
+                spin = channel.spin_for_message(SPIN_FOR_WORKER);
+            }
             tokio::select! {
                 msg = channel.recv() => match msg {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
@@ -402,8 +411,9 @@ impl Run {
                         self.worker_stats = Some(stats);
                         let reported_peak = stats.peak_rss_bytes;
                         debug!(elapsed_us = u64::try_from(run_started.elapsed().as_micros()).unwrap_or(u64::MAX), "worker done");
-                        // A forked worker measured itself and exits after Done; an exec'd one
-                        // waits for our hang-up, so its /proc entry is still there.
+                        // A forked worker measured itself (its /proc figure would include
+                        // the zygote's); an exec'd one's /proc entry is still there, as it
+                        // waits for our hang-up.
                         self.stats.peak_rss_bytes = if forked {
                             Some(reported_peak).filter(|b| *b > 0)
                         } else {

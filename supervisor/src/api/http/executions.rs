@@ -23,6 +23,8 @@ pub(super) async fn execute(
     principal: Arc<Principal>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
+    // First, so that a pre-started worker wakes while the request is read and admitted.
+    generation.pool.wake_next();
     let limits_policy = &principal.limits;
     let streaming = wants_events(&req);
     let respond_async = req

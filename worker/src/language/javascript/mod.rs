@@ -423,6 +423,11 @@ impl Engine {
                         "the supervisor sent Proceed while the program was running",
                     ));
                 }
+                Ok(SupervisorMessage::StayAwake) => {
+                    return Err(internal(
+                        "the supervisor sent StayAwake while the program was running",
+                    ));
+                }
                 Err(e) => {
                     self.bridge.set_stop(Stop::Ipc(e.to_string()));
                 }
