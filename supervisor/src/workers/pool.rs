@@ -111,10 +111,11 @@ impl WorkerChannel {
         Ok(())
     }
 
-    /// Sends `msg` now, without waiting: `Ok(true)` when the whole frame went out, `Ok(false)`
-    /// when none of it did (the socket buffer is full). A frame only partly written is an
-    /// error: the stream can no longer be trusted to stay in step, so the worker must go.
-    fn send_now(&self, msg: &SupervisorMessage) -> Result<bool, ChannelError> {
+    /// Sends `msg` now, without waiting: `Ok` when the whole frame went out, or none of it
+    /// did because the socket buffer is full (the message is then simply not sent). A frame
+    /// only partly written is an error: the stream can no longer be trusted to stay in step,
+    /// so the worker must go.
+    fn send_now(&self, msg: &SupervisorMessage) -> Result<(), ChannelError> {
         let frame = encode(msg)?;
         // SAFETY: `frame` is valid for its length; the fd is this channel's socket, open for
         // as long as `self.stream` is. MSG_NOSIGNAL: a dead worker is an error, not SIGPIPE.
@@ -127,7 +128,7 @@ impl WorkerChannel {
             )
         };
         match usize::try_from(n) {
-            Ok(n) if n == frame.len() => Ok(true),
+            Ok(n) if n == frame.len() => Ok(()),
             Ok(_) => Err(ChannelError::Io(std::io::Error::new(
                 std::io::ErrorKind::WriteZero,
                 "a frame was only partly written",
@@ -135,7 +136,7 @@ impl WorkerChannel {
             Err(_) => {
                 let err = std::io::Error::last_os_error();
                 if err.kind() == std::io::ErrorKind::WouldBlock {
-                    Ok(false)
+                    Ok(())
                 } else {
                     Err(err.into())
                 }
@@ -447,7 +448,7 @@ impl WorkerPool {
             return;
         };
         match next.channel.send_now(&SupervisorMessage::StayAwake) {
-            Ok(_) => {}
+            Ok(()) => {}
             Err(e) => {
                 // A dead worker, or a frame half written: either way it cannot take an
                 // execution. Dropping it kills and reaps it; the pool replaces it.
@@ -624,7 +625,7 @@ mod tests {
     async fn send_now_writes_a_whole_frame_or_reports_the_dead_worker() {
         let (ours, theirs) = UnixStream::pair().unwrap();
         let channel = WorkerChannel::new(ours);
-        assert!(channel.send_now(&SupervisorMessage::StayAwake).unwrap());
+        channel.send_now(&SupervisorMessage::StayAwake).unwrap();
         let theirs = theirs.into_std().unwrap();
         theirs.set_nonblocking(false).unwrap();
         let mut frame = [0u8; 64];
