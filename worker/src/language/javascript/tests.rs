@@ -1040,6 +1040,40 @@ fn cancel_stops_a_waiting_program() {
     assert_eq!(run.error().kind, ErrorKind::Cancelled);
 }
 
+/// `Start`, `Proceed` and `StayAwake` only come before the program runs; one while it waits
+/// for a tool's answer is a broken or compromised supervisor, and the run ends as an internal
+/// error naming the message, not as a result.
+#[test]
+fn a_message_that_belongs_before_the_program_is_an_internal_error_while_it_runs() {
+    let second_start = SupervisorMessage::Start(StartExecution {
+        execution_id: "again".to_owned(),
+        language: Language::JavaScript,
+        code: "2".to_owned(),
+        limits: limits(),
+        determinism: TEST_DETERMINISM,
+        report_idle: false,
+    });
+    for (message, named) in [
+        (second_start, "a second Start"),
+        (SupervisorMessage::Proceed, "Proceed"),
+        (SupervisorMessage::StayAwake, "StayAwake"),
+    ] {
+        let mut reply = Some(message);
+        let run = run_with(
+            "await tools.slow.op({}); 'should not finish'",
+            Language::JavaScript,
+            limits(),
+            move |seen| match seen.last() {
+                Some(WorkerMessage::ToolCall { .. }) => reply.take().into_iter().collect(),
+                _ => vec![],
+            },
+        );
+        let error = run.error();
+        assert_eq!(error.kind, ErrorKind::Internal, "{named}: {error:?}");
+        assert!(error.message.contains(named), "{named}: {}", error.message);
+    }
+}
+
 #[test]
 fn a_closed_channel_is_an_internal_error() {
     let (worker_end, supervisor_end) = UnixStream::pair().expect("socketpair");
