@@ -5,8 +5,10 @@
 //!
 //! Run: `cargo build --release && cargo bench -p airlock-tests --bench spine`
 //! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
-//! `deno run` of the same trivial program and prints the ratio. `AIRLOCK_BENCH_POOL_ONLY=1`
-//! measures only the pre-started workers' latency and where it goes.
+//! `deno run` of the same trivial program and prints the ratio; when `pydantic_monty` is
+//! importable, its pool's latency, beside the pre-started workers' timed again by a Python
+//! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python.
+//! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -202,6 +204,35 @@ fn monty_latency(n: usize, gap: Gap) -> Option<(f64, f64)> {
     Some((it.next()?.ok()?, it.next()?.ok()?))
 }
 
+/// Airlock's pre-started workers timed by `benches/airlock_client.py`: a separate Python
+/// process, as pydantic-monty is timed from Python (p50, p99 in ms).
+fn python_client_latency(
+    socket: &std::path::Path,
+    n: usize,
+    pool: usize,
+    gap: Gap,
+) -> Option<(f64, f64)> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/airlock_client.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(socket)
+        .arg(n.to_string())
+        .arg(if gap == Gap::Idle { "10" } else { "0" })
+        .arg(pool.to_string())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        println!(
+            "python client failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>());
+    Some((it.next()?.ok()?, it.next()?.ok()?))
+}
+
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
@@ -335,17 +366,27 @@ fn main() {
             None => println!("deno run: not measured (deno is not on PATH; `pip install deno` provides it)"),
         }
         // 8. pydantic-monty's subprocess pool (checkout + run), if installed, with the same
-        //    gaps as Airlock's pre-started workers above.
+        //    gaps as Airlock's pre-started workers above; and those workers timed again from
+        //    Python in a process of its own (`benches/airlock_client.py`), as monty is timed.
         for (i, gap) in [Gap::Idle, Gap::Busy].into_iter().enumerate() {
             let what = match gap {
                 Gap::Idle => "10 ms idle before each",
                 Gap::Busy => "back to back         ",
             };
+            let python = python_client_latency(&pooled.socket, n, 4, gap);
+            if let Some((p50, p99)) = python {
+                println!(
+                    "[fork] pre-started worker, Python client in its own process, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms"
+                );
+            }
             match monty_latency(n, gap) {
-                Some((p50, p99)) => println!(
-                    "pydantic-monty pool checkout+run, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms   → Airlock's pre-started forked worker is {:.2}× faster",
-                    p50 / fork_pool_p50[i]
-                ),
+                Some((p50, p99)) => {
+                    println!(
+                        "pydantic-monty pool checkout+run, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms   → Airlock's pre-started forked worker is {:.2}× faster (Rust client above){}",
+                        p50 / fork_pool_p50[i],
+                        python.map_or(String::new(), |(py50, _)| format!(", {:.2}× (Python client)", p50 / py50)),
+                    )
+                }
                 None => {
                     println!("pydantic-monty: not measured (`pip install pydantic-monty` provides it)");
                     break;

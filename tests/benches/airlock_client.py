@@ -1,0 +1,75 @@
+"""Times Airlock's pre-started workers from a separate Python process, the way
+monty_checkout.py times pydantic-monty's pool from Python: one trivial execution
+(`POST /v1/executions`, HTTP/1.1 on the daemon's Unix socket, a kept connection), N times,
+sequentially. Before each, it asks `GET /v1/health` (on a second connection) until POOL workers
+are idle, every GAP_MS (0: back to back), so every execution takes a pre-started worker, as in
+the Rust client's measurement. Prints `p50_ms p99_ms` on one line.
+Usage: airlock_client.py SOCKET [N] [GAP_MS] [POOL]
+
+Used by `cargo bench -p airlock-tests --bench spine`; only the standard library."""
+import json
+import socket
+import sys
+import time
+
+path = sys.argv[1]
+n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+gap_s = float(sys.argv[3]) / 1e3 if len(sys.argv) > 3 else 0.0
+pool = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    return s
+
+
+def request(s, method, target, body=b""):
+    head = (
+        f"{method} {target} HTTP/1.1\r\nhost: airlock\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    ).encode()
+    s.sendall(head + body)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, value = line.split(b":", 1)
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        rest += s.recv(65536)
+    return status, json.loads(rest)
+
+
+def wait_for_pool(s):
+    while True:
+        _, health = request(s, "GET", "/v1/health")
+        if health["pool"]["idle"] >= pool:
+            return
+        if gap_s:
+            time.sleep(gap_s)
+
+
+executions, health = connect(), connect()
+body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
+samples = []
+for i in range(n + 10):
+    wait_for_pool(health)
+    t = time.perf_counter()
+    status, response = request(executions, "POST", "/v1/executions", body)
+    elapsed = (time.perf_counter() - t) * 1e3
+    assert status == 200 and response["status"] == "ok", response
+    assert response["stats"]["worker_from_pool"], response["stats"]
+    if i >= 10:  # the first ten warm up, as in monty_checkout.py
+        samples.append(elapsed)
+samples.sort()
+p50 = samples[len(samples) // 2]
+p99 = samples[min(len(samples) - 1, round((len(samples) - 1) * 0.99))]
+print(f"{p50:.4f} {p99:.4f}")
