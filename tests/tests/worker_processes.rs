@@ -317,3 +317,38 @@ async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
     assert_eq!(r.result, json!(4));
     assert!(r.stats.worker_from_pool, "{:?}", r.stats);
 }
+
+/// `wake_next`, as a request arrives, finds the worker the next checkout would take dead
+/// (killed while idle): it drops it from the pool there and then, so it is neither woken nor
+/// kept for the checkout, and the pool starts a replacement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waking_a_pooled_worker_that_died_drops_it_from_the_pool() {
+    use airlock_supervisor::workers::pool::WorkerPool;
+    use airlock_supervisor::workers::process::{Spawner, StartMode, WorkerCeiling};
+    let _serial = serial().await;
+    let spawner = Spawner::start(airlock_tests::binaries::worker(), StartMode::Exec).unwrap();
+    let ceiling = WorkerCeiling {
+        memory_ceiling_bytes: 1 << 30,
+        cpu_seconds: 10,
+    };
+    let pool = WorkerPool::start(spawner, ceiling, 1);
+    let idle_is = |n: usize| {
+        let pool = pool.clone();
+        move || pool.status().idle == n
+    };
+    assert!(wait_until(10, idle_is(1)), "{:?}", pool.status());
+    let idle = worker_children(std::process::id());
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
+    assert!(wait_until(5, || !worker_children(std::process::id())
+        .contains(&idle[0])));
+    assert_eq!(pool.status().idle, 1, "the pool has not noticed yet");
+
+    pool.wake_next();
+    // A replacement takes milliseconds to start; the dead one is gone at once.
+    assert_eq!(pool.status().idle, 0, "{:?}", pool.status());
+    assert!(wait_until(10, idle_is(1)), "{:?}", pool.status());
+    assert!(!worker_children(std::process::id()).contains(&idle[0]));
+    pool.close().await;
+}
