@@ -188,20 +188,9 @@ fn deno_latency(n: usize) -> Option<Vec<f64>> {
 }
 
 fn monty_latency(n: usize, gap: Gap) -> Option<(f64, f64)> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/monty_checkout.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(n.to_string())
-        .arg(if gap == Gap::Idle { "10" } else { "0" })
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let mut it = text.split_whitespace().map(|x| x.parse::<f64>());
-    Some((it.next()?.ok()?, it.next()?.ok()?))
+    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
+    // Not installed is the usual failure: the caller says so, without the traceback.
+    python_percentiles("monty_checkout.py", &[n.to_string().into(), gap_ms.into()]).ok()
 }
 
 /// Airlock's pre-started workers timed by `benches/airlock_client.py`: a separate Python
@@ -212,25 +201,38 @@ fn python_client_latency(
     pool: usize,
     gap: Gap,
 ) -> Option<(f64, f64)> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/airlock_client.py");
+    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
+    let args = [
+        socket.as_os_str().to_owned(),
+        n.to_string().into(),
+        gap_ms.into(),
+        pool.to_string().into(),
+    ];
+    python_percentiles("airlock_client.py", &args)
+        .map_err(|stderr| println!("python client failed: {stderr}"))
+        .ok()
+}
+
+/// Runs `benches/<script>` with `args` under `python3` and reads the `p50_ms p99_ms` line it
+/// prints; `Err` holds its stderr when it fails.
+fn python_percentiles(script: &str, args: &[std::ffi::OsString]) -> Result<(f64, f64), String> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join(script);
     let out = std::process::Command::new("python3")
         .arg(script)
-        .arg(socket)
-        .arg(n.to_string())
-        .arg(if gap == Gap::Idle { "10" } else { "0" })
-        .arg(pool.to_string())
+        .args(args)
         .output()
-        .ok()?;
+        .map_err(|e| format!("cannot run python3: {e}"))?;
     if !out.status.success() {
-        println!(
-            "python client failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-        return None;
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
     }
-    let text = String::from_utf8(out.stdout).ok()?;
-    let mut it = text.split_whitespace().map(|x| x.parse::<f64>());
-    Some((it.next()?.ok()?, it.next()?.ok()?))
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut it = text.split_whitespace().map(str::parse::<f64>);
+    match (it.next(), it.next()) {
+        (Some(Ok(p50)), Some(Ok(p99))) => Ok((p50, p99)),
+        _ => Err(format!("unexpected output: {}", text.trim())),
+    }
 }
 
 fn which(name: &str) -> Option<std::path::PathBuf> {
