@@ -12,13 +12,8 @@ import socket
 import sys
 import time
 
-path = sys.argv[1]
-n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
-gap_s = float(sys.argv[3]) / 1e3 if len(sys.argv) > 3 else 0.0
-pool = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 
-
-def connect():
+def connect(path):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
     return s
@@ -48,28 +43,54 @@ def request(s, method, target, body=b""):
     return status, json.loads(rest)
 
 
-def wait_for_pool(s):
-    while True:
-        _, health = request(s, "GET", "/v1/health")
-        if health["pool"]["idle"] >= pool:
-            return
-        if gap_s:
-            time.sleep(gap_s)
+class Client:
+    """One kept connection for executions, one for health, as in the Rust client's measurement."""
+
+    def __init__(self, path, gap_s, pool):
+        self.executions, self.health = connect(path), connect(path)
+        self.gap_s, self.pool = gap_s, pool
+        self.body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
+
+    def wait_for_pool(self):
+        while True:
+            _, health = request(self.health, "GET", "/v1/health")
+            if health["pool"]["idle"] >= self.pool:
+                return
+            if self.gap_s:
+                time.sleep(self.gap_s)
+
+    def timed_execution(self):
+        """Waits for the pool, then times one trivial execution (ms)."""
+        self.wait_for_pool()
+        t = time.perf_counter()
+        status, response = request(self.executions, "POST", "/v1/executions", self.body)
+        elapsed = (time.perf_counter() - t) * 1e3
+        assert status == 200 and response["status"] == "ok", response
+        assert response["stats"]["worker_from_pool"], response["stats"]
+        return elapsed
 
 
-executions, health = connect(), connect()
-body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
-samples = []
-for i in range(n + 10):
-    wait_for_pool(health)
-    t = time.perf_counter()
-    status, response = request(executions, "POST", "/v1/executions", body)
-    elapsed = (time.perf_counter() - t) * 1e3
-    assert status == 200 and response["status"] == "ok", response
-    assert response["stats"]["worker_from_pool"], response["stats"]
-    if i >= 10:  # the first ten warm up, as in monty_checkout.py
-        samples.append(elapsed)
-samples.sort()
-p50 = samples[len(samples) // 2]
-p99 = samples[min(len(samples) - 1, round((len(samples) - 1) * 0.99))]
-print(f"{p50:.4f} {p99:.4f}")
+def percentiles(samples):
+    samples = sorted(samples)
+    p50 = samples[len(samples) // 2]
+    p99 = samples[min(len(samples) - 1, round((len(samples) - 1) * 0.99))]
+    return p50, p99
+
+
+def main():
+    path = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    gap_s = float(sys.argv[3]) / 1e3 if len(sys.argv) > 3 else 0.0
+    pool = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    client = Client(path, gap_s, pool)
+    samples = []
+    for i in range(n + 10):
+        elapsed = client.timed_execution()
+        if i >= 10:  # the first ten warm up, as in monty_checkout.py
+            samples.append(elapsed)
+    p50, p99 = percentiles(samples)
+    print(f"{p50:.4f} {p99:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -7,7 +7,8 @@
 //! (set `AIRLOCK_BENCH_QUICK=1` for a shorter run). When `deno` is on PATH it also times
 //! `deno run` of the same trivial program and prints the ratio; when `pydantic_monty` is
 //! importable, its pool's latency, beside the pre-started workers' timed again by a Python
-//! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python.
+//! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python,
+//! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
 
 // Test code: a panic with the value is the clearest failure report.
@@ -216,6 +217,15 @@ fn python_client_latency(
 /// Runs `benches/<script>` with `args` under `python3` and reads the `p50_ms p99_ms` line it
 /// prints; `Err` holds its stderr when it fails.
 fn python_percentiles(script: &str, args: &[std::ffi::OsString]) -> Result<(f64, f64), String> {
+    match python_figures(script, args)?[..] {
+        [p50, p99, ..] => Ok((p50, p99)),
+        _ => Err(format!("{script} printed fewer than two figures")),
+    }
+}
+
+/// Runs `benches/{script}` with `args` and reads the figures it prints on one line; `Err`
+/// carries its stderr (or what was wrong with its output).
+fn python_figures(script: &str, args: &[std::ffi::OsString]) -> Result<Vec<f64>, String> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("benches")
         .join(script);
@@ -228,10 +238,37 @@ fn python_percentiles(script: &str, args: &[std::ffi::OsString]) -> Result<(f64,
         return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut it = text.split_whitespace().map(str::parse::<f64>);
-    match (it.next(), it.next()) {
-        (Some(Ok(p50)), Some(Ok(p99))) => Ok((p50, p99)),
-        _ => Err(format!("unexpected output: {}", text.trim())),
+    text.split_whitespace()
+        .map(str::parse::<f64>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| format!("unexpected output: {}", text.trim()))
+}
+
+/// Airlock's pre-started workers and pydantic-monty's pool timed in alternating pairs from
+/// one Python process (`benches/paired_with_monty.py`): Airlock p50, monty p50 (ms), and the
+/// share of pairs in which Airlock was the faster.
+fn paired_with_monty(
+    socket: &std::path::Path,
+    n: usize,
+    pool: usize,
+    gap: Gap,
+) -> Option<(f64, f64, f64)> {
+    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
+    let args = [
+        socket.as_os_str().to_owned(),
+        n.to_string().into(),
+        gap_ms.into(),
+        pool.to_string().into(),
+    ];
+    match python_figures("paired_with_monty.py", &args) {
+        Ok(figures) => match figures[..] {
+            [airlock, _, monty, _, share] => Some((airlock, monty, share)),
+            _ => None,
+        },
+        Err(stderr) => {
+            println!("paired run failed: {stderr}");
+            None
+        }
     }
 }
 
@@ -393,6 +430,15 @@ fn main() {
                     println!("pydantic-monty: not measured (`pip install pydantic-monty` provides it)");
                     break;
                 }
+            }
+            // The same two, alternating in one process: both meet the machine in the same
+            // moment, where the lines above ran one after the other.
+            if let Some((airlock, monty, share)) = paired_with_monty(&pooled.socket, n, 4, gap) {
+                println!(
+                    "paired, alternating in one Python process, {what}: Airlock p50 {airlock:7.3} ms, monty p50 {monty:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
+                    monty / airlock,
+                    share * 100.0,
+                );
             }
         }
         pooled.stop().await;
