@@ -194,6 +194,23 @@ fn monty_latency(n: usize, gap: Gap) -> Option<(f64, f64)> {
     python_percentiles("monty_checkout.py", &[n.to_string().into(), gap_ms.into()]).ok()
 }
 
+/// The command line `airlock_client.py` and `paired_with_monty.py` share:
+/// `SOCKET N GAP_MS POOL`.
+fn client_args(
+    socket: &std::path::Path,
+    n: usize,
+    pool: usize,
+    gap: Gap,
+) -> [std::ffi::OsString; 4] {
+    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
+    [
+        socket.as_os_str().to_owned(),
+        n.to_string().into(),
+        gap_ms.into(),
+        pool.to_string().into(),
+    ]
+}
+
 /// Airlock's pre-started workers timed by `benches/airlock_client.py`: a separate Python
 /// process, as pydantic-monty is timed from Python (p50, p99 in ms).
 fn python_client_latency(
@@ -202,13 +219,7 @@ fn python_client_latency(
     pool: usize,
     gap: Gap,
 ) -> Option<(f64, f64)> {
-    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
-    let args = [
-        socket.as_os_str().to_owned(),
-        n.to_string().into(),
-        gap_ms.into(),
-        pool.to_string().into(),
-    ];
+    let args = client_args(socket, n, pool, gap);
     python_percentiles("airlock_client.py", &args)
         .map_err(|stderr| println!("python client failed: {stderr}"))
         .ok()
@@ -253,13 +264,7 @@ fn paired_with_monty(
     pool: usize,
     gap: Gap,
 ) -> Option<(f64, f64, f64)> {
-    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
-    let args = [
-        socket.as_os_str().to_owned(),
-        n.to_string().into(),
-        gap_ms.into(),
-        pool.to_string().into(),
-    ];
+    let args = client_args(socket, n, pool, gap);
     match python_figures("paired_with_monty.py", &args) {
         Ok(figures) => match figures[..] {
             [airlock, _, monty, _, share] => Some((airlock, monty, share)),
