@@ -69,6 +69,17 @@ enum Gap {
     Busy,
 }
 
+impl Gap {
+    /// The sleep between polls of the pool, in ms: the same for the Rust client here and for
+    /// the Python scripts (`GAP_MS`), so that "after idle" means one thing in every line.
+    fn sleep_ms(self) -> u64 {
+        match self {
+            Gap::Idle => 10,
+            Gap::Busy => 0,
+        }
+    }
+}
+
 /// Where a trivial execution's time went, one sample per execution, in ms: at the client,
 /// the daemon's `total_ms`, the worker's round trip (`run_ms`), and inside the worker the
 /// TypeScript pipeline (`compile_us`) and the evaluation (`engine_run_us`).
@@ -90,7 +101,7 @@ async fn wait_for_pool(c: &mut Client, n: usize, gap: Gap) {
             return;
         }
         if gap == Gap::Idle {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(gap.sleep_ms())).await;
         }
     }
 }
@@ -189,9 +200,9 @@ fn deno_latency(n: usize) -> Option<Vec<f64>> {
 }
 
 fn monty_latency(n: usize, gap: Gap) -> Option<(f64, f64)> {
-    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
     // Not installed is the usual failure: the caller says so, without the traceback.
-    python_percentiles("monty_checkout.py", &[n.to_string().into(), gap_ms.into()]).ok()
+    let args = [n.to_string().into(), gap.sleep_ms().to_string().into()];
+    python_percentiles("monty_checkout.py", &args).ok()
 }
 
 /// The command line `airlock_client.py` and `paired_with_monty.py` share:
@@ -202,11 +213,10 @@ fn client_args(
     pool: usize,
     gap: Gap,
 ) -> [std::ffi::OsString; 4] {
-    let gap_ms = if gap == Gap::Idle { "10" } else { "0" };
     [
         socket.as_os_str().to_owned(),
         n.to_string().into(),
-        gap_ms.into(),
+        gap.sleep_ms().to_string().into(),
         pool.to_string().into(),
     ]
 }
@@ -265,16 +275,16 @@ fn paired_with_monty(
     gap: Gap,
 ) -> Option<(f64, f64, f64)> {
     let args = client_args(socket, n, pool, gap);
-    match python_figures("paired_with_monty.py", &args) {
-        Ok(figures) => match figures[..] {
-            [airlock, _, monty, _, share] => Some((airlock, monty, share)),
-            _ => None,
-        },
-        Err(stderr) => {
-            println!("paired run failed: {stderr}");
-            None
-        }
-    }
+    let figures = python_figures("paired_with_monty.py", &args).and_then(|f| match f[..] {
+        [airlock, _, monty, _, share] => Ok((airlock, monty, share)),
+        _ => Err(format!(
+            "paired_with_monty.py printed {} figures, not 5",
+            f.len()
+        )),
+    });
+    figures
+        .map_err(|stderr| println!("paired run failed: {stderr}"))
+        .ok()
 }
 
 fn which(name: &str) -> Option<std::path::PathBuf> {
