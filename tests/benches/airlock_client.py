@@ -3,7 +3,9 @@ monty_checkout.py times pydantic-monty's pool from Python: one trivial execution
 (`POST /v1/executions`, HTTP/1.1 on the daemon's Unix socket, a kept connection), N times,
 sequentially. Before each, it asks `GET /v1/health` (on a second connection) until POOL workers
 are idle, every GAP_MS (0: back to back), so every execution takes a pre-started worker, as in
-the Rust client's measurement. Prints `p50_ms p99_ms` on one line.
+the Rust client's measurement; then, with a GAP_MS, it sleeps that long once more, so that the
+daemon sits as idle before the request as monty's pool does in monty_checkout.py (the health
+request that found the pool full does not warm it up). Prints `p50_ms p99_ms` on one line.
 Usage: airlock_client.py SOCKET [N] [GAP_MS] [POOL]
 
 Used by `cargo bench -p airlock-tests --bench spine`; only the standard library."""
@@ -60,8 +62,10 @@ class Client:
                 time.sleep(self.gap_s)
 
     def timed_execution(self):
-        """Waits for the pool, then times one trivial execution (ms)."""
+        """Waits for the pool and then GAP_MS more, then times one trivial execution (ms)."""
         self.wait_for_pool()
+        if self.gap_s:
+            time.sleep(self.gap_s)
         t = time.perf_counter()
         status, response = request(self.executions, "POST", "/v1/executions", self.body)
         elapsed = (time.perf_counter() - t) * 1e3

@@ -10,6 +10,8 @@
 //! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python,
 //! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
+//! The daemons log through `airlockd`'s own subscriber (`AIRLOCK_LOG`, default `info`), so that
+//! what is timed is what ships.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -17,6 +19,8 @@
 use airlock_policy::WorkerStart;
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
 use airlock_supervisor::client::Client;
+use airlock_supervisor::daemon::logging::{self, LogFormat};
+use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
 use std::time::{Duration, Instant};
 
@@ -61,8 +65,11 @@ async fn latency(d: &TestDaemon, n: usize, pool: usize) -> Vec<f64> {
 /// What the machine does between two measured executions of a pre-started worker.
 #[derive(Clone, Copy, PartialEq)]
 enum Gap {
-    /// The pool is polled every 10 ms until it is full again, so the daemon, the worker and
-    /// the CPUs mostly sat idle in between (caches cold): an agent's request after a pause.
+    /// The pool is polled every 10 ms until it is full again, and then the client sleeps
+    /// 10 ms more, so the daemon, the worker and the CPUs sat idle right before the request
+    /// (caches cold), as pydantic-monty's pool does before its run: an agent's request after
+    /// a pause. (Before, the request went right after the health request that found the pool
+    /// full, which had just woken the daemon.)
     Idle,
     /// The pool is polled back to back until it is full, then the next execution goes at
     /// once: a daemon in steady use (as pydantic-monty's loop below runs).
@@ -97,11 +104,12 @@ async fn wait_for_pool(c: &mut Client, n: usize, gap: Gap) {
     loop {
         let (_, body) = c.get("/v1/health").await.expect("health");
         let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
-        if health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n {
-            return;
-        }
+        let full = health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n;
         if gap == Gap::Idle {
             tokio::time::sleep(Duration::from_millis(gap.sleep_ms())).await;
+        }
+        if full {
+            return;
         }
     }
 }
@@ -306,6 +314,9 @@ fn main() {
         if quick { "quick" } else { "full" },
         worker.display()
     );
+    // airlockd's log, as airlockd installs it: each execution's span costs it ~10 µs at `info`.
+    let log = SharedScanner::new(SecretScanner::new([]).expect("the log's secret scanner"));
+    logging::init(LogFormat::Text, log.clone()).expect("the log subscriber");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -321,6 +332,7 @@ fn main() {
             let options = |pool: usize| {
                 DaemonOptions::default()
                     .pool(pool)
+                    .log(log.clone())
                     .policy(move |p| p.daemon.worker_start = start)
             };
             // 1. A new worker per execution, started when the request comes.

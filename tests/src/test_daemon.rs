@@ -7,6 +7,7 @@ use airlock_policy::Policy;
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
 use airlock_supervisor::audit_log::{AuditQuery, ExecutionRow, query as audit_query};
 use airlock_supervisor::client::{Client, ClientError};
+use airlock_supervisor::secrets::scanner::SharedScanner;
 use airlock_supervisor::tools::{ToolRegistry, ToolSource};
 use airlock_supervisor::{DaemonConfig, run};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,9 @@ pub struct DaemonOptions {
     /// Its state directory (journal, tool servers' scratch directories), for a daemon that
     /// starts where an earlier one stopped; by default one of its own, gone with it.
     pub state_directory: Option<PathBuf>,
+    /// The scanner of the process's log subscriber, as `airlockd` passes it (the daemon puts
+    /// its policy's scanner in it).
+    pub log_scanner: Option<SharedScanner>,
 }
 
 impl std::fmt::Debug for DaemonOptions {
@@ -54,6 +58,7 @@ impl Default for DaemonOptions {
             policy_file: None,
             secrets: Vec::new(),
             state_directory: None,
+            log_scanner: None,
         }
     }
 }
@@ -81,6 +86,13 @@ impl DaemonOptions {
 
     pub fn policy_file(mut self, path: PathBuf) -> Self {
         self.policy_file = Some(path);
+        self
+    }
+
+    /// The daemon writes through the log subscriber that scans with `scanner`
+    /// ([`airlock_supervisor::daemon::logging::init`]).
+    pub fn log(mut self, scanner: SharedScanner) -> Self {
+        self.log_scanner = Some(scanner);
         self
     }
 
@@ -155,6 +167,7 @@ impl TestDaemon {
             ),
             // Tool servers' scratch directories of this daemon only.
             state_directory: Some(state.clone()),
+            log_scanner: options.log_scanner,
             ..DaemonConfig::new(policy, options.worker_path)
         };
         let (tx, rx) = oneshot::channel::<()>();

@@ -4,15 +4,14 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
-use airlock_supervisor::daemon::{socket_path, systemd};
+use airlock_supervisor::daemon::{logging, socket_path, systemd};
 use airlock_supervisor::generation::check_policy;
-use airlock_supervisor::secrets::scanner::{RedactingMakeWriter, SecretScanner, SharedScanner};
+use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::ToolRegistry;
 use airlock_supervisor::{DaemonConfig, run};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -103,7 +102,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    init_tracing(args.log_format, log_scanner.clone());
+    let format = match args.log_format {
+        LogFormat::Text => logging::LogFormat::Text,
+        LogFormat::Json => logging::LogFormat::Json,
+    };
+    if let Err(e) = logging::init(format, log_scanner.clone()) {
+        eprintln!("airlockd: cannot install the log subscriber: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,32 +127,6 @@ fn main() -> ExitCode {
             eprintln!("airlockd: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn init_tracing(format: LogFormat, scanner: SharedScanner) {
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AIRLOCK_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // rmcp logs whole JSON-RPC messages at TRACE: tool results, and any secret a server
-    // echoes in them, would reach the log. Its DEBUG events stay available.
-    let no_message_dumps = tracing_subscriber::filter::filter_fn(|meta| {
-        !(*meta.level() == tracing::Level::TRACE && meta.target().starts_with("rmcp"))
-    });
-    let layer = tracing_subscriber::fmt::layer()
-        // journald and log files get plain text; colours only on a terminal.
-        .with_ansi(std::io::stderr().is_terminal())
-        // Every line is scanned before it is written: a credential in an error message or a
-        // debug field never reaches the journal.
-        .with_writer(RedactingMakeWriter::new(std::io::stderr, scanner));
-    let registry = tracing_subscriber::registry().with(filter);
-    match format {
-        LogFormat::Text => registry.with(layer.with_filter(no_message_dumps)).init(),
-        LogFormat::Json => registry
-            .with(layer.json().with_filter(no_message_dumps))
-            .init(),
     }
 }
 

@@ -1,11 +1,12 @@
 //! The daemon as a whole: [`run`] serves the agent API on a listener until a shutdown
 //! future resolves, then drains. `airlockd`'s `main` is a thin wrapper around it, and tests
 //! call it in-process with their own listener and tool sources. Beside it: the socket's
-//! default place and safe binding (`socket_path`) and systemd's notify protocol and socket
-//! activation (`systemd`).
+//! default place and safe binding (`socket_path`), systemd's notify protocol and socket
+//! activation (`systemd`), and the log subscriber `airlockd` installs (`logging`).
 //!
 //! This is where the parts are put together; nothing below it imports it.
 
+pub mod logging;
 pub mod socket_path;
 pub mod systemd;
 
