@@ -1,9 +1,10 @@
 """Times Airlock's pre-started workers and pydantic-monty's pool in pairs, from one Python
 process: each round runs one trivial Airlock execution (as airlock_client.py does) and one
 monty checkout + run (as monty_checkout.py does), in alternating order, with GAP_MS of sleep
-before each (0: back to back; Airlock's sleeps after its pool is full, as in airlock_client.py). Measured this way, both see the machine in the same moment: on a
-shared machine the two timed one after the other can land in different minutes, and the
-machine's speed drifts between them. Prints `airlock_p50 airlock_p99 monty_p50 monty_p99
+before each (0: back to back; Airlock's sleep comes after its pool is full, as in
+airlock_client.py). Measured this way, both see the machine in the same moment: on a shared
+machine the two timed one after the other can land in different minutes, and the machine's
+speed drifts between them. Prints `airlock_p50 airlock_p99 monty_p50 monty_p99
 airlock_faster_share` on one line: the last figure is the share of pairs in which Airlock's
 execution was the faster of the two.
 Usage: paired_with_monty.py SOCKET [N] [GAP_MS] [POOL]

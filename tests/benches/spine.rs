@@ -77,8 +77,9 @@ enum Gap {
 }
 
 impl Gap {
-    /// The sleep between polls of the pool, in ms: the same for the Rust client here and for
-    /// the Python scripts (`GAP_MS`), so that "after idle" means one thing in every line.
+    /// The sleep between polls of the pool and, once it is full, before the request, in ms:
+    /// the same for the Rust client here and for the Python scripts (`GAP_MS`), so that
+    /// "after idle" means one thing in every line.
     fn sleep_ms(self) -> u64 {
         match self {
             Gap::Idle => 10,

@@ -4,7 +4,8 @@
 use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
-use airlock_supervisor::daemon::{logging, socket_path, systemd};
+use airlock_supervisor::daemon::logging::{self, LogFormat};
+use airlock_supervisor::daemon::{socket_path, systemd};
 use airlock_supervisor::generation::check_policy;
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_supervisor::secrets::store::SecretStore;
@@ -53,12 +54,6 @@ struct Args {
     dev_secrets_from_env: bool,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(file) = &args.check_config {
@@ -102,11 +97,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let format = match args.log_format {
-        LogFormat::Text => logging::LogFormat::Text,
-        LogFormat::Json => logging::LogFormat::Json,
-    };
-    if let Err(e) = logging::init(format, log_scanner.clone()) {
+    if let Err(e) = logging::init(args.log_format, log_scanner.clone()) {
         eprintln!("airlockd: cannot install the log subscriber: {e}");
         return ExitCode::FAILURE;
     }

@@ -10,13 +10,13 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::{SubscriberInitExt as _, TryInitError};
 
-/// How each log line is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How each log line is written (`airlockd --log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
-    /// Plain text (colours only on a terminal).
-    #[default]
+    // Plain comments, not doc comments: clap would show them in `--help`.
+    // Plain text (colours only on a terminal).
     Text,
-    /// One JSON object per line.
+    // One JSON object per line.
     Json,
 }
 
