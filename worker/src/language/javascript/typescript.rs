@@ -9,7 +9,8 @@
 //!    level, and runs its semantic checks, so syntax errors carry oxc's message and the line
 //!    and column in the code the agent sent;
 //! 3. `import`/`export` of values is rejected (there are no modules; tools are reached through
-//!    `tools.<server>.<tool>()`); type-only imports and exports are accepted and erased;
+//!    `tools.<server>.<tool>()`); type-only imports and exports are accepted at the top level
+//!    (and in `namespace` bodies) and erased, and refused anywhere else;
 //! 4. TypeScript only, and only when the program has TypeScript syntax (one that has none is
 //!    JavaScript already and comes out the same): oxc's transformer strips types (and lowers
 //!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
@@ -121,7 +122,7 @@ fn prepare(
     }
     let mut program = parsed.program;
 
-    reject_module_declarations(&program.body, &lines)?;
+    reject_module_declarations(&program, &lines)?;
     // Before the transformer rewrites anything: the positions are in the agent's code.
     let tool_references = tool_references::find(code, &program, &lines);
 
@@ -344,53 +345,135 @@ fn is_typescript_node(ty: AstType) -> bool {
     )
 }
 
-/// Rejects value imports and exports: a program is not a module.
-fn reject_module_declarations(body: &[Statement<'_>], lines: &LineIndex) -> Result<(), ExecError> {
-    for statement in body {
-        let (span, type_only) = match statement {
-            Statement::ImportDeclaration(d) => (
-                d.span,
-                d.import_kind.is_type()
-                    || d.specifiers.as_ref().is_some_and(|specs| {
-                        !specs.is_empty()
-                            && specs.iter().all(|s| {
-                                matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s)
-                                    if s.import_kind.is_type())
-                            })
-                    }),
-            ),
-            Statement::ExportNamedDeclaration(d) => (
-                d.span,
-                d.export_kind.is_type() || d.specifiers.iter().all(|s| s.export_kind.is_type()),
-            ),
-            Statement::ExportDeclaration(d) => (
-                d.span,
-                d.declaration.is_type() || d.declaration.is_typescript_syntax(),
-            ),
-            Statement::ExportAllDeclaration(d) => (d.span, d.export_kind.is_type()),
-            Statement::ExportFromDeclaration(d) => (
-                d.span,
-                d.export_kind.is_type()
-                    || (!d.specifiers.is_empty()
-                        && d.specifiers.iter().all(|s| s.export_kind.is_type())),
-            ),
-            Statement::TSImportEqualsDeclaration(d) => (d.span, false),
-            s if s.is_module_declaration() => (oxc::span::GetSpan::span(s), false),
-            _ => continue,
-        };
-        if type_only {
-            continue;
-        }
-        let (line, column) = lines.position(span.start);
-        return Err(syntax_error(
+/// Rejects value imports and exports (a program is not a module) and any import or export
+/// that is not at the top level of the program or of a `namespace`/`declare module` body.
+///
+/// The nested ones matter for TypeScript: oxc's parser accepts `{ import { x } from 'y' }`
+/// there and its semantic checks leave it to TypeScript's checker, so it would reach the
+/// engine as a statement it cannot parse (or, for `import x = require('y')`, be erased and
+/// leave `x` undefined). JavaScript's semantic checks refuse them too, with a message that
+/// does not say what to do instead; this one does, for both.
+fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Result<(), ExecError> {
+    let mut find = FindMisplacedModuleDeclaration {
+        level: Level::Program,
+        found: None,
+    };
+    find.visit_program(program);
+    let Some((span, problem)) = find.found else {
+        return Ok(());
+    };
+    let (line, column) = lines.position(span.start);
+    let message = match problem {
+        Misplaced::Value => {
             "modules are not available: a program cannot import or export anything; \
              it reaches tools through `tools.<server>.<tool>(args)` and returns its value \
-             with its last expression or a top-level `return`",
-            line,
-            column,
-        ));
+             with its last expression or a top-level `return`"
+        }
+        Misplaced::NestedTypeOnly => {
+            "a type-only import or export can only appear at the top level of the program: \
+             move it there (a program cannot import or export values; it reaches tools \
+             through `tools.<server>.<tool>(args)`)"
+        }
+    };
+    Err(syntax_error(message, line, column))
+}
+
+/// What is wrong with a module declaration [`reject_module_declarations`] found.
+#[derive(Debug, Clone, Copy)]
+enum Misplaced {
+    /// It imports or exports a value (wherever it is).
+    Value,
+    /// A type-only import or export inside a block, function, `if`, `switch` or class.
+    NestedTypeOnly,
+}
+
+/// Finds the first misplaced module declaration; the walk is as deep as the semantic
+/// checks', which the nesting guard bounds.
+struct FindMisplacedModuleDeclaration {
+    /// Where the statements being visited now are.
+    level: Level,
+    found: Option<(oxc::span::Span, Misplaced)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// Directly in the program: type-only imports and exports are erased, nothing else is
+    /// allowed.
+    Program,
+    /// Directly in a `namespace` or `declare module` body, where TypeScript allows `export`
+    /// and `import x = N.y` (the transformer lowers them) and the semantic checks judge what
+    /// an import may refer to.
+    Namespace,
+    /// Anywhere else: in a block, function, class, `if`, `switch` or label.
+    Nested,
+}
+
+impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
+    fn visit_program(&mut self, it: &Program<'a>) {
+        self.level = Level::Program;
+        oxc::ast_visit::walk::walk_program(self, it);
     }
-    Ok(())
+
+    fn visit_ts_module_block(&mut self, it: &oxc::ast::ast::TSModuleBlock<'a>) {
+        let outer = std::mem::replace(&mut self.level, Level::Namespace);
+        oxc::ast_visit::walk::walk_ts_module_block(self, it);
+        self.level = outer;
+    }
+
+    fn visit_statement(&mut self, it: &Statement<'a>) {
+        if self.found.is_some() {
+            return;
+        }
+        if let Some((span, type_only)) = module_declaration(it) {
+            let misplaced = match (self.level, type_only) {
+                (Level::Namespace, _) | (Level::Program, true) => None,
+                (Level::Program | Level::Nested, false) => Some(Misplaced::Value),
+                (Level::Nested, true) => Some(Misplaced::NestedTypeOnly),
+            };
+            if let Some(misplaced) = misplaced {
+                self.found = Some((span, misplaced));
+                return;
+            }
+        }
+        let outer = std::mem::replace(&mut self.level, Level::Nested);
+        oxc::ast_visit::walk::walk_statement(self, it);
+        self.level = outer;
+    }
+}
+
+/// The span of a module declaration (or `import x = ...`) and whether it is type-only.
+fn module_declaration(statement: &Statement<'_>) -> Option<(oxc::span::Span, bool)> {
+    Some(match statement {
+        Statement::ImportDeclaration(d) => (
+            d.span,
+            d.import_kind.is_type()
+                || d.specifiers.as_ref().is_some_and(|specs| {
+                    !specs.is_empty()
+                        && specs.iter().all(|s| {
+                            matches!(s, ImportDeclarationSpecifier::ImportSpecifier(s)
+                                if s.import_kind.is_type())
+                        })
+                }),
+        ),
+        Statement::ExportNamedDeclaration(d) => (
+            d.span,
+            d.export_kind.is_type() || d.specifiers.iter().all(|s| s.export_kind.is_type()),
+        ),
+        Statement::ExportDeclaration(d) => (
+            d.span,
+            d.declaration.is_type() || d.declaration.is_typescript_syntax(),
+        ),
+        Statement::ExportAllDeclaration(d) => (d.span, d.export_kind.is_type()),
+        Statement::ExportFromDeclaration(d) => (
+            d.span,
+            d.export_kind.is_type()
+                || (!d.specifiers.is_empty()
+                    && d.specifiers.iter().all(|s| s.export_kind.is_type())),
+        ),
+        Statement::TSImportEqualsDeclaration(d) => (d.span, false),
+        s if s.is_module_declaration() => (oxc::span::GetSpan::span(s), false),
+        _ => return None,
+    })
 }
 
 /// Makes the program's completion value its return value.
@@ -1428,6 +1511,70 @@ first<Id>([1, 2]) as number
             Language::TypeScript,
         );
         assert_eq!((e.line, e.column), (Some(2), Some(3)));
+    }
+
+    #[test]
+    fn nested_imports_and_exports_are_rejected() {
+        // The parser accepted these in TypeScript and the script kept them: the fuzzer found
+        // `{ import type { T } from "./t"; }`, whose script the engine cannot parse.
+        for (code, type_only) in [
+            ("{ import type { T } from './t'; }\n1", true),
+            ("{ import { type T } from './t'; }\n1", true),
+            ("{ export type X = 1; }\n1", true),
+            // `export {}` exports nothing: erased at the top level, like a type-only one.
+            ("{ export {}; }\n1", true),
+            (
+                "function f() {\n  import type { T } from './t';\n}\n1",
+                true,
+            ),
+            ("if (1) import type { T } from './t';\n1", true),
+            (
+                "class A { static { import type { T } from './t'; } }\n1",
+                true,
+            ),
+            (
+                "switch (1) { case 1: import type { T } from './t'; }\n1",
+                true,
+            ),
+            ("label: import type { T } from './t';\n1", true),
+            (
+                "namespace N { function f() { import type { T } from './t'; } }\n1",
+                true,
+            ),
+            ("{ import { x } from './t'; }\n1", false),
+            ("{ export const a = 1; }\n1", false),
+            ("{ import x = require('y'); }\n1", false),
+            ("{ import x = N.y; }\n1", false),
+            ("namespace N { { export const a = 1; } }\n1", false),
+        ] {
+            let e = syntax(code, Language::TypeScript);
+            let expected = if type_only {
+                "a type-only import or export can only appear at the top level"
+            } else {
+                "modules are not available"
+            };
+            assert!(e.message.contains(expected), "{code}: {}", e.message);
+            if code.starts_with("function") {
+                assert_eq!((e.line, e.column), (Some(2), Some(3)), "{code}");
+            }
+            if !type_only && !code.contains("import x =") && !code.contains("namespace") {
+                // JavaScript's semantic checks refused these before; now with the same
+                // message as TypeScript's.
+                let e = syntax(code, Language::JavaScript);
+                assert!(e.message.contains(expected), "{code}: {}", e.message);
+            }
+        }
+        // Where TypeScript allows them, they still work or are judged by the semantic checks.
+        assert_eq!(
+            body(&ts("namespace N { export const a = 1; }\nN.a")),
+            "let N; (function(_N) { const a = _N.a = 1; })(N || (N = {})); return N.a;"
+        );
+        ts("namespace N { import x = M.y; }\n1");
+        ts("declare module 'm' { import type { T } from './t'; export const a: number; }\n1");
+        syntax(
+            "namespace N { import type { T } from './t'; }\n1",
+            Language::TypeScript,
+        );
     }
 
     #[test]

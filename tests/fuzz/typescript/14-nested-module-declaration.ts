@@ -1,0 +1,5 @@
+export {};
+{
+  import type { T } from "./t";
+}
+1
