@@ -5,7 +5,7 @@
 //! completion rewrite, code generation) on an 8 MiB stack, the worker's main thread's, which
 //! the guard's limits are measured against.
 //! Beyond "no panic" and "no stack overflow": the script made from an accepted program parses
-//! again as JavaScript and is the same whether or not the transformer was skipped for it, its positions map back into the program, and a refused program's
+//! again as JavaScript, with no early error, and is the same whether or not the transformer was skipped for it, its positions map back into the program, and a refused program's
 //! error is a syntax error located inside it.
 
 use super::typescript::{prepare_program, prepare_program_transforming};
@@ -13,6 +13,7 @@ use airlock_fuzz::{Fuzz, Outcome};
 use airlock_proto::{ErrorKind, Language};
 use oxc::allocator::Allocator;
 use oxc::parser::{ParseOptions, Parser};
+use oxc::semantic::SemanticBuilder;
 use oxc::span::SourceType;
 
 fn fuzz() -> Fuzz {
@@ -109,6 +110,17 @@ fn check(code: &str, language: Language) -> Outcome {
                 parsed.diagnostics.is_empty(),
                 "the prepared script does not parse: {:?}\n--- script ---\n{}",
                 parsed.diagnostics.first().map(ToString::to_string),
+                prepared.script
+            );
+            // The parser leaves some early errors (an `export` inside a function, a
+            // redeclaration) to the semantic checks; the engine has them all.
+            let semantic = SemanticBuilder::new()
+                .with_check_syntax_error(true)
+                .build(&parsed.program);
+            assert!(
+                semantic.diagnostics.is_empty(),
+                "the prepared script has an early error: {:?}\n--- script ---\n{}",
+                semantic.diagnostics.first().map(ToString::to_string),
                 prepared.script
             );
             let lines = line_bound(code);

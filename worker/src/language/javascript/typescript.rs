@@ -31,7 +31,7 @@ use oxc::ast::ast::Program;
 use oxc::ast::ast::{
     AccessorPropertyType, FunctionType, MethodDefinitionType, PropertyDefinitionType,
 };
-use oxc::ast::ast::{ImportDeclarationSpecifier, Statement};
+use oxc::ast::ast::{Declaration, ImportDeclarationSpecifier, Statement};
 use oxc::ast::builder::AstBuilder;
 use oxc::ast::{AstKind, AstType};
 use oxc::ast_visit::Visit;
@@ -345,14 +345,19 @@ fn is_typescript_node(ty: AstType) -> bool {
     )
 }
 
-/// Rejects value imports and exports (a program is not a module) and any import or export
-/// that is not at the top level of the program or of a `namespace`/`declare module` body.
+/// Rejects value imports and exports (a program is not a module), and any import or export
+/// where TypeScript would not take it.
 ///
-/// The nested ones matter for TypeScript: oxc's parser accepts `{ import { x } from 'y' }`
-/// there and its semantic checks leave it to TypeScript's checker, so it would reach the
-/// engine as a statement it cannot parse (or, for `import x = require('y')`, be erased and
-/// leave `x` undefined). JavaScript's semantic checks refuse them too, with a message that
-/// does not say what to do instead; this one does, for both.
+/// Only type-only ones are accepted at the top level (they are erased); an exported
+/// declaration with a value (`export enum`, `export namespace`, `export abstract class`,
+/// `export import x = N.y`) is a value export too, which erasing would make vanish. A
+/// `namespace` body may hold `export <declaration>` and `import x = N.y` (the transformer
+/// lowers them) and nothing else of the kind; anything inside `declare` is erased whole.
+/// Anywhere else (a block, function, class, `if`, `switch` or label), none is allowed:
+/// oxc's parser accepts them there in TypeScript and its semantic checks leave them to
+/// TypeScript's checker, so they would reach the engine as statements it cannot parse (or, for
+/// `import x = require('y')`, be erased and leave `x` undefined). JavaScript's semantic checks
+/// refuse the nested ones too, with a message that does not say what to do instead.
 fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Result<(), ExecError> {
     let mut find = FindMisplacedModuleDeclaration {
         level: Level::Program,
@@ -374,6 +379,12 @@ fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Resul
              move it there (a program cannot import or export values; it reaches tools \
              through `tools.<server>.<tool>(args)`)"
         }
+        Misplaced::InNamespace => {
+            "a namespace can only export declarations: write `export` before the \
+             declaration (`export const a = 1;`) instead of an export list, and nothing in a \
+             program can import from a module (it reaches tools through \
+             `tools.<server>.<tool>(args)`)"
+        }
     };
     Err(syntax_error(message, line, column))
 }
@@ -381,10 +392,12 @@ fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Resul
 /// What is wrong with a module declaration [`reject_module_declarations`] found.
 #[derive(Debug, Clone, Copy)]
 enum Misplaced {
-    /// It imports or exports a value (wherever it is).
+    /// It imports or exports a value, at the top level or nested.
     Value,
-    /// A type-only import or export inside a block, function, `if`, `switch` or class.
+    /// A type-only import or export inside a block, function, class, `if`, `switch` or label.
     NestedTypeOnly,
+    /// An import, export list, `export *`, `export default` or `export =` in a namespace body.
+    InNamespace,
 }
 
 /// Finds the first misplaced module declaration; the walk is as deep as the semantic
@@ -397,12 +410,9 @@ struct FindMisplacedModuleDeclaration {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Level {
-    /// Directly in the program: type-only imports and exports are erased, nothing else is
-    /// allowed.
+    /// Directly in the program.
     Program,
-    /// Directly in a `namespace` or `declare module` body, where TypeScript allows `export`
-    /// and `import x = N.y` (the transformer lowers them) and the semantic checks judge what
-    /// an import may refer to.
+    /// Directly in the body of a `namespace` that is not `declare`d.
     Namespace,
     /// Anywhere else: in a block, function, class, `if`, `switch` or label.
     Nested,
@@ -412,6 +422,21 @@ impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
     fn visit_program(&mut self, it: &Program<'a>) {
         self.level = Level::Program;
         oxc::ast_visit::walk::walk_program(self, it);
+    }
+
+    // Ambient declarations have no code: the transformer erases them whole, whatever they hold.
+    fn visit_ts_external_module_declaration(
+        &mut self,
+        _: &oxc::ast::ast::TSExternalModuleDeclaration<'a>,
+    ) {
+    }
+
+    fn visit_ts_global_declaration(&mut self, _: &oxc::ast::ast::TSGlobalDeclaration<'a>) {}
+
+    fn visit_ts_namespace_declaration(&mut self, it: &oxc::ast::ast::TSNamespaceDeclaration<'a>) {
+        if !it.declare {
+            oxc::ast_visit::walk::walk_ts_namespace_declaration(self, it);
+        }
     }
 
     fn visit_ts_module_block(&mut self, it: &oxc::ast::ast::TSModuleBlock<'a>) {
@@ -425,10 +450,16 @@ impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
             return;
         }
         if let Some((span, type_only)) = module_declaration(it) {
+            let in_namespace_body = matches!(
+                it,
+                Statement::ExportDeclaration(_) | Statement::TSImportEqualsDeclaration(_)
+            );
             let misplaced = match (self.level, type_only) {
-                (Level::Namespace, _) | (Level::Program, true) => None,
+                (Level::Program, true) => None,
                 (Level::Program | Level::Nested, false) => Some(Misplaced::Value),
                 (Level::Nested, true) => Some(Misplaced::NestedTypeOnly),
+                (Level::Namespace, _) if in_namespace_body => None,
+                (Level::Namespace, _) => Some(Misplaced::InNamespace),
             };
             if let Some(misplaced) = misplaced {
                 self.found = Some((span, misplaced));
@@ -441,7 +472,8 @@ impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
     }
 }
 
-/// The span of a module declaration (or `import x = ...`) and whether it is type-only.
+/// The span of a module declaration (or `import x = ...`) and whether it is type-only: whether
+/// erasing it leaves the program meaning the same.
 fn module_declaration(statement: &Statement<'_>) -> Option<(oxc::span::Span, bool)> {
     Some(match statement {
         Statement::ImportDeclaration(d) => (
@@ -459,9 +491,21 @@ fn module_declaration(statement: &Statement<'_>) -> Option<(oxc::span::Span, boo
             d.span,
             d.export_kind.is_type() || d.specifiers.iter().all(|s| s.export_kind.is_type()),
         ),
+        // Not `is_typescript_syntax`: an `enum`, a `namespace`, an `abstract class` and an
+        // `import x = N.y` are TypeScript syntax with a value.
         Statement::ExportDeclaration(d) => (
             d.span,
-            d.declaration.is_type() || d.declaration.is_typescript_syntax(),
+            d.declaration.is_type()
+                || d.declaration.declare()
+                || matches!(
+                    &d.declaration,
+                    Declaration::FunctionDeclaration(f) if f.body.is_none()
+                )
+                || matches!(
+                    &d.declaration,
+                    Declaration::TSExternalModuleDeclaration(_)
+                        | Declaration::TSGlobalDeclaration(_)
+                ),
         ),
         Statement::ExportAllDeclaration(d) => (d.span, d.export_kind.is_type()),
         Statement::ExportFromDeclaration(d) => (
@@ -1563,6 +1607,47 @@ first<Id>([1, 2]) as number
                 let e = syntax(code, Language::JavaScript);
                 assert!(e.message.contains(expected), "{code}: {}", e.message);
             }
+        }
+        // A namespace body exports declarations, not lists (the list stayed in the script).
+        for code in [
+            "namespace N { const a = 1; export { a }; }\n1",
+            "namespace N { export type { T }; }\n1",
+        ] {
+            let e = syntax(code, Language::TypeScript);
+            assert!(
+                e.message
+                    .contains("a namespace can only export declarations"),
+                "{code}: {}",
+                e.message
+            );
+        }
+        // An exported declaration with a value is a value export: erased, it vanished (and
+        // `export namespace` left its lowering without the `let` it assigns).
+        for code in [
+            "export enum E { A }\nE.A",
+            "export const enum E { A }\nE.A",
+            "export abstract class A {}\n1",
+            "export namespace N { export const a = 1; }\nN.a",
+            "export import x = N.y;\nx",
+        ] {
+            let e = syntax(code, Language::TypeScript);
+            assert!(
+                e.message.contains("modules are not available"),
+                "{code}: {}",
+                e.message
+            );
+        }
+        for code in [
+            "export declare const x: number;\n1",
+            "export declare class A {}\n1",
+            "export declare namespace N { const a = 1; }\n1",
+            "export declare function f(): void;\n1",
+            "declare module 'm' { export = 1; }\n1",
+            "declare module 'n' { export default 1; }\n1",
+            "declare global { export const q: number; }\n1",
+            "declare namespace D { const a = 1; export { a }; }\n1",
+        ] {
+            assert_eq!(body(&ts(code)), "return 1;", "{code}");
         }
         // Where TypeScript allows them, they still work or are judged by the semantic checks.
         assert_eq!(
