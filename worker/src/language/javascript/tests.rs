@@ -449,14 +449,21 @@ fn engine_syntax_errors_are_syntax_errors() {
     let e = js("let x = 1;\nlet = = 2;").error().clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert_eq!(e.line, Some(2));
-    // Syntax oxc accepts but QuickJS does not (decorators are left in place): QuickJS's
+    // Syntax oxc accepts but QuickJS does not (`import.meta` outside a module): QuickJS's
     // error, mapped back to the agent's code.
-    let e = ts("const a = 1;\n\n@sealed\nclass A {}\nfunction sealed(c: any) {}")
+    let e = ts("const a: number = 1;\n\nimport.meta.url")
         .error()
         .clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert_eq!(e.name.as_deref(), Some("SyntaxError"));
     assert_eq!(e.line, Some(3), "{e:?}");
+    // Decorators were another; they are refused before the engine now, saying what to do.
+    let e = ts("const a = 1;\n\n@sealed\nclass A {}\nfunction sealed(c: any) {}")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!((e.line, e.column), (Some(3), Some(1)), "{e:?}");
+    assert!(e.message.contains("decorators are not available"), "{e:?}");
 }
 
 #[test]

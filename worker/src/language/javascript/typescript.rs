@@ -10,7 +10,8 @@
 //!    and column in the code the agent sent;
 //! 3. `import`/`export` of values is rejected (there are no modules; tools are reached through
 //!    `tools.<server>.<tool>()`); type-only imports and exports are accepted at the top level
-//!    (and in `namespace` bodies) and erased, and refused anywhere else;
+//!    (and in `namespace` bodies) and erased, and refused anywhere else; so are decorators,
+//!    which the engine does not have;
 //! 4. TypeScript only, and only when the program has TypeScript syntax (one that has none is
 //!    JavaScript already and comes out the same): oxc's transformer strips types (and lowers
 //!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
@@ -122,7 +123,7 @@ fn prepare(
     }
     let mut program = parsed.program;
 
-    reject_module_declarations(&program, &lines)?;
+    reject_unsupported(&program, &lines)?;
     // Before the transformer rewrites anything: the positions are in the agent's code.
     let tool_references = tool_references::find(code, &program, &lines);
 
@@ -358,8 +359,10 @@ fn is_typescript_node(ty: AstType) -> bool {
 /// TypeScript's checker, so they would reach the engine as statements it cannot parse (or, for
 /// `import x = require('y')`, be erased and leave `x` undefined). JavaScript's semantic checks
 /// refuse the nested ones too, with a message that does not say what to do instead.
-fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Result<(), ExecError> {
-    let mut find = FindMisplacedModuleDeclaration {
+///
+/// Decorators are refused too, in both languages: oxc accepts them, QuickJS-ng does not.
+fn reject_unsupported(program: &Program<'_>, lines: &LineIndex) -> Result<(), ExecError> {
+    let mut find = FindUnsupported {
         level: Level::Program,
         found: None,
     };
@@ -369,43 +372,50 @@ fn reject_module_declarations(program: &Program<'_>, lines: &LineIndex) -> Resul
     };
     let (line, column) = lines.position(span.start);
     let message = match problem {
-        Misplaced::Value => {
+        Unsupported::Value => {
             "modules are not available: a program cannot import or export anything; \
              it reaches tools through `tools.<server>.<tool>(args)` and returns its value \
              with its last expression or a top-level `return`"
         }
-        Misplaced::NestedTypeOnly => {
+        Unsupported::NestedTypeOnly => {
             "a type-only import or export can only appear at the top level of the program: \
              move it there (a program cannot import or export values; it reaches tools \
              through `tools.<server>.<tool>(args)`)"
         }
-        Misplaced::InNamespace => {
+        Unsupported::InNamespace => {
             "a namespace can only export declarations: write `export` before the \
              declaration (`export const a = 1;`) instead of an export list, and nothing in a \
              program can import from a module (it reaches tools through \
              `tools.<server>.<tool>(args)`)"
         }
+        Unsupported::Decorator => {
+            "decorators are not available: the engine does not run `@` decorators; call the \
+             decorator function on the class or method yourself instead"
+        }
     };
     Err(syntax_error(message, line, column))
 }
 
-/// What is wrong with a module declaration [`reject_module_declarations`] found.
+/// What [`reject_unsupported`] found.
 #[derive(Debug, Clone, Copy)]
-enum Misplaced {
+enum Unsupported {
     /// It imports or exports a value, at the top level or nested.
     Value,
     /// A type-only import or export inside a block, function, class, `if`, `switch` or label.
     NestedTypeOnly,
     /// An import, export list, `export *`, `export default` or `export =` in a namespace body.
     InNamespace,
+    /// A decorator: oxc accepts them (and leaves them in the script, a parameter's where the
+    /// script no longer parses); QuickJS-ng has none.
+    Decorator,
 }
 
-/// Finds the first misplaced module declaration; the walk is as deep as the semantic
+/// Finds the first misplaced module declaration or decorator; the walk is as deep as the semantic
 /// checks', which the nesting guard bounds.
-struct FindMisplacedModuleDeclaration {
+struct FindUnsupported {
     /// Where the statements being visited now are.
     level: Level,
-    found: Option<(oxc::span::Span, Misplaced)>,
+    found: Option<(oxc::span::Span, Unsupported)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -418,7 +428,7 @@ enum Level {
     Nested,
 }
 
-impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
+impl<'a> Visit<'a> for FindUnsupported {
     fn visit_program(&mut self, it: &Program<'a>) {
         self.level = Level::Program;
         oxc::ast_visit::walk::walk_program(self, it);
@@ -445,6 +455,12 @@ impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
         self.level = outer;
     }
 
+    fn visit_decorator(&mut self, it: &oxc::ast::ast::Decorator<'a>) {
+        if self.found.is_none() {
+            self.found = Some((it.span, Unsupported::Decorator));
+        }
+    }
+
     fn visit_statement(&mut self, it: &Statement<'a>) {
         if self.found.is_some() {
             return;
@@ -456,10 +472,10 @@ impl<'a> Visit<'a> for FindMisplacedModuleDeclaration {
             );
             let misplaced = match (self.level, type_only) {
                 (Level::Program, true) => None,
-                (Level::Program | Level::Nested, false) => Some(Misplaced::Value),
-                (Level::Nested, true) => Some(Misplaced::NestedTypeOnly),
+                (Level::Program | Level::Nested, false) => Some(Unsupported::Value),
+                (Level::Nested, true) => Some(Unsupported::NestedTypeOnly),
                 (Level::Namespace, _) if in_namespace_body => None,
-                (Level::Namespace, _) => Some(Misplaced::InNamespace),
+                (Level::Namespace, _) => Some(Unsupported::InNamespace),
             };
             if let Some(misplaced) = misplaced {
                 self.found = Some((span, misplaced));
@@ -1660,6 +1676,33 @@ first<Id>([1, 2]) as number
             "namespace N { import type { T } from './t'; }\n1",
             Language::TypeScript,
         );
+    }
+
+    #[test]
+    fn decorators_are_rejected() {
+        // A parameter's stayed in a script that no longer parses; the others QuickJS refused
+        // with an error that did not say what to do.
+        for (code, column) in [
+            ("class D {\n  constructor(@inject x) {}\n}", 15),
+            ("@sealed\nclass D {}", 1),
+            ("class D {\n  @log m() {}\n}", 3),
+            ("class D {\n  @dec accessor a = 1\n}", 3),
+            ("const C = class {\n  @dec static x = 1\n}", 3),
+        ] {
+            for lang in [Language::TypeScript, Language::JavaScript] {
+                if lang == Language::JavaScript && code.contains("inject") {
+                    continue; // a parameter decorator is TypeScript's only
+                }
+                let e = syntax(code, lang);
+                assert!(
+                    e.message.contains("decorators are not available"),
+                    "{code}: {}",
+                    e.message
+                );
+                let line = if code.starts_with('@') { 1 } else { 2 };
+                assert_eq!((e.line, e.column), (Some(line), Some(column)), "{code}");
+            }
+        }
     }
 
     #[test]
