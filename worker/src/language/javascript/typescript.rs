@@ -84,7 +84,7 @@ pub(super) fn prepare_program_transforming(
 /// Whether [`prepare`] runs oxc's transformer on a TypeScript program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transform {
-    /// Only when the program has TypeScript syntax ([`has_typescript_syntax`]): one that has
+    /// Only when the program has TypeScript syntax ([`Scan::typescript`]): one that has
     /// none is already JavaScript, and the transformer would print it unchanged (the fuzz
     /// target checks that) at about half the pipeline's cost in a fresh worker.
     WhenNeeded,
@@ -123,7 +123,11 @@ fn prepare(
     }
     let mut program = parsed.program;
 
-    reject_unsupported(&program, &lines)?;
+    let scan = Scan::of(&program);
+    if let Some((span, unsupported)) = scan.unsupported {
+        let (line, column) = lines.position(span.start);
+        return Err(syntax_error(unsupported.message(), line, column));
+    }
     // Before the transformer rewrites anything: the positions are in the agent's code.
     let tool_references = tool_references::find(code, &program, &lines);
 
@@ -141,7 +145,7 @@ fn prepare(
     // Only a TypeScript program is looked at: JavaScript never goes through the transformer.
     let transform = language == Language::TypeScript
         && match transform {
-            Transform::WhenNeeded => has_typescript_syntax(&program),
+            Transform::WhenNeeded => scan.typescript,
             #[cfg(test)]
             Transform::Always => true,
         };
@@ -201,29 +205,6 @@ fn prepare(
         positions,
         tool_references,
     })
-}
-
-/// Whether the program has anything only TypeScript has: a node of TypeScript's own (types,
-/// `as`, `!`, `enum`, `namespace`, `implements`, `this` parameters, ...) or a TypeScript
-/// modifier on a JavaScript node (`declare`, `abstract`, `private`, `readonly`, `override`,
-/// `?` and `!` on declarations, overload signatures). Module declarations are not looked at:
-/// only type-only ones get this far, and they are erased either way.
-pub(super) fn has_typescript_syntax(program: &Program<'_>) -> bool {
-    let mut found = FindTypeScript(false);
-    found.visit_program(program);
-    found.0
-}
-
-/// Visits every node (the walk is as deep as the semantic checks' before it, which the
-/// nesting guard bounds); true once one is TypeScript's.
-struct FindTypeScript(bool);
-
-impl<'a> Visit<'a> for FindTypeScript {
-    fn enter_node(&mut self, kind: AstKind<'a>) {
-        if !self.0 && is_typescript(kind) {
-            self.0 = true;
-        }
-    }
 }
 
 fn is_typescript(kind: AstKind<'_>) -> bool {
@@ -346,57 +327,56 @@ fn is_typescript_node(ty: AstType) -> bool {
     )
 }
 
-/// Rejects value imports and exports (a program is not a module), and any import or export
-/// where TypeScript would not take it.
+/// What one walk over the parsed program finds: whether it has TypeScript syntax, and the
+/// first thing in it a program cannot have.
 ///
-/// Only type-only ones are accepted at the top level (they are erased); an exported
-/// declaration with a value (`export enum`, `export namespace`, `export abstract class`,
-/// `export import x = N.y`) is a value export too, which erasing would make vanish. A
-/// `namespace` body may hold `export <declaration>` and `import x = N.y` (the transformer
-/// lowers them) and nothing else of the kind; anything inside `declare` is erased whole.
-/// Anywhere else (a block, function, class, `if`, `switch` or label), none is allowed:
-/// oxc's parser accepts them there in TypeScript and its semantic checks leave them to
-/// TypeScript's checker, so they would reach the engine as statements it cannot parse (or, for
-/// `import x = require('y')`, be erased and leave `x` undefined). JavaScript's semantic checks
-/// refuse the nested ones too, with a message that does not say what to do instead.
+/// **TypeScript syntax** is anything only TypeScript has: a node of TypeScript's own (types,
+/// `as`, `!`, `enum`, `namespace`, `implements`, `this` parameters, ...) or a TypeScript
+/// modifier on a JavaScript node (`declare`, `abstract`, `private`, `readonly`, `override`,
+/// `?` and `!` on declarations, overload signatures).
 ///
-/// Decorators are refused too, in both languages: oxc accepts them, QuickJS-ng does not.
-fn reject_unsupported(program: &Program<'_>, lines: &LineIndex) -> Result<(), ExecError> {
-    let mut find = FindUnsupported {
-        level: Level::Program,
-        found: None,
-    };
-    find.visit_program(program);
-    let Some((span, problem)) = find.found else {
-        return Ok(());
-    };
-    let (line, column) = lines.position(span.start);
-    let message = match problem {
-        Unsupported::Value => {
-            "modules are not available: a program cannot import or export anything; \
-             it reaches tools through `tools.<server>.<tool>(args)` and returns its value \
-             with its last expression or a top-level `return`"
-        }
-        Unsupported::NestedTypeOnly => {
-            "a type-only import or export can only appear at the top level of the program: \
-             move it there (a program cannot import or export values; it reaches tools \
-             through `tools.<server>.<tool>(args)`)"
-        }
-        Unsupported::InNamespace => {
-            "a namespace can only export declarations: write `export` before the \
-             declaration (`export const a = 1;`) instead of an export list, and nothing in a \
-             program can import from a module (it reaches tools through \
-             `tools.<server>.<tool>(args)`)"
-        }
-        Unsupported::Decorator => {
-            "decorators are not available: the engine does not run `@` decorators; call the \
-             decorator function on the class or method yourself instead"
-        }
-    };
-    Err(syntax_error(message, line, column))
+/// **What a program cannot have.** It is not a module: only type-only imports and exports are
+/// accepted at the top level (they are erased); an exported declaration with a value
+/// (`export enum`, `export namespace`, `export abstract class`, `export import x = N.y`) is a
+/// value export too, which erasing would make vanish. A `namespace` body may hold
+/// `export <declaration>` and `import x = N.y` (the transformer lowers them) and nothing else
+/// of the kind; anything inside `declare` is erased whole. Anywhere else (a block, function,
+/// class, `if`, `switch` or label), none is allowed: oxc's parser accepts them there in
+/// TypeScript and its semantic checks leave them to TypeScript's checker, so they would reach
+/// the engine as statements it cannot parse (or, for `import x = require('y')`, be erased and
+/// leave `x` undefined). JavaScript's semantic checks refuse the nested ones too, with a
+/// message that does not say what to do instead. And decorators are refused, in both
+/// languages: oxc accepts them, QuickJS-ng does not.
+///
+/// The walk visits every node (as deep as the semantic checks' after it, which the nesting
+/// guard bounds), past a finding too, so that `typescript` is always the whole program's.
+struct Scan {
+    /// Where the statements being visited now are.
+    level: Level,
+    /// The first thing found that a program cannot have.
+    unsupported: Option<(oxc::span::Span, Unsupported)>,
+    /// Whether a node seen so far is TypeScript's.
+    typescript: bool,
 }
 
-/// What [`reject_unsupported`] found.
+impl Scan {
+    fn of(program: &Program<'_>) -> Scan {
+        let mut scan = Scan {
+            level: Level::Program,
+            unsupported: None,
+            typescript: false,
+        };
+        scan.visit_program(program);
+        scan
+    }
+
+    /// Keeps the first finding.
+    fn found(&mut self, span: oxc::span::Span, unsupported: Unsupported) {
+        self.unsupported.get_or_insert((span, unsupported));
+    }
+}
+
+/// What [`Scan`] refuses.
 #[derive(Debug, Clone, Copy)]
 enum Unsupported {
     /// It imports or exports a value, at the top level or nested.
@@ -410,12 +390,32 @@ enum Unsupported {
     Decorator,
 }
 
-/// Finds the first misplaced module declaration or decorator; the walk is as deep as the semantic
-/// checks', which the nesting guard bounds.
-struct FindUnsupported {
-    /// Where the statements being visited now are.
-    level: Level,
-    found: Option<(oxc::span::Span, Unsupported)>,
+impl Unsupported {
+    /// The syntax error's message: what is wrong and what to write instead.
+    fn message(self) -> &'static str {
+        match self {
+            Unsupported::Value => {
+                "modules are not available: a program cannot import or export anything; \
+                 it reaches tools through `tools.<server>.<tool>(args)` and returns its value \
+                 with its last expression or a top-level `return`"
+            }
+            Unsupported::NestedTypeOnly => {
+                "a type-only import or export can only appear at the top level of the program: \
+                 move it there (a program cannot import or export values; it reaches tools \
+                 through `tools.<server>.<tool>(args)`)"
+            }
+            Unsupported::InNamespace => {
+                "a namespace can only export declarations: write `export` before the \
+                 declaration (`export const a = 1;`) instead of an export list, and nothing in \
+                 a program can import from a module (it reaches tools through \
+                 `tools.<server>.<tool>(args)`)"
+            }
+            Unsupported::Decorator => {
+                "decorators are not available: the engine does not run `@` decorators; call the \
+                 decorator function on the class or method yourself instead"
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,23 +428,35 @@ enum Level {
     Nested,
 }
 
-impl<'a> Visit<'a> for FindUnsupported {
+impl<'a> Visit<'a> for Scan {
+    fn enter_node(&mut self, kind: AstKind<'a>) {
+        if !self.typescript && is_typescript(kind) {
+            self.typescript = true;
+        }
+    }
+
     fn visit_program(&mut self, it: &Program<'a>) {
         self.level = Level::Program;
         oxc::ast_visit::walk::walk_program(self, it);
     }
 
-    // Ambient declarations have no code: the transformer erases them whole, whatever they hold.
+    // Ambient declarations are TypeScript's and have no code: the transformer erases them
+    // whole, whatever they hold, so nothing in them is looked at.
     fn visit_ts_external_module_declaration(
         &mut self,
         _: &oxc::ast::ast::TSExternalModuleDeclaration<'a>,
     ) {
+        self.typescript = true;
     }
 
-    fn visit_ts_global_declaration(&mut self, _: &oxc::ast::ast::TSGlobalDeclaration<'a>) {}
+    fn visit_ts_global_declaration(&mut self, _: &oxc::ast::ast::TSGlobalDeclaration<'a>) {
+        self.typescript = true;
+    }
 
     fn visit_ts_namespace_declaration(&mut self, it: &oxc::ast::ast::TSNamespaceDeclaration<'a>) {
-        if !it.declare {
+        if it.declare {
+            self.typescript = true;
+        } else {
             oxc::ast_visit::walk::walk_ts_namespace_declaration(self, it);
         }
     }
@@ -456,15 +468,11 @@ impl<'a> Visit<'a> for FindUnsupported {
     }
 
     fn visit_decorator(&mut self, it: &oxc::ast::ast::Decorator<'a>) {
-        if self.found.is_none() {
-            self.found = Some((it.span, Unsupported::Decorator));
-        }
+        self.found(it.span, Unsupported::Decorator);
+        oxc::ast_visit::walk::walk_decorator(self, it);
     }
 
     fn visit_statement(&mut self, it: &Statement<'a>) {
-        if self.found.is_some() {
-            return;
-        }
         if let Some((span, type_only)) = module_declaration(it) {
             let in_namespace_body = matches!(
                 it,
@@ -478,8 +486,7 @@ impl<'a> Visit<'a> for FindUnsupported {
                 (Level::Namespace, _) => Some(Unsupported::InNamespace),
             };
             if let Some(misplaced) = misplaced {
-                self.found = Some((span, misplaced));
-                return;
+                self.found(span, misplaced);
             }
         }
         let outer = std::mem::replace(&mut self.level, Level::Nested);
@@ -1308,7 +1315,7 @@ mod tests {
             "{code}: {:?}",
             parsed.diagnostics
         );
-        has_typescript_syntax(&parsed.program)
+        Scan::of(&parsed.program).typescript
     }
 
     #[test]
