@@ -99,8 +99,13 @@ impl EventLog {
     pub fn after(&self, after: u64) -> (Vec<(u64, ExecutionEvent)>, bool) {
         let inner = self.lock();
         let start = inner.events.partition_point(|(seq, _)| *seq <= after);
-        let done = self.last.borrow().1;
-        (inner.events[start..].to_vec(), done)
+        (inner.events[start..].to_vec(), self.ended())
+    }
+
+    /// Whether the final result is logged: the execution has ended, though it may not have
+    /// left the live table yet.
+    pub fn ended(&self) -> bool {
+        self.last.borrow().1
     }
 
     /// Wakes when an event is logged after `seen`.
@@ -282,7 +287,12 @@ impl LiveExecutions {
     pub fn cancel(&self, id: &str, principal: &str) -> Result<(), CancelError> {
         let running = lock(&self.running);
         match running.get(id) {
-            Some(entry) if entry.principal == principal => {
+            // A detached execution whose result is logged has ended (its status says so
+            // already); it is only about to leave the table, and there is nothing to stop.
+            Some(entry)
+                if entry.principal == principal
+                    && !entry.log.as_ref().is_some_and(|log| log.ended()) =>
+            {
                 entry.cancel.send_replace(true);
                 Ok(())
             }
@@ -335,6 +345,29 @@ mod tests {
         drop(entry);
         assert!(live.is_empty());
         assert!(live.cancel("ex_1", "alice").is_err());
+    }
+
+    #[test]
+    fn an_execution_whose_result_is_logged_is_not_cancelled() {
+        // Its status already answers with the result; cancelling said `cancelling` until the
+        // entry left the table a moment later (the Python client's detached test caught it).
+        let live = LiveExecutions::default();
+        let peer = PeerInfo {
+            uid: 0,
+            gid: 0,
+            pid: None,
+        };
+        let log = Arc::new(EventLog::new("alice", peer, None));
+        let (_entry, cancelled) = live.enter("ex_1", "alice", Some(log.clone()));
+        log.push(ExecutionEvent::Started { id: "ex_1".into() });
+        let mut done = log.snapshot("ex_1");
+        done.status = Status::Ok;
+        log.push(ExecutionEvent::Result(Box::new(done)));
+        assert_eq!(
+            live.cancel("ex_1", "alice"),
+            Err(CancelError::NotFound("ex_1".into()))
+        );
+        assert!(!*cancelled.borrow());
     }
 }
 
