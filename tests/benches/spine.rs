@@ -8,7 +8,9 @@
 //! `deno run` of the same trivial program and prints the ratio; when `pydantic_monty` is
 //! importable, its pool's latency, beside the pre-started workers' timed again by a Python
 //! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python,
-//! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`).
+//! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`),
+//! and the floor under both: the same hops with none of Airlock's code
+//! (`src/bin/airlock-bench-floor.rs`), timed in the same rounds (`benches/floor_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
 //! The daemons log through `airlockd`'s own subscriber (`AIRLOCK_LOG`, default `info`), so that
 //! what is timed is what ships.
@@ -296,6 +298,51 @@ fn paired_with_monty(
         .ok()
 }
 
+/// The floor under a pre-started execution, timed in rounds beside Airlock and monty from one
+/// Python process (`benches/floor_with_monty.py`): the `airlock-bench-floor` servers answer
+/// with two hops (`direct`, `hyper`) and with four through a fresh pre-forked process
+/// (`relay`, `relay-at-once`). The seven p50s in ms, in the script's order.
+fn floor_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Vec<f64>> {
+    let dir = tempfile::tempdir().expect("a directory for the floor's sockets");
+    let modes = ["direct", "hyper", "relay", "relay-at-once"];
+    let mut servers = Vec::new();
+    let mut args = vec![socket.as_os_str().to_owned()];
+    for mode in modes {
+        let path = dir.path().join(format!("{mode}.sock"));
+        let server = std::process::Command::new(binaries::built("airlock-bench-floor"))
+            .arg(mode)
+            .arg(&path)
+            .spawn()
+            .expect("airlock-bench-floor");
+        servers.push(server);
+        args.push(path.into_os_string());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !modes
+        .iter()
+        .all(|m| dir.path().join(format!("{m}.sock")).exists())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "airlock-bench-floor did not bind its sockets"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let [_, n, gap, pool] = client_args(socket, n, pool, gap);
+    args.extend([n, gap, pool]);
+    let figures = python_figures("floor_with_monty.py", &args).and_then(|f| match f.len() {
+        7 => Ok(f),
+        len => Err(format!("floor_with_monty.py printed {len} figures, not 7")),
+    });
+    for mut server in servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    figures
+        .map_err(|stderr| println!("floor run failed: {stderr}"))
+        .ok()
+}
+
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
@@ -466,6 +513,14 @@ fn main() {
                     "paired, alternating in one Python process, {what}: Airlock p50 {airlock:7.3} ms, monty p50 {monty:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
                     monty / airlock,
                     share * 100.0,
+                );
+            }
+            // What the machine costs for the same hops with none of Airlock's code, in the
+            // same rounds as Airlock and monty.
+            if let Some(f) = floor_with_monty(&pooled.socket, n, 4, gap) {
+                println!(
+                    "floor, rounds in one Python process, {what}: two hops {:.3} ms (through hyper {:.3}), four hops through a fresh pre-forked process {:.3} ms (torn down at once {:.3}); Airlock health {:.3} ms, execution {:.3} ms; monty {:.3} ms",
+                    f[0], f[1], f[2], f[3], f[4], f[5], f[6],
                 );
             }
         }
