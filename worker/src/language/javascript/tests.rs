@@ -449,14 +449,34 @@ fn engine_syntax_errors_are_syntax_errors() {
     let e = js("let x = 1;\nlet = = 2;").error().clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert_eq!(e.line, Some(2));
-    // Syntax oxc accepts but QuickJS does not (`import.meta` outside a module): QuickJS's
-    // error, mapped back to the agent's code.
-    let e = ts("const a: number = 1;\n\nimport.meta.url")
+    // Syntax oxc accepts but QuickJS does not (an auto-accessor, from the decorators
+    // proposal): QuickJS's error, mapped back to the agent's code.
+    let e = ts("const a: number = 1;\n\nclass A { accessor x = 1 }")
         .error()
         .clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert_eq!(e.name.as_deref(), Some("SyntaxError"));
     assert_eq!(e.line, Some(3), "{e:?}");
+    // `import.meta` was another; it is refused before the engine now, saying what to do.
+    let e = ts("const a: number = 1;\n\nimport.meta.url")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert_eq!((e.line, e.column), (Some(3), Some(1)), "{e:?}");
+    assert!(
+        e.message.contains("`import.meta` is not available"),
+        "{e:?}"
+    );
+    let e = js("const f = () => import.meta;").error().clone();
+    assert!(
+        e.message.contains("`import.meta` is not available"),
+        "{e:?}"
+    );
+    // `new.target`, the other meta property, runs.
+    assert_eq!(
+        js("function F() { this.t = new.target === F }\nnew F().t").value(),
+        "true"
+    );
     // Decorators were another; they are refused before the engine now, saying what to do.
     let e = ts("const a = 1;\n\n@sealed\nclass A {}\nfunction sealed(c: any) {}")
         .error()

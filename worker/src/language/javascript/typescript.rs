@@ -388,6 +388,9 @@ enum Unsupported {
     /// A decorator: oxc accepts them (and leaves them in the script, a parameter's where the
     /// script no longer parses); QuickJS-ng has none.
     Decorator,
+    /// `import.meta`: oxc accepts it in a module, and a TypeScript program is parsed as one;
+    /// the engine runs a script, where it does not parse.
+    ImportMeta,
 }
 
 impl Unsupported {
@@ -413,6 +416,11 @@ impl Unsupported {
             Unsupported::Decorator => {
                 "decorators are not available: the engine does not run `@` decorators; call the \
                  decorator function on the class or method yourself instead"
+            }
+            Unsupported::ImportMeta => {
+                "`import.meta` is not available: a program is a script, not a module, and has \
+                 no URL or module metadata; put what it needs in the program text, or get it \
+                 from a tool"
             }
         }
     }
@@ -470,6 +478,10 @@ impl<'a> Visit<'a> for Scan {
     fn visit_decorator(&mut self, it: &oxc::ast::ast::Decorator<'a>) {
         self.found(it.span, Unsupported::Decorator);
         oxc::ast_visit::walk::walk_decorator(self, it);
+    }
+
+    fn visit_import_meta(&mut self, it: &oxc::ast::ast::ImportMeta) {
+        self.found(it.span, Unsupported::ImportMeta);
     }
 
     fn visit_statement(&mut self, it: &Statement<'a>) {
