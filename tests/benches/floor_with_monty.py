@@ -16,6 +16,7 @@ import time
 from pydantic_monty import Monty
 
 from airlock_client import Client, connect, percentiles, request
+from monty_checkout import timed_run
 
 airlock_socket, direct, hyper, relay, relay_at_once = sys.argv[1:6]
 n = int(sys.argv[6]) if len(sys.argv) > 6 else 300
@@ -34,15 +35,6 @@ def timed_get(s):
     return elapsed
 
 
-def monty_run(pool):
-    t = time.perf_counter()
-    with pool.checkout() as session:
-        result = session.feed_run("1 + 1")
-    elapsed = (time.perf_counter() - t) * 1e3
-    assert result == 2, result
-    return elapsed
-
-
 names = list(floors) + ["airlock-health", "airlock-execution", "monty"]
 samples = {name: [] for name in names}
 with Monty() as pool:
@@ -56,7 +48,7 @@ with Monty() as pool:
                 elapsed = timed_get(airlock.health)
             else:
                 time.sleep(gap_s)
-                elapsed = monty_run(pool) if name == "monty" else timed_get(floors[name])
+                elapsed = timed_run(pool) if name == "monty" else timed_get(floors[name])
             if i >= 10:  # the first ten warm up every path
                 samples[name].append(elapsed)
 print(" ".join(f"{percentiles(samples[name])[0]:.4f}" for name in names))

@@ -16,21 +16,13 @@ import time
 from pydantic_monty import Monty
 
 from airlock_client import Client, percentiles
+from monty_checkout import timed_run
 
 path = sys.argv[1]
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
 gap_s = float(sys.argv[3]) / 1e3 if len(sys.argv) > 3 else 0.0
 pool_size = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 airlock = Client(path, gap_s, pool_size)
-
-
-def monty_run(pool):
-    t = time.perf_counter()
-    with pool.checkout() as session:
-        result = session.feed_run("1 + 1")
-    elapsed = (time.perf_counter() - t) * 1e3
-    assert result == 2, result
-    return elapsed
 
 
 pairs = []
@@ -41,10 +33,10 @@ with Monty() as pool:
         if i % 2 == 0:
             a = airlock.timed_execution()
             time.sleep(gap_s)
-            m = monty_run(pool)
+            m = timed_run(pool)
         else:
             time.sleep(gap_s)
-            m = monty_run(pool)
+            m = timed_run(pool)
             a = airlock.timed_execution()
         if i >= 10:  # the first ten warm up both
             pairs.append((a, m))
