@@ -145,6 +145,13 @@ pub struct SqliteStore {
     size: Mutex<Option<(u64, u64)>>,
 }
 
+/// The database's size in bytes, as its page count and page size say it now.
+fn size_of(c: &mut Connection) -> rusqlite::Result<u64> {
+    let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    Ok(u64_of(pages.saturating_mul(size)))
+}
+
 fn u64_of(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -1000,9 +1007,7 @@ impl JournalStore for SqliteStore {
             {
                 return Ok(bytes);
             }
-            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-            let bytes = u64_of(pages.saturating_mul(size));
+            let bytes = size_of(c)?;
             *kept = Some((changes, bytes));
             Ok(bytes)
         })
@@ -1168,12 +1173,7 @@ mod tests {
 
     /// The size as the two `PRAGMA`s say it now, bypassing what `size_bytes` keeps.
     fn size_now(s: &SqliteStore) -> u64 {
-        s.with(|c| {
-            let pages: i64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-            let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-            Ok(u64_of(pages * size))
-        })
-        .unwrap()
+        s.with(size_of).unwrap()
     }
 
     #[test]
