@@ -59,26 +59,27 @@ fn main() {
 /// Answers the requests of one connection until the client hangs up.
 fn serve(mut client: UnixStream, mode: Mode) {
     let mut buf = vec![0u8; 64 * 1024];
+    let answer = [
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            BODY.len()
+        )
+        .as_bytes(),
+        BODY,
+    ]
+    .concat();
     let mut next = match mode {
         Mode::Relay { .. } => Some(Child::fork()),
         Mode::Direct => None,
     };
     while read_request(&mut client, &mut buf) {
-        let answer = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            BODY.len()
-        );
         let Mode::Relay { after_answer } = mode else {
-            client
-                .write_all(&[answer.as_bytes(), BODY].concat())
-                .unwrap();
+            client.write_all(&answer).unwrap();
             continue;
         };
         let child = next.take().unwrap();
         child.ask();
-        client
-            .write_all(&[answer.as_bytes(), BODY].concat())
-            .unwrap();
+        client.write_all(&answer).unwrap();
         if !after_answer.is_zero() {
             std::thread::sleep(after_answer);
         }
