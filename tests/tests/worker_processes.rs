@@ -352,3 +352,54 @@ async fn waking_a_pooled_worker_that_died_drops_it_from_the_pool() {
     assert!(!worker_children(std::process::id()).contains(&idle[0]));
     pool.close().await;
 }
+
+/// An execution that finds every execution slot taken waits for one before it takes a worker:
+/// the program goes to a pre-started worker as it is admitted only when a slot is free
+/// (`start_early`), so `max_concurrent_executions` holds for the early start too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_waiting_for_a_slot_takes_no_worker() {
+    let _serial = serial().await;
+    let d = std::sync::Arc::new(
+        TestDaemon::start_with(
+            DaemonOptions::default()
+                .pool(2)
+                .policy(|p| p.daemon.max_concurrent_executions = 1),
+        )
+        .await,
+    );
+    d.wait_for_idle_workers(2).await;
+    let idle = |d: std::sync::Arc<TestDaemon>| async move {
+        let (_, body) = d.client().await.get("/v1/health").await.unwrap();
+        let health: serde_json::Value = serde_json::from_str(&body).unwrap();
+        health["pool"]["idle"].as_u64().unwrap()
+    };
+    // The one slot, held until the deadline; its worker is replaced only once it ends.
+    let busy = {
+        let d = d.clone();
+        tokio::spawn(async move { d.exec_timeout("while (true) {}", 1_500).await })
+    };
+    for _ in 0..100 {
+        if idle(d.clone()).await == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(idle(d.clone()).await, 1);
+    let waiting = {
+        let d = d.clone();
+        tokio::spawn(async move { d.exec("1 + 1").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    assert_eq!(
+        idle(d.clone()).await,
+        1,
+        "the waiting execution took the idle worker without a slot"
+    );
+    let r = waiting.await.unwrap();
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    assert_eq!(r.result, json!(2));
+    assert!(r.stats.queue_ms >= 300.0, "{:?}", r.stats);
+    let r = busy.await.unwrap();
+    assert_eq!(r.status, Status::Timeout, "{:?}", r.error);
+}

@@ -21,7 +21,7 @@ use crate::tools::catalogue::{CallerCatalogue, ToolCatalogue};
 use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{
-    AFTER_ANSWER, ChannelError, ReadyWorker, SPIN_FOR_WORKER, WorkerPool, message_name,
+    AFTER_ANSWER, ChannelError, Checkout, ReadyWorker, SPIN_FOR_WORKER, WorkerPool, message_name,
 };
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
@@ -118,11 +118,15 @@ pub struct ExecutionJob {
 /// of `stop.client` is (a plain request whose handler hyper dropped); `stop.cancel` is a
 /// cancellation asked for through the registry. Either way the program is stopped and the
 /// response, with status `cancelled`, is still returned for the audit log.
+///
+/// `early` is a pre-started worker that was given the program as the execution was admitted
+/// ([`start_early`]); without it, a worker is checked out here.
 pub async fn run_execution(
     env: &ExecutionEnv,
     job: ExecutionJob,
     events: Option<mpsc::Sender<ExecutionEvent>>,
     stop: StopSignals,
+    early: Option<StartedWorker>,
 ) -> ExecutionResponse {
     let span = info_span!(
         "execution",
@@ -132,26 +136,37 @@ pub async fn run_execution(
         pid = job.peer.pid.unwrap_or(0),
     );
     async move {
-        let total = Instant::now();
+        let total = early.as_ref().map_or_else(Instant::now, |e| e.checked_out);
         let mut run = Run::new(env, &job, events, total);
         run.emit(ExecutionEvent::Started { id: job.id.clone() })
             .await;
-        let (worker, checkout) = match env.pool.checkout().await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::error!(error = %e, "no worker for execution");
-                run.failure = Some(error::no_worker(&e));
-                return run.finish(&job, total);
-            }
+        let started = match early {
+            Some(started) => started,
+            None => match env.pool.checkout().await {
+                Ok((mut worker, checkout)) => {
+                    let sent = send_start(&mut worker, &job).await;
+                    StartedWorker {
+                        worker,
+                        checkout,
+                        checked_out: total,
+                        sent,
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "no worker for execution");
+                    run.failure = Some(error::no_worker(&e));
+                    return run.finish(&job, total);
+                }
+            },
         };
-        run.stats.worker_from_pool = checkout.from_pool;
-        run.stats.spawn_ms = ms(checkout.wait);
+        run.stats.worker_from_pool = started.checkout.from_pool;
+        run.stats.spawn_ms = ms(started.checkout.wait);
         debug!(
-            worker_pid = worker.process.pid(),
-            from_pool = checkout.from_pool,
+            worker_pid = started.worker.process.pid(),
+            from_pool = started.checkout.from_pool,
             "worker checked out"
         );
-        if let Some(exit) = run.drive(env, &job, worker, stop).await {
+        if let Some(exit) = run.drive(env, &job, started, stop).await {
             debug!(worker = %exit.describe(), "worker ended abnormally");
         }
         if !run.worker_answered {
@@ -174,6 +189,60 @@ pub async fn run_execution(
     }
     .instrument(span)
     .await
+}
+
+/// A worker that has been sent its execution's `Start`.
+#[derive(Debug)]
+pub struct StartedWorker {
+    worker: ReadyWorker,
+    checkout: Checkout,
+    /// When the worker was taken: the execution's origin (`stats.total_ms`).
+    checked_out: Instant,
+    /// When `Start` was written, or why it could not be.
+    sent: Result<Instant, ChannelError>,
+}
+
+/// Gives the program to a pre-started worker at once, if one is idle and an execution slot
+/// is free without waiting, before the rest of the execution is set up (its registry entry,
+/// span and state), so that the worker runs while the daemon does that. `None` leaves it all
+/// to [`run_execution`], which waits for a slot and a worker.
+pub(super) async fn start_early(
+    slots: &Arc<tokio::sync::Semaphore>,
+    pool: &WorkerPool,
+    job: &mut ExecutionJob,
+    queued: Instant,
+) -> Option<(tokio::sync::OwnedSemaphorePermit, StartedWorker)> {
+    let slot = Arc::clone(slots).try_acquire_owned().ok()?;
+    let checked_out = Instant::now();
+    // Without a worker the slot goes back as it drops.
+    let (mut worker, checkout) = pool.take_idle()?;
+    job.queue_wait = checked_out.saturating_duration_since(queued);
+    let sent = send_start(&mut worker, job).await;
+    Some((
+        slot,
+        StartedWorker {
+            worker,
+            checkout,
+            checked_out,
+            sent,
+        },
+    ))
+}
+
+/// Writes the execution's `Start` to its worker; `Ok` is when it was written.
+async fn send_start(worker: &mut ReadyWorker, job: &ExecutionJob) -> Result<Instant, ChannelError> {
+    let start = SupervisorMessage::Start(StartExecution {
+        execution_id: job.id.clone(),
+        language: job.language,
+        code: job.code.clone(),
+        limits: job.limits,
+        determinism: job.determinism,
+        // Only an execution with calls that can wait needs to know when it is idle.
+        report_idle: job.client.is_some(),
+    });
+    let sending = Instant::now();
+    worker.channel.send(&start).await?;
+    Ok(sending)
 }
 
 pub(super) fn ms(d: Duration) -> f64 {
@@ -325,9 +394,10 @@ impl Run {
         &mut self,
         env: &ExecutionEnv,
         job: &ExecutionJob,
-        worker: ReadyWorker,
+        started: StartedWorker,
         stop: StopSignals,
     ) -> Option<WorkerExit> {
+        let StartedWorker { worker, sent, .. } = started;
         let ReadyWorker {
             mut process,
             mut channel,
@@ -335,30 +405,20 @@ impl Run {
             ..
         } = worker;
         let forked = lockdown.forked;
-        let run_started = Instant::now();
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(job.limits.timeout_ms);
-        let start = SupervisorMessage::Start(StartExecution {
-            execution_id: job.id.clone(),
-            language: job.language,
-            code: job.code.clone(),
-            limits: job.limits,
-            determinism: job.determinism,
-            // Only an execution with calls that can wait needs to know when it is idle.
-            report_idle: job.client.is_some(),
-        });
-        let sent = channel.send(&start).await;
-        debug!(
-            elapsed_us = u64::try_from(run_started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            "program sent to worker"
-        );
-        if let Err(e) = sent {
-            let exit = process.kill_and_reap(Duration::from_secs(1)).await;
-            self.failure = Some(error::crashed(
-                &format!("could not send the program to the worker: {e}"),
-                exit,
-            ));
-            return exit;
-        }
+        let run_started = match sent {
+            Ok(at) => at,
+            Err(e) => {
+                let exit = process.kill_and_reap(Duration::from_secs(1)).await;
+                self.failure = Some(error::crashed(
+                    &format!("could not send the program to the worker: {e}"),
+                    exit,
+                ));
+                return exit;
+            }
+        };
+        // The worker's own deadline starts as it reads `Start`: a little after this.
+        let deadline = tokio::time::Instant::from_std(run_started)
+            + Duration::from_millis(job.limits.timeout_ms);
 
         let mut calls: JoinSet<CallAnswer> = JoinSet::new();
         // Which call each task answers, so a task that panicked still answers its call.

@@ -6,7 +6,7 @@
 //! door, so every door gets the same record.
 
 use super::registry::{CancelError, EventLog, LiveExecutions, StopSignals};
-use super::run::{ExecutionEnv, ExecutionJob, run_execution};
+use super::run::{ExecutionEnv, ExecutionJob, run_execution, start_early};
 use super::waiting::{Keeping, client_request};
 use crate::agent_api::{
     ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, PeerInfo, ReplayMode,
@@ -400,11 +400,7 @@ impl ExecutionService {
             principal.rates.tool_calls_per_minute,
         );
         let queued = Instant::now();
-        let audit = AuditContext {
-            code: CodeHash::of(&code),
-            accepted: SystemTime::now(),
-            scanner: generation.scanner.clone(),
-        };
+        let accepted = SystemTime::now();
         let id = continued
             .clone()
             .unwrap_or_else(|| self.next_execution_id());
@@ -462,6 +458,14 @@ impl ExecutionService {
             client,
         };
         let id = job.id.clone();
+        // The program goes to its worker now, if one is ready and a slot is free; all that
+        // follows is the daemon's own book-keeping, which then overlaps the worker's run.
+        let early = start_early(&self.slots, &generation.pool, &mut job, queued).await;
+        let audit = AuditContext {
+            code: CodeHash::of(&job.code),
+            accepted,
+            scanner: generation.scanner.clone(),
+        };
         // A detached execution's events go to its log (which `GET /v1/executions/<id>` reads),
         // and nothing a client does stops it; a plain one stops when its client hangs up.
         let log = detached.then(|| {
@@ -528,22 +532,30 @@ impl ExecutionService {
             // The execution runs to its end under the policy it started with.
             let _generation = generation;
             let session = job.session.clone();
-            let Ok(_slot) = slots.acquire_owned().await else {
-                // The daemon stops: it never ran.
-                if let Some(run) = &session {
-                    let _ = run.journal.store().finish_execution(
-                        &run.execution,
-                        "cancelled",
-                        super::determinism::now_ms(),
-                        0,
-                        0,
-                        &[],
-                    );
-                    run.journal.leave(&run.session);
-                }
-                return Err(SubmitError::ShuttingDown);
+            let (_slot, early) = match early {
+                Some((slot, worker)) => (slot, Some(worker)),
+                None => match slots.acquire_owned().await {
+                    Ok(slot) => {
+                        job.queue_wait = queued.elapsed();
+                        (slot, None)
+                    }
+                    Err(_) => {
+                        // The daemon stops: it never ran.
+                        if let Some(run) = &session {
+                            let _ = run.journal.store().finish_execution(
+                                &run.execution,
+                                "cancelled",
+                                super::determinism::now_ms(),
+                                0,
+                                0,
+                                &[],
+                            );
+                            run.journal.leave(&run.session);
+                        }
+                        return Err(SubmitError::ShuttingDown);
+                    }
+                },
             };
-            job.queue_wait = queued.elapsed();
             service.executions_total.fetch_add(1, Ordering::Relaxed);
             let keeping = job.client.clone().map(|scope| Keeping {
                 scope,
@@ -552,7 +564,7 @@ impl ExecutionService {
                 approval_ttl_ms,
                 max_waiting: job.principal.limits.max_waiting_executions,
             });
-            let mut response = run_execution(&env, job, events.clone(), stop).await;
+            let mut response = run_execution(&env, job, events.clone(), stop, early).await;
             if let (Some(run), Some(keeping), true) = (&session, &keeping, keeps_waiting) {
                 service.keep_or_forget_waiting(run, keeping, &mut response);
             }

@@ -386,30 +386,8 @@ impl WorkerPool {
     /// A worker for one execution: a pre-started one if available, else a new one.
     pub async fn checkout(&self) -> Result<(ReadyWorker, Checkout), WorkerStartError> {
         let started = Instant::now();
-        // The refill is deliberately not started here but by `replenish` once the execution
-        // is over: starting a worker costs a few milliseconds of CPU (exec, dynamic loading,
-        // lockdown, engine start), and on a small machine it would compete with the very
-        // execution that just took a pooled worker.
-        // The newest worker first: it finished its warm-up last, so more of the engine's
-        // memory is still in the CPU's caches than an older one's (on 2 cores, about 20–40 µs
-        // of a trivial execution in steady use; see docs/testing.md).
-        let pooled = lock(&self.inner.idle).pop_back();
-        if let Some(mut worker) = pooled {
-            // A pooled worker may have died while idle (killed from outside, OOM killer).
-            if matches!(worker.process.try_reap(), Ok(None)) {
-                self.inner.in_use.fetch_add(1, Ordering::Relaxed);
-                return Ok((
-                    worker,
-                    Checkout {
-                        from_pool: true,
-                        wait: started.elapsed(),
-                    },
-                ));
-            }
-            warn!(
-                pid = worker.process.pid(),
-                "pooled worker died while idle; starting a new one"
-            );
+        if let Some(pooled) = self.take_idle() {
+            return Ok(pooled);
         }
         let worker =
             start_worker(&self.inner.spawner, self.inner.ceiling, false, Vec::new()).await?;
@@ -422,6 +400,39 @@ impl WorkerPool {
                 wait: started.elapsed(),
             },
         ))
+    }
+
+    /// A pre-started worker for one execution, if one is idle and alive; never starts one
+    /// and never waits. Counts as a [`WorkerPool::checkout`] (one [`WorkerPool::replenish`]
+    /// follows).
+    pub fn take_idle(&self) -> Option<(ReadyWorker, Checkout)> {
+        let started = Instant::now();
+        // The refill is deliberately not started here but by `replenish` once the execution
+        // is over: starting a worker costs a few milliseconds of CPU (exec, dynamic loading,
+        // lockdown, engine start), and on a small machine it would compete with the very
+        // execution that just took a pooled worker.
+        // The newest worker first: it finished its warm-up last, so more of the engine's
+        // memory is still in the CPU's caches than an older one's (on 2 cores, about 20–40 µs
+        // of a trivial execution in steady use; see docs/testing.md).
+        loop {
+            let mut worker = lock(&self.inner.idle).pop_back()?;
+            // A pooled worker may have died while idle (killed from outside, OOM killer).
+            if matches!(worker.process.try_reap(), Ok(None)) {
+                self.inner.in_use.fetch_add(1, Ordering::Relaxed);
+                return Some((
+                    worker,
+                    Checkout {
+                        from_pool: true,
+                        wait: started.elapsed(),
+                    },
+                ));
+            }
+            warn!(
+                pid = worker.process.pid(),
+                "pooled worker died while idle; trying the next"
+            );
+            self.inner.refill.notify_one();
+        }
     }
 
     /// Gives back an execution's place and asks the pool to top itself up in the background;
