@@ -42,6 +42,12 @@ pub use message::{
 /// another build would otherwise misread every message.
 pub const PROTOCOL_VERSION: u32 = 8;
 
+/// How long a pre-started worker told [`SupervisorMessage::StayAwake`] waits for its `Start`
+/// without sleeping. The daemon's admission takes tens of microseconds; past this, the
+/// execution went elsewhere (or the machine is loaded, and sleeping costs little), and the
+/// worker goes back to sleep in `read`. The daemon does not tell a worker again within it.
+pub const STAY_AWAKE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;
 

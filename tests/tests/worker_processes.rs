@@ -403,3 +403,37 @@ async fn an_execution_waiting_for_a_slot_takes_no_worker() {
     let r = busy.await.unwrap();
     assert_eq!(r.status, Status::Timeout, "{:?}", r.error);
 }
+
+/// The HTTP door wakes the next pre-started worker as an execution request's first bytes are
+/// read, before the request is complete (`api/http/wake.rs`): here that wake finds the worker
+/// dead (killed while idle) and replaces it, which nothing else would do before a handler ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_execution_requests_first_bytes_wake_the_next_worker() {
+    use tokio::io::AsyncWriteExt;
+    let _serial = serial().await;
+    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
+    d.wait_for_idle_workers(1).await;
+    let idle = worker_children(std::process::id());
+    assert_eq!(idle.len(), 1, "{idle:?}");
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
+    assert!(wait_until(5, || !worker_children(std::process::id())
+        .contains(&idle[0])));
+    // Nothing replaces it while no request comes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(worker_children(std::process::id()).is_empty());
+
+    let mut half = tokio::net::UnixStream::connect(&d.socket).await.unwrap();
+    half.write_all(b"POST /v1/executions HTTP/1.1\r\n")
+        .await
+        .unwrap();
+    assert!(
+        wait_until(10, || !worker_children(std::process::id()).is_empty()),
+        "the request's first bytes did not wake (and so replace) the pooled worker"
+    );
+    drop(half);
+    d.wait_for_idle_workers(1).await;
+    let r = d.exec("1 + 1").await;
+    assert_eq!(r.result, json!(2));
+    assert!(r.stats.worker_from_pool, "{:?}", r.stats);
+}

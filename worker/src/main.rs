@@ -42,7 +42,7 @@ type Program = language::javascript::Engine;
 #[cfg(feature = "escape-probe")]
 mod escape_probe;
 
-use airlock_proto::{PROTOCOL_VERSION, SupervisorMessage, WorkerMessage};
+use airlock_proto::{PROTOCOL_VERSION, STAY_AWAKE, SupervisorMessage, WorkerMessage};
 use std::process::ExitCode;
 
 /// Exit codes the supervisor interprets when no `Done` message arrived.
@@ -54,12 +54,6 @@ pub mod exit_code {
     /// The IPC channel failed or the supervisor broke the protocol.
     pub const IPC_FAILED: u8 = 71;
 }
-
-/// How long a pre-started worker told [`SupervisorMessage::StayAwake`] waits for its `Start`
-/// without sleeping. The daemon's admission takes tens of microseconds; past this, the
-/// execution went elsewhere (or the machine is loaded, and sleeping costs little), and the
-/// worker goes back to sleep in `read`.
-const STAY_AWAKE: std::time::Duration = std::time::Duration::from_millis(1);
 
 fn main() -> ExitCode {
     let config = match lockdown::LockdownConfig::from_args(std::env::args_os().skip(1)) {

@@ -9,7 +9,7 @@
 use crate::workers::process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
 use airlock_proto::frame::{FrameDecoder, FrameError, decode, encode};
 use airlock_proto::{
-    LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage,
+    LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, STAY_AWAKE, SupervisorMessage, WorkerMessage,
 };
 use std::collections::VecDeque;
 use std::os::fd::AsRawFd;
@@ -74,6 +74,8 @@ pub struct ReadyWorker {
     pub lockdown: LockdownReport,
     /// How long exec + lockdown + engine start took.
     pub start_duration: Duration,
+    /// When it was last told `StayAwake` ([`WorkerPool::wake_next`]).
+    woken: Option<Instant>,
 }
 
 /// The framed socket to one worker.
@@ -279,6 +281,7 @@ pub async fn start_worker(
                 channel,
                 lockdown,
                 start_duration: started.elapsed(),
+                woken: None,
             })
         }
         WorkerMessage::Ready {
@@ -449,17 +452,26 @@ impl WorkerPool {
     /// An execution is about to be admitted: when none is running, tells the worker the next
     /// `checkout` will take ([`SupervisorMessage::StayAwake`]) so that it is awake by the time
     /// its `Start` comes. Never waits. Under load nothing is sent: the workers would only
-    /// compete with the executions running for the CPUs.
+    /// compete with the executions running for the CPUs. A worker told less than
+    /// [`STAY_AWAKE`] ago is awake still and is not told again (the HTTP door wakes it as a
+    /// request's first bytes arrive, and again, as a fallback, in the request's handler).
     pub fn wake_next(&self) {
         if self.in_use() > 0 {
             return;
         }
         let mut idle = lock(&self.inner.idle);
-        let Some(next) = idle.back() else {
+        let Some(next) = idle.back_mut() else {
             return;
         };
+        let now = Instant::now();
+        if next
+            .woken
+            .is_some_and(|at| now.saturating_duration_since(at) < STAY_AWAKE)
+        {
+            return;
+        }
         match next.channel.send_now(&SupervisorMessage::StayAwake) {
-            Ok(()) => {}
+            Ok(()) => next.woken = Some(now),
             Err(e) => {
                 // A dead worker, or a frame half written: either way it cannot take an
                 // execution. Dropping it kills and reaps it; the pool replaces it.

@@ -15,6 +15,7 @@
 //! - `learned`: `GET /v1/sdk/learned` and `DELETE /v1/sdk/learned/<tool>`, the output types
 //!   learned from the caller's tools' results;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
+//! - `wake`: the connection that wakes a pre-started worker as an execution request arrives;
 //! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
@@ -28,6 +29,7 @@ mod learned;
 mod responses;
 mod routes;
 mod sessions;
+mod wake;
 
 #[cfg(test)]
 mod fuzz;
@@ -44,6 +46,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::net::UnixStream;
 use tracing::{debug, warn};
+use wake::WakesWorker;
 
 /// What the routes serve from.
 pub struct HttpState {
@@ -147,7 +150,10 @@ pub async fn serve_connection(
         state.executions.metrics.connection_refused();
         warn!(uid = peer.info.uid, gid = peer.info.gid, pid = ?peer.info.pid, "connection refused: no principal admits this peer");
     }
-    let io = hyper_util::rt::TokioIo::new(stream);
+    // An admitted peer's execution requests wake a pre-started worker as their first bytes
+    // are read, before hyper has parsed them.
+    let generations = peer.admitted.then(|| state.generations.clone());
+    let io = hyper_util::rt::TokioIo::new(WakesWorker::new(stream, generations));
     let svc_state = state.clone();
     let svc_peer = peer.clone();
     let service = hyper::service::service_fn(move |req| {
