@@ -8,7 +8,9 @@
 //! again as JavaScript, with no early error, and is the same whether or not the transformer was skipped for it, its positions map back into the program, and a refused program's
 //! error is a syntax error located inside it.
 
-use super::typescript::{prepare_program, prepare_program_transforming};
+use super::typescript::{
+    normalised, prepare_program, prepare_program_generated, prepare_program_transforming,
+};
 use airlock_fuzz::{Fuzz, Outcome};
 use airlock_proto::{ErrorKind, Language};
 use oxc::allocator::Allocator;
@@ -89,13 +91,24 @@ fn target(data: &[u8]) -> Outcome {
 fn check(code: &str, language: Language) -> Outcome {
     match prepare_program(code, language) {
         Ok(prepared) => {
+            // A program spliced into the wrapper must mean what the code generator's print
+            // of it means.
+            let printed = prepare_program_generated(code, language)
+                .expect("the program prepares through the code generator too");
+            if prepared.script != printed.script {
+                assert_eq!(
+                    normalised(&prepared.script),
+                    normalised(&printed.script),
+                    "the spliced script differs from the printed one"
+                );
+            }
             // A TypeScript program the transformer was skipped for (no TypeScript syntax)
             // must come out exactly as it would have through the transformer.
             if language == Language::TypeScript {
                 let transformed = prepare_program_transforming(code, language)
                     .expect("the program prepares with the transformer too");
                 assert_eq!(
-                    prepared.script, transformed.script,
+                    printed.script, transformed.script,
                     "skipping the transformer changed the script"
                 );
             }

@@ -388,6 +388,39 @@ fn oversized_results_are_refused() {
 // -----------------------------------------------------------------------------------------
 // Errors and positions
 
+/// A program spliced into the wrapper as it was written (JavaScript already): the engine
+/// counts bytes, the position counts UTF-16 code units as the agent's editor does, and a
+/// column after the spliced `return (` is the agent's.
+#[test]
+fn positions_in_a_spliced_program_count_utf16_units() {
+    let e = ts("const s = 'é😀';\nconst o = null; s.length + o.x")
+        .error()
+        .clone();
+    assert_eq!(e.name.as_deref(), Some("TypeError"), "{e:?}");
+    assert_eq!((e.line, e.column), (Some(2), Some(28)), "{e:?}");
+    // The same through the code generator (TypeScript syntax on another line) agrees.
+    let printed = ts("const s: string = 'é😀';\nconst o = null; s.length + o.x")
+        .error()
+        .clone();
+    assert_eq!(
+        (printed.line, printed.column),
+        (Some(2), Some(28)),
+        "{printed:?}"
+    );
+    let e = ts("const s = 'é😀'; const o = null; o.x").error().clone();
+    assert_eq!((e.line, e.column), (Some(1), Some(34)), "{e:?}");
+    let e = ts("function f() {\n  const t = '€'; return t.a.b\n}\nf()")
+        .error()
+        .clone();
+    assert_eq!((e.line, e.column), (Some(2), Some(25)), "{e:?}");
+    assert!(
+        e.stack
+            .as_deref()
+            .is_some_and(|s| s.contains("program.ts:2:25")),
+        "{e:?}"
+    );
+}
+
 #[test]
 fn runtime_errors_carry_original_positions() {
     let run = ts(

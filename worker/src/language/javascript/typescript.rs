@@ -22,6 +22,11 @@
 //! 6. oxc's code generator prints the program, with a source map, inside
 //!    `(async function () {` … `})()`, so `await` and `return` work. The map
 //!    ([`PositionMap`]) turns engine positions back into positions in the agent's code.
+//!    A program that needs no rewrite but step 5's is not printed again: its own text goes
+//!    inside the wrapper with `return (` … `)` spliced around its completion value
+//!    ([`splice`]), and positions map back by arithmetic. In a worker that has just woken
+//!    this skips about a third of the pipeline; which programs qualify, and why the others
+//!    do not, is at [`splice`].
 //!
 //! Columns are 1-based and count UTF-16 code units (as editors and source maps do).
 
@@ -81,14 +86,77 @@ pub(super) fn prepare_program_transforming(
     prepare(code, language, Transform::Always)
 }
 
-/// Whether [`prepare`] runs oxc's transformer on a TypeScript program.
+/// [`prepare_program`] that never splices ([`splice`]): the code generator prints every
+/// program, for tests of what it prints and for comparing the two.
+#[cfg(test)]
+pub(super) fn prepare_program_generated(
+    code: &str,
+    language: Language,
+) -> Result<PreparedProgram, ExecError> {
+    prepare(code, language, Transform::Generate)
+}
+
+/// `script` parsed and printed again without parentheses or comments: a spliced script and
+/// the code generator's for the same program must come out the same (tests and the fuzz
+/// target check it).
+#[cfg(test)]
+pub(super) fn normalised(script: &str) -> String {
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, script, SourceType::mjs())
+        .with_options(ParseOptions {
+            preserve_parens: false,
+            parse_regular_expression: true,
+            ..ParseOptions::default()
+        })
+        .parse();
+    assert!(
+        parsed.diagnostics.is_empty(),
+        "{script}: {:?}",
+        parsed.diagnostics
+    );
+    /// Forgets which functions were in parentheses (a hint for V8 the printer keeps).
+    struct NoPife;
+    impl<'a> oxc::ast_visit::VisitMut<'a> for NoPife {
+        fn visit_function(
+            &mut self,
+            it: &mut oxc::ast::ast::Function<'a>,
+            flags: oxc::semantic::ScopeFlags,
+        ) {
+            it.pife = false;
+            oxc::ast_visit::walk_mut::walk_function(self, it, flags);
+        }
+        fn visit_arrow_function_expression(
+            &mut self,
+            it: &mut oxc::ast::ast::ArrowFunctionExpression<'a>,
+        ) {
+            it.pife = false;
+            oxc::ast_visit::walk_mut::walk_arrow_function_expression(self, it);
+        }
+    }
+    let mut program = parsed.program;
+    oxc::ast_visit::VisitMut::visit_program(&mut NoPife, &mut program);
+    Codegen::new()
+        .with_options(CodegenOptions {
+            comments: CommentOptions::disabled(),
+            ..CodegenOptions::default()
+        })
+        .build(&program)
+        .code
+}
+
+/// Whether [`prepare`] runs oxc's transformer on a TypeScript program, and whether it may
+/// splice instead of printing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Transform {
     /// Only when the program has TypeScript syntax ([`Scan::typescript`]): one that has
     /// none is already JavaScript, and the transformer would print it unchanged (the fuzz
-    /// target checks that) at about half the pipeline's cost in a fresh worker.
+    /// target checks that) at about half the pipeline's cost in a fresh worker. A program
+    /// the transformer is not run for is spliced when it can be ([`splice`]).
     WhenNeeded,
-    /// Always (tests compare the two).
+    /// As `WhenNeeded`, but always printed by the code generator (tests compare the two).
+    #[cfg(test)]
+    Generate,
+    /// The transformer always, and the code generator (tests compare the two).
     #[cfg(test)]
     Always,
 }
@@ -142,10 +210,13 @@ fn prepare(
         ));
     }
 
+    let may_splice = transform == Transform::WhenNeeded;
     // Only a TypeScript program is looked at: JavaScript never goes through the transformer.
     let transform = language == Language::TypeScript
         && match transform {
             Transform::WhenNeeded => scan.typescript,
+            #[cfg(test)]
+            Transform::Generate => scan.typescript,
             #[cfg(test)]
             Transform::Always => true,
         };
@@ -162,6 +233,14 @@ fn prepare(
         }
     } else {
         drop(semantic);
+        if may_splice && let Some(spliced) = splice(code, &program, &lines) {
+            return Ok(PreparedProgram {
+                script: spliced.script,
+                filename,
+                positions: spliced.positions,
+                tool_references,
+            });
+        }
     }
 
     // Erase what is left of type-only imports/exports (the transformer removes them for
@@ -553,6 +632,121 @@ fn module_declaration(statement: &Statement<'_>) -> Option<(oxc::span::Span, boo
         s if s.is_module_declaration() => (oxc::span::GetSpan::span(s), false),
         _ => return None,
     })
+}
+
+/// A program spliced into the wrapper ([`splice`]).
+struct Spliced {
+    script: String,
+    positions: PositionMap,
+}
+
+/// What is spliced before a completion value, and after it.
+const RETURN_OPEN: &str = "return (";
+const RETURN_CLOSE: &str = ")";
+
+/// The script for a program the transformer was not run for, made of the program's own text:
+/// the wrapper around it and `return (` … `)` around its completion value (the expressions
+/// [`return_last_expression`] would turn into `return`s), so the code generator need not
+/// print it again. `None` when the program's text cannot go to the engine as it is, and the
+/// code generator prints it:
+/// - a hashbang line, or a type-only `import`/`export` (which the code generator drops);
+/// - a program that is only a directive (its value is returned by a statement added after
+///   it);
+/// - `<!--` or `-->` anywhere: in a module (which oxc parsed) they are operators, in the
+///   script the engine evaluates (Annex B) they may start a comment;
+/// - a carriage return, U+2028 or U+2029: oxc counts them as line ends and the engine does
+///   not, and the positions below count lines by `\n` alone.
+///
+/// What the engine then reports is in the agent's own text, one line down (the wrapper's
+/// first line), with bytes for columns: [`PositionMap`] takes the spliced text back out and
+/// counts UTF-16 code units.
+fn splice(code: &str, program: &Program<'_>, lines: &LineIndex<'_>) -> Option<Spliced> {
+    if program.hashbang.is_some()
+        || program.body.iter().any(Statement::is_module_declaration)
+        || code.contains("<!--")
+        || code.contains("-->")
+        || code.contains(['\r', '\u{2028}', '\u{2029}'])
+    {
+        return None;
+    }
+    let mut values = Vec::new();
+    match program.body.iter().rposition(|s| {
+        !matches!(
+            s,
+            Statement::FunctionDeclaration(_) | Statement::EmptyStatement(_)
+        )
+    }) {
+        Some(i) => completion_values(&program.body[i], &mut values),
+        None if !program.directives.is_empty() => return None,
+        None => {}
+    }
+    // (offset in `code`, text), in the order they go into the script: a value's closing
+    // before anything that starts at the same offset (it cannot, but the order is defined).
+    let mut inserts: Vec<(u32, &'static str)> = Vec::with_capacity(values.len() * 2);
+    for span in values {
+        inserts.push((span.start, RETURN_OPEN));
+        inserts.push((span.end, RETURN_CLOSE));
+    }
+    inserts.sort_by_key(|&(at, text)| (at, text == RETURN_OPEN));
+    let mut script = String::with_capacity(
+        WRAPPER_PREFIX.len()
+            + code.len()
+            + inserts.len() * RETURN_OPEN.len()
+            + WRAPPER_SUFFIX.len(),
+    );
+    script.push_str(WRAPPER_PREFIX);
+    let mut from = 0;
+    for &(at, text) in &inserts {
+        script.push_str(code.get(from..at as usize)?);
+        script.push_str(text);
+        from = at as usize;
+    }
+    script.push_str(code.get(from..)?);
+    script.push_str(WRAPPER_SUFFIX);
+    Some(Spliced {
+        script,
+        positions: PositionMap::spliced(
+            code,
+            lines.starts.clone(),
+            inserts
+                .iter()
+                .map(|&(at, text)| (at, text.len() as u32))
+                .collect(),
+        ),
+    })
+}
+
+/// The spans of the expressions [`return_completion`] would return, for [`splice`].
+/// Recursion depth is bounded by [`check_nesting`].
+fn completion_values(statement: &Statement<'_>, values: &mut Vec<oxc::span::Span>) {
+    match statement {
+        Statement::ExpressionStatement(stmt) => {
+            values.push(oxc::span::GetSpan::span(&stmt.expression));
+        }
+        Statement::BlockStatement(block) => {
+            if let Some(last) = block.body.last() {
+                completion_values(last, values);
+            }
+        }
+        Statement::IfStatement(stmt) => {
+            completion_values(&stmt.consequent, values);
+            if let Some(alternate) = &stmt.alternate {
+                completion_values(alternate, values);
+            }
+        }
+        Statement::TryStatement(stmt) => {
+            if let Some(last) = stmt.block.body.last() {
+                completion_values(last, values);
+            }
+            if let Some(handler) = &stmt.handler
+                && let Some(last) = handler.body.body.last()
+            {
+                completion_values(last, values);
+            }
+        }
+        Statement::LabeledStatement(stmt) => completion_values(&stmt.body, values),
+        _ => {}
+    }
 }
 
 /// Makes the program's completion value its return value.
@@ -1163,22 +1357,27 @@ impl<'s> LineIndex<'s> {
 
     /// 1-based (line, column) of a byte offset; offsets past the end clamp to the end.
     pub fn position(&self, offset: u32) -> (u32, u32) {
-        let offset = offset.min(self.text.len() as u32);
-        let line = self.starts.partition_point(|&s| s <= offset).max(1) - 1;
-        let start = self.starts[line] as usize;
-        let mut end = offset as usize;
-        while end > start && !self.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let column = self.text[start..end].encode_utf16().count();
-        (line as u32 + 1, column as u32 + 1)
+        position_in(self.text, &self.starts, offset)
     }
+}
+
+/// [`LineIndex::position`] of `text`, whose lines start at `starts`.
+fn position_in(text: &str, starts: &[u32], offset: u32) -> (u32, u32) {
+    let offset = offset.min(text.len() as u32);
+    let line = starts.partition_point(|&s| s <= offset).max(1) - 1;
+    let start = starts.get(line).map_or(0, |&s| s as usize);
+    let mut end = offset as usize;
+    while end > start && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let column = text.get(start..end).map_or(0, |t| t.encode_utf16().count());
+    (line as u32 + 1, column as u32 + 1)
 }
 
 /// Maps (line, column) positions in the evaluated script back to the agent's code.
 ///
 /// Built from the code generator's source map; stores, per generated line, the mappings
-/// sorted by column.
+/// sorted by column. For a spliced program ([`splice`]), from its text instead.
 #[derive(Debug, Default)]
 pub struct PositionMap {
     /// Index into `mappings` of the first mapping of each generated line; one more entry than
@@ -1186,9 +1385,80 @@ pub struct PositionMap {
     line_starts: Vec<u32>,
     /// (generated column, original line, original column), all 0-based.
     mappings: Vec<[u32; 3]>,
+    /// A spliced program's text and what was spliced into it (the mappings are then empty).
+    spliced: Option<SplicedPositions>,
+}
+
+/// The positions of a spliced program: its script is its own text with `return (` … `)`
+/// spliced in, one line down.
+#[derive(Debug)]
+struct SplicedPositions {
+    /// The agent's code.
+    code: String,
+    /// Byte offset at which each of its lines starts ([`LineIndex`]).
+    starts: Vec<u32>,
+    /// What was spliced in: (byte offset in `code`, length), in the script's order.
+    inserts: Vec<(u32, u32)>,
+}
+
+impl SplicedPositions {
+    /// [`PositionMap::original`]: the engine's column counts bytes of the script's line.
+    fn original(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        let index = line.checked_sub(WRAPPER_LINES_BEFORE + 1)? as usize;
+        let line_start = *self.starts.get(index)?;
+        let code_len = u32::try_from(self.code.len()).unwrap_or(u32::MAX);
+        // The line's last byte (its `\n`), or the end of the code.
+        let line_end = self
+            .starts
+            .get(index + 1)
+            .map_or(code_len, |&next| next.saturating_sub(1));
+        // Spliced text never holds a line end, so the script's line is the code's, shifted
+        // by what was spliced in before it.
+        let before: u32 = self
+            .inserts
+            .iter()
+            .take_while(|&&(at, _)| at < line_start)
+            .map(|&(_, len)| len)
+            .sum();
+        let in_script = line_start
+            .saturating_add(before)
+            .saturating_add(column.saturating_sub(1));
+        // Back to the code: take out what was spliced in before the position; a position in
+        // spliced text is where it was spliced in.
+        let mut spliced = 0u32;
+        let mut offset = None;
+        for &(at, len) in &self.inserts {
+            let start = at.saturating_add(spliced);
+            if in_script < start {
+                break;
+            }
+            if in_script < start.saturating_add(len) {
+                offset = Some(at);
+                break;
+            }
+            spliced = spliced.saturating_add(len);
+        }
+        let offset = offset
+            .unwrap_or(in_script.saturating_sub(spliced))
+            .min(line_end)
+            .max(line_start);
+        Some(position_in(&self.code, &self.starts, offset))
+    }
 }
 
 impl PositionMap {
+    /// The map of a spliced program ([`splice`]).
+    fn spliced(code: &str, starts: Vec<u32>, inserts: Vec<(u32, u32)>) -> Self {
+        PositionMap {
+            spliced: Some(SplicedPositions {
+                code: code.to_owned(),
+                starts,
+                inserts,
+            }),
+            ..PositionMap::default()
+        }
+    }
+
     fn from_tokens(tokens: impl Iterator<Item = [u32; 4]>) -> Self {
         let mut line_starts = Vec::new();
         let mut mappings = Vec::new();
@@ -1209,6 +1479,7 @@ impl PositionMap {
         PositionMap {
             line_starts,
             mappings,
+            spliced: None,
         }
     }
 
@@ -1222,6 +1493,9 @@ impl PositionMap {
     /// Maps a 1-based (line, column) in the evaluated script to a 1-based (line, column) in
     /// the agent's code. `None` for positions in the wrapper around the program.
     pub fn original(&self, line: u32, column: u32) -> Option<(u32, u32)> {
+        if let Some(spliced) = &self.spliced {
+            return spliced.original(line, column);
+        }
         let generated_line = line.checked_sub(WRAPPER_LINES_BEFORE + 1)? as usize;
         let line_count = self.line_starts.len().saturating_sub(1);
         if generated_line >= line_count {
@@ -1374,7 +1648,7 @@ mod tests {
         ] {
             assert!(typescript_syntax(code), "{code}");
             // Any that prepares at all comes out without TypeScript in it.
-            if let Ok(p) = prepare_program(code, Language::TypeScript) {
+            if let Ok(p) = prepare_program_generated(code, Language::TypeScript) {
                 let forced = prepare_program_transforming(code, Language::TypeScript)
                     .expect("transforming prepares too");
                 assert_eq!(p.script, forced.script, "{code}");
@@ -1416,15 +1690,143 @@ mod tests {
         }
     }
 
+    /// The program as a worker prepares it, which must have been spliced.
+    fn spliced(code: &str, language: Language) -> PreparedProgram {
+        match prepare_program(code, language) {
+            Ok(p) => {
+                assert!(p.positions.spliced.is_some(), "{code:?} was not spliced");
+                p
+            }
+            Err(e) => panic!("prepare failed: {e:?}"),
+        }
+    }
+
+    #[test]
+    fn a_program_that_needs_no_printing_is_spliced_and_means_the_same() {
+        for code in [
+            "1 + 1",
+            "1 + 1 // done",
+            "/* a */ 42 /* b */;",
+            "",
+            "const a = 1; a",
+            "let a = 1;",
+            "({ a: 1 })",
+            "x = 1, 2",
+            "try { f(); 1 } catch (e) { 2 } finally { 3 }",
+            "if (a) { b } else if (c) d; else { e; let z = 1 }",
+            "if (a) b\nelse c",
+            "l: { x }",
+            "for (;;) { x }",
+            "f();\nfunction f() {}",
+            "x; const y = g();",
+            "if (x) return 1;\nconst y = await f();\ny",
+            "return await tools.a.b({})",
+            "const s = 'é€😀'; s.length",
+            "a\n;",
+            "(function () { return 1 })()",
+            "async () => 1",
+            "class A { #x = 1; static { this.t = 3 } }\nnew A()",
+            "label: for (;;) { break label }",
+            "`a${1}b`; /[\\p{L}]/u.test('x')",
+            "a < b > c",
+            "x--\n>y",
+        ] {
+            for language in [Language::JavaScript, Language::TypeScript] {
+                let fast = spliced(code, language);
+                let printed = prepare_program_generated(code, language).expect("prints too");
+                assert!(printed.positions.spliced.is_none());
+                assert_eq!(
+                    normalised(&fast.script),
+                    normalised(&printed.script),
+                    "{code:?}: {}",
+                    fast.script
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_spliced_script_is_the_agents_text() {
+        assert_eq!(
+            spliced("1 + 1", Language::JavaScript).script,
+            "(async function () {\nreturn (1 + 1)\n})()"
+        );
+        assert_eq!(
+            spliced(
+                "const a = 1;\nif (a) { a } else a + 1; // done",
+                Language::TypeScript
+            )
+            .script,
+            "(async function () {\nconst a = 1;\nif (a) { return (a) } else return (a + 1); // done\n})()"
+        );
+        assert_eq!(
+            spliced("let a = 1;", Language::JavaScript).script,
+            "(async function () {\nlet a = 1;\n})()"
+        );
+    }
+
+    #[test]
+    fn what_cannot_go_to_the_engine_as_it_is_is_printed() {
+        for (code, language) in [
+            ("#!/usr/bin/env node\n42", Language::JavaScript),
+            ("\"use strict\"", Language::JavaScript),
+            ("import type { A } from 'a';\n1", Language::TypeScript),
+            ("export type { A } from 'a';\n1", Language::TypeScript),
+            ("a <!--b", Language::JavaScript),
+            ("a-->b", Language::JavaScript),
+            ("1 +\r\n1", Language::JavaScript),
+            ("1 +\r1", Language::JavaScript),
+            ("1 +\u{2028}1", Language::JavaScript),
+            ("'\u{2029}'", Language::JavaScript),
+            ("const a: number = 1; a", Language::TypeScript),
+        ] {
+            let p = prepare_program(code, language).expect("prepares");
+            assert!(p.positions.spliced.is_none(), "{code:?} was spliced");
+            let printed = prepare_program_generated(code, language).expect("prints");
+            assert_eq!(p.script, printed.script, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn spliced_positions_map_back_in_utf16_columns() {
+        let code = "const s = 'é€😀'; const t = null;\n  t.x + s";
+        let p = spliced(code, Language::JavaScript);
+        // The engine counts bytes; the agent's editor counts UTF-16 code units.
+        let (l, c) = script_position(&p.script, "const t");
+        assert_eq!(p.positions.original(l, c), Some((1, 19)));
+        // After `return (` on the same line.
+        let (l, c) = script_position(&p.script, "t.x");
+        assert_eq!(p.positions.original(l, c), Some((2, 3)));
+        let (l, c) = script_position(&p.script, "s)");
+        assert_eq!(p.positions.original(l, c), Some((2, 9)));
+        // In the spliced `return (`: where it was spliced in.
+        let (l, c) = script_position(&p.script, "return (");
+        assert_eq!(p.positions.original(l, c + 3), Some((2, 3)));
+        // Past the end of a line: its end, not a later line.
+        assert_eq!(p.positions.original(2, u32::MAX), Some((1, 34)));
+        assert_eq!(p.positions.original(3, u32::MAX), Some((2, 10)));
+        // The wrapper's lines are not the program's.
+        assert_eq!(p.positions.original(1, 1), None);
+        assert_eq!(p.positions.original(4, 1), None);
+        assert_eq!(p.positions.original(0, 1), None);
+        let stack = "Error\n    at f (program.js:3:3)\n    at <anonymous> (program.js:1:1)\n";
+        assert_eq!(
+            p.positions.map_stack(stack, "program.js"),
+            "Error\n    at f (program.js:2:3)\n"
+        );
+    }
+
+    /// The program as the code generator prints it (these tests are about what it prints;
+    /// [`spliced`] is the program as a worker prepares it when that needs no printing).
     fn ts(code: &str) -> PreparedProgram {
-        match prepare_program(code, Language::TypeScript) {
+        match prepare_program_generated(code, Language::TypeScript) {
             Ok(p) => p,
             Err(e) => panic!("prepare failed: {e:?}"),
         }
     }
 
     fn js(code: &str) -> PreparedProgram {
-        match prepare_program(code, Language::JavaScript) {
+        match prepare_program_generated(code, Language::JavaScript) {
             Ok(p) => p,
             Err(e) => panic!("prepare failed: {e:?}"),
         }
