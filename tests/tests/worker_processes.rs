@@ -294,12 +294,9 @@ async fn worker_start_exec_starts_no_zygote() {
     d.stop().await;
 }
 
-/// A pooled worker killed while it waits: the request that wakes it (`StayAwake`) finds it
-/// dead, drops it instead of handing it the program, and still runs; the pool refills and
-/// the next execution takes a pre-started worker again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
-    let _serial = serial().await;
+/// A daemon with a pool of one whose pre-started worker was killed while it waited, and is
+/// gone; the pool has not noticed.
+async fn its_one_pooled_worker_killed() -> TestDaemon {
     let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
     d.wait_for_idle_workers(1).await;
     let idle = worker_children(std::process::id());
@@ -308,6 +305,16 @@ async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
     assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
     assert!(wait_until(5, || !worker_children(std::process::id())
         .contains(&idle[0])));
+    d
+}
+
+/// A pooled worker killed while it waits: the request that wakes it (`StayAwake`) finds it
+/// dead, drops it instead of handing it the program, and still runs; the pool refills and
+/// the next execution takes a pre-started worker again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
+    let _serial = serial().await;
+    let d = its_one_pooled_worker_killed().await;
     let r = d.exec("1 + 1").await;
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);
     assert_eq!(r.result, json!(2));
@@ -411,14 +418,7 @@ async fn an_execution_waiting_for_a_slot_takes_no_worker() {
 async fn an_execution_requests_first_bytes_wake_the_next_worker() {
     use tokio::io::AsyncWriteExt;
     let _serial = serial().await;
-    let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
-    d.wait_for_idle_workers(1).await;
-    let idle = worker_children(std::process::id());
-    assert_eq!(idle.len(), 1, "{idle:?}");
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
-    assert!(wait_until(5, || !worker_children(std::process::id())
-        .contains(&idle[0])));
+    let d = its_one_pooled_worker_killed().await;
     // Nothing replaces it while no request comes.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(worker_children(std::process::id()).is_empty());
