@@ -27,6 +27,7 @@ fn fuzz() -> Fuzz {
         "namespace N { export const x = 1; }\n",
         "declare module \"m\" { }\n",
         "declare global { }\n",
+        "export declare global { }\n",
         "abstract class A<T> implements I { private x!: T; constructor(public y: number) { super(); } }\n",
         "import type { T } from \"./t\";\n",
         "export type { T };\n",

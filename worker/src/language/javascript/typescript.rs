@@ -222,6 +222,13 @@ fn prepare(
         };
     if transform {
         let scoping = semantic.semantic.into_scoping();
+        // `export declare global { … }` is type-only, and erased below with the rest; oxc's
+        // transformer assumes a global augmentation is never exported (a debug assertion), so
+        // it goes before the transformer sees it.
+        program.body.retain(|s| {
+            !matches!(s, Statement::ExportDeclaration(d)
+                if matches!(d.declaration, Declaration::TSGlobalDeclaration(_)))
+        });
         let transform_options = TransformOptions::default();
         let transformed = Transformer::new(&allocator, Path::new(filename), &transform_options)
             .build_with_scoping(scoping, &mut program);
@@ -2174,6 +2181,20 @@ first<Id>([1, 2]) as number
     fn strict_mode_is_enforced() {
         syntax("with (a) {}", Language::JavaScript);
         syntax("var x = 010;", Language::JavaScript);
+    }
+
+    /// Found by the fuzz target (eleventh session): `export declare global` parses, and oxc's
+    /// transformer asserts (in builds with debug assertions) that a global augmentation is
+    /// never exported.
+    #[test]
+    fn an_exported_global_augmentation_is_erased() {
+        assert_eq!(body(&ts("export declare global { }\n1")), "return 1;");
+        assert_eq!(
+            body(&ts(
+                "import type { T } from './t';\nexport declare global { }\ndeclare global { }\nconst a: T = 1; a"
+            )),
+            "const a = 1; return a;"
+        );
     }
 
     #[test]
