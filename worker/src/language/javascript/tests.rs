@@ -2620,3 +2620,65 @@ fn overlapping_calls_of_a_tool_are_not_explained() {
         )
     );
 }
+
+/// Early errors (ECMAScript's static semantics) are refused as syntax errors at their line.
+/// oxc's semantic checks find them before the engine; the engine refuses every one of these
+/// too (checked with oxc's checks switched off, eleventh session), which is what a program
+/// left unchecked would meet.
+#[test]
+fn early_errors_are_syntax_errors() {
+    for code in [
+        "let a = 1;\nlet a = 2;",
+        "const a = 1;\nvar a = 2;",
+        "let x;\n{ var x; }",
+        "function f(a, a) {}",
+        "l: l: 1;",
+        "while (1) { continue m; }",
+        "x: { break y; }",
+        "let y = 1;\ndelete y;",
+        "var eval = 1;",
+        "arguments = 1;",
+        "var x = 010;",
+        "'\\01'",
+        "with (a) {}",
+        "class A { constructor() {} constructor() {} }",
+        "class A { #x; #x; }",
+        "class A { m() { return this.#y } }",
+        "({ __proto__: 1, __proto__: 2 })",
+        "function f() { super.x }",
+        "class A { constructor() { super() } }",
+        "let let = 1;",
+        "function f(a = 1) { 'use strict' }",
+        "var yield = 1;",
+        "var static = 1;",
+        "function* g() { function* h(x = yield) {} }",
+        "async function f() { var await; }",
+        "/a/gg",
+        "for (let x of [], []) {}",
+        "1 = 2",
+        "++1",
+        "a?.b = 1",
+        "for (const x in {}) { let x; let x; }",
+        "try {} catch (e) { let e; }",
+        "new.target",
+        "label: function* g() {}",
+        "if (1) function f() {}",
+        "(a, a) => 1",
+        "({ a }) = 1",
+        "class A extends B { x = super() }",
+        "0++",
+        "`${a}`++",
+    ] {
+        let run = js(code);
+        let e = run.error();
+        assert_eq!(e.kind, ErrorKind::Syntax, "{code:?}: {e:?}");
+        assert!(e.line.is_some(), "{code:?}: {e:?}");
+    }
+    // In oxc's words, at oxc's position.
+    let e = js("let a = 1;\nlet a = 2;").error().clone();
+    assert_eq!((e.line, e.column), (Some(2), Some(5)), "{e:?}");
+    assert_eq!(
+        e.message,
+        "Identifier `a` has already been declared; `a` has already been declared here: line 1, column 5"
+    );
+}

@@ -14,8 +14,8 @@
 //!    which the engine does not have;
 //! 4. TypeScript only, and only when the program has TypeScript syntax (one that has none is
 //!    JavaScript already and comes out the same): oxc's transformer strips types (and lowers
-//!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript (ES2023 and later features
-//!    such as `using` and the regex `v` flag);
+//!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript
+//!    (ES2023 and later features such as `using` and the regex `v` flag);
 //! 5. the program's completion value becomes its return value: a final expression statement
 //!    becomes `return (<expr>);`, also inside a final block, `if`/`else`, `try`/`catch` or
 //!    labelled statement;
@@ -67,6 +67,14 @@ pub struct PreparedProgram {
     /// The literal tool calls the supervisor's contract check judges before the program runs
     /// (`None`: nothing to judge).
     pub tool_references: Option<ToolReferences>,
+}
+
+#[cfg(test)]
+impl PreparedProgram {
+    /// Whether the program was spliced into the wrapper ([`splice`]) rather than printed.
+    pub fn spliced(&self) -> bool {
+        self.positions.spliced.is_some()
+    }
 }
 
 /// Parses, checks and rewrites `code` into a [`PreparedProgram`].
