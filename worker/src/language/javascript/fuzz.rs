@@ -2,11 +2,13 @@
 //!
 //! Each input is prepared as TypeScript and as JavaScript by [`prepare_program`] (nesting
 //! guard, oxc's parser and semantic checks, the tool-reference scan, type stripping, the
-//! completion rewrite, code generation) on an 8 MiB stack, the worker's main thread's, which
-//! the guard's limits are measured against.
+//! completion rewrite, code generation or the splice) on an 8 MiB stack, the worker's main
+//! thread's, which the guard's limits are measured against.
 //! Beyond "no panic" and "no stack overflow": the script made from an accepted program parses
-//! again as JavaScript, with no early error, and is the same whether or not the transformer was skipped for it, its positions map back into the program, and a refused program's
-//! error is a syntax error located inside it.
+//! again as JavaScript, with no early error; a spliced one means what the code generator's
+//! print of it means; it is the same whether or not the transformer was skipped for it; its
+//! positions map back into the program; and a refused program's error is a syntax error
+//! located inside it.
 
 use super::typescript::{
     normalised, prepare_program, prepare_program_generated, prepare_program_transforming,
@@ -95,17 +97,18 @@ fn check(code: &str, language: Language) -> Outcome {
             // A program spliced into the wrapper must mean what the code generator's print
             // of it means. (Only a spliced one is prepared differently by the two; each
             // preparation is a parse, and the parser takes long on some inputs.)
+            let generated;
             let printed = if prepared.spliced() {
-                let printed = prepare_program_generated(code, language)
+                generated = prepare_program_generated(code, language)
                     .expect("the program prepares through the code generator too");
                 assert_eq!(
                     normalised(&prepared.script),
-                    normalised(&printed.script),
+                    normalised(&generated.script),
                     "the spliced script differs from the printed one"
                 );
-                printed.script
+                &generated.script
             } else {
-                prepared.script.clone()
+                &prepared.script
             };
             // A TypeScript program the transformer was skipped for (no TypeScript syntax)
             // must come out exactly as it would have through the transformer.
@@ -113,7 +116,7 @@ fn check(code: &str, language: Language) -> Outcome {
                 let transformed = prepare_program_transforming(code, language)
                     .expect("the program prepares with the transformer too");
                 assert_eq!(
-                    printed, transformed.script,
+                    *printed, transformed.script,
                     "skipping the transformer changed the script"
                 );
             }

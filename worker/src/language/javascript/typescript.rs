@@ -248,7 +248,7 @@ fn prepare(
         }
     } else {
         drop(semantic);
-        if may_splice && let Some(spliced) = splice(code, &program, &lines) {
+        if may_splice && let Some(spliced) = splice(code, &mut program, &lines) {
             return Ok(PreparedProgram {
                 script: spliced.script,
                 filename,
@@ -661,7 +661,7 @@ const RETURN_CLOSE: &str = ")";
 
 /// The script for a program the transformer was not run for, made of the program's own text:
 /// the wrapper around it and `return (` … `)` around its completion value (the expressions
-/// [`return_last_expression`] would turn into `return`s), so the code generator need not
+/// [`return_last_expression`] turns into `return`s), so the code generator need not
 /// print it again. `None` when the program's text cannot go to the engine as it is, and the
 /// code generator prints it:
 /// - a hashbang line, or a type-only `import`/`export` (which the code generator drops);
@@ -675,7 +675,11 @@ const RETURN_CLOSE: &str = ")";
 /// What the engine then reports is in the agent's own text, one line down (the wrapper's
 /// first line), with bytes for columns: [`PositionMap`] takes the spliced text back out and
 /// counts UTF-16 code units.
-fn splice(code: &str, program: &Program<'_>, lines: &LineIndex<'_>) -> Option<Spliced> {
+///
+/// It takes the program mutably only because the walk it shares with
+/// [`return_last_expression`] ([`for_each_completion`]) is the one that rewrites; it changes
+/// nothing.
+fn splice(code: &str, program: &mut Program<'_>, lines: &LineIndex<'_>) -> Option<Spliced> {
     if program.hashbang.is_some()
         || program.body.iter().any(Statement::is_module_declaration)
         || code.contains("<!--")
@@ -685,13 +689,12 @@ fn splice(code: &str, program: &Program<'_>, lines: &LineIndex<'_>) -> Option<Sp
         return None;
     }
     let mut values = Vec::new();
-    match program.body.iter().rposition(|s| {
-        !matches!(
-            s,
-            Statement::FunctionDeclaration(_) | Statement::EmptyStatement(_)
-        )
-    }) {
-        Some(i) => completion_values(&program.body[i], &mut values),
+    match last_statement(&program.body) {
+        Some(i) => for_each_completion(&mut program.body[i], &mut |statement| {
+            if let Statement::ExpressionStatement(stmt) = statement {
+                values.push(oxc::span::GetSpan::span(&stmt.expression));
+            }
+        }),
         None if !program.directives.is_empty() => return None,
         None => {}
     }
@@ -731,56 +734,21 @@ fn splice(code: &str, program: &Program<'_>, lines: &LineIndex<'_>) -> Option<Sp
     })
 }
 
-/// The spans of the expressions [`return_completion`] would return, for [`splice`].
-/// Recursion depth is bounded by [`check_nesting`].
-fn completion_values(statement: &Statement<'_>, values: &mut Vec<oxc::span::Span>) {
-    match statement {
-        Statement::ExpressionStatement(stmt) => {
-            values.push(oxc::span::GetSpan::span(&stmt.expression));
-        }
-        Statement::BlockStatement(block) => {
-            if let Some(last) = block.body.last() {
-                completion_values(last, values);
-            }
-        }
-        Statement::IfStatement(stmt) => {
-            completion_values(&stmt.consequent, values);
-            if let Some(alternate) = &stmt.alternate {
-                completion_values(alternate, values);
-            }
-        }
-        Statement::TryStatement(stmt) => {
-            if let Some(last) = stmt.block.body.last() {
-                completion_values(last, values);
-            }
-            if let Some(handler) = &stmt.handler
-                && let Some(last) = handler.body.body.last()
-            {
-                completion_values(last, values);
-            }
-        }
-        Statement::LabeledStatement(stmt) => completion_values(&stmt.body, values),
-        _ => {}
-    }
-}
-
 /// Makes the program's completion value its return value.
 ///
-/// The last statement that does something (trailing function declarations and empty
-/// statements are skipped: they have no value and no effect) is rewritten by
-/// [`return_completion`]: an expression statement becomes `return (<expr>);`, and blocks,
-/// `if`/`else`, `try`/`catch` and labelled statements pass the rewrite on to their own last
-/// statements, as JavaScript's completion values do. A program that is only a directive
-/// (`"hello"`) returns that string.
+/// In the last statement that does something ([`last_statement`]), each expression statement
+/// that gives its completion value ([`for_each_completion`]) becomes `return (<expr>);`. A
+/// program that is only a directive (`"hello"`) returns that string.
 fn return_last_expression<'a>(program: &mut oxc::ast::ast::Program<'a>, builder: &AstBuilder<'a>) {
-    let last = program.body.iter().rposition(|s| {
-        !matches!(
-            s,
-            Statement::FunctionDeclaration(_) | Statement::EmptyStatement(_)
-        )
-    });
-    if let Some(i) = last {
-        return_completion(&mut program.body[i], builder);
+    if let Some(i) = last_statement(&program.body) {
+        for_each_completion(&mut program.body[i], &mut |statement| {
+            let taken = oxc::allocator::TakeIn::take_in(statement, builder);
+            if let Statement::ExpressionStatement(stmt) = taken {
+                let stmt = stmt.unbox();
+                *statement =
+                    Statement::new_return_statement(stmt.span, Some(stmt.expression), builder);
+            }
+        });
     } else if let Some(directive) = program.directives.last() {
         let literal = oxc::ast::ast::Expression::new_string_literal(
             directive.span,
@@ -796,39 +764,49 @@ fn return_last_expression<'a>(program: &mut oxc::ast::ast::Program<'a>, builder:
     }
 }
 
-/// See [`return_last_expression`]. Recursion depth is bounded by [`check_nesting`].
-fn return_completion<'a>(statement: &mut Statement<'a>, builder: &AstBuilder<'a>) {
+/// The index of the program's last statement that does something: trailing function
+/// declarations and empty statements have no value and no effect, so the completion value is
+/// that statement's.
+fn last_statement(body: &[Statement<'_>]) -> Option<usize> {
+    body.iter().rposition(|s| {
+        !matches!(
+            s,
+            Statement::FunctionDeclaration(_) | Statement::EmptyStatement(_)
+        )
+    })
+}
+
+/// Calls `f` on each expression statement that gives `statement`'s completion value: the
+/// statement itself, or, as JavaScript's completion values go, the last statement of a block,
+/// both branches of an `if`/`else`, the last statements of a `try` and its `catch`, and a
+/// labelled statement's body. Shared by the rewrite ([`return_last_expression`]) and the
+/// splice ([`splice`]), so both return the same values. Recursion depth is bounded by
+/// [`check_nesting`].
+fn for_each_completion<'a>(statement: &mut Statement<'a>, f: &mut impl FnMut(&mut Statement<'a>)) {
     match statement {
-        Statement::ExpressionStatement(_) => {
-            let taken = oxc::allocator::TakeIn::take_in(statement, builder);
-            if let Statement::ExpressionStatement(stmt) = taken {
-                let stmt = stmt.unbox();
-                *statement =
-                    Statement::new_return_statement(stmt.span, Some(stmt.expression), builder);
-            }
-        }
+        Statement::ExpressionStatement(_) => f(statement),
         Statement::BlockStatement(block) => {
             if let Some(last) = block.body.last_mut() {
-                return_completion(last, builder);
+                for_each_completion(last, f);
             }
         }
         Statement::IfStatement(stmt) => {
-            return_completion(&mut stmt.consequent, builder);
+            for_each_completion(&mut stmt.consequent, f);
             if let Some(alternate) = &mut stmt.alternate {
-                return_completion(alternate, builder);
+                for_each_completion(alternate, f);
             }
         }
         Statement::TryStatement(stmt) => {
             if let Some(last) = stmt.block.body.last_mut() {
-                return_completion(last, builder);
+                for_each_completion(last, f);
             }
             if let Some(handler) = &mut stmt.handler
                 && let Some(last) = handler.body.body.last_mut()
             {
-                return_completion(last, builder);
+                for_each_completion(last, f);
             }
         }
-        Statement::LabeledStatement(stmt) => return_completion(&mut stmt.body, builder),
+        Statement::LabeledStatement(stmt) => for_each_completion(&mut stmt.body, f),
         _ => {}
     }
 }
@@ -1709,7 +1687,7 @@ mod tests {
     fn spliced(code: &str, language: Language) -> PreparedProgram {
         match prepare_program(code, language) {
             Ok(p) => {
-                assert!(p.positions.spliced.is_some(), "{code:?} was not spliced");
+                assert!(p.spliced(), "{code:?} was not spliced");
                 p
             }
             Err(e) => panic!("prepare failed: {e:?}"),
@@ -1749,7 +1727,7 @@ mod tests {
             for language in [Language::JavaScript, Language::TypeScript] {
                 let fast = spliced(code, language);
                 let printed = prepare_program_generated(code, language).expect("prints too");
-                assert!(printed.positions.spliced.is_none());
+                assert!(!printed.spliced());
                 assert_eq!(
                     normalised(&fast.script),
                     normalised(&printed.script),
@@ -1796,7 +1774,7 @@ mod tests {
             ("const a: number = 1; a", Language::TypeScript),
         ] {
             let p = prepare_program(code, language).expect("prepares");
-            assert!(p.positions.spliced.is_none(), "{code:?} was spliced");
+            assert!(!p.spliced(), "{code:?} was spliced");
             let printed = prepare_program_generated(code, language).expect("prints");
             assert_eq!(p.script, printed.script, "{code:?}");
         }
