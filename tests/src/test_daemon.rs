@@ -245,12 +245,17 @@ impl TestDaemon {
             .await
     }
 
+    /// How many idle pool workers `/v1/health` reports now.
+    pub async fn idle_workers(&self) -> usize {
+        let (_, body) = self.client().await.get("/v1/health").await.expect("health");
+        let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
+        health["pool"]["idle"].as_u64().unwrap_or(0) as usize
+    }
+
     /// Waits until `/v1/health` reports at least `n` idle pool workers.
     pub async fn wait_for_idle_workers(&self, n: usize) {
         for _ in 0..500 {
-            let (_, body) = self.client().await.get("/v1/health").await.expect("health");
-            let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
-            if health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n {
+            if self.idle_workers().await >= n {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -375,23 +375,18 @@ async fn an_execution_waiting_for_a_slot_takes_no_worker() {
         .await,
     );
     d.wait_for_idle_workers(2).await;
-    let idle = |d: std::sync::Arc<TestDaemon>| async move {
-        let (_, body) = d.client().await.get("/v1/health").await.unwrap();
-        let health: serde_json::Value = serde_json::from_str(&body).unwrap();
-        health["pool"]["idle"].as_u64().unwrap()
-    };
     // The one slot, held until the deadline; its worker is replaced only once it ends.
     let busy = {
         let d = d.clone();
         tokio::spawn(async move { d.exec_timeout("while (true) {}", 1_500).await })
     };
     for _ in 0..100 {
-        if idle(d.clone()).await == 1 {
+        if d.idle_workers().await == 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(idle(d.clone()).await, 1);
+    assert_eq!(d.idle_workers().await, 1);
     let waiting = {
         let d = d.clone();
         tokio::spawn(async move { d.exec("1 + 1").await })
@@ -399,7 +394,7 @@ async fn an_execution_waiting_for_a_slot_takes_no_worker() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());
     assert_eq!(
-        idle(d.clone()).await,
+        d.idle_workers().await,
         1,
         "the waiting execution took the idle worker without a slot"
     );
