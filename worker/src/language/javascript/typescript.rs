@@ -444,7 +444,9 @@ fn is_typescript_node(ty: AstType) -> bool {
 ///
 /// The walk visits every node (as deep as the semantic checks' after it, which the nesting
 /// guard bounds), past a finding too, so that `typescript` is always the whole program's.
-struct Scan {
+struct Scan<'s> {
+    /// The program's text, for what the tree does not keep (how a name was spelled).
+    source: &'s str,
     /// Where the statements being visited now are.
     level: Level,
     /// The first thing found that a program cannot have.
@@ -453,9 +455,10 @@ struct Scan {
     typescript: bool,
 }
 
-impl Scan {
-    fn of(program: &Program<'_>) -> Scan {
+impl<'s> Scan<'s> {
+    fn of(program: &Program<'s>) -> Scan<'s> {
         let mut scan = Scan {
+            source: program.source_text,
             level: Level::Program,
             unsupported: None,
             typescript: false,
@@ -468,6 +471,49 @@ impl Scan {
     fn found(&mut self, span: oxc::span::Span, unsupported: Unsupported) {
         self.unsupported.get_or_insert((span, unsupported));
     }
+
+    /// Refuses a name spelled with a backslash that does not begin a Unicode escape. oxc's
+    /// lexer reports one, but in a TypeScript program a report made while the parser looks
+    /// ahead can be lost (`cons\ a: b << 1` parses with no diagnostic as the label `consa`),
+    /// and the code generator would then print a program the agent did not write.
+    fn check_name(&mut self, span: oxc::span::Span) {
+        let Some(text) = self.source.get(span.start as usize..span.end as usize) else {
+            return;
+        };
+        if let Some(at) = invalid_escape(text) {
+            // Where oxc's own report points: the character after the backslash.
+            let start = span.start + u32::try_from(at + 1).unwrap_or(0);
+            self.found(
+                oxc::span::Span::new(start, start + 1),
+                Unsupported::InvalidEscape,
+            );
+        }
+    }
+}
+
+/// Where in `name` (as written) a backslash does not begin `\uXXXX` or `\u{X…}`, if anywhere.
+fn invalid_escape(name: &str) -> Option<usize> {
+    let bytes = name.as_bytes();
+    let mut i = 0;
+    while let Some(offset) = bytes[i..].iter().position(|&b| b == b'\\') {
+        let at = i + offset;
+        let rest = &bytes[at + 1..];
+        let length = match rest {
+            [b'u', b'{', tail @ ..] => {
+                let digits = tail.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+                (digits > 0 && tail.get(digits) == Some(&b'}')).then_some(digits + 3)
+            }
+            [b'u', tail @ ..] if tail.len() >= 4 && tail[..4].iter().all(u8::is_ascii_hexdigit) => {
+                Some(5)
+            }
+            _ => None,
+        };
+        let Some(length) = length else {
+            return Some(at);
+        };
+        i = at + 1 + length;
+    }
+    None
 }
 
 /// What [`Scan`] refuses.
@@ -485,6 +531,8 @@ enum Unsupported {
     /// `import.meta`: oxc accepts it in a module, and a TypeScript program is parsed as one;
     /// the engine runs a script, where it does not parse.
     ImportMeta,
+    /// A backslash in a name that does not begin a Unicode escape ([`Scan::check_name`]).
+    InvalidEscape,
 }
 
 impl Unsupported {
@@ -511,6 +559,10 @@ impl Unsupported {
                 "decorators are not available: the engine does not run `@` decorators; call the \
                  decorator function on the class or method yourself instead"
             }
+            Unsupported::InvalidEscape => {
+                "Invalid Unicode escape sequence: a backslash in a name must begin `\\uXXXX` or \
+                 `\\u{X}`; remove it"
+            }
             Unsupported::ImportMeta => {
                 "`import.meta` is not available: a program is a script, not a module, and has \
                  no URL or module metadata; put what it needs in the program text, or get it \
@@ -530,10 +582,18 @@ enum Level {
     Nested,
 }
 
-impl<'a> Visit<'a> for Scan {
+impl<'a> Visit<'a> for Scan<'_> {
     fn enter_node(&mut self, kind: AstKind<'a>) {
         if !self.typescript && is_typescript(kind) {
             self.typescript = true;
+        }
+        match kind {
+            AstKind::IdentifierName(it) => self.check_name(it.span),
+            AstKind::IdentifierReference(it) => self.check_name(it.span),
+            AstKind::BindingIdentifier(it) => self.check_name(it.span),
+            AstKind::LabelIdentifier(it) => self.check_name(it.span),
+            AstKind::PrivateIdentifier(it) => self.check_name(it.span),
+            _ => {}
         }
     }
 
@@ -1736,6 +1796,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_backslash_in_a_name_that_is_no_escape_is_a_syntax_error() {
+        // The first two once parsed as TypeScript with no diagnostic (the lexer's report lost
+        // while the parser looked ahead at `<<`): spliced they failed in the engine, printed
+        // they ran as the label `consa`. Found by the typescript fuzz target.
+        let both = [Language::TypeScript, Language::JavaScript];
+        for (code, column, languages) in [
+            ("cons\\ a: nud << -92233", 6, &both[..]),
+            // TypeScript syntax: printed, not spliced.
+            ("let x: number = 1; cons\\ a: x << 2", 25, &both[..1]),
+            ("cons\\ a: 1", 6, &both[..]),
+            ("let a\\u00 = 1", 7, &both[..]),
+            ("let \\u{} = 1", 6, &both[..]),
+        ] {
+            for &language in languages {
+                let error = prepare_program(code, language)
+                    .map(|p| p.script)
+                    .expect_err(code);
+                assert_eq!(error.kind, ErrorKind::Syntax, "{code}");
+                assert!(
+                    error.message.starts_with("Invalid Unicode escape sequence"),
+                    "{code}: {}",
+                    error.message
+                );
+                assert_eq!(
+                    (error.line, error.column),
+                    (Some(1), Some(column)),
+                    "{code} ({language:?})"
+                );
+            }
+        }
+        // Escapes that are escapes still name what they spell.
+        for code in [
+            "const \\u0061b = 1; ab",
+            "const a\\u{62} = 2; ab",
+            "({ \\u0061: 3 }).a",
+        ] {
+            for language in [Language::TypeScript, Language::JavaScript] {
+                assert!(prepare_program(code, language).is_ok(), "{code}");
+            }
+        }
+        assert_eq!(invalid_escape("plain"), None);
+        assert_eq!(invalid_escape("a\\u0041\\u{1F}b"), None);
+        assert_eq!(invalid_escape("a\\u004"), Some(1));
+        assert_eq!(invalid_escape("\\u0041\\x"), Some(6));
     }
 
     #[test]
