@@ -45,6 +45,7 @@ use oxc::codegen::{Codegen, CodegenOptions, CommentOptions};
 use oxc::parser::{ParseOptions, Parser};
 use oxc::semantic::SemanticBuilder;
 use oxc::span::SourceType;
+use oxc::syntax::identifier::{is_identifier_part, is_identifier_start};
 use oxc::transformer::{TransformOptions, Transformer};
 use std::path::Path;
 
@@ -472,48 +473,127 @@ impl<'s> Scan<'s> {
         self.unsupported.get_or_insert((span, unsupported));
     }
 
-    /// Refuses a name spelled with a backslash that does not begin a Unicode escape. oxc's
-    /// lexer reports one, but in a TypeScript program a report made while the parser looks
-    /// ahead can be lost (`cons\ a: b << 1` parses with no diagnostic as the label `consa`),
-    /// and the code generator would then print a program the agent did not write.
-    fn check_name(&mut self, span: oxc::span::Span) {
+    /// Refuses a literal or name the lexer would have refused for how it is spelled. oxc's
+    /// lexer reports these, but in a TypeScript program a report made before the parser looks
+    /// ahead at `<<` for type arguments is lost when that look fails (`let q = '\x1'; a << b`
+    /// parses with no diagnostic), and the code generator would then print a program the agent
+    /// did not write (`q = ""`). So `Scan` reads each one as it was spelled, as the lexer did.
+    fn check_spelling(
+        &mut self,
+        span: oxc::span::Span,
+        misspelled: fn(&str) -> Option<(usize, Unsupported)>,
+    ) {
         let Some(text) = self.source.get(span.start as usize..span.end as usize) else {
             return;
         };
-        if let Some(at) = invalid_escape(text) {
-            // Where oxc's own report points: the character after the backslash.
-            let start = span.start + u32::try_from(at + 1).unwrap_or(0);
-            self.found(
-                oxc::span::Span::new(start, start + 1),
-                Unsupported::InvalidEscape,
-            );
+        if let Some((at, unsupported)) = misspelled(text) {
+            let start = span.start.saturating_add(u32::try_from(at).unwrap_or(0));
+            self.found(oxc::span::Span::new(start, start + 1), unsupported);
         }
     }
 }
 
-/// Where in `name` (as written) a backslash does not begin `\uXXXX` or `\u{X…}`, if anywhere.
-fn invalid_escape(name: &str) -> Option<usize> {
+/// Where in `name` (as written) an escape does not spell a character a name can have, and
+/// what is wrong with it: a backslash that begins no `\uXXXX` or `\u{X…}` (at most 10FFFF),
+/// or an escape spelling a character no name can have there (`cons\u0020a`).
+fn misspelled_name(name: &str) -> Option<(usize, Unsupported)> {
     let bytes = name.as_bytes();
+    // A private name's `#` is not part of what it spells.
+    let first = usize::from(bytes.first() == Some(&b'#'));
+    let mut i = first;
+    while let Some(offset) = bytes.get(i..)?.iter().position(|&b| b == b'\\') {
+        let at = i + offset;
+        // Pointed at where oxc's own report points: the character after the backslash.
+        let Some((value, length)) = unicode_escape(&bytes[at + 1..]) else {
+            return Some((at + 1, Unsupported::InvalidEscape));
+        };
+        // A surrogate is no character: the lexer calls it an invalid escape, as here.
+        let Some(spelled) = char::from_u32(value) else {
+            return Some((at + 1, Unsupported::InvalidEscape));
+        };
+        let fits = if at == first {
+            is_identifier_start(spelled)
+        } else {
+            is_identifier_part(spelled)
+        };
+        if !fits {
+            return Some((at, Unsupported::InvalidNameCharacter));
+        }
+        i = at + 1 + length;
+    }
+    None
+}
+
+/// Where in a string literal (as written, quotes included) a `\x` or `\u` escape is
+/// malformed. Other escapes are one character each (a line continuation, `\n`, an identity
+/// escape); octal ones are refused in strict code by the semantic checks, which read the
+/// tree, not the lexer's reports, so none of them is lost.
+fn misspelled_string(literal: &str) -> Option<(usize, Unsupported)> {
+    let bytes = literal.as_bytes();
     let mut i = 0;
-    while let Some(offset) = bytes[i..].iter().position(|&b| b == b'\\') {
+    while let Some(offset) = bytes.get(i..)?.iter().position(|&b| b == b'\\') {
         let at = i + offset;
         let rest = &bytes[at + 1..];
         let length = match rest {
-            [b'u', b'{', tail @ ..] => {
-                let digits = tail.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-                (digits > 0 && tail.get(digits) == Some(&b'}')).then_some(digits + 3)
+            [b'x', tail @ ..] => {
+                (tail.len() >= 2 && tail[..2].iter().all(u8::is_ascii_hexdigit)).then_some(3)
             }
-            [b'u', tail @ ..] if tail.len() >= 4 && tail[..4].iter().all(u8::is_ascii_hexdigit) => {
-                Some(5)
-            }
-            _ => None,
+            [b'u', ..] => unicode_escape(rest).map(|(_, length)| length),
+            _ => Some(1),
         };
         let Some(length) = length else {
-            return Some(at);
+            return Some((at, Unsupported::InvalidStringEscape));
         };
         i = at + 1 + length;
     }
     None
+}
+
+/// Where in a number or bigint literal (as written) a `_` stands other than between two
+/// digits (`1_`, `1_.5`, `1_n`, `0x_1`), or follows a leading zero (`0_1`).
+fn misspelled_number(literal: &str) -> Option<(usize, Unsupported)> {
+    let bytes = literal.as_bytes();
+    let first = bytes.iter().position(|&b| b == b'_')?;
+    let hex = matches!(bytes, [b'0', b'x' | b'X', ..]);
+    let digit = |b: &u8| {
+        if hex {
+            b.is_ascii_hexdigit()
+        } else {
+            b.is_ascii_digit()
+        }
+    };
+    // `0_1` and `01_2` would be legacy octal-like literals, which take no separator.
+    let leading_zero = matches!(bytes, [b'0', b'0'..=b'9' | b'_', ..]);
+    let misplaced = (first..bytes.len()).find(|&at| {
+        bytes[at] == b'_'
+            && (leading_zero
+                || !(at > 0 && digit(&bytes[at - 1]) && bytes.get(at + 1).is_some_and(digit)))
+    })?;
+    Some((misplaced, Unsupported::InvalidNumericSeparator))
+}
+
+/// The code point a `\u` escape spells (`rest` begins after the backslash), and how many bytes
+/// of `rest` it takes: `uXXXX`, or `u{X…}` with any number of digits up to 10FFFF.
+fn unicode_escape(rest: &[u8]) -> Option<(u32, usize)> {
+    let (digits, length) = match rest {
+        [b'u', b'{', tail @ ..] => {
+            let count = tail.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+            if count == 0 || tail.get(count) != Some(&b'}') {
+                return None;
+            }
+            (&tail[..count], count + 3)
+        }
+        [b'u', tail @ ..] if tail.len() >= 4 && tail[..4].iter().all(u8::is_ascii_hexdigit) => {
+            (&tail[..4], 5)
+        }
+        _ => return None,
+    };
+    // Bounded at each digit, so `u{000…0041}` is fine and no value overflows.
+    let value = digits.iter().try_fold(0u32, |value, &b| {
+        let value = value * 16 + char::from(b).to_digit(16)?;
+        (value <= 0x10FFFF).then_some(value)
+    })?;
+    Some((value, length))
 }
 
 /// What [`Scan`] refuses.
@@ -531,8 +611,14 @@ enum Unsupported {
     /// `import.meta`: oxc accepts it in a module, and a TypeScript program is parsed as one;
     /// the engine runs a script, where it does not parse.
     ImportMeta,
-    /// A backslash in a name that does not begin a Unicode escape ([`Scan::check_name`]).
+    /// A backslash in a name that does not begin a Unicode escape ([`misspelled_name`]).
     InvalidEscape,
+    /// An escape in a name that spells a character no name can have there.
+    InvalidNameCharacter,
+    /// A malformed `\\x` or `\\u` escape in a string ([`misspelled_string`]).
+    InvalidStringEscape,
+    /// A `_` in a number that does not stand between two digits ([`misspelled_number`]).
+    InvalidNumericSeparator,
 }
 
 impl Unsupported {
@@ -563,6 +649,18 @@ impl Unsupported {
                 "Invalid Unicode escape sequence: a backslash in a name must begin `\\uXXXX` or \
                  `\\u{X}`; remove it"
             }
+            Unsupported::InvalidNameCharacter => {
+                "Invalid Character: this `\\u` escape spells a character a name cannot have \
+                 here (a space, a symbol, or a digit first); remove it or spell the name plainly"
+            }
+            Unsupported::InvalidStringEscape => {
+                "Invalid escape sequence: in a string `\\x` takes two hex digits and `\\u` \
+                 four, or `{X}` up to 10FFFF; write `\\\\` for a backslash itself"
+            }
+            Unsupported::InvalidNumericSeparator => {
+                "Invalid numeric separator: `_` can only stand between two digits (`1_000`), \
+                 and not after a leading zero; remove it"
+            }
             Unsupported::ImportMeta => {
                 "`import.meta` is not available: a program is a script, not a module, and has \
                  no URL or module metadata; put what it needs in the program text, or get it \
@@ -588,11 +686,14 @@ impl<'a> Visit<'a> for Scan<'_> {
             self.typescript = true;
         }
         match kind {
-            AstKind::IdentifierName(it) => self.check_name(it.span),
-            AstKind::IdentifierReference(it) => self.check_name(it.span),
-            AstKind::BindingIdentifier(it) => self.check_name(it.span),
-            AstKind::LabelIdentifier(it) => self.check_name(it.span),
-            AstKind::PrivateIdentifier(it) => self.check_name(it.span),
+            AstKind::IdentifierName(it) => self.check_spelling(it.span, misspelled_name),
+            AstKind::IdentifierReference(it) => self.check_spelling(it.span, misspelled_name),
+            AstKind::BindingIdentifier(it) => self.check_spelling(it.span, misspelled_name),
+            AstKind::LabelIdentifier(it) => self.check_spelling(it.span, misspelled_name),
+            AstKind::PrivateIdentifier(it) => self.check_spelling(it.span, misspelled_name),
+            AstKind::StringLiteral(it) => self.check_spelling(it.span, misspelled_string),
+            AstKind::NumericLiteral(it) => self.check_spelling(it.span, misspelled_number),
+            AstKind::BigIntLiteral(it) => self.check_spelling(it.span, misspelled_number),
             _ => {}
         }
     }
@@ -1839,10 +1940,157 @@ mod tests {
                 assert!(prepare_program(code, language).is_ok(), "{code}");
             }
         }
-        assert_eq!(invalid_escape("plain"), None);
-        assert_eq!(invalid_escape("a\\u0041\\u{1F}b"), None);
-        assert_eq!(invalid_escape("a\\u004"), Some(1));
-        assert_eq!(invalid_escape("\\u0041\\x"), Some(6));
+        let at = |name| misspelled_name(name).map(|(at, _)| at);
+        assert_eq!(at("plain"), None);
+        assert_eq!(at("a\\u0041\\u{1D49C}b"), None);
+        assert_eq!(
+            misspelled_name("a\\u{1F600}").map(|(_, u)| u.message()),
+            Some(Unsupported::InvalidNameCharacter.message())
+        );
+        assert_eq!(at("a\\u004"), Some(2));
+        assert_eq!(at("\\u0041\\x"), Some(7));
+    }
+
+    #[test]
+    fn a_literal_the_lexer_refuses_is_a_syntax_error_though_oxc_lost_its_report() {
+        // With TypeScript syntax the program is printed: these ran as `q = ""`, `q = 1`,
+        // `q = "}"` and the name `consa`. Without, it was spliced and the engine refused it
+        // with its own message. The column is the backslash's or the `_`'s.
+        for (literal, column, message) in [
+            ("'\\x1'", 2, "Invalid escape sequence"),
+            ("'ab\\u12'", 4, "Invalid escape sequence"),
+            ("\"\\u{110000}\"", 2, "Invalid escape sequence"),
+            ("1_", 2, "Invalid numeric separator"),
+            ("1_.5", 2, "Invalid numeric separator"),
+            ("1_n", 2, "Invalid numeric separator"),
+            ("cons\\u0020a", 5, "Invalid Character"),
+            ("a\\u0000", 2, "Invalid Character"),
+        ] {
+            for (prefix, code) in [
+                (
+                    "let t: number = 1; let q = ",
+                    "let t: number = 1; let q = {}; t << 1",
+                ),
+                ("let t = 1; let q = ", "let t = 1; let q = {}; t << 1"),
+            ] {
+                let code = code.replace("{}", literal);
+                let error = prepare_program(&code, Language::TypeScript)
+                    .map(|p| p.script)
+                    .expect_err(&code);
+                assert_eq!(error.kind, ErrorKind::Syntax, "{code}");
+                assert!(
+                    error.message.starts_with(message) && error.message.contains("; "),
+                    "{code}: {}",
+                    error.message
+                );
+                let column = u32::try_from(prefix.len()).unwrap() + column;
+                assert_eq!(
+                    (error.line, error.column),
+                    (Some(1), Some(column)),
+                    "{code}"
+                );
+            }
+        }
+        // What the lexer accepts is still accepted, and means what it meant.
+        for (code, value) in [
+            (
+                "let t: number = 1; let q = '\\x41\\u0042\\u{43}\\u{0000044}\\0\\q'; t << 1; q",
+                "let q = \"ABCD\\0q\";",
+            ),
+            (
+                "let t: number = 1; let q = 1_000.0_1e1_0 + 0x1_f + 0b1_0 + 0o1_7; q",
+                "= 0x91854688100 + 31 + 2 + 15;",
+            ),
+            (
+                "let t: number = 1; let q = 1_0n + 0xF_Fn; q",
+                "= 10n + 255n;",
+            ),
+            (
+                "let t: number = 1; let \\u0061\\u{62} = 1; let q = ab << 1; q",
+                "let ab = 1;",
+            ),
+        ] {
+            let printed = prepare_program(code, Language::TypeScript).expect(code);
+            assert!(!printed.spliced(), "{code}");
+            assert!(printed.script.contains(value), "{code}: {}", printed.script);
+        }
+    }
+
+    /// Whether oxc alone (its parser and semantic checks, no [`Scan`]) accepts `code` as
+    /// JavaScript, where it never looks ahead for type arguments and so loses no lexer report.
+    fn oxc_accepts_javascript(code: &str) -> bool {
+        let allocator = Allocator::default();
+        let parsed = Parser::new(&allocator, code, SourceType::mjs()).parse();
+        parsed.diagnostics.is_empty()
+            && SemanticBuilder::new()
+                .with_check_syntax_error(true)
+                .build(&parsed.program)
+                .diagnostics
+                .is_empty()
+    }
+
+    /// Every text of up to `length` characters from `alphabet`.
+    fn every_text(alphabet: &[&str], length: usize) -> Vec<String> {
+        let mut all = vec![String::new()];
+        let mut last = vec![String::new()];
+        for _ in 0..length {
+            last = last
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            all.extend(last.iter().cloned());
+        }
+        all
+    }
+
+    #[test]
+    fn a_literal_is_refused_in_typescript_before_a_shift_exactly_when_javascript_refuses_it() {
+        // oxc loses a lexer report made before a `<<` it tries as type arguments, so these
+        // once parsed as TypeScript and printed as `""`, `1` and the name `consa`. Each
+        // literal below, spelled every way up to a few characters, goes through the worker's
+        // preparation three ways (printed TypeScript, spliced TypeScript, JavaScript) with a
+        // `<<` after it; each must be refused exactly when oxc refuses it as JavaScript.
+        let strings = every_text(&["\\", "x", "u", "{", "}", "0", "1", "8", "F", "\n"], 5)
+            .into_iter()
+            .map(|body| format!("'{body}'"));
+        let numbers = every_text(&["0", "1", "8", "_", ".", "e", "x", "n", "b", "f"], 5)
+            .into_iter()
+            .filter(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.') && n != ".")
+            .filter(|n| !n.starts_with("..") && !n.contains(".."));
+        let names = every_text(&["\\", "u", "{", "}", "0", "2", "D", "8", "F"], 5)
+            .into_iter()
+            .map(|tail| format!("a{tail}"));
+        // The parser, not the lexer, refuses a template's bad escape and a regular
+        // expression's bad flags; they are here to show that stays so.
+        let templates = every_text(&["\\", "x", "u", "{", "}", "0", "1", "8", "\n"], 4)
+            .into_iter()
+            .flat_map(|body| [format!("`{body}`"), format!("String.raw`{body}`")]);
+        let flags = every_text(&["d", "g", "i", "m", "s", "u", "v", "y", "x"], 3)
+            .into_iter()
+            .map(|flags| format!("/a/{flags}"));
+        let mut checked = 0;
+        for literal in strings
+            .chain(numbers)
+            .chain(names)
+            .chain(templates)
+            .chain(flags)
+        {
+            let expected = oxc_accepts_javascript(&format!("let t = 1; let q = {literal}; t << 1"));
+            for code in [
+                format!("let t: number = 1; let q = {literal}; t << 1"),
+                format!("let t = 1; let q = {literal}; t << 1"),
+            ] {
+                for language in [Language::TypeScript, Language::JavaScript] {
+                    if language == Language::JavaScript && code.contains(':') {
+                        continue;
+                    }
+                    let accepted = prepare_program(&code, language).is_ok();
+                    assert_eq!(accepted, expected, "{code} ({language:?})");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 235_375, "every literal, three ways");
     }
 
     #[test]
