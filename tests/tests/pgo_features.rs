@@ -6,8 +6,8 @@
 //! turns a dependency's features on by what else the same command builds, so without care
 //! `cargo build --release` (with the worker and the tests' crates) and `cargo build
 //! -p airlock-supervisor` compile the daemon's crates under different names and a profile
-//! taken from one misses the others. `airlock-pgo`
-//! (supervisor/pgo/Cargo.toml) turns on, for the daemon, every feature another member turns on.
+//! taken from one misses the others. `airlock-pgo` (supervisor/pgo/Cargo.toml) turns on, for
+//! the daemon, every feature another member turns on.
 //! This test fails, naming the crate and the features, when a dependency change makes the
 //! graphs differ again: add what it names to supervisor/pgo/Cargo.toml.
 
