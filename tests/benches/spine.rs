@@ -12,8 +12,15 @@
 //! and the floor under both: the same hops with none of Airlock's code
 //! (`src/bin/airlock-bench-floor.rs`), timed in the same rounds (`benches/floor_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
-//! The daemons log through `airlockd`'s own subscriber (`AIRLOCK_LOG`, default `info`), so that
-//! what is timed is what ships.
+//!
+//! What is timed is what ships: every daemon but one is the release `airlockd` that
+//! `cargo build --release` put beside this bench's executable (`target/release/airlockd`, built
+//! with the daemon's profile, `supervisor/pgo/`), run as a process of its own with its own log,
+//! on a policy file. A daemon compiled into this bench would not be that binary: cargo compiles
+//! the bench's copy of the daemon's crates under other symbol names (it hashes how each crate is
+//! fed to LTO), so the profile would match none of them. The one exception is the tool-call
+//! round trips, which need the in-process test tools (`tools.test`): they run on a daemon inside
+//! this bench, logging through `airlockd`'s own subscriber.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -23,7 +30,9 @@ use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status}
 use airlock_supervisor::client::Client;
 use airlock_supervisor::daemon::logging::{self, LogFormat};
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
+use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const TRIVIAL: &str = "1 + 1";
@@ -58,10 +67,31 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
     r
 }
 
+/// The release `airlockd` beside this bench (`target/release/airlockd`, what `cargo build
+/// --release` ships) on a policy with `pool` pre-started workers started as `start` says, its
+/// policy, socket, state and log in `dir`.
+fn start_airlockd(dir: &Path, pool: usize, start: WorkerStart) -> RealDaemon {
+    let start = match start {
+        WorkerStart::Fork => "fork",
+        WorkerStart::Exec => "exec",
+    };
+    let policy = real_daemon::with_daemon_setting(
+        &real_daemon::policy(dir, pool, ""),
+        &format!("worker_start = \"{start}\""),
+    );
+    RealDaemon::start(dir, &policy, |_| {})
+}
+
+async fn connect(socket: &Path) -> Client {
+    Client::connect(socket)
+        .await
+        .expect("connect to the daemon")
+}
+
 /// Trivial-program latency through the socket; with `pool`, waits before each request until
 /// the pool is full again, so every execution takes a pre-started worker.
-async fn latency(d: &TestDaemon, n: usize, pool: usize) -> Vec<f64> {
-    latency_parts(d, n, pool, Gap::Idle).await.client
+async fn latency(socket: &Path, n: usize, pool: usize) -> Vec<f64> {
+    latency_parts(socket, n, pool, Gap::Idle).await.client
 }
 
 /// What the machine does between two measured executions of a pre-started worker.
@@ -117,9 +147,9 @@ async fn wait_for_pool(c: &mut Client, n: usize, gap: Gap) {
     }
 }
 
-async fn latency_parts(d: &TestDaemon, n: usize, pool: usize, gap: Gap) -> Parts {
-    let mut c = d.client().await;
-    let mut health = d.client().await;
+async fn latency_parts(socket: &Path, n: usize, pool: usize, gap: Gap) -> Parts {
+    let mut c = connect(socket).await;
+    let mut health = connect(socket).await;
     let mut out = Parts::default();
     for _ in 0..n {
         if pool > 0 {
@@ -162,11 +192,11 @@ fn report_pool(label: &str, gap: Gap, parts: Parts, n: usize) -> f64 {
 
 /// `clients` concurrent clients each running `per_client` trivial programs back to back;
 /// returns executions/s, how many came back ok, how many were sent and the seconds taken.
-async fn throughput(d: &TestDaemon, clients: usize, per_client: usize) -> (f64, usize, usize, f64) {
+async fn throughput(socket: &Path, clients: usize, per_client: usize) -> (f64, usize, usize, f64) {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let socket = d.socket.clone();
+        let socket = socket.to_owned();
         tasks.push(tokio::spawn(async move {
             let mut c = Client::connect(&socket).await.expect("connect");
             let mut ok = 0usize;
@@ -358,11 +388,18 @@ fn main() {
     let pool_only = std::env::var_os("AIRLOCK_BENCH_POOL_ONLY").is_some();
     let worker = binaries::worker();
     println!(
-        "airlock spine benchmark ({}; worker {})",
+        "airlock spine benchmark ({}; daemon {}, worker {})",
         if quick { "quick" } else { "full" },
+        binaries::airlockd().display(),
         worker.display()
     );
-    // airlockd's log, as airlockd installs it: each execution's span costs it ~10 µs at `info`.
+    // Policies, sockets, state and logs of the daemons below.
+    let dir = tempfile::Builder::new()
+        .prefix("airlock-spine-")
+        .tempdir()
+        .expect("a directory for the daemons");
+    // The in-process daemon of the tool-call round trips logs as airlockd does: each
+    // execution's span costs ~10 µs at `info`.
     let log = SharedScanner::new(SecretScanner::new([]).expect("the log's secret scanner"));
     logging::init(LogFormat::Text, log.clone()).expect("the log subscriber");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -377,27 +414,25 @@ fn main() {
         let mut fork_pool_p50 = [f64::NAN; 2];
         let mut daemons = Vec::new();
         for (label, start) in [("fork", WorkerStart::Fork), ("exec", WorkerStart::Exec)] {
-            let options = |pool: usize| {
-                DaemonOptions::default()
-                    .pool(pool)
-                    .log(log.clone())
-                    .policy(move |p| p.daemon.worker_start = start)
-            };
             // 1. A new worker per execution, started when the request comes.
             if !pool_only {
-                let fresh = TestDaemon::start_with(options(0)).await;
-                let _ = latency(&fresh, 5, 0).await; // warm the page cache (and start the zygote)
-                let (fresh_p50, fresh_p99) = summary(latency(&fresh, n, 0).await);
+                let fresh_dir = dir.path().join(format!("{label}-fresh"));
+                std::fs::create_dir(&fresh_dir).expect("the daemon's directory");
+                let mut fresh = start_airlockd(&fresh_dir, 0, start);
+                let _ = latency(&fresh.socket, 5, 0).await; // warm the page cache (and start the zygote)
+                let (fresh_p50, fresh_p99) = summary(latency(&fresh.socket, n, 0).await);
                 println!("[{label}] trivial execution, no pre-started worker: p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
                 slowest_p50 = slowest_p50.max(fresh_p50);
-                fresh.stop().await;
+                fresh.stop();
             }
 
             // 2. Pre-started pool, after idling and in steady use.
-            let pooled = TestDaemon::start_with(options(4)).await;
-            let _ = latency(&pooled, 5, 4).await;
+            let pooled_dir = dir.path().join(label);
+            std::fs::create_dir(&pooled_dir).expect("the daemon's directory");
+            let mut pooled = start_airlockd(&pooled_dir, 4, start);
+            let _ = latency(&pooled.socket, 5, 4).await;
             for gap in [Gap::Idle, Gap::Busy] {
-                let parts = latency_parts(&pooled, n, 4, gap).await;
+                let parts = latency_parts(&pooled.socket, n, 4, gap).await;
                 let p50 = report_pool(label, gap, parts, n);
                 if gap == Gap::Idle {
                     slowest_p50 = slowest_p50.max(p50);
@@ -407,7 +442,7 @@ fn main() {
                 }
             }
             if pool_only {
-                pooled.stop().await;
+                pooled.stop();
                 continue;
             }
 
@@ -418,7 +453,7 @@ fn main() {
             let (mut ok, mut total) = (0, 0);
             for _ in 0..3 {
                 let (rate, round_ok, round_total, _) =
-                    throughput(&pooled, 32, if quick { 20 } else { 60 }).await;
+                    throughput(&pooled.socket, 32, if quick { 20 } else { 60 }).await;
                 rates.push(rate);
                 ok += round_ok;
                 total += round_total;
@@ -434,10 +469,10 @@ fn main() {
         if daemons.is_empty() {
             return; // AIRLOCK_BENCH_POOL_ONLY
         }
-        let pooled = daemons.swap_remove(0);
+        let mut pooled = daemons.swap_remove(0);
 
         // Baseline: an HTTP round trip on the socket that starts no worker.
-        let mut hc = pooled.client().await;
+        let mut hc = connect(&pooled.socket).await;
         let mut health = Vec::new();
         for _ in 0..n {
             let t = Instant::now();
@@ -447,8 +482,10 @@ fn main() {
         let (h50, h99) = summary(health);
         println!("baseline: GET /v1/health round trip:   p50 {h50:7.3} ms   p99 {h99:7.3} ms");
 
-        // 4. Brokered tool-call round trip: 1,000 sequential calls to an in-process tool.
-        let mut c = pooled.client().await;
+        // 4. Brokered tool-call round trip: 1,000 sequential calls to an in-process tool, on a
+        //    daemon inside this bench (the one figure not timed on the release airlockd).
+        let in_process = TestDaemon::start_with(DaemonOptions::default().pool(4).log(log.clone())).await;
+        let mut c = in_process.client().await;
         let runs = if quick { 5 } else { 15 };
         let mut per_call_us = Vec::new();
         for _ in 0..runs {
@@ -457,13 +494,15 @@ fn main() {
             per_call_us.push((calls.stats.run_ms - base.stats.run_ms) * 1e3 / 1000.0);
         }
         let (call_p50, _) = summary(per_call_us);
-        println!("tool call round trip (1,000 sequential, mean per call; p50 over {runs} runs): {call_p50:6.1} µs");
+        println!("tool call round trip, in-process daemon (1,000 sequential, mean per call; p50 over {runs} runs): {call_p50:6.1} µs");
 
         // 5. 100 parallel calls to a tool that sleeps 100 ms.
         let r = run_ok(&mut c, "await Promise.all(Array.from({ length: 100 }, () => tools.test.sleep({ ms: 100 }))); 1").await;
-        println!("100 parallel 100 ms calls (Promise.all): {:7.1} ms run time", r.stats.run_ms);
+        println!("100 parallel 100 ms calls (Promise.all), in-process daemon: {:7.1} ms run time", r.stats.run_ms);
+        in_process.stop().await;
 
         // 6. Worker memory.
+        let mut c = connect(&pooled.socket).await;
         let r = run_ok(&mut c, TRIVIAL).await;
         let rss = r.stats.peak_rss_bytes.unwrap_or(0) as f64 / (1 << 20) as f64;
         println!("worker peak RSS (trivial program):     {rss:7.2} MiB");
@@ -524,9 +563,9 @@ fn main() {
                 );
             }
         }
-        pooled.stop().await;
-        for d in daemons {
-            d.stop().await;
+        pooled.stop();
+        for mut d in daemons {
+            d.stop();
         }
     });
     let _ = Duration::ZERO;

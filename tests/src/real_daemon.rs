@@ -26,6 +26,12 @@ pub fn policy(dir: &Path, pool_size: usize, extra: &str) -> String {
     )
 }
 
+/// `policy` (from [`policy`]) with `line` added to its `[daemon]` table, e.g.
+/// `worker_start = "exec"`.
+pub fn with_daemon_setting(policy: &str, line: &str) -> String {
+    policy.replacen("[daemon]\n", &format!("[daemon]\n{line}\n"), 1)
+}
+
 /// A `[[server]]` entry running the fault server (`airlock-mcp-fault-server`) with `args` over
 /// stdio as `tools.<name>`, confined as the daemon's default says.
 pub fn fault_server_entry(name: &str, call_timeout_ms: u64, args: &[&str]) -> String {

@@ -289,10 +289,9 @@ fn emfile_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again() {
 fn enomem_at_spawn_fails_the_execution_clearly_and_the_daemon_serves_again() {
     let _serial = serial();
     let dir = tempdir();
-    let policy = real_daemon::policy(dir.path(), 0, "").replacen(
-        "[daemon]\n",
-        "[daemon]\nworker_start = \"exec\"\n",
-        1,
+    let policy = real_daemon::with_daemon_setting(
+        &real_daemon::policy(dir.path(), 0, ""),
+        "worker_start = \"exec\"",
     );
     let daemon = RealDaemon::start(dir.path(), &policy, |_| {});
     let rt = runtime();
