@@ -69,17 +69,19 @@ async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
 
 /// The release `airlockd` beside this bench (`target/release/airlockd`, what `cargo build
 /// --release` ships) on a policy with `pool` pre-started workers started as `start` says, its
-/// policy, socket, state and log in `dir`.
-fn start_airlockd(dir: &Path, pool: usize, start: WorkerStart) -> RealDaemon {
+/// policy, socket, state and log in `parent/name`.
+fn start_airlockd(parent: &Path, name: &str, pool: usize, start: WorkerStart) -> RealDaemon {
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).expect("the daemon's directory");
     let start = match start {
         WorkerStart::Fork => "fork",
         WorkerStart::Exec => "exec",
     };
     let policy = real_daemon::with_daemon_setting(
-        &real_daemon::policy(dir, pool, ""),
+        &real_daemon::policy(&dir, pool, ""),
         &format!("worker_start = \"{start}\""),
     );
-    RealDaemon::start(dir, &policy, |_| {})
+    RealDaemon::start(&dir, &policy, |_| {})
 }
 
 async fn connect(socket: &Path) -> Client {
@@ -198,7 +200,7 @@ async fn throughput(socket: &Path, clients: usize, per_client: usize) -> (f64, u
     for _ in 0..clients {
         let socket = socket.to_owned();
         tasks.push(tokio::spawn(async move {
-            let mut c = Client::connect(&socket).await.expect("connect");
+            let mut c = connect(&socket).await;
             let mut ok = 0usize;
             for _ in 0..per_client {
                 let r = c.execute(&request(TRIVIAL, 30_000)).await;
@@ -416,9 +418,7 @@ fn main() {
         for (label, start) in [("fork", WorkerStart::Fork), ("exec", WorkerStart::Exec)] {
             // 1. A new worker per execution, started when the request comes.
             if !pool_only {
-                let fresh_dir = dir.path().join(format!("{label}-fresh"));
-                std::fs::create_dir(&fresh_dir).expect("the daemon's directory");
-                let mut fresh = start_airlockd(&fresh_dir, 0, start);
+                let mut fresh = start_airlockd(dir.path(), &format!("{label}-fresh"), 0, start);
                 let _ = latency(&fresh.socket, 5, 0).await; // warm the page cache (and start the zygote)
                 let (fresh_p50, fresh_p99) = summary(latency(&fresh.socket, n, 0).await);
                 println!("[{label}] trivial execution, no pre-started worker: p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
@@ -427,9 +427,7 @@ fn main() {
             }
 
             // 2. Pre-started pool, after idling and in steady use.
-            let pooled_dir = dir.path().join(label);
-            std::fs::create_dir(&pooled_dir).expect("the daemon's directory");
-            let mut pooled = start_airlockd(&pooled_dir, 4, start);
+            let mut pooled = start_airlockd(dir.path(), label, 4, start);
             let _ = latency(&pooled.socket, 5, 4).await;
             for gap in [Gap::Idle, Gap::Busy] {
                 let parts = latency_parts(&pooled.socket, n, 4, gap).await;
