@@ -51,4 +51,4 @@ pub mod state_schema;
 pub mod tools;
 pub mod workers;
 
-pub use daemon::{DaemonConfig, run};
+pub use daemon::{DaemonConfig, Sighup, run};

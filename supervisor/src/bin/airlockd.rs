@@ -10,7 +10,7 @@ use airlock_supervisor::generation::check_policy;
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::ToolRegistry;
-use airlock_supervisor::{DaemonConfig, run};
+use airlock_supervisor::{DaemonConfig, Sighup, run};
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use std::path::PathBuf;
@@ -122,6 +122,15 @@ fn main() -> ExitCode {
 }
 
 async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
+    // The signals are caught first: before this, SIGHUP, SIGTERM and SIGINT end the process at
+    // once, and a reload or stop may come as soon as systemd started it. A SIGHUP from here on
+    // is kept until `run` reloads on it.
+    let sighup = Sighup::catch()
+        .inspect_err(|e| {
+            warn!(error = %e, "cannot handle SIGHUP; reload with `airlock reload` instead");
+        })
+        .ok();
+    let shutdown = shutdown_signal();
     let policy = match &args.config {
         Some(path) => Policy::load(path)?,
         None => Policy::embedded_default(),
@@ -188,12 +197,12 @@ async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
         tools: ToolRegistry::new(),
         secrets,
         policy_path: args.config.clone(),
-        reload_on_sighup: true,
+        reload_on_sighup: sighup,
         log_scanner: Some(log_scanner),
         state_directory: None,
         protected: socket_file.into_iter().collect(),
     };
-    let result = run(config, listener, shutdown_signal()).await;
+    let result = run(config, listener, shutdown).await;
     if let Some(path) = owned_path {
         let _ = std::fs::remove_file(path);
     }
@@ -232,19 +241,23 @@ fn credential_store(policy: &Policy, dev_secrets_from_env: bool) -> SecretStore 
     secrets
 }
 
-/// Resolves on SIGTERM or SIGINT. (SIGHUP reloads the policy: `run` handles it.)
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT, caught from when this is called (not from when the future
+/// is first polled). (SIGHUP reloads the policy: `run` handles it.)
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
+    let streams = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        warn!("cannot install signal handlers; stop the daemon with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM received"),
-        _ = int.recv() => info!("SIGINT received"),
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = streams else {
+            warn!("cannot install signal handlers; stop the daemon with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM received"),
+            _ = int.recv() => info!("SIGINT received"),
+        }
     }
 }
 

@@ -48,9 +48,9 @@ pub struct DaemonConfig {
     /// The policy file to read again on reload; `None` (the embedded default, or a policy made
     /// in code) makes reload refuse with an explanation.
     pub policy_path: Option<PathBuf>,
-    /// Reload on SIGHUP. `airlockd` sets it; in-process tests leave it off because a signal
-    /// reaches the whole test process.
-    pub reload_on_sighup: bool,
+    /// Reload on SIGHUP, caught since `airlockd` made it. In-process tests leave it `None`
+    /// because a signal reaches the whole test process.
+    pub reload_on_sighup: Option<Sighup>,
     /// The scanner the daemon's log writer uses; `run` puts the policy's scanner in it (and
     /// the new one on every reload), so the log never carries a secret the daemon holds.
     pub log_scanner: Option<SharedScanner>,
@@ -72,7 +72,7 @@ impl DaemonConfig {
             tools: ToolRegistry::new(),
             secrets: Arc::new(SecretStore::empty()),
             policy_path: None,
-            reload_on_sighup: false,
+            reload_on_sighup: None,
             log_scanner: None,
             state_directory: None,
             protected: Vec::new(),
@@ -201,7 +201,9 @@ pub async fn run(
     let watchdog = crate::daemon::systemd::spawn_watchdog();
     let reloader = config
         .reload_on_sighup
-        .then(|| tokio::spawn(reload_on_sighup(generations.clone())));
+        .as_ref()
+        .and_then(Sighup::take)
+        .map(|hup| tokio::spawn(reload_on_sighup(hup, generations.clone())));
     // Approvals nobody decided in time, and executions that waited too long, end here.
     let sweeper = tokio::spawn(sweep_waits(executions.clone(), generations.clone()));
 
@@ -296,16 +298,36 @@ async fn sweep_waits(executions: Arc<ExecutionService>, generations: Arc<Generat
     }
 }
 
+/// SIGHUP, caught from the moment [`Sighup::catch`] returns. `airlockd` makes it before it
+/// reads the policy: SIGHUP's default action ends the process, and a handler installed later
+/// (it once was, by the task that reloads) left a window in which `systemctl reload` killed a
+/// daemon that was still starting. A signal that arrives before `run` listens is kept, so the
+/// policy edit it announces is read, not lost.
+#[derive(Clone)]
+pub struct Sighup(Arc<std::sync::Mutex<Option<tokio::signal::unix::Signal>>>);
+
+impl Sighup {
+    /// Installs the handler. Needs a Tokio runtime with signals enabled.
+    pub fn catch() -> std::io::Result<Sighup> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let hup = signal(SignalKind::hangup())?;
+        Ok(Sighup(Arc::new(std::sync::Mutex::new(Some(hup)))))
+    }
+
+    /// The stream, for the one `run` that reloads on it (a clone of the config gets `None`).
+    fn take(&self) -> Option<tokio::signal::unix::Signal> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for Sighup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sighup")
+    }
+}
+
 /// Reloads the policy on every SIGHUP (`systemctl reload airlockd`).
-async fn reload_on_sighup(generations: Arc<Generations>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut hup = match signal(SignalKind::hangup()) {
-        Ok(hup) => hup,
-        Err(e) => {
-            warn!(error = %e, "cannot handle SIGHUP; reload with `airlock reload` instead");
-            return;
-        }
-    };
+async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, generations: Arc<Generations>) {
     while hup.recv().await.is_some() {
         info!("SIGHUP received: reloading the policy");
         generations.reload().await;
