@@ -21,7 +21,7 @@ def connect(path):
     return s
 
 
-def request(s, method, target, body=b""):
+def request(s, method, target, body=b"", decode=json.loads):
     head = (
         f"{method} {target} HTTP/1.1\r\nhost: airlock\r\n"
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -42,15 +42,17 @@ def request(s, method, target, body=b""):
             length = int(value)
     while len(rest) < length:
         rest += s.recv(65536)
-    return status, json.loads(rest)
+    return status, decode(rest)
 
 
 class Client:
-    """One kept connection for executions, one for health, as in the Rust client's measurement."""
+    """One kept connection for executions, one for health, as in the Rust client's measurement.
+    `decode` reads the execution's JSON answer (the standard library's by default;
+    paired_with_monty.py also times one with orjson's)."""
 
-    def __init__(self, path, gap_s, pool):
+    def __init__(self, path, gap_s, pool, decode=json.loads):
         self.executions, self.health = connect(path), connect(path)
-        self.gap_s, self.pool = gap_s, pool
+        self.gap_s, self.pool, self.decode = gap_s, pool, decode
         self.body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
 
     def wait_for_pool(self):
@@ -67,7 +69,9 @@ class Client:
         if self.gap_s:
             time.sleep(self.gap_s)
         t = time.perf_counter()
-        status, response = request(self.executions, "POST", "/v1/executions", self.body)
+        status, response = request(
+            self.executions, "POST", "/v1/executions", self.body, self.decode
+        )
         elapsed = (time.perf_counter() - t) * 1e3
         assert status == 200 and response["status"] == "ok", response
         assert response["stats"]["worker_from_pool"], response["stats"]

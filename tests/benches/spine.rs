@@ -32,7 +32,7 @@ use airlock_supervisor::daemon::logging::{self, LogFormat};
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const TRIVIAL: &str = "1 + 1";
@@ -308,20 +308,35 @@ fn python_figures(script: &str, args: &[std::ffi::OsString]) -> Result<Vec<f64>,
         .map_err(|_| format!("unexpected output: {}", text.trim()))
 }
 
-/// Airlock's pre-started workers and pydantic-monty's pool timed in alternating pairs from
-/// one Python process (`benches/paired_with_monty.py`): Airlock p50, monty p50 (ms), and the
-/// share of pairs in which Airlock was the faster.
-fn paired_with_monty(
-    socket: &std::path::Path,
-    n: usize,
-    pool: usize,
-    gap: Gap,
-) -> Option<(f64, f64, f64)> {
+/// What `paired_with_monty` reads: p50s in ms, shares of rounds in which that Airlock
+/// execution was the faster.
+struct Paired {
+    airlock: f64,
+    monty: f64,
+    share: f64,
+    /// The same client reading the answer's JSON with orjson, when it is installed.
+    orjson: Option<(f64, f64)>,
+}
+
+/// Airlock's pre-started workers and pydantic-monty's pool timed in rotating rounds from one
+/// Python process (`benches/paired_with_monty.py`).
+fn paired_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Paired> {
     let args = client_args(socket, n, pool, gap);
     let figures = python_figures("paired_with_monty.py", &args).and_then(|f| match f[..] {
-        [airlock, _, monty, _, share] => Ok((airlock, monty, share)),
+        [airlock, _, monty, _, share] => Ok(Paired {
+            airlock,
+            monty,
+            share,
+            orjson: None,
+        }),
+        [airlock, _, monty, _, share, orjson, _, orjson_share] => Ok(Paired {
+            airlock,
+            monty,
+            share,
+            orjson: Some((orjson, orjson_share)),
+        }),
         _ => Err(format!(
-            "paired_with_monty.py printed {} figures, not 5",
+            "paired_with_monty.py printed {} figures, not 5 or 8",
             f.len()
         )),
     });
@@ -383,12 +398,57 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// `Err` names a source file newer than `binary` (from the dep-info file cargo wrote beside it,
+/// the list cargo itself rebuilds from), or a committed profile newer than it, which cargo
+/// does not see.
+fn check_fresh(binary: &Path) -> Result<(), String> {
+    let built = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(binary_time) = built(binary) else {
+        return Ok(());
+    };
+    let mut name = binary.as_os_str().to_owned();
+    name.push(".d");
+    let dep_info = std::fs::read_to_string(&name).unwrap_or_default();
+    // `target: dep dep ...`, a space inside a path escaped as `\ `.
+    let deps = dep_info
+        .split_once(": ")
+        .map_or("", |(_, deps)| deps)
+        .replace("\\ ", "\0");
+    for dep in deps.split_whitespace() {
+        let dep = PathBuf::from(dep.replace('\0', " "));
+        if built(&dep).is_some_and(|t| t > binary_time) {
+            return Err(format!(
+                "{} is older than {}: run `cargo build --release` first (this bench times the binaries in target/release)",
+                binary.display(),
+                dep.display()
+            ));
+        }
+    }
+    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../supervisor/pgo/airlockd.profdata");
+    if built(&profile).is_some_and(|t| t > binary_time) {
+        return Err(format!(
+            "{} is older than the committed profile {}: rebuild from clean (`rm -rf target/release && cargo build --release`; cargo does not see a new profile)",
+            binary.display(),
+            profile.display()
+        ));
+    }
+    Ok(())
+}
+
 fn main() {
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let n = if quick { 50 } else { 300 };
     // Only the pre-started worker's latency and its parts (for working on that path).
     let pool_only = std::env::var_os("AIRLOCK_BENCH_POOL_ONLY").is_some();
     let worker = binaries::worker();
+    // What is timed is what `cargo build --release` left in target/release, not what this
+    // bench was compiled from: refuse binaries older than their sources.
+    for binary in [binaries::airlockd(), worker.clone()] {
+        if let Err(stale) = check_fresh(&binary) {
+            eprintln!("{stale}");
+            std::process::exit(2);
+        }
+    }
     println!(
         "airlock spine benchmark ({}; daemon {}, worker {})",
         if quick { "quick" } else { "full" },
@@ -545,12 +605,24 @@ fn main() {
             }
             // The same two, alternating in one process: both meet the machine in the same
             // moment, where the lines above ran one after the other.
-            if let Some((airlock, monty, share)) = paired_with_monty(&pooled.socket, n, 4, gap) {
+            if let Some(p) = paired_with_monty(&pooled.socket, n, 4, gap) {
                 println!(
-                    "paired, alternating in one Python process, {what}: Airlock p50 {airlock:7.3} ms, monty p50 {monty:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
-                    monty / airlock,
-                    share * 100.0,
+                    "paired, rotating in one Python process, {what}: Airlock p50 {:7.3} ms, monty p50 {:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of rounds",
+                    p.airlock,
+                    p.monty,
+                    p.monty / p.airlock,
+                    p.share * 100.0,
                 );
+                match p.orjson {
+                    Some((orjson, share)) => println!(
+                        "  same rounds, Airlock's client decoding JSON with orjson (native, as monty's extension decodes): p50 {orjson:7.3} ms   → {:.2}×, the faster in {:.0}% of rounds",
+                        p.monty / orjson,
+                        share * 100.0,
+                    ),
+                    None => println!(
+                        "  (orjson not installed: `pip install orjson` adds Airlock's client decoding JSON natively to these rounds)"
+                    ),
+                }
             }
             // What the machine costs for the same hops with none of Airlock's code, in the
             // same rounds as Airlock and monty.
