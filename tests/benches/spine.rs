@@ -308,8 +308,8 @@ fn python_figures(script: &str, args: &[std::ffi::OsString]) -> Result<Vec<f64>,
         .map_err(|_| format!("unexpected output: {}", text.trim()))
 }
 
-/// What `paired_with_monty` reads: p50s in ms, shares of rounds in which that Airlock
-/// execution was the faster.
+/// What `paired_with_monty` reads: p50s in ms, shares of pairs in which Airlock's execution
+/// was the faster.
 struct Paired {
     airlock: f64,
     monty: f64,
@@ -318,7 +318,7 @@ struct Paired {
     orjson: Option<(f64, f64)>,
 }
 
-/// Airlock's pre-started workers and pydantic-monty's pool timed in rotating rounds from one
+/// Airlock's pre-started workers and pydantic-monty's pool timed in alternating pairs from one
 /// Python process (`benches/paired_with_monty.py`).
 fn paired_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Paired> {
     let args = client_args(socket, n, pool, gap);
@@ -607,7 +607,7 @@ fn main() {
             // moment, where the lines above ran one after the other.
             if let Some(p) = paired_with_monty(&pooled.socket, n, 4, gap) {
                 println!(
-                    "paired, rotating in one Python process, {what}: Airlock p50 {:7.3} ms, monty p50 {:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of rounds",
+                    "paired, alternating in one Python process, {what}: Airlock p50 {:7.3} ms, monty p50 {:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
                     p.airlock,
                     p.monty,
                     p.monty / p.airlock,
@@ -615,7 +615,7 @@ fn main() {
                 );
                 match p.orjson {
                     Some((orjson, share)) => println!(
-                        "  same rounds, Airlock's client decoding JSON with orjson (native, as monty's extension decodes): p50 {orjson:7.3} ms   → {:.2}×, the faster in {:.0}% of rounds",
+                        "  interleaved with those pairs, Airlock's client decoding JSON with orjson (native, as monty's extension decodes): p50 {orjson:7.3} ms   → {:.2}×, the faster in {:.0}% of pairs",
                         p.monty / orjson,
                         share * 100.0,
                     ),
