@@ -314,7 +314,8 @@ impl Sighup {
         Ok(Sighup(Arc::new(std::sync::Mutex::new(Some(hup)))))
     }
 
-    /// The stream, for the one `run` that reloads on it (a clone of the config gets `None`).
+    /// The stream, for the first `run` that asks (a second `run` on a clone of the config gets
+    /// `None`: one signal, one reloader).
     fn take(&self) -> Option<tokio::signal::unix::Signal> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
