@@ -95,13 +95,23 @@ pub fn runs_as_root(test: &str, why: &str) -> bool {
 }
 
 /// Polls `cond` every 10 ms for up to `secs` seconds.
-pub fn wait_until(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
+pub fn wait_until(secs: u64, cond: impl FnMut() -> bool) -> bool {
+    wait_until_every(secs, std::time::Duration::from_millis(10), cond)
+}
+
+/// Polls `cond` every `every` for up to `secs` seconds: for a test that must act within a
+/// short window after `cond` becomes true.
+pub fn wait_until_every(
+    secs: u64,
+    every: std::time::Duration,
+    mut cond: impl FnMut() -> bool,
+) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     while std::time::Instant::now() < deadline {
         if cond() {
             return true;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(every);
     }
     cond()
 }

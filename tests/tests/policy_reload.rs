@@ -318,11 +318,14 @@ fn airlockd_reloads_on_sighup() {
     // The signal goes as soon as the socket exists: the policy has been read by then, but the
     // daemon is still building what it serves. A SIGHUP in that window once ended the daemon
     // (SIGHUP's default action) because the handler was installed only later, by a task.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !socket.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_micros(200));
-    }
-    assert!(socket.exists(), "airlockd did not bind its socket");
+    assert!(
+        airlock_tests::processes::wait_until_every(
+            20,
+            std::time::Duration::from_micros(200),
+            || socket.exists()
+        ),
+        "airlockd did not bind its socket"
+    );
     policy.write("policy.toml", &principal("\"time.*\"", ""));
     // SAFETY: kill(2) on a child we spawned and have not reaped.
     unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
