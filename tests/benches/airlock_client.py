@@ -47,12 +47,12 @@ def request(s, method, target, body=b"", decode=json.loads):
 
 class Client:
     """One kept connection for executions, one for health, as in the Rust client's measurement.
-    `decode` reads the execution's JSON answer (the standard library's by default;
-    paired_with_monty.py also times one with orjson's)."""
+    `decode` reads the execution's JSON answer: the standard library's (paired_with_monty.py
+    sets orjson's in turn)."""
 
-    def __init__(self, path, gap_s, pool, decode=json.loads):
+    def __init__(self, path, gap_s, pool):
         self.executions, self.health = connect(path), connect(path)
-        self.gap_s, self.pool, self.decode = gap_s, pool, decode
+        self.gap_s, self.pool, self.decode = gap_s, pool, json.loads
         self.body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
 
     def wait_for_pool(self):
