@@ -6,7 +6,8 @@
 //! A zygote (`--zygote`, see `zygote.rs`) takes the same steps without the per-execution
 //! limits and with a kill filter that also allows forking; each worker it forks then takes
 //! the remaining steps itself in [`enter_forked_worker`] (parent death, its own socket on
-//! fd 3, its limits, the worker's kill filter) before it reads an untrusted byte.
+//! fd 3, its limits, a filter that kills the zygote's extra syscalls) before it reads an
+//! untrusted byte.
 //!
 //! Every layer fails closed: if one cannot be applied the worker exits instead of running
 //! with less protection. Everything here works for an unprivileged user, because
@@ -413,8 +414,9 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
     // syscall_allowlist for why there are two). TSYNC applies them to every thread; there
     // is only one, and TSYNC fails loudly if that ever stops being true.
     // A zygote's kill filter also allows what forking and a new worker's first steps need
-    // (syscall_allowlist::ZYGOTE_ONLY); the worker's own kill filter goes on top of it in
-    // every forked worker before its first untrusted read.
+    // (syscall_allowlist::ZYGOTE_ONLY); every forked worker takes those away again with a
+    // filter of its own (syscall_allowlist::forked_worker_filter) before its first untrusted
+    // read.
     if !skip_seccomp {
         let errno = syscall_allowlist::errno_filter()?;
         let kill = match cfg.role {
@@ -439,8 +441,8 @@ pub fn lock(cfg: &LockdownConfig) -> Result<LockdownReport, LockdownError> {
 /// filter) it inherited from the zygote, which took those steps before it forked.
 ///
 /// `socket` is the new worker's own end of its socket pair (the zygote received it with the
-/// fork request); `worker_filter` is [`syscall_allowlist::kill_filter`], compiled by the
-/// zygote before it forked.
+/// fork request); `worker_filter` is [`syscall_allowlist::forked_worker_filter`], compiled by
+/// the zygote before it forked.
 pub fn enter_forked_worker(
     parent_pid: i32,
     ceiling: Ceiling,
@@ -469,9 +471,11 @@ pub fn enter_forked_worker(
     lower_execution_limits(ceiling)?;
     lower_rlimit(libc::RLIMIT_NOFILE, FINAL_NOFILE, FINAL_NOFILE)?;
 
-    // 4. The worker's own kill filter, last: it allows none of the calls above, nor another
-    //    filter, nor a fork. Stacked on the zygote's, the stricter answer wins, so from here
-    //    this process may do exactly what an exec'd worker may.
+    // 4. The forked worker's filter, last: it kills every call of the zygote's own table
+    //    (syscall_allowlist::ZYGOTE_ONLY): the calls above, another filter, a fork. Stacked on
+    //    the zygote's kill filter, the stricter answer wins, so from here this process may do
+    //    exactly what an exec'd worker may. (It is that short because the kernel compiles each
+    //    filter a process installs; the zygote's already rules out everything else.)
     #[cfg(feature = "escape-probe")]
     let skip_seccomp = probe_context().is_some_and(|c| c.seccomp_skipped);
     #[cfg(not(feature = "escape-probe"))]

@@ -55,7 +55,7 @@ pub enum ZygoteError {
 /// Announces the zygote, then forks one worker per request until the daemon hangs up.
 pub fn serve(parent_pid: i32, report: &LockdownReport) -> Served {
     // Compiled once, here, so that no forked worker pays for it; each installs it as is.
-    let worker_filter = match syscall_allowlist::kill_filter() {
+    let worker_filter = match syscall_allowlist::forked_worker_filter() {
         Ok(f) => f,
         Err(e) => return Served::Exit(Err(e.into())),
     };
