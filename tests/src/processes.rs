@@ -48,15 +48,9 @@ fn children(parent: u32) -> Vec<(i32, String, char)> {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+        let Some((comm, rest)) = read_stat(&entry.path().join("stat")) else {
             continue;
         };
-        // comm is parenthesised and may contain spaces; fields after it are space separated.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = stat[open + 1..close].to_owned();
-        let rest: Vec<&str> = stat[close + 2..].split(' ').collect();
         let state = rest.first().and_then(|s| s.chars().next()).unwrap_or('?');
         let ppid: u32 = rest.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
         if ppid == parent {
@@ -64,6 +58,41 @@ fn children(parent: u32) -> Vec<(i32, String, char)> {
         }
     }
     out
+}
+
+/// A `/proc/<pid>/stat` file: the command name and the fields after it (the name is
+/// parenthesised and may contain spaces; the fields after it are separated by spaces).
+fn read_stat(file: &Path) -> Option<(String, Vec<String>)> {
+    let stat = std::fs::read_to_string(file).ok()?;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let comm = stat[open + 1..close].to_owned();
+    let rest = stat
+        .get(close + 2..)?
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    Some((comm, rest))
+}
+
+/// CPU seconds (user and system) used by process `pid` and its children: its own, its reaped
+/// children's (`cutime`, `cstime`) and its live children's. The difference between two
+/// readings counts every child that ran in between, reaped or not (the daemon reaps its
+/// workers; the zygote and the pool stay alive).
+pub fn cpu_seconds_with_children(pid: u32) -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    // Fields 14-17 of stat(5), counted from the state (field 3) at index 0.
+    let ticks = |pid: u32, fields: std::ops::Range<usize>| -> u64 {
+        read_stat(Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, rest)| {
+            rest.get(fields)
+                .map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
+        })
+    };
+    let mut total = ticks(pid, 11..15);
+    for (child, _, _) in children(pid) {
+        total += ticks(child.unsigned_abs(), 11..13);
+    }
+    total as f64 / ticks_per_second
 }
 
 /// Whether a process exists (and is not a zombie).
