@@ -98,13 +98,11 @@ pub fn cpu_seconds_with_children(pid: u32) -> f64 {
 /// Whether a process exists (and is not a zombie).
 pub fn alive(pid: i32) -> bool {
     let stat = Path::new("/proc").join(pid.to_string()).join("stat");
-    match std::fs::read_to_string(stat) {
-        Ok(s) => s
-            .rfind(')')
-            .and_then(|i| s[i + 2..].chars().next())
-            .is_some_and(|state| state != 'Z'),
-        Err(_) => false,
-    }
+    read_stat(&stat).is_some_and(|(_, rest)| {
+        rest.first()
+            .and_then(|state| state.chars().next())
+            .is_some_and(|state| state != 'Z')
+    })
 }
 
 /// Whether the tests run as root, which `test` needs (to act as another uid). If not, says
