@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import httpx
 
+from ._http11 import Answer
 from .errors import AirlockApiError, AirlockProtocolError
 from .types import (
     JSON,
@@ -30,6 +31,8 @@ ClientToolLike = Union[ClientTool, Mapping[str, Any]]
 ClientResultLike = Union[ClientResult, Mapping[str, Any]]
 ClientResultsLike = Union[Sequence[ClientResultLike], Mapping[int, JSON]]
 DeterminismLike = Union[Determinism, Mapping[str, Any]]
+Answered = Union[httpx.Response, Answer]
+"""A whole answer, from httpx or from the sync client's own connections (``_http11``)."""
 
 
 def execution_path(execution_id: str, suffix: str = "") -> str:
@@ -87,7 +90,7 @@ def execution_body(
     return body
 
 
-def api_error(response: httpx.Response) -> AirlockApiError:
+def api_error(response: Answered) -> AirlockApiError:
     """The error of a non-2xx answer whose body has been read."""
     retry_after: float | None = None
     header = response.headers.get("retry-after")
@@ -120,7 +123,7 @@ def api_error(response: httpx.Response) -> AirlockApiError:
     )
 
 
-def decode_json(response: httpx.Response) -> Any:
+def decode_json(response: Answered) -> Any:
     """The JSON body of a 2xx answer (raises ``AirlockApiError`` for any other status)."""
     if not response.is_success:
         raise api_error(response)
@@ -132,7 +135,7 @@ def decode_json(response: httpx.Response) -> Any:
         ) from e
 
 
-def decode_response(response: httpx.Response) -> ExecutionResponse:
+def decode_response(response: Answered) -> ExecutionResponse:
     data = decode_json(response)
     if not isinstance(data, dict):
         raise AirlockProtocolError(f"expected an execution response, got {type(data).__name__}")
