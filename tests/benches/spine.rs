@@ -8,8 +8,9 @@
 //! `deno run` of the same trivial program and prints the ratio; when `pydantic_monty` is
 //! importable, its pool's latency, beside the pre-started workers' timed again by a Python
 //! client in a process of its own (`benches/airlock_client.py`), as monty is timed from Python,
-//! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`),
-//! and the floor under both: the same hops with none of Airlock's code
+//! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`,
+//! Airlock's side also through the shipped Python package when httpx is installed), and the
+//! floor under both: the same hops with none of Airlock's code
 //! (`src/bin/airlock-bench-floor.rs`), timed in the same rounds (`benches/floor_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
 //!
@@ -316,27 +317,38 @@ struct Paired {
     share: f64,
     /// The same client reading the answer's JSON with orjson, when it is installed.
     orjson: Option<(f64, f64)>,
+    /// The shipped Python package (`clients/python`), when httpx is installed.
+    package: Option<(f64, f64)>,
 }
 
 /// Airlock's pre-started workers and pydantic-monty's pool timed in alternating pairs from one
 /// Python process (`benches/paired_with_monty.py`).
 fn paired_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Paired> {
     let args = client_args(socket, n, pool, gap);
+    // A client the script could not time prints NaN for its figures.
+    let timed = |p50: f64, share: f64| (!p50.is_nan()).then_some((p50, share));
     let figures = python_figures("paired_with_monty.py", &args).and_then(|f| match f[..] {
-        [airlock, _, monty, _, share] => Ok(Paired {
+        [
+            airlock,
+            _,
+            monty,
+            _,
+            share,
+            orjson,
+            _,
+            orjson_share,
+            package,
+            _,
+            package_share,
+        ] => Ok(Paired {
             airlock,
             monty,
             share,
-            orjson: None,
-        }),
-        [airlock, _, monty, _, share, orjson, _, orjson_share] => Ok(Paired {
-            airlock,
-            monty,
-            share,
-            orjson: Some((orjson, orjson_share)),
+            orjson: timed(orjson, orjson_share),
+            package: timed(package, package_share),
         }),
         _ => Err(format!(
-            "paired_with_monty.py printed {} figures, not 5 or 8",
+            "paired_with_monty.py printed {} figures, not 11",
             f.len()
         )),
     });
@@ -629,6 +641,16 @@ fn main() {
                     ),
                     None => println!(
                         "  (orjson not installed: `pip install orjson` adds Airlock's client decoding JSON natively to these rounds)"
+                    ),
+                }
+                match p.package {
+                    Some((package, share)) => println!(
+                        "  interleaved with those pairs, the shipped Python package (clients/python, Client.execute, a typed response): p50 {package:7.3} ms   → {:.2}×, the faster in {:.0}% of pairs",
+                        p.monty / package,
+                        share * 100.0,
+                    ),
+                    None => println!(
+                        "  (httpx not installed: `pip install httpx` adds the shipped Python package to these rounds)"
                     ),
                 }
             }
