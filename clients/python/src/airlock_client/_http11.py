@@ -418,8 +418,10 @@ class AsyncUnixHttp:
             raise AirlockTransportError("the client is closed")
         while self._idle:
             reader, writer = self._idle.pop()
-            # The loop has seen the daemon close it while it sat idle.
-            if not reader.at_eof() and not writer.is_closing():
+            # Closed while it sat idle: the loop saw it (at_eof), or the close is still in
+            # the socket, unread, when the loop has not run since (as a blocking client
+            # driving a loop of its own per call leaves it).
+            if not reader.at_eof() and not writer.is_closing() and _quiet(writer):
                 return reader, writer
             writer.close()
         try:
@@ -430,3 +432,10 @@ class AsyncUnixHttp:
         except (OSError, asyncio.TimeoutError) as e:
             raise AirlockConnectionError(self.path, e) from e
 
+
+def _quiet(writer: asyncio.StreamWriter) -> bool:
+    """Nothing to read on the connection's socket now: neither the daemon's close nor bytes
+    it sent unasked."""
+    poller = select.poll()
+    poller.register(writer.get_extra_info("socket").fileno(), select.POLLIN)
+    return not poller.poll(0)
