@@ -250,27 +250,6 @@ def _failed(path: str, error: OSError) -> AirlockTransportError:
     return AirlockTransportError(f"talking to airlockd at {path}: {error!r}")
 
 
-class _Connection:
-    """A connected socket, blocking, with the write and read timeouts set in the kernel
-    (``SO_SNDTIMEO``, ``SO_RCVTIMEO``) once: Python's own socket timeouts would cost a
-    ``poll`` before every send and receive."""
-
-    __slots__ = ("poller", "sock")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.poller = select.poll()
-        self.poller.register(sock, select.POLLIN)
-
-    def still_open(self) -> bool:
-        """Whether a kept connection can carry a request: the daemon has neither closed it
-        nor sent anything unasked on it (either makes it readable)."""
-        return not self.poller.poll(0)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class UnixHttp:
     """Kept HTTP/1.1 connections to one Unix socket, blocking; safe to share between threads
     (each request takes a connection of its own)."""
@@ -278,7 +257,7 @@ class UnixHttp:
     def __init__(self, path: str, timeout: httpx.Timeout | float | None) -> None:
         self.path = path
         self._connect_timeout, self._write_timeout, self._read_timeout = _timeouts(timeout)
-        self._idle: list[_Connection] = []
+        self._idle: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -286,8 +265,8 @@ class UnixHttp:
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+        for sock in idle:
+            sock.close()
 
     def request(
         self,
@@ -299,10 +278,9 @@ class UnixHttp:
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         request = encode_request(method, path, json, params, headers)
-        conn = self._take()
+        sock = self._take()
         parser = AnswerParser(method)
         try:
-            sock = conn.sock
             sock.sendall(request)
             while not parser.done():
                 chunk = sock.recv(READ_SIZE)
@@ -311,28 +289,31 @@ class UnixHttp:
                     break
                 parser.feed(chunk)
         except BlockingIOError as e:  # SO_SNDTIMEO or SO_RCVTIMEO ran out
-            conn.close()
+            sock.close()
             raise _timed_out(self.path) from e
         except OSError as e:
-            conn.close()
+            sock.close()
             raise _failed(self.path, e) from e
         except BaseException:
-            conn.close()
+            sock.close()
             raise
-        self._give_back(conn, parser.reusable)
+        self._give_back(sock, parser.reusable)
         assert parser.answer is not None
         return parser.answer
 
-    def _take(self) -> _Connection:
+    def _take(self) -> socket.socket:
         with self._lock:
             if self._closed:
                 raise AirlockTransportError("the client is closed")
             idle = self._idle
             while idle:
-                conn = idle.pop()
-                if conn.still_open():
-                    return conn
-                conn.close()
+                sock = idle.pop()
+                if _quiet(sock):
+                    return sock
+                sock.close()
+        # Blocking, with the write and read timeouts set in the kernel (`SO_SNDTIMEO`,
+        # `SO_RCVTIMEO`) once: Python's own socket timeouts would cost a `poll` before every
+        # send and receive.
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(self._connect_timeout)
@@ -343,15 +324,15 @@ class UnixHttp:
         except OSError as e:
             sock.close()
             raise AirlockConnectionError(self.path, e) from e
-        return _Connection(sock)
+        return sock
 
-    def _give_back(self, conn: _Connection, reusable: bool) -> None:
+    def _give_back(self, sock: socket.socket, reusable: bool) -> None:
         if reusable:
             with self._lock:
                 if not self._closed and len(self._idle) < MAX_IDLE_CONNECTIONS:
-                    self._idle.append(conn)
+                    self._idle.append(sock)
                     return
-        conn.close()
+        sock.close()
 
 
 class AsyncUnixHttp:
@@ -421,7 +402,7 @@ class AsyncUnixHttp:
             # Closed while it sat idle: the loop saw it (at_eof), or the close is still in
             # the socket, unread, when the loop has not run since (as a blocking client
             # driving a loop of its own per call leaves it).
-            if not reader.at_eof() and not writer.is_closing() and _quiet(writer):
+            if not reader.at_eof() and not writer.is_closing() and _quiet(writer.get_extra_info("socket")):
                 return reader, writer
             writer.close()
         try:
@@ -433,9 +414,9 @@ class AsyncUnixHttp:
             raise AirlockConnectionError(self.path, e) from e
 
 
-def _quiet(writer: asyncio.StreamWriter) -> bool:
-    """Nothing to read on the connection's socket now: neither the daemon's close nor bytes
-    it sent unasked."""
+def _quiet(sock: Any) -> bool:
+    """Whether a kept connection can carry a request: nothing to read on its socket now,
+    neither the daemon's close nor bytes it sent unasked (either makes it readable)."""
     poller = select.poll()
-    poller.register(writer.get_extra_info("socket").fileno(), select.POLLIN)
+    poller.register(sock.fileno(), select.POLLIN)
     return not poller.poll(0)

@@ -32,7 +32,7 @@ ClientResultLike = Union[ClientResult, Mapping[str, Any]]
 ClientResultsLike = Union[Sequence[ClientResultLike], Mapping[int, JSON]]
 DeterminismLike = Union[Determinism, Mapping[str, Any]]
 Answered = Union[httpx.Response, Answer]
-"""A whole answer, from httpx or from the sync client's own connections (``_http11``)."""
+"""A whole answer, from httpx or from the clients' own connections (``_http11``)."""
 
 
 def execution_path(execution_id: str, suffix: str = "") -> str:
