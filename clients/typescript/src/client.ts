@@ -1,5 +1,5 @@
 import { AirlockProtocolError } from "./errors.ts";
-import { apiError, isObject, isSuccess, ndjson, parseJson, readText, send } from "./http.ts";
+import { apiError, Connections, isObject, isSuccess, ndjson, parseJson, readText, send } from "./http.ts";
 import type { SendOptions } from "./http.ts";
 import { runWithRetries } from "./retry.ts";
 import type { FixFn, RetryOptions, RetryOutcome } from "./retry.ts";
@@ -63,14 +63,24 @@ export interface ClientToolsOptions extends CallOptions {
 }
 
 /**
- * A client of `airlockd`'s agent API over its Unix socket. Every method is one HTTP request
- * (one connection); the client keeps no state and may be shared.
+ * A client of `airlockd`'s agent API over its Unix socket. Every method is one HTTP request;
+ * those with a whole answer reuse the client's kept connections, a stream opens its own. The
+ * client keeps no other state and may be shared.
  */
 export class AirlockClient {
   readonly socketPath: string;
+  readonly #connections = new Connections();
 
   constructor(options: AirlockClientOptions = {}) {
     this.socketPath = options.socketPath ?? defaultSocketPath();
+  }
+
+  /**
+   * Closes the kept idle connections (they hold no event loop open, so this is optional); a
+   * later call opens a new one.
+   */
+  close(): void {
+    this.#connections.close();
   }
 
   // -------------------------------------------------------------------------------------------
@@ -366,7 +376,11 @@ export class AirlockClient {
    * policy is in force (`ok: true`, 200) or was refused (`ok: false`, 422).
    */
   async reload(options: CallOptions = {}): Promise<ReloadReport> {
-    const res = await send(this.socketPath, { method: "POST", path: "/v1/reload", signal: options.signal });
+    const res = await this.#connections.send(this.socketPath, {
+      method: "POST",
+      path: "/v1/reload",
+      signal: options.signal,
+    });
     if (res.statusCode === 422) {
       return parseJson<ReloadReport>(await readText(res), "POST /v1/reload");
     }
@@ -383,7 +397,7 @@ export class AirlockClient {
   }
 
   private async text(options: SendOptions): Promise<string> {
-    const res = await send(this.socketPath, options);
+    const res = await this.#connections.send(this.socketPath, options);
     if (!isSuccess(res)) {
       throw await apiError(res);
     }

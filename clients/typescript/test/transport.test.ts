@@ -243,6 +243,123 @@ describe("transport (fake daemon)", () => {
   });
 });
 
+describe("kept connections (fake daemon)", () => {
+  let dir = "";
+  let socketPath = "";
+  let server: ReturnType<typeof createServer> | undefined;
+  let connections = 0;
+  const requests: string[] = [];
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), "airlock-ts-kept-"));
+    socketPath = join(dir, "fake.sock");
+    server = createServer((req, res) => {
+      void (async () => {
+        await body(req);
+        requests.push(`${req.method} ${req.url}`);
+        if (req.url === "/v1/executions/cut/resume") {
+          // A head and half a body, then the connection dies: the answer is cut short.
+          res.writeHead(200, { "content-type": "application/json", "content-length": "100" });
+          res.write('{"id":"cut",');
+          setTimeout(() => res.socket?.destroy(), 10);
+          return;
+        }
+        if (req.url?.startsWith("/v1/executions/stream/events") === true) {
+          res.writeHead(200, { "content-type": "application/x-ndjson" });
+          res.end('{"event":"started","id":"stream","seq":1}\n');
+          return;
+        }
+        await sleep(req.url === "/v1/sessions/slow" ? 20 : 0);
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ id: "kept", url: req.url }));
+      })();
+    });
+    server.on("connection", () => {
+      connections += 1;
+    });
+    const s = server;
+    await new Promise<void>((resolve) => {
+      s.listen(socketPath, resolve);
+    });
+  });
+
+  after(async () => {
+    const s = server;
+    if (s) {
+      s.closeAllConnections();
+      await new Promise<void>((resolve) => {
+        s.close(() => resolve());
+      });
+    }
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("sends requests with a whole answer over one kept connection", async () => {
+    const c = new AirlockClient({ socketPath });
+    const before = connections;
+    for (let i = 0; i < 5; i++) {
+      const answer = (await c.session("a")) as unknown as { url: string };
+      assert.equal(answer.url, "/v1/sessions/a");
+    }
+    await c.resume("r");
+    assert.equal(connections - before, 1);
+    c.close();
+  });
+
+  it("keeps at most 8 of the connections concurrent requests opened, and reuses them", async () => {
+    const c = new AirlockClient({ socketPath });
+    const before = connections;
+    await Promise.all(Array.from({ length: 12 }, () => c.session("slow")));
+    assert.equal(connections - before, 12);
+    await Promise.all(Array.from({ length: 8 }, () => c.session("slow")));
+    assert.equal(connections - before, 12, "the second round used kept connections");
+    await Promise.all(Array.from({ length: 12 }, () => c.session("slow")));
+    assert.equal(connections - before, 16, "4 more than the 8 kept");
+    c.close();
+  });
+
+  it("gives a stream a connection of its own, closed at its end", async () => {
+    const c = new AirlockClient({ socketPath });
+    await c.session("a");
+    const before = connections;
+    const events = await collect(c.events("stream", { follow: false }));
+    assert.equal(events.length, 1);
+    assert.equal(connections - before, 1);
+    await c.session("a");
+    assert.equal(connections - before, 1, "the kept connection, not the stream's");
+    c.close();
+  });
+
+  it("sends a request once more only when its kept connection was closed before it was written", async () => {
+    const c = new AirlockClient({ socketPath });
+    await c.session("a");
+    await c.session("b");
+    const s = server;
+    assert.ok(s);
+    // The daemon closes its idle connections (a restart, a shutdown) and, before this client's
+    // event loop has read the hang-up, a request goes out on the kept connection: EPIPE, the
+    // daemon never saw it, and it goes again on a new one.
+    s.closeIdleConnections();
+    const seen = requests.length;
+    const answer = (await c.resume("after-close")) as unknown as { url: string };
+    assert.equal(answer.url, "/v1/executions/after-close/resume");
+    assert.deepEqual(requests.slice(seen), ["POST /v1/executions/after-close/resume"]);
+    c.close();
+  });
+
+  it("does not send again a request whose answer was cut short", async () => {
+    const c = new AirlockClient({ socketPath });
+    await c.session("a");
+    const seen = requests.length;
+    await assert.rejects(c.resume("cut"), (e: unknown) => e instanceof Error && !(e instanceof AirlockApiError));
+    assert.deepEqual(requests.slice(seen), ["POST /v1/executions/cut/resume"]);
+    // The next request works, on a new connection.
+    const answer = (await c.session("a")) as unknown as { url: string };
+    assert.equal(answer.url, "/v1/sessions/a");
+    c.close();
+  });
+});
+
 describe("defaultSocketPath", () => {
   const none = () => false;
   it("prefers AIRLOCK_SOCKET", () => {

@@ -71,8 +71,19 @@ declare module "node:http" {
     path?: string;
     method?: string;
     headers?: OutgoingHttpHeaders;
-    agent?: false;
+    agent?: Agent | false;
     signal?: AbortSignal;
+  }
+
+  interface AgentOptions {
+    keepAlive?: boolean;
+    maxFreeSockets?: number;
+    scheduling?: "fifo" | "lifo";
+  }
+
+  class Agent extends EventEmitter {
+    constructor(options?: AgentOptions);
+    destroy(): void;
   }
 
   class IncomingMessage extends EventEmitter implements AsyncIterable<string | Uint8Array> {
@@ -88,6 +99,7 @@ declare module "node:http" {
   }
 
   class ClientRequest extends EventEmitter {
+    readonly reusedSocket: boolean;
     end(data?: string | Uint8Array): this;
     destroy(error?: Error): this;
     readonly destroyed: boolean;
@@ -95,6 +107,7 @@ declare module "node:http" {
 
   class ServerResponse extends EventEmitter {
     statusCode: number;
+    readonly socket: Socket | null;
     writeHead(statusCode: number, headers?: OutgoingHttpHeaders): this;
     flushHeaders(): void;
     write(chunk: string | Uint8Array): boolean;
@@ -106,6 +119,7 @@ declare module "node:http" {
     listen(path: string, listeningListener?: () => void): this;
     close(callback?: (err?: Error) => void): this;
     closeAllConnections(): void;
+    closeIdleConnections(): void;
   }
 
   function request(
