@@ -11,7 +11,9 @@
 //! and the two alternating in pairs from one Python process (`benches/paired_with_monty.py`,
 //! Airlock's side also through the shipped Python package when httpx is installed), and the
 //! floor under both: the same hops with none of Airlock's code
-//! (`src/bin/airlock-bench-floor.rs`), timed in the same rounds (`benches/floor_with_monty.py`).
+//! (`src/bin/airlock-bench-floor.rs`), timed in the same rounds (`benches/floor_with_monty.py`);
+//! and a tight loop on Airlock, the floor's pool of fresh processes and monty
+//! (`benches/tight_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
 //!
 //! What is timed is what ships: every daemon but one is the release `airlockd` that
@@ -402,6 +404,72 @@ fn floor_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -
         .ok()
 }
 
+/// What `tight_with_monty` reads: p50s in ms of a tight loop on each path, and the share of
+/// Airlock's executions that found a pre-started worker.
+struct Tight {
+    airlock: f64,
+    floor_small: f64,
+    floor_worker_sized: f64,
+    monty: f64,
+    from_pool: f64,
+}
+
+/// A tight loop (each request sent as soon as the last one answered, no wait for the pool) on
+/// Airlock, on two `airlock-bench-floor` pools of fresh pre-forked processes (`relay-pool`:
+/// small, and with a worker-sized heap), and on monty's pool, in rotating blocks from one
+/// Python process (`benches/tight_with_monty.py`).
+fn tight_with_monty(socket: &std::path::Path, n: usize) -> Option<Tight> {
+    let dir = tempfile::tempdir().expect("a directory for the floor's sockets");
+    // 4 MiB filled, 84 pages written by each forked process: a forked worker's page faults
+    // from fork to exit (docs/testing.md, "A forked worker's CPU").
+    let floors: [(&str, &[&str]); 2] = [("small", &[]), ("worker-sized", &["4096", "84"])];
+    let mut servers = Vec::new();
+    let mut args = vec![socket.as_os_str().to_owned()];
+    for (name, heap) in floors {
+        let path = dir.path().join(format!("{name}.sock"));
+        let server = std::process::Command::new(binaries::built("airlock-bench-floor"))
+            .arg("relay-pool")
+            .arg(&path)
+            .args(heap)
+            .spawn()
+            .expect("airlock-bench-floor");
+        servers.push(server);
+        args.push(path.into_os_string());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !floors
+        .iter()
+        .all(|(name, _)| dir.path().join(format!("{name}.sock")).exists())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "airlock-bench-floor did not bind its sockets"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    args.extend([n.to_string().into(), "3".into()]);
+    let figures = python_figures("tight_with_monty.py", &args).and_then(|f| match f[..] {
+        [airlock, floor_small, floor_worker_sized, monty, from_pool] => Ok(Tight {
+            airlock,
+            floor_small,
+            floor_worker_sized,
+            monty,
+            from_pool,
+        }),
+        _ => Err(format!(
+            "tight_with_monty.py printed {} figures, not 5",
+            f.len()
+        )),
+    });
+    for mut server in servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    figures
+        .map_err(|stderr| println!("tight loop run failed: {stderr}"))
+        .ok()
+}
+
 fn which(name: &str) -> Option<std::path::PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
@@ -599,6 +667,7 @@ fn main() {
         // 8. pydantic-monty's subprocess pool (checkout + run), if installed, with the same
         //    gaps as Airlock's pre-started workers above; and those workers timed again from
         //    Python in a process of its own (`benches/airlock_client.py`), as monty is timed.
+        let mut monty_installed = false;
         for (i, gap) in [Gap::Idle, Gap::Busy].into_iter().enumerate() {
             let what = match gap {
                 Gap::Idle => "10 ms idle before each",
@@ -612,6 +681,7 @@ fn main() {
             }
             match monty_latency(n, gap) {
                 Some((p50, p99)) => {
+                    monty_installed = true;
                     println!(
                         "pydantic-monty pool checkout+run, {what}: p50 {p50:7.3} ms   p99 {p99:7.3} ms   → Airlock's pre-started forked worker is {:.2}× faster (Rust client above){}",
                         p50 / fork_pool_p50[i],
@@ -662,6 +732,25 @@ fn main() {
                     f[0], f[1], f[2], f[3], f[4], f[5], f[6],
                 );
             }
+        }
+        // 9. A tight loop: the next request as soon as the last one answered, so that every
+        //    execution's fresh process (its fork, copies and exit) is paid within the loop, as
+        //    monty's reused process is not; beside the floor's pool of fresh processes.
+        if let Some(t) = monty_installed
+            .then(|| tight_with_monty(&pooled.socket, if quick { 100 } else { 500 }))
+            .flatten()
+        {
+            println!(
+                "tight loop (the next request as soon as the last answered, no wait for the pool; blocks in one Python process): Airlock p50 {:.3} ms ({:.0}% found a pre-started worker); the floor's pool of 4 fresh pre-forked processes with none of Airlock's code {:.3} ms, with a worker-sized heap (4 MiB, 84 pages copied per process) {:.3} ms; monty {:.3} ms   → Airlock {:.2}×, the floor {:.2}× / {:.2}×",
+                t.airlock,
+                t.from_pool * 100.0,
+                t.floor_small,
+                t.floor_worker_sized,
+                t.monty,
+                t.monty / t.airlock,
+                t.monty / t.floor_small,
+                t.monty / t.floor_worker_sized,
+            );
         }
         pooled.stop();
         for mut d in daemons {

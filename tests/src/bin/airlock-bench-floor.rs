@@ -12,11 +12,21 @@
 //!   worker). 1 ms after the answer the server hangs up on that process, reaps it and forks
 //!   the next, as `airlockd`'s pool does for an execution running alone (`AFTER_ANSWER`);
 //! - `relay-at-once`: the same, with the hang-up, the reaping and the next fork right after the
-//!   answer (the order `airlockd` had before `AFTER_ANSWER`).
+//!   answer (the order `airlockd` had before `AFTER_ANSWER`);
+//! - `relay-pool`: `airlockd`'s pool with none of its code: four processes forked in advance;
+//!   each request takes one (or waits for one), and a thread of its own hangs up on it, reaps
+//!   it and forks its replacement at once. What a client sending its next request as soon as
+//!   the last one answered (a tight loop) pays for a fresh process per request.
 //!
-//! Used by `cargo bench -p airlock-tests --bench spine` (`benches/floor_with_monty.py`).
-//! Usage: `airlock-bench-floor MODE SOCKET`. Not a server for anything else: it trusts its
-//! client and panics on anything unexpected.
+//! With `HEAP_KIB` and `TOUCHED_PAGES` the server first fills a heap of that size, and every
+//! forked process writes to `TOUCHED_PAGES` pages of it before it waits (each write a
+//! copy-on-write fault), as a forked worker's warm-up copies the zygote's heap: a fork then
+//! copies that heap's page tables, and its exit tears them down.
+//!
+//! Used by `cargo bench -p airlock-tests --bench spine` (`benches/floor_with_monty.py`,
+//! `benches/tight_with_monty.py`).
+//! Usage: `airlock-bench-floor MODE SOCKET [HEAP_KIB TOUCHED_PAGES]`. Not a server for anything
+//! else: it trusts its client and panics on anything unexpected.
 
 // A bench helper: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -24,9 +34,23 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 const BODY: &[u8] = br#"{"status":"ok","value":2}"#;
+
+/// The pages every forked process writes to before it waits (empty without `HEAP_KIB`).
+static HEAP: OnceLock<Heap> = OnceLock::new();
+
+struct Heap {
+    start: usize,
+    touched: usize,
+}
+
+const PAGE: usize = 4096;
+
+/// How many processes `relay-pool` keeps forked in advance (`airlockd`'s default pool).
+const POOL: usize = 4;
 
 #[derive(Clone, Copy)]
 enum Mode {
@@ -37,6 +61,16 @@ enum Mode {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (mode, socket) = (args.next().unwrap(), args.next().unwrap());
+    let heap_kib: usize = args.next().map_or(0, |v| v.parse().unwrap());
+    let touched: usize = args.next().map_or(0, |v| v.parse().unwrap());
+    // Filled (every page written) so that it is resident and a fork copies its page tables.
+    let heap = vec![1u8; heap_kib * 1024].leak();
+    assert!(
+        touched * PAGE <= heap.len(),
+        "TOUCHED_PAGES is more than the heap holds"
+    );
+    let start = heap.as_mut_ptr() as usize;
+    HEAP.set(Heap { start, touched }).ok().unwrap();
     let _ = std::fs::remove_file(&socket);
     let mode = match mode.as_str() {
         "direct" => Mode::Direct,
@@ -47,7 +81,8 @@ fn main() {
             after_answer: Duration::ZERO,
         },
         "hyper" => return hyper_server(&socket),
-        other => panic!("unknown mode {other}: direct, hyper, relay or relay-at-once"),
+        "relay-pool" => return pool_server(&socket),
+        other => panic!("unknown mode {other}: direct, hyper, relay, relay-at-once or relay-pool"),
     };
     let listener = UnixListener::bind(&socket).unwrap();
     for stream in listener.incoming() {
@@ -56,10 +91,9 @@ fn main() {
     }
 }
 
-/// Answers the requests of one connection until the client hangs up.
-fn serve(mut client: UnixStream, mode: Mode) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let answer = [
+/// The fixed answer, head and body.
+fn answer() -> Vec<u8> {
+    [
         format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             BODY.len()
@@ -67,7 +101,13 @@ fn serve(mut client: UnixStream, mode: Mode) {
         .as_bytes(),
         BODY,
     ]
-    .concat();
+    .concat()
+}
+
+/// Answers the requests of one connection until the client hangs up.
+fn serve(mut client: UnixStream, mode: Mode) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let answer = answer();
     let mut next = match mode {
         Mode::Relay { .. } => Some(Child::fork()),
         Mode::Direct => None,
@@ -134,12 +174,20 @@ impl Child {
         assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
         if pid == 0 {
             let fd = theirs.as_raw_fd();
+            let heap = HEAP.get().unwrap();
             let mut byte = [0u8; 1];
-            // SAFETY: `byte` is a valid one-byte buffer; `fd` is this process's end. The
-            // server's end is closed first: a copy of it held here would keep the read below
-            // from ever seeing the hang-up.
+            // SAFETY: `byte` is a valid one-byte buffer; `fd` is this process's end; the heap's
+            // pages are this process's copy of a leaked allocation of at least `touched` pages.
+            // Every other descriptor is closed first (the server's end of this pair and of the
+            // other pooled processes' pairs): a copy held here would keep their reads from
+            // ever seeing the hang-up.
             unsafe {
-                libc::close(ours.as_raw_fd());
+                let fd_u32 = u32::try_from(fd).unwrap();
+                libc::syscall(libc::SYS_close_range, 3u32, fd_u32 - 1, 0u32);
+                libc::syscall(libc::SYS_close_range, fd_u32 + 1, u32::MAX, 0u32);
+                for page in 0..heap.touched {
+                    std::ptr::write_volatile((heap.start + page * PAGE) as *mut u8, 2);
+                }
                 while libc::read(fd, byte.as_mut_ptr().cast(), 1) == 1 {
                     libc::write(fd, byte.as_ptr().cast(), 1);
                 }
@@ -168,6 +216,38 @@ impl Child {
         drop(self.socket);
         // SAFETY: `pid` is this process's child, not yet reaped; a null status is allowed.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+    }
+}
+
+/// The `relay-pool` mode: [`POOL`] processes forked in advance, shared by the connections; a
+/// used one is handed to the refill thread, which hangs up on it, reaps it and forks the next.
+fn pool_server(socket: &str) {
+    let (ready_tx, ready) = mpsc::sync_channel::<Child>(POOL);
+    let (used, used_rx) = mpsc::channel::<Child>();
+    for _ in 0..POOL {
+        ready_tx.send(Child::fork()).unwrap();
+    }
+    std::thread::spawn(move || {
+        for child in used_rx {
+            child.hang_up();
+            ready_tx.send(Child::fork()).unwrap();
+        }
+    });
+    let ready = std::sync::Arc::new(Mutex::new(ready));
+    let listener = UnixListener::bind(socket).unwrap();
+    for stream in listener.incoming() {
+        let (mut client, ready, used) = (stream.unwrap(), ready.clone(), used.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            let answer = answer();
+            while read_request(&mut client, &mut buf) {
+                // Waits for the refill when all four are used.
+                let child = ready.lock().unwrap().recv().unwrap();
+                child.ask();
+                client.write_all(&answer).unwrap();
+                used.send(child).unwrap();
+            }
+        });
     }
 }
 
