@@ -364,44 +364,77 @@ fn paired_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) 
 /// with two hops (`direct`, `hyper`) and with four through a fresh pre-forked process
 /// (`relay`, `relay-at-once`). The seven p50s in ms, in the script's order.
 fn floor_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Vec<f64>> {
-    let dir = tempfile::tempdir().expect("a directory for the floor's sockets");
     let modes = ["direct", "hyper", "relay", "relay-at-once"];
-    let mut servers = Vec::new();
+    let floors = Floors::start(modes.map(|mode| (mode, mode, &[] as &[&str])));
     let mut args = vec![socket.as_os_str().to_owned()];
-    for mode in modes {
-        let path = dir.path().join(format!("{mode}.sock"));
-        let server = std::process::Command::new(binaries::built("airlock-bench-floor"))
-            .arg(mode)
-            .arg(&path)
-            .spawn()
-            .expect("airlock-bench-floor");
-        servers.push(server);
-        args.push(path.into_os_string());
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !modes
-        .iter()
-        .all(|m| dir.path().join(format!("{m}.sock")).exists())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "airlock-bench-floor did not bind its sockets"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    args.extend(floors.sockets());
     let [_, n, gap, pool] = client_args(socket, n, pool, gap);
     args.extend([n, gap, pool]);
-    let figures = python_figures("floor_with_monty.py", &args).and_then(|f| match f.len() {
-        7 => Ok(f),
-        len => Err(format!("floor_with_monty.py printed {len} figures, not 7")),
-    });
-    for mut server in servers {
-        let _ = server.kill();
-        let _ = server.wait();
-    }
-    figures
+    python_figures("floor_with_monty.py", &args)
+        .and_then(|f| match f.len() {
+            7 => Ok(f),
+            len => Err(format!("floor_with_monty.py printed {len} figures, not 7")),
+        })
         .map_err(|stderr| println!("floor run failed: {stderr}"))
         .ok()
+}
+
+/// `airlock-bench-floor` servers, each on a socket of its own in a temporary directory; killed
+/// when dropped.
+struct Floors {
+    dir: tempfile::TempDir,
+    servers: Vec<(String, std::process::Child)>,
+}
+
+impl Floors {
+    /// Starts one server per `(name, mode, extra arguments)` and waits until all listen.
+    fn start<'a>(floors: impl IntoIterator<Item = (&'a str, &'a str, &'a [&'a str])>) -> Floors {
+        let dir = tempfile::tempdir().expect("a directory for the floor's sockets");
+        let servers: Vec<_> = floors
+            .into_iter()
+            .map(|(name, mode, extra)| {
+                let server = std::process::Command::new(binaries::built("airlock-bench-floor"))
+                    .arg(mode)
+                    .arg(dir.path().join(format!("{name}.sock")))
+                    .args(extra)
+                    .spawn()
+                    .expect("airlock-bench-floor");
+                (name.to_owned(), server)
+            })
+            .collect();
+        let floors = Floors { dir, servers };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !floors.sockets().iter().all(|p| Path::new(p).exists()) {
+            assert!(
+                Instant::now() < deadline,
+                "airlock-bench-floor did not bind its sockets"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        floors
+    }
+
+    /// The servers' sockets, in the order they were started.
+    fn sockets(&self) -> Vec<std::ffi::OsString> {
+        self.servers
+            .iter()
+            .map(|(name, _)| {
+                self.dir
+                    .path()
+                    .join(format!("{name}.sock"))
+                    .into_os_string()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Floors {
+    fn drop(&mut self) {
+        for (_, server) in &mut self.servers {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+    }
 }
 
 /// What `tight_with_monty` reads: p50s in ms of a tight loop on each path, and the share of
@@ -419,53 +452,29 @@ struct Tight {
 /// small, and with a worker-sized heap), and on monty's pool, in rotating blocks from one
 /// Python process (`benches/tight_with_monty.py`).
 fn tight_with_monty(socket: &std::path::Path, n: usize) -> Option<Tight> {
-    let dir = tempfile::tempdir().expect("a directory for the floor's sockets");
     // 4 MiB filled, 84 pages written by each forked process: a forked worker's page faults
     // from fork to exit (docs/testing.md, "A forked worker's CPU").
-    let floors: [(&str, &[&str]); 2] = [("small", &[]), ("worker-sized", &["4096", "84"])];
-    let mut servers = Vec::new();
+    let floors = Floors::start([
+        ("small", "relay-pool", &[] as &[&str]),
+        ("worker-sized", "relay-pool", &["4096", "84"]),
+    ]);
     let mut args = vec![socket.as_os_str().to_owned()];
-    for (name, heap) in floors {
-        let path = dir.path().join(format!("{name}.sock"));
-        let server = std::process::Command::new(binaries::built("airlock-bench-floor"))
-            .arg("relay-pool")
-            .arg(&path)
-            .args(heap)
-            .spawn()
-            .expect("airlock-bench-floor");
-        servers.push(server);
-        args.push(path.into_os_string());
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !floors
-        .iter()
-        .all(|(name, _)| dir.path().join(format!("{name}.sock")).exists())
-    {
-        assert!(
-            Instant::now() < deadline,
-            "airlock-bench-floor did not bind its sockets"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    args.extend(floors.sockets());
     args.extend([n.to_string().into(), "3".into()]);
-    let figures = python_figures("tight_with_monty.py", &args).and_then(|f| match f[..] {
-        [airlock, floor_small, floor_worker_sized, monty, from_pool] => Ok(Tight {
-            airlock,
-            floor_small,
-            floor_worker_sized,
-            monty,
-            from_pool,
-        }),
-        _ => Err(format!(
-            "tight_with_monty.py printed {} figures, not 5",
-            f.len()
-        )),
-    });
-    for mut server in servers {
-        let _ = server.kill();
-        let _ = server.wait();
-    }
-    figures
+    python_figures("tight_with_monty.py", &args)
+        .and_then(|f| match f[..] {
+            [airlock, floor_small, floor_worker_sized, monty, from_pool] => Ok(Tight {
+                airlock,
+                floor_small,
+                floor_worker_sized,
+                monty,
+                from_pool,
+            }),
+            _ => Err(format!(
+                "tight_with_monty.py printed {} figures, not 5",
+                f.len()
+            )),
+        })
         .map_err(|stderr| println!("tight loop run failed: {stderr}"))
         .ok()
 }

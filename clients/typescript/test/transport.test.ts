@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import {
   AirlockApiError,
@@ -49,12 +49,47 @@ async function body(req: IncomingMessage): Promise<string> {
   return text;
 }
 
+/** A fake daemon: an HTTP server on a Unix socket in a directory of its own. */
+interface FakeDaemon {
+  readonly socketPath: string;
+  readonly server: Server;
+  /** Connections accepted so far. */
+  connections(): number;
+  close(): Promise<void>;
+}
+
+async function fakeDaemon(handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>): Promise<FakeDaemon> {
+  const dir = mkdtempSync(join(tmpdir(), "airlock-ts-test-"));
+  const socketPath = join(dir, "fake.sock");
+  let connections = 0;
+  const server = createServer((req, res) => {
+    void handle(req, res);
+  });
+  server.on("connection", () => {
+    connections += 1;
+  });
+  await new Promise<void>((resolve) => {
+    server.listen(socketPath, resolve);
+  });
+  return {
+    socketPath,
+    server,
+    connections: () => connections,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+      });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 describe("transport (fake daemon)", () => {
-  let dir = "";
+  let fake: FakeDaemon | undefined;
   let socketPath = "";
   const seen: Seen[] = [];
   const hungUp: string[] = [];
-  let server: ReturnType<typeof createServer> | undefined;
 
   const routes: Record<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>> = {
     "/v1/executions": async (_req, res) => {
@@ -102,36 +137,22 @@ describe("transport (fake daemon)", () => {
   };
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "airlock-ts-test-"));
-    socketPath = join(dir, "fake.sock");
-    server = createServer((req, res) => {
-      void (async () => {
-        const text = await body(req);
-        seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: text });
-        const route = routes[req.url ?? ""];
-        if (route) {
-          await route(req, res);
-        } else {
-          res.writeHead(404, { "content-type": "application/json" });
-          res.end(JSON.stringify({ error: { code: "not_found", message: `no route for ${req.url}` } }));
-        }
-      })();
+    fake = await fakeDaemon(async (req, res) => {
+      const text = await body(req);
+      seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body: text });
+      const route = routes[req.url ?? ""];
+      if (route) {
+        await route(req, res);
+      } else {
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { code: "not_found", message: `no route for ${req.url}` } }));
+      }
     });
-    const s = server;
-    await new Promise<void>((resolve) => {
-      s.listen(socketPath, resolve);
-    });
+    socketPath = fake.socketPath;
   });
 
   after(async () => {
-    const s = server;
-    if (s) {
-      s.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        s.close(() => resolve());
-      });
-    }
-    rmSync(dir, { recursive: true, force: true });
+    await fake?.close();
   });
 
   it("streams NDJSON split anywhere, sending the request as JSON with Accept: application/x-ndjson", async () => {
@@ -231,11 +252,12 @@ describe("transport (fake daemon)", () => {
   });
 
   it("names the socket and what to do when it cannot connect", async () => {
-    const c = new AirlockClient({ socketPath: join(dir, "absent.sock") });
+    const absent = join(dirname(socketPath), "absent.sock");
+    const c = new AirlockClient({ socketPath: absent });
     await assert.rejects(c.health(), (e: unknown) => {
       assert.ok(e instanceof AirlockConnectionError);
       assert.equal(e.code, "ENOENT");
-      assert.equal(e.socketPath, join(dir, "absent.sock"));
+      assert.equal(e.socketPath, absent);
       assert.match(e.message, /absent\.sock/);
       assert.match(e.hint ?? "", /airlockd running/);
       return true;
@@ -244,89 +266,71 @@ describe("transport (fake daemon)", () => {
 });
 
 describe("kept connections (fake daemon)", () => {
-  let dir = "";
+  let fake: FakeDaemon | undefined;
   let socketPath = "";
-  let server: ReturnType<typeof createServer> | undefined;
-  let connections = 0;
   const requests: string[] = [];
+  const connections = () => fake?.connections() ?? 0;
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), "airlock-ts-kept-"));
-    socketPath = join(dir, "fake.sock");
-    server = createServer((req, res) => {
-      void (async () => {
-        await body(req);
-        requests.push(`${req.method} ${req.url}`);
-        if (req.url === "/v1/executions/cut/resume") {
-          // A head and half a body, then the connection dies: the answer is cut short.
-          res.writeHead(200, { "content-type": "application/json", "content-length": "100" });
-          res.write('{"id":"cut",');
-          setTimeout(() => res.socket?.destroy(), 10);
-          return;
-        }
-        if (req.url?.startsWith("/v1/executions/stream/events") === true) {
-          res.writeHead(200, { "content-type": "application/x-ndjson" });
-          res.end('{"event":"started","id":"stream","seq":1}\n');
-          return;
-        }
-        await sleep(req.url === "/v1/sessions/slow" ? 20 : 0);
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ id: "kept", url: req.url }));
-      })();
+    fake = await fakeDaemon(async (req, res) => {
+      await body(req);
+      requests.push(`${req.method} ${req.url}`);
+      if (req.url === "/v1/executions/cut/resume") {
+        // A head and half a body, then the connection dies: the answer is cut short.
+        res.writeHead(200, { "content-type": "application/json", "content-length": "100" });
+        res.write('{"id":"cut",');
+        setTimeout(() => res.socket?.destroy(), 10);
+        return;
+      }
+      if (req.url?.startsWith("/v1/executions/stream/events") === true) {
+        res.writeHead(200, { "content-type": "application/x-ndjson" });
+        res.end('{"event":"started","id":"stream","seq":1}\n');
+        return;
+      }
+      await sleep(req.url === "/v1/sessions/slow" ? 20 : 0);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ id: "kept", url: req.url }));
     });
-    server.on("connection", () => {
-      connections += 1;
-    });
-    const s = server;
-    await new Promise<void>((resolve) => {
-      s.listen(socketPath, resolve);
-    });
+    socketPath = fake.socketPath;
   });
 
   after(async () => {
-    const s = server;
-    if (s) {
-      s.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        s.close(() => resolve());
-      });
-    }
-    rmSync(dir, { recursive: true, force: true });
+    await fake?.close();
   });
 
   it("sends requests with a whole answer over one kept connection", async () => {
     const c = new AirlockClient({ socketPath });
-    const before = connections;
+    const before = connections();
     for (let i = 0; i < 5; i++) {
       const answer = (await c.session("a")) as unknown as { url: string };
       assert.equal(answer.url, "/v1/sessions/a");
     }
     await c.resume("r");
-    assert.equal(connections - before, 1);
+    assert.equal(connections() - before, 1);
     c.close();
   });
 
   it("keeps at most 8 of the connections concurrent requests opened, and reuses them", async () => {
     const c = new AirlockClient({ socketPath });
-    const before = connections;
+    const before = connections();
     await Promise.all(Array.from({ length: 12 }, () => c.session("slow")));
-    assert.equal(connections - before, 12);
+    assert.equal(connections() - before, 12);
     await Promise.all(Array.from({ length: 8 }, () => c.session("slow")));
-    assert.equal(connections - before, 12, "the second round used kept connections");
+    assert.equal(connections() - before, 12, "the second round used kept connections");
     await Promise.all(Array.from({ length: 12 }, () => c.session("slow")));
-    assert.equal(connections - before, 16, "4 more than the 8 kept");
+    assert.equal(connections() - before, 16, "4 more than the 8 kept");
     c.close();
   });
 
   it("gives a stream a connection of its own, closed at its end", async () => {
     const c = new AirlockClient({ socketPath });
     await c.session("a");
-    const before = connections;
+    const before = connections();
     const events = await collect(c.events("stream", { follow: false }));
     assert.equal(events.length, 1);
-    assert.equal(connections - before, 1);
+    assert.equal(connections() - before, 1);
     await c.session("a");
-    assert.equal(connections - before, 1, "the kept connection, not the stream's");
+    assert.equal(connections() - before, 1, "the kept connection, not the stream's");
     c.close();
   });
 
@@ -334,7 +338,7 @@ describe("kept connections (fake daemon)", () => {
     const c = new AirlockClient({ socketPath });
     await c.session("a");
     await c.session("b");
-    const s = server;
+    const s = fake?.server;
     assert.ok(s);
     // The daemon closes its idle connections (a restart, a shutdown) and, before this client's
     // event loop has read the hang-up, a request goes out on the kept connection: EPIPE, the

@@ -144,6 +144,7 @@ declare module "node:os" {
 
 declare module "node:path" {
   function join(...paths: string[]): string;
+  function dirname(path: string): string;
 }
 
 declare module "node:test" {
