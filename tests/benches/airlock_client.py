@@ -78,6 +78,15 @@ class Client:
         return elapsed
 
 
+def timed_get(s):
+    """One `GET /v1/health` on connection `s` (ms); the floor's servers answer any request."""
+    t = time.perf_counter()
+    status, _ = request(s, "GET", "/v1/health")
+    elapsed = (time.perf_counter() - t) * 1e3
+    assert status == 200, status
+    return elapsed
+
+
 def percentiles(samples):
     samples = sorted(samples)
     p50 = samples[len(samples) // 2]

@@ -15,7 +15,7 @@ import time
 
 from pydantic_monty import Monty
 
-from airlock_client import Client, connect, percentiles, request
+from airlock_client import Client, connect, percentiles, timed_get
 from monty_checkout import timed_run
 
 airlock_socket, direct, hyper, relay, relay_at_once = sys.argv[1:6]
@@ -25,14 +25,6 @@ pool_size = int(sys.argv[8]) if len(sys.argv) > 8 else 1
 airlock = Client(airlock_socket, gap_s, pool_size)
 floors = {name: connect(path) for name, path in
           [("direct", direct), ("hyper", hyper), ("relay", relay), ("relay-at-once", relay_at_once)]}
-
-
-def timed_get(s):
-    t = time.perf_counter()
-    status, _ = request(s, "GET", "/v1/health")
-    elapsed = (time.perf_counter() - t) * 1e3
-    assert status == 200, status
-    return elapsed
 
 
 names = list(floors) + ["airlock-health", "airlock-execution", "monty"]

@@ -16,7 +16,7 @@ import time
 
 from pydantic_monty import Monty
 
-from airlock_client import connect, percentiles, request
+from airlock_client import connect, percentiles, request, timed_get
 from monty_checkout import timed_run
 
 airlock_socket, floor_small, floor_sized = sys.argv[1:4]
@@ -31,20 +31,16 @@ from_pool = 0
 
 
 def timed(name, pool):
-    global from_pool
+    """One request on `name` (ms), and whether it found a pre-started worker (Airlock's only)."""
     if name == "monty":
-        return timed_run(pool)
-    s = connections[name]
+        return timed_run(pool), False
+    if name != "airlock":
+        return timed_get(connections[name]), False
     t = time.perf_counter()
-    if name == "airlock":
-        status, answer = request(s, "POST", "/v1/executions", body)
-        elapsed = (time.perf_counter() - t) * 1e3
-        assert status == 200 and answer["status"] == "ok", answer
-        return elapsed, answer["stats"]["worker_from_pool"]
-    status, _ = request(s, "GET", "/v1/health")
+    status, answer = request(connections[name], "POST", "/v1/executions", body)
     elapsed = (time.perf_counter() - t) * 1e3
-    assert status == 200, status
-    return elapsed
+    assert status == 200 and answer["status"] == "ok", answer
+    return elapsed, answer["stats"]["worker_from_pool"]
 
 
 with Monty() as pool:
@@ -52,12 +48,9 @@ with Monty() as pool:
         # Each block starts with a different path.
         for name in names[block % len(names):] + names[:block % len(names)]:
             for i in range(n + 20):
-                result = timed(name, pool)
-                if name == "airlock":
-                    result, pooled = result
-                    if i >= 20:
-                        from_pool += pooled
+                elapsed, pooled = timed(name, pool)
                 if i >= 20:
-                    samples[name].append(result)
+                    samples[name].append(elapsed)
+                    from_pool += pooled
 figures = [percentiles(samples[name])[0] for name in names]
 print(" ".join(f"{f:.4f}" for f in figures), f"{from_pool / (n * blocks):.4f}")

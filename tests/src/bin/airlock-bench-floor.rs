@@ -34,7 +34,7 @@
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 const BODY: &[u8] = br#"{"status":"ok","value":2}"#;
@@ -52,10 +52,38 @@ const PAGE: usize = 4096;
 /// How many processes `relay-pool` keeps forked in advance (`airlockd`'s default pool).
 const POOL: usize = 4;
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Mode {
     Direct,
     Relay { after_answer: Duration },
+    Pool(Arc<Pool>),
+}
+
+/// `relay-pool`'s processes: [`POOL`] forked in advance and shared by the connections; a used
+/// one goes to the refill thread, which hangs up on it, reaps it and forks the next.
+struct Pool {
+    ready: Mutex<mpsc::Receiver<Child>>,
+    used: mpsc::Sender<Child>,
+}
+
+impl Pool {
+    fn start() -> Arc<Pool> {
+        let (ready_tx, ready) = mpsc::sync_channel::<Child>(POOL);
+        let (used, used_rx) = mpsc::channel::<Child>();
+        for _ in 0..POOL {
+            ready_tx.send(Child::fork()).unwrap();
+        }
+        std::thread::spawn(move || {
+            for child in used_rx {
+                child.hang_up();
+                ready_tx.send(Child::fork()).unwrap();
+            }
+        });
+        Arc::new(Pool {
+            ready: Mutex::new(ready),
+            used,
+        })
+    }
 }
 
 fn main() {
@@ -80,20 +108,22 @@ fn main() {
         "relay-at-once" => Mode::Relay {
             after_answer: Duration::ZERO,
         },
+        "relay-pool" => Mode::Pool(Pool::start()),
         "hyper" => return hyper_server(&socket),
-        "relay-pool" => return pool_server(&socket),
         other => panic!("unknown mode {other}: direct, hyper, relay, relay-at-once or relay-pool"),
     };
     let listener = UnixListener::bind(&socket).unwrap();
     for stream in listener.incoming() {
         let stream = stream.unwrap();
+        let mode = mode.clone();
         std::thread::spawn(move || serve(stream, mode));
     }
 }
 
-/// The fixed answer, head and body.
-fn answer() -> Vec<u8> {
-    [
+/// Answers the requests of one connection until the client hangs up.
+fn serve(mut client: UnixStream, mode: Mode) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let answer = [
         format!(
             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
             BODY.len()
@@ -101,30 +131,32 @@ fn answer() -> Vec<u8> {
         .as_bytes(),
         BODY,
     ]
-    .concat()
-}
-
-/// Answers the requests of one connection until the client hangs up.
-fn serve(mut client: UnixStream, mode: Mode) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let answer = answer();
+    .concat();
     let mut next = match mode {
         Mode::Relay { .. } => Some(Child::fork()),
-        Mode::Direct => None,
+        Mode::Direct | Mode::Pool(_) => None,
     };
     while read_request(&mut client, &mut buf) {
-        let Mode::Relay { after_answer } = mode else {
-            client.write_all(&answer).unwrap();
-            continue;
-        };
-        let child = next.take().unwrap();
-        child.ask();
-        client.write_all(&answer).unwrap();
-        if !after_answer.is_zero() {
-            std::thread::sleep(after_answer);
+        match &mode {
+            Mode::Direct => client.write_all(&answer).unwrap(),
+            Mode::Relay { after_answer } => {
+                let child = next.take().unwrap();
+                child.ask();
+                client.write_all(&answer).unwrap();
+                if !after_answer.is_zero() {
+                    std::thread::sleep(*after_answer);
+                }
+                child.hang_up();
+                next = Some(Child::fork());
+            }
+            Mode::Pool(pool) => {
+                // Waits for the refill when all four are used.
+                let child = pool.ready.lock().unwrap().recv().unwrap();
+                child.ask();
+                client.write_all(&answer).unwrap();
+                pool.used.send(child).unwrap();
+            }
         }
-        child.hang_up();
-        next = Some(Child::fork());
     }
 }
 
@@ -216,38 +248,6 @@ impl Child {
         drop(self.socket);
         // SAFETY: `pid` is this process's child, not yet reaped; a null status is allowed.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
-    }
-}
-
-/// The `relay-pool` mode: [`POOL`] processes forked in advance, shared by the connections; a
-/// used one is handed to the refill thread, which hangs up on it, reaps it and forks the next.
-fn pool_server(socket: &str) {
-    let (ready_tx, ready) = mpsc::sync_channel::<Child>(POOL);
-    let (used, used_rx) = mpsc::channel::<Child>();
-    for _ in 0..POOL {
-        ready_tx.send(Child::fork()).unwrap();
-    }
-    std::thread::spawn(move || {
-        for child in used_rx {
-            child.hang_up();
-            ready_tx.send(Child::fork()).unwrap();
-        }
-    });
-    let ready = std::sync::Arc::new(Mutex::new(ready));
-    let listener = UnixListener::bind(socket).unwrap();
-    for stream in listener.incoming() {
-        let (mut client, ready, used) = (stream.unwrap(), ready.clone(), used.clone());
-        std::thread::spawn(move || {
-            let mut buf = vec![0u8; 64 * 1024];
-            let answer = answer();
-            while read_request(&mut client, &mut buf) {
-                // Waits for the refill when all four are used.
-                let child = ready.lock().unwrap().recv().unwrap();
-                child.ask();
-                client.write_all(&answer).unwrap();
-                used.send(child).unwrap();
-            }
-        });
     }
 }
 
