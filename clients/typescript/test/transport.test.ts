@@ -282,6 +282,11 @@ describe("kept connections (fake daemon)", () => {
         setTimeout(() => res.socket?.destroy(), 10);
         return;
       }
+      if (req.url === "/v1/executions/dropped/resume") {
+        // The connection dies with the request read and nothing answered.
+        res.socket?.destroy();
+        return;
+      }
       if (req.url?.startsWith("/v1/executions/stream/events") === true) {
         res.writeHead(200, { "content-type": "application/x-ndjson" });
         res.end('{"event":"started","id":"stream","seq":1}\n');
@@ -348,6 +353,19 @@ describe("kept connections (fake daemon)", () => {
     const answer = (await c.resume("after-close")) as unknown as { url: string };
     assert.equal(answer.url, "/v1/executions/after-close/resume");
     assert.deepEqual(requests.slice(seen), ["POST /v1/executions/after-close/resume"]);
+    c.close();
+  });
+
+  it("reports a kept connection dropped before the answer as such, not as a daemon it cannot reach, and does not send again", async () => {
+    const c = new AirlockClient({ socketPath });
+    await c.session("a");
+    const seen = requests.length;
+    await assert.rejects(c.resume("dropped"), (e: unknown) => {
+      assert.ok(e instanceof Error);
+      assert.ok(!(e instanceof AirlockConnectionError), `${e.name}: ${e.message}`);
+      return true;
+    });
+    assert.deepEqual(requests.slice(seen), ["POST /v1/executions/dropped/resume"]);
     c.close();
   });
 
