@@ -15,65 +15,41 @@
 //! and a tight loop on Airlock, the floor's pool of fresh processes and monty
 //! (`benches/tight_with_monty.py`).
 //! `AIRLOCK_BENCH_POOL_ONLY=1` measures only the pre-started workers' latency and where it goes.
+//! `AIRLOCK_BENCH_BUILD=dist` times the Debian package's build (`packaging/debian/build` leaves
+//! it in `target/dist/`) instead of README's.
 //!
 //! What is timed is what ships: every daemon but one is the release `airlockd` that
-//! `cargo build --release` put beside this bench's executable (`target/release/airlockd`, built
-//! with the daemon's profile, `supervisor/pgo/`), run as a process of its own with its own log,
-//! on a policy file. A daemon compiled into this bench would not be that binary: cargo compiles
-//! the bench's copy of the daemon's crates under other symbol names (it hashes how each crate is
-//! fed to LTO), so the profile would match none of them. The one exception is the tool-call
-//! round trips, which need the in-process test tools (`tools.test`): they run on a daemon inside
-//! this bench, logging through `airlockd`'s own subscriber.
+//! `cargo build --release` put beside this bench's executable (`target/release/airlockd`), run
+//! as a process of its own with its own log, on a policy file. A daemon compiled into this bench
+//! would not be that binary: cargo compiles the bench's copy of the daemon's crates in the
+//! bench's own graph and profile. The one exception is the tool-call round trips, which need the
+//! in-process test tools (`tools.test`): they run on a daemon inside this bench, logging through
+//! `airlockd`'s own subscriber.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
 use airlock_policy::WorkerStart;
-use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, Status};
-use airlock_supervisor::client::Client;
 use airlock_supervisor::daemon::logging::{self, LogFormat};
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
+use airlock_tests::bench::{
+    Gap, Parts, TRIVIAL, check_fresh, connect, latency, latency_parts, run_ok, summary, throughput,
+};
 use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries, processes};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-const TRIVIAL: &str = "1 + 1";
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx]
-}
-
-fn summary(mut xs: Vec<f64>) -> (f64, f64) {
-    xs.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (percentile(&xs, 0.5), percentile(&xs, 0.99))
-}
-
-fn request(code: &str, timeout_ms: u64) -> ExecutionRequest {
-    ExecutionRequest {
-        code: code.to_owned(),
-        language: Default::default(),
-        timeout_ms: Some(timeout_ms),
-        session: None,
-        replay: None,
-        ..Default::default()
-    }
-}
-
-async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
-    let r = c.execute(&request(code, 30_000)).await.expect("request");
-    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
-    r
-}
-
-/// The release `airlockd` beside this bench (`target/release/airlockd`, what `cargo build
-/// --release` ships) on a policy with `pool` pre-started workers started as `start` says, its
-/// policy, socket, state and log in `parent/name`.
-fn start_airlockd(parent: &Path, name: &str, pool: usize, start: WorkerStart) -> RealDaemon {
+/// The `airlockd` and worker of `build` (`target/release/` unless `AIRLOCK_BENCH_BUILD` names
+/// another profile's directory) on a policy with `pool` pre-started workers started as `start`
+/// says, its policy, socket, state and log in `parent/name`.
+fn start_airlockd(
+    build: &Path,
+    parent: &Path,
+    name: &str,
+    pool: usize,
+    start: WorkerStart,
+) -> RealDaemon {
     let dir = parent.join(name);
     std::fs::create_dir(&dir).expect("the daemon's directory");
     let start = match start {
@@ -84,94 +60,7 @@ fn start_airlockd(parent: &Path, name: &str, pool: usize, start: WorkerStart) ->
         &real_daemon::policy(&dir, pool, ""),
         &format!("worker_start = \"{start}\""),
     );
-    RealDaemon::start(&dir, &policy, |_| {})
-}
-
-async fn connect(socket: &Path) -> Client {
-    Client::connect(socket)
-        .await
-        .expect("connect to the daemon")
-}
-
-/// Trivial-program latency through the socket; with `pool`, waits before each request until
-/// the pool is full again, so every execution takes a pre-started worker.
-async fn latency(socket: &Path, n: usize, pool: usize) -> Vec<f64> {
-    latency_parts(socket, n, pool, Gap::Idle).await.client
-}
-
-/// What the machine does between two measured executions of a pre-started worker.
-#[derive(Clone, Copy, PartialEq)]
-enum Gap {
-    /// The pool is polled every 10 ms until it is full again, and then the client sleeps
-    /// 10 ms more, so the daemon, the worker and the CPUs sat idle right before the request
-    /// (caches cold), as pydantic-monty's pool does before its run: an agent's request after
-    /// a pause. (Before, the request went right after the health request that found the pool
-    /// full, which had just woken the daemon.)
-    Idle,
-    /// The pool is polled back to back until it is full, then the next execution goes at
-    /// once: a daemon in steady use (as pydantic-monty's loop below runs).
-    Busy,
-}
-
-impl Gap {
-    /// The sleep between polls of the pool and, once it is full, before the request, in ms:
-    /// the same for the Rust client here and for the Python scripts (`GAP_MS`), so that
-    /// "after idle" means one thing in every line.
-    fn sleep_ms(self) -> u64 {
-        match self {
-            Gap::Idle => 10,
-            Gap::Busy => 0,
-        }
-    }
-}
-
-/// Where a trivial execution's time went, one sample per execution, in ms: at the client,
-/// the daemon's `total_ms`, the worker's round trip (`run_ms`), and inside the worker the
-/// TypeScript pipeline (`compile_us`) and the evaluation (`engine_run_us`).
-#[derive(Default)]
-struct Parts {
-    client: Vec<f64>,
-    total: Vec<f64>,
-    run: Vec<f64>,
-    compile: Vec<f64>,
-    engine: Vec<f64>,
-}
-
-/// Waits until `n` pre-started workers are idle, asking `/v1/health` on `c`.
-async fn wait_for_pool(c: &mut Client, n: usize, gap: Gap) {
-    loop {
-        let (_, body) = c.get("/v1/health").await.expect("health");
-        let health: serde_json::Value = serde_json::from_str(&body).expect("health json");
-        let full = health["pool"]["idle"].as_u64().unwrap_or(0) as usize >= n;
-        if gap == Gap::Idle {
-            tokio::time::sleep(Duration::from_millis(gap.sleep_ms())).await;
-        }
-        if full {
-            return;
-        }
-    }
-}
-
-async fn latency_parts(socket: &Path, n: usize, pool: usize, gap: Gap) -> Parts {
-    let mut c = connect(socket).await;
-    let mut health = connect(socket).await;
-    let mut out = Parts::default();
-    for _ in 0..n {
-        if pool > 0 {
-            wait_for_pool(&mut health, pool, gap).await;
-        }
-        let t = Instant::now();
-        let r = run_ok(&mut c, TRIVIAL).await;
-        out.client.push(t.elapsed().as_secs_f64() * 1e3);
-        assert_eq!(r.stats.worker_from_pool, pool > 0);
-        out.total.push(r.stats.total_ms);
-        out.run.push(r.stats.run_ms);
-        out.compile
-            .push(r.stats.compile_us.unwrap_or(0) as f64 / 1e3);
-        out.engine
-            .push(r.stats.engine_run_us.unwrap_or(0) as f64 / 1e3);
-    }
-    out
+    RealDaemon::start_build(&dir, &policy, build, |_| {})
 }
 
 /// Prints the pre-started worker's latency and where it went.
@@ -193,33 +82,6 @@ fn report_pool(label: &str, gap: Gap, parts: Parts, n: usize) -> f64 {
         part(parts.engine),
     );
     p50
-}
-
-/// `clients` concurrent clients each running `per_client` trivial programs back to back;
-/// returns executions/s, how many came back ok, how many were sent and the seconds taken.
-async fn throughput(socket: &Path, clients: usize, per_client: usize) -> (f64, usize, usize, f64) {
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let socket = socket.to_owned();
-        tasks.push(tokio::spawn(async move {
-            let mut c = connect(&socket).await;
-            let mut ok = 0usize;
-            for _ in 0..per_client {
-                let r = c.execute(&request(TRIVIAL, 30_000)).await;
-                if r.is_ok_and(|r| r.status == Status::Ok) {
-                    ok += 1;
-                }
-            }
-            ok
-        }));
-    }
-    let mut ok = 0;
-    for t in tasks {
-        ok += t.await.expect("client task");
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    (ok as f64 / elapsed, ok, clients * per_client, elapsed)
 }
 
 fn deno_latency(n: usize) -> Option<Vec<f64>> {
@@ -453,7 +315,7 @@ struct Tight {
 /// Python process (`benches/tight_with_monty.py`).
 fn tight_with_monty(socket: &std::path::Path, n: usize) -> Option<Tight> {
     // 4 MiB filled, 84 pages written by each forked process: a forked worker's page faults
-    // from fork to exit (docs/testing.md, "A forked worker's CPU").
+    // from fork to exit (docs/performance.md, "A forked worker's CPU").
     let floors = Floors::start([
         ("small", "relay-pool", &[] as &[&str]),
         ("worker-sized", "relay-pool", &["4096", "84"]),
@@ -487,62 +349,43 @@ fn which(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `Err` names a source file newer than `binary` (from the dep-info file cargo wrote beside it,
-/// the list cargo itself rebuilds from), or a committed profile newer than it, which cargo
-/// does not see.
-fn check_fresh(binary: &Path) -> Result<(), String> {
-    let built = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let Some(binary_time) = built(binary) else {
-        return Ok(());
-    };
-    let mut name = binary.as_os_str().to_owned();
-    name.push(".d");
-    let dep_info = std::fs::read_to_string(&name).unwrap_or_default();
-    // `target: dep dep ...`, a space inside a path escaped as `\ `.
-    let deps = dep_info
-        .split_once(": ")
-        .map_or("", |(_, deps)| deps)
-        .replace("\\ ", "\0");
-    for dep in deps.split_whitespace() {
-        let dep = PathBuf::from(dep.replace('\0', " "));
-        if built(&dep).is_some_and(|t| t > binary_time) {
-            return Err(format!(
-                "{} is older than {}: run `cargo build --release` first (this bench times the binaries in target/release)",
-                binary.display(),
-                dep.display()
-            ));
-        }
-    }
-    let profile = Path::new(env!("CARGO_MANIFEST_DIR")).join("../supervisor/pgo/airlockd.profdata");
-    if built(&profile).is_some_and(|t| t > binary_time) {
-        return Err(format!(
-            "{} is older than the committed profile {}: rebuild from clean (`rm -rf target/release && cargo build --release`; cargo does not see a new profile)",
-            binary.display(),
-            profile.display()
-        ));
-    }
-    Ok(())
-}
-
 fn main() {
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let n = if quick { 50 } else { 300 };
     // Only the pre-started worker's latency and its parts (for working on that path).
     let pool_only = std::env::var_os("AIRLOCK_BENCH_POOL_ONLY").is_some();
-    let worker = binaries::worker();
-    // What is timed is what `cargo build --release` left in target/release, not what this
+    // What is timed is what `cargo build --release` left in target/release (or, with
+    // AIRLOCK_BENCH_BUILD=dist, what packaging/debian/build left in target/dist), not what this
     // bench was compiled from: refuse binaries older than their sources.
-    for binary in [binaries::airlockd(), worker.clone()] {
-        if let Err(stale) = check_fresh(&binary) {
+    let (build, rebuild) = match std::env::var("AIRLOCK_BENCH_BUILD") {
+        Ok(profile) if profile == "dist" => (
+            binaries::target_profile_dir()
+                .parent()
+                .expect("the target directory")
+                .join("dist"),
+            "packaging/debian/build",
+        ),
+        Ok(other) if other != "release" => {
+            eprintln!("AIRLOCK_BENCH_BUILD={other}: say release or dist");
+            std::process::exit(2);
+        }
+        _ => (binaries::target_profile_dir(), "cargo build --release"),
+    };
+    for name in ["airlockd", "airlock-worker"] {
+        let binary = build.join(name);
+        if !binary.is_file() {
+            eprintln!("{} is missing: run `{rebuild}` first", binary.display());
+            std::process::exit(2);
+        }
+        if let Err(stale) = check_fresh(&binary, rebuild) {
             eprintln!("{stale}");
             std::process::exit(2);
         }
     }
     println!(
-        "airlock spine benchmark ({}; daemon {}, worker {})",
+        "airlock spine benchmark ({}; daemon and worker from {})",
         if quick { "quick" } else { "full" },
-        binaries::airlockd().display(),
-        worker.display()
+        build.display(),
     );
     // Policies, sockets, state and logs of the daemons below.
     let dir = tempfile::Builder::new()
@@ -567,7 +410,7 @@ fn main() {
         for (label, start) in [("fork", WorkerStart::Fork), ("exec", WorkerStart::Exec)] {
             // 1. A new worker per execution, started when the request comes.
             if !pool_only {
-                let mut fresh = start_airlockd(dir.path(), &format!("{label}-fresh"), 0, start);
+                let mut fresh = start_airlockd(&build, dir.path(), &format!("{label}-fresh"), 0, start);
                 let _ = latency(&fresh.socket, 5, 0).await; // warm the page cache (and start the zygote)
                 let (fresh_p50, fresh_p99) = summary(latency(&fresh.socket, n, 0).await);
                 println!("[{label}] trivial execution, no pre-started worker: p50 {fresh_p50:7.3} ms   p99 {fresh_p99:7.3} ms   (n={n})");
@@ -576,7 +419,7 @@ fn main() {
             }
 
             // 2. Pre-started pool, after idling and in steady use.
-            let mut pooled = start_airlockd(dir.path(), label, 4, start);
+            let mut pooled = start_airlockd(&build, dir.path(), label, 4, start);
             let _ = latency(&pooled.socket, 5, 4).await;
             for gap in [Gap::Idle, Gap::Busy] {
                 let parts = latency_parts(&pooled.socket, n, 4, gap).await;
@@ -766,5 +609,4 @@ fn main() {
             d.stop();
         }
     });
-    let _ = Duration::ZERO;
 }

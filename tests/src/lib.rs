@@ -15,10 +15,13 @@
 //! - [`fault_server`]: the fault-injection MCP server (`rmcp` server side) as a `[[server]]`.
 //! - [`type_check`]: `tsc` (from npm) over a generated SDK and a program.
 //! - [`raw_http`]: byte-exact HTTP requests for the escape corpus's hostile request targets.
+//! - [`bench`]: what the benches share (a trivial execution timed, a pool waited for, many
+//!   clients at once, binaries no older than their sources).
 //! - [`another_principal`]: uid 65534 as a second principal, through the real CLI, for the
 //!   tests that one principal cannot reach what another made.
 
 pub mod another_principal;
+pub mod bench;
 pub mod binaries;
 pub mod conformance;
 pub mod fault_server;

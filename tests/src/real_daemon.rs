@@ -41,6 +41,14 @@ pub fn fault_server_entry(name: &str, call_timeout_ms: u64, args: &[&str]) -> St
     )
 }
 
+/// The directory of the `airlockd` built with this test or bench (which must exist).
+fn this_build() -> PathBuf {
+    binaries::airlockd()
+        .parent()
+        .expect("airlockd's directory")
+        .to_owned()
+}
+
 /// A running `airlockd`; dropping it SIGKILLs it.
 #[derive(Debug)]
 pub struct RealDaemon {
@@ -53,21 +61,32 @@ impl RealDaemon {
     /// Writes `policy` to `dir/policy.toml` and starts `airlockd` on it; `adjust` may add to
     /// the command (environment, `pre_exec`). Waits until `/v1/health` answers.
     pub fn start(dir: &Path, policy: &str, adjust: impl FnOnce(&mut Command)) -> RealDaemon {
+        Self::start_build(dir, policy, &this_build(), adjust)
+    }
+
+    /// [`RealDaemon::start`] with the `airlockd` and `airlock-worker` of another build
+    /// (`target/<profile>/`), for benches that compare builds.
+    pub fn start_build(
+        dir: &Path,
+        policy: &str,
+        build: &Path,
+        adjust: impl FnOnce(&mut Command),
+    ) -> RealDaemon {
         let file = dir.join("policy.toml");
         std::fs::write(&file, policy).expect("write the policy");
-        let mut daemon = Self::spawn(dir, adjust);
+        let mut daemon = Self::spawn(dir, build, adjust);
         daemon.wait_until_serving();
         daemon
     }
 
     /// Starts `airlockd` again on the policy, socket and state directory `dir` already has.
     pub fn restart(dir: &Path) -> RealDaemon {
-        let mut daemon = Self::spawn(dir, |_| {});
+        let mut daemon = Self::spawn(dir, &this_build(), |_| {});
         daemon.wait_until_serving();
         daemon
     }
 
-    fn spawn(dir: &Path, adjust: impl FnOnce(&mut Command)) -> RealDaemon {
+    fn spawn(dir: &Path, build: &Path, adjust: impl FnOnce(&mut Command)) -> RealDaemon {
         let socket = dir.join("airlock.sock");
         let state = dir.join("state");
         std::fs::create_dir_all(&state).expect("state directory");
@@ -76,11 +95,11 @@ impl RealDaemon {
             .append(true)
             .open(dir.join("airlockd.log"))
             .expect("daemon log");
-        let mut cmd = Command::new(binaries::airlockd());
+        let mut cmd = Command::new(build.join("airlockd"));
         cmd.arg("--socket")
             .arg(&socket)
             .arg("--worker")
-            .arg(binaries::worker())
+            .arg(build.join("airlock-worker"))
             .arg("--config")
             .arg(dir.join("policy.toml"))
             .env("STATE_DIRECTORY", &state)

@@ -240,37 +240,3 @@ fn supervisor_hang_up_before_start_exits_cleanly() {
         status.signal()
     );
 }
-
-/// Where glibc's static library is installed (as on Debian's `libc6-dev` and in CI), the
-/// worker is linked statically (supervisor/pgo/rustc-wrapper adds `crt-static` for its crate):
-/// a running worker maps no shared library. A forked worker then takes no page faults in
-/// library code; see docs/sandbox.md, "A statically linked worker".
-#[test]
-fn the_worker_maps_no_shared_library_where_it_can_be_linked_statically() {
-    let libc_a = std::process::Command::new("cc")
-        .arg("-print-file-name=libc.a")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .filter(|path| path != "libc.a" && std::path::Path::new(path).is_file());
-    let Some(libc_a) = libc_a else {
-        // CI installs it and sets this, so that the check runs there.
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_STATIC_WORKER").is_none(),
-            "AIRLOCK_REQUIRE_STATIC_WORKER is set, but cc finds no libc.a: install libc6-dev (Debian) or glibc-static (Fedora)"
-        );
-        eprintln!("glibc's libc.a is not installed: the worker is linked dynamically here");
-        return;
-    };
-    let mut w = spawn(&standard_args(), Fd3::Socket);
-    w.expect_ready();
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", w.pid())).unwrap();
-    let libraries: Vec<&str> = maps.lines().filter(|l| l.contains(".so")).collect();
-    assert!(
-        libraries.is_empty(),
-        "{libc_a} is installed, yet the worker maps shared libraries:\n{}",
-        libraries.join("\n")
-    );
-    w.send(&SupervisorMessage::Cancel);
-    assert_eq!(w.wait().code(), Some(0));
-}
