@@ -218,7 +218,7 @@ fn sysusers_and_tmpfiles_snippets_apply() {
     let scratch = ScratchDir::new("root");
     let root = scratch.0.to_str().expect("UTF-8 path");
     std::fs::create_dir_all(scratch.0.join("etc")).expect("create etc");
-    let sysusers = unit_dir().join("airlock.sysusers.conf");
+    let sysusers = unit_dir().join("sysusers.d/airlock.conf");
     let output = run(
         "systemd-sysusers",
         &[
@@ -251,7 +251,7 @@ fn sysusers_and_tmpfiles_snippets_apply() {
         eprintln!("not root: skipping the tmpfiles half of this test");
         return;
     }
-    let tmpfiles = unit_dir().join("airlock.tmpfiles.conf");
+    let tmpfiles = unit_dir().join("tmpfiles.d/airlock.conf");
     let output = run(
         "systemd-tmpfiles",
         &[

@@ -423,9 +423,13 @@ fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
     use airlock_supervisor::tools::sources::mcp::ServerHost;
     use airlock_supervisor::tools::sources::mcp::confinement::{ServerCommand, describe};
     let store = SecretStore::empty();
-    let worker = std::env::current_exe()
-        .unwrap_or_default()
-        .with_file_name("airlock-worker");
+    // The launcher airlockd would use is the one beside its worker: where `airlockd` beside
+    // this CLI would find it.
+    let worker = airlock_supervisor::daemon::default_worker_path(
+        &std::env::current_exe()
+            .unwrap_or_default()
+            .with_file_name("airlockd"),
+    );
     let state = airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k))
         .unwrap_or_else(|_| std::env::temp_dir().join("airlock"));
     let hidden = vec![

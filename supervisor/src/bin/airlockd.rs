@@ -33,7 +33,8 @@ struct Args {
     /// $XDG_RUNTIME_DIR/airlock/airlock.sock otherwise.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// The airlock-worker binary (overrides daemon.worker_path). Default: next to airlockd.
+    /// The airlock-worker binary (overrides daemon.worker_path). Default: next to airlockd,
+    /// else ../libexec/airlock/ from it (where the Debian package puts it).
     #[arg(long, value_name = "PATH")]
     worker: Option<PathBuf>,
     /// Validate a policy file, print a summary, and exit (0 = valid).
@@ -141,9 +142,10 @@ async fn serve(args: Args, log_scanner: SharedScanner) -> Result<()> {
         .or_else(|| policy.daemon.worker_path.clone())
     {
         Some(p) => p,
-        None => std::env::current_exe()
-            .context("cannot find the airlockd executable to locate airlock-worker next to it")?
-            .with_file_name("airlock-worker"),
+        None => airlock_supervisor::daemon::default_worker_path(
+            &std::env::current_exe()
+                .context("cannot find the airlockd executable to locate airlock-worker")?,
+        ),
     };
 
     // Only a socket this process bound is removed at exit: one passed by systemd belongs to

@@ -80,10 +80,32 @@ impl DaemonConfig {
     }
 }
 
+/// Where the worker is when the policy does not say: beside `airlockd` (cargo's
+/// `target/<profile>/`, or a tarball), else where the Debian package puts it
+/// (`<prefix>/libexec/airlock/` for `airlockd` in `<prefix>/bin/`). `daemon_exe` is the
+/// running `airlockd`. When neither exists, the first place is returned and [`run`]'s error
+/// names it.
+pub fn default_worker_path(daemon_exe: &std::path::Path) -> PathBuf {
+    let beside = daemon_exe.with_file_name(WORKER_NAME);
+    if beside.is_file() {
+        return beside;
+    }
+    let libexec = daemon_exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(|prefix| prefix.join("libexec/airlock").join(WORKER_NAME));
+    match libexec {
+        Some(path) if path.is_file() => path,
+        _ => beside,
+    }
+}
+
+const WORKER_NAME: &str = "airlock-worker";
+
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(
-        "worker binary {0} does not exist or is not executable; build it (cargo build) or set daemon.worker_path in the policy"
+        "worker binary {0} does not exist or is not executable; build it (`cargo build --release` puts it beside airlockd; the package puts it in /usr/libexec/airlock/) or set daemon.worker_path in the policy"
     )]
     WorkerMissing(PathBuf),
     #[error("cannot start the worker spawner thread: {0}")]
@@ -358,4 +380,27 @@ fn server_host(
 fn is_executable(path: &std::path::Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_worker_path;
+
+    #[test]
+    fn the_worker_is_found_beside_the_daemon_first_then_in_libexec() {
+        let root = tempfile::tempdir().unwrap();
+        let bin = root.path().join("usr/bin");
+        let libexec = root.path().join("usr/libexec/airlock");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(&libexec).unwrap();
+        let daemon = bin.join("airlockd");
+        // Neither: the place beside the daemon, which the error then names.
+        assert_eq!(default_worker_path(&daemon), bin.join("airlock-worker"));
+        // Installed as the package lays it out.
+        std::fs::write(libexec.join("airlock-worker"), b"").unwrap();
+        assert_eq!(default_worker_path(&daemon), libexec.join("airlock-worker"));
+        // A worker beside the daemon (cargo's target directory) wins.
+        std::fs::write(bin.join("airlock-worker"), b"").unwrap();
+        assert_eq!(default_worker_path(&daemon), bin.join("airlock-worker"));
+    }
 }
