@@ -4,7 +4,8 @@
 //! private parsers and needs no second build of the dependency tree. The driver gives it:
 //! - the seed corpus, `tests/fuzz/<target>/` (every file one input), replayed by
 //!   [`Fuzz::replay`] in every `cargo test`;
-//! - a timed run, [`Fuzz::run`] (`AIRLOCK_FUZZ_SECONDS`, default 10): inputs made by stacking
+//! - a timed run, [`Fuzz::run`] (`AIRLOCK_FUZZ_SECONDS`, default 10, or 600 in the long mode,
+//!   `AIRLOCK_LONG=1`): inputs made by stacking
 //!   byte mutations (flips, interesting numbers, insertions and deletions, splices of two
 //!   inputs, dictionary tokens, a token repeated thousands of times for nesting) on inputs of
 //!   the pool, which starts as the seeds;
@@ -185,14 +186,15 @@ impl Fuzz {
         }
     }
 
-    /// Runs mutated inputs for `AIRLOCK_FUZZ_SECONDS` (default 10) and prints the figures;
-    /// panics on the first finding.
+    /// Runs mutated inputs for `AIRLOCK_FUZZ_SECONDS` (default 10; 600 with `AIRLOCK_LONG=1`)
+    /// and prints the figures; panics on the first finding.
     pub fn run(&self, mut target: impl FnMut(&[u8]) -> Outcome) -> Report {
         self.run_dyn(&mut target)
     }
 
     fn run_dyn(&self, target: &mut dyn FnMut(&[u8]) -> Outcome) -> Report {
-        let seconds = env_u64("AIRLOCK_FUZZ_SECONDS").unwrap_or(10);
+        let long = std::env::var_os("AIRLOCK_LONG").is_some_and(|v| v == "1");
+        let seconds = env_u64("AIRLOCK_FUZZ_SECONDS").unwrap_or(if long { 600 } else { 10 });
         let slow = Duration::from_millis(env_u64("AIRLOCK_FUZZ_SLOW_MS").unwrap_or(5_000));
         let hang = Duration::from_millis(env_u64("AIRLOCK_FUZZ_HANG_MS").unwrap_or(60_000));
         let save_each = std::env::var_os("AIRLOCK_FUZZ_SAVE_EACH").is_some();

@@ -7,6 +7,16 @@ pub fn worker_children(parent: u32) -> Vec<i32> {
     children_named(parent, "airlock-worker")
 }
 
+/// Pids of `parent`'s workers that are on a CPU or waiting for one (state `R`): a worker
+/// running a program's computation, not one waiting for work or for a tool result.
+pub fn busy_worker_children(parent: u32) -> Vec<i32> {
+    children(parent)
+        .into_iter()
+        .filter(|(_, c, state)| c == "airlock-worker" && *state == 'R')
+        .map(|(pid, _, _)| pid)
+        .collect()
+}
+
 /// Pids of live children of `parent` with command name `comm` (the kernel keeps the first
 /// 15 bytes of the executable's name).
 pub fn children_named(parent: u32, comm: &str) -> Vec<i32> {

@@ -5,9 +5,11 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::agent_api::{ExecutionRequest, Status};
+use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest, Status};
 use airlock_supervisor::client::Client;
-use airlock_tests::processes::{wait_until, worker_children, zombie_children};
+use airlock_tests::processes::{
+    busy_worker_children, wait_until, worker_children, zombie_children,
+};
 use airlock_tests::{DaemonOptions, TestDaemon};
 use serde_json::json;
 use std::time::Duration;
@@ -98,19 +100,29 @@ async fn graceful_shutdown_lets_running_executions_finish() {
     let _serial = serial().await;
     let d = TestDaemon::start_with(DaemonOptions::default().pool(1)).await;
     let socket = d.socket.clone();
+    // Told when the program is inside its tool call, so that the stop comes mid-execution.
+    let (inside, called) = tokio::sync::oneshot::channel();
     let running = tokio::spawn(async move {
         let mut c = Client::connect(&socket).await.unwrap();
-        c.execute(&ExecutionRequest {
-            code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
-            language: Default::default(),
-            timeout_ms: Some(10_000),
-            session: None,
-            replay: None,
-            ..Default::default()
-        })
+        let mut inside = Some(inside);
+        c.execute_streaming(
+            &ExecutionRequest {
+                code: "await tools.test.sleep({ ms: 700 }); 'finished'".into(),
+                language: Default::default(),
+                timeout_ms: Some(10_000),
+                session: None,
+                replay: None,
+                ..Default::default()
+            },
+            |event| {
+                if matches!(event, ExecutionEvent::ToolCallStarted { .. }) {
+                    inside.take().map(|tx| tx.send(()));
+                }
+            },
+        )
         .await
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    called.await.expect("the program's tool call started");
     let socket = d.socket.clone();
     d.stop().await;
     let r = running
@@ -188,13 +200,13 @@ async fn hanging_up_cancels_the_execution(streaming: bool) {
             let _ = c.execute(&request).await;
         }
     });
+    // The program's worker is the one in its endless loop, on a CPU (pre-started ones wait).
     let mut ours = Vec::new();
     assert!(wait_until(10, || {
-        ours = worker_children(me);
+        ours = busy_worker_children(me);
         ours.retain(|p| !before.contains(p));
         !ours.is_empty()
     }));
-    tokio::time::sleep(Duration::from_millis(100)).await;
     client.abort();
     let _ = client.await;
     assert!(
