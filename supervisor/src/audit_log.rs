@@ -43,8 +43,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use writer::{Message, Writer};
 
-/// Records that may wait for the writer. At the writer's measured rate (docs/testing.md) this
-/// is well under a second of backlog; past it, records are dropped and counted rather than
+/// Records that may wait for the writer. At the writer's measured rate (docs/performance.md)
+/// this is well under a second of backlog; past it, records are dropped and counted rather than
 /// making executions wait.
 pub const QUEUE_CAPACITY: usize = 4096;
 

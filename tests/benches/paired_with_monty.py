@@ -12,7 +12,7 @@ Airlock's side is timed with up to three clients, in turn (A M, M A, O M, M O, P
 - the same client reading the answer's JSON with orjson, when orjson is importable. Monty's
   client decodes its answer in native code (its extension); this one puts Airlock's client on
   the same footing. After idle, CPython's json module runs cold, which costs ~40-50 µs
-  (docs/testing.md, "The client's own share");
+  (docs/performance.md, "The client's own share");
 - the shipped Python package (clients/python, `airlock_client.Client.execute`, which returns
   a typed `ExecutionResponse`), when httpx (its dependency) is importable: what a Python user
   of Airlock sees.

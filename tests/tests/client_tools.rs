@@ -1,4 +1,4 @@
-//! Client-owned tools (issue 15), end to end (the real daemon in-process, real workers): a
+//! Client-owned tools, end to end (the real daemon in-process, real workers): a
 //! request declares tools the agent's client answers (`client_tools`), the program calls them as
 //! `tools.client.<name>(args)`, and when it cannot go on without their answers the execution
 //! answers `waiting` with every pending call at once. The client plays the tool's owner and

@@ -236,7 +236,7 @@ const CASES: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
-/// Mistakes the daemon absorbs since coercion (issue 19): the program runs with the value
+/// Mistakes the daemon absorbs since coercion (2026-11-26): the program runs with the value
 /// coerced, the trace lists the coercion, and a warning names the fix (what to pass instead).
 const ABSORBED: &[(&str, &str, &[&str])] = &[
     (

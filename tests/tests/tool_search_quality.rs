@@ -42,7 +42,7 @@ use Catalogue::{GraphQl, Mcp, Rest};
 
 /// (catalogue, query, the tool that does it).
 const CASES: &[(Catalogue, &str, &str)] = &[
-    // The six of issue 16.
+    // GitHub REST: six everyday tasks first.
     (
         Rest,
         "create a comment on an issue",

@@ -2,7 +2,7 @@
 //! systemd), filtered by `AIRLOCK_LOG` (default `info`), every line scanned for secrets before
 //! it is written. `airlockd` installs it; so does the spine benchmark, whose in-process daemon
 //! must pay for the same log as the one that ships (its execution span costs each execution
-//! ~10 µs at `info`, measured in docs/testing.md).
+//! ~10 µs at `info`, measured in docs/performance.md).
 
 use crate::secrets::scanner::{RedactingMakeWriter, SharedScanner};
 use std::io::IsTerminal as _;

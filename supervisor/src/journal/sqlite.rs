@@ -7,7 +7,7 @@
 //! the key is for. (FULL would fsync every commit: milliseconds each.)
 //!
 //! Calls' records reach it in batches, folded from the intent log ([`super::log`]); one commit
-//! per record cost 15 µs a call (figures in docs/testing.md). The file is still set up for
+//! per record cost 15 µs a call (figures in docs/performance.md). The file is still set up for
 //! small commits:
 //! - `locking_mode = EXCLUSIVE`: the daemon takes the file's write lock when it opens it and
 //!   holds it until it stops. No file lock and no shared-memory index per commit, and a second

@@ -24,7 +24,7 @@ use tracing::{debug, warn};
 /// How long the pool waits before replacing a worker an execution took. The execution is
 /// usually answered by then: on a small machine, a fork and the new worker's warm-up started
 /// at once compete with writing that answer and with the client reading it (measured on 2
-/// cores: the pre-started p50 at the client fell by about a tenth, see docs/testing.md).
+/// cores: the pre-started p50 at the client fell by about a tenth, see docs/performance.md).
 /// Executions never wait for it: with the pool empty, each starts its own worker.
 const REFILL_DELAY: Duration = Duration::from_millis(1);
 
@@ -32,14 +32,14 @@ const REFILL_DELAY: Duration = Duration::from_millis(1);
 /// to replace it, when that execution was the only one running: its answer is usually out by
 /// then, and on a small machine the worker's exit (unmapping its memory) competes with
 /// writing the answer and with the client reading it (measured on 2 cores, see
-/// docs/testing.md). Under load the hang-up is at once: there the delay only kept processes
+/// docs/performance.md). Under load the hang-up is at once: there the delay only kept processes
 /// alive longer and cost throughput.
 pub const AFTER_ANSWER: Duration = Duration::from_millis(1);
 
 /// How long the daemon waits awake for a worker's next message when its execution is the
 /// only one running ([`WorkerChannel::spin_for_message`]), before it sleeps until woken. A
 /// trivial program's `Done` comes 0.1–0.25 ms after its `Start` on 2 cores; being woken for it
-/// instead costs tens of microseconds more (see docs/testing.md). Bounded so that a program
+/// instead costs tens of microseconds more (see docs/performance.md). Bounded so that a program
 /// doing real work costs the daemon at most this much CPU.
 pub const SPIN_FOR_WORKER: Duration = Duration::from_micros(300);
 
@@ -416,7 +416,7 @@ impl WorkerPool {
         // execution that just took a pooled worker.
         // The newest worker first: it finished its warm-up last, so more of the engine's
         // memory is still in the CPU's caches than an older one's (on 2 cores, about 20–40 µs
-        // of a trivial execution in steady use; see docs/testing.md).
+        // of a trivial execution in steady use; see docs/performance.md).
         loop {
             let mut worker = lock(&self.inner.idle).pop_back()?;
             // A pooled worker may have died while idle (killed from outside, OOM killer).

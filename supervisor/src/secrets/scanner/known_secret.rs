@@ -22,7 +22,7 @@
 //! then compared in full where it would start, and a value's window is extended byte by byte
 //! left and right while the text agrees with the value (a fragment if the run is long
 //! enough). Reading one window in nine is what makes it fast (the Aho-Corasick automaton it
-//! replaces looked at every byte and ran at a quarter of the speed: docs/testing.md); a run
+//! replaces looked at every byte and ran at a quarter of the speed: docs/performance.md); a run
 //! already extended along one alignment is not extended again, which keeps it linear when the
 //! text repeats a piece of a secret.
 //!

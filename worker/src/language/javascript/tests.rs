@@ -2623,8 +2623,8 @@ fn overlapping_calls_of_a_tool_are_not_explained() {
 
 /// Early errors (ECMAScript's static semantics) are refused as syntax errors at their line.
 /// oxc's semantic checks find them before the engine; the engine refuses every one of these
-/// too (checked with oxc's checks switched off, eleventh session), which is what a program
-/// left unchecked would meet.
+/// too (checked with oxc's checks switched off, 2026-11-27), which is what a program left
+/// unchecked would meet.
 #[test]
 fn early_errors_are_syntax_errors() {
     for code in [

@@ -2522,7 +2522,7 @@ first<Id>([1, 2]) as number
         syntax("var x = 010;", Language::JavaScript);
     }
 
-    /// Found by the fuzz target (eleventh session): `export declare global` parses, and oxc's
+    /// Found by the fuzz target (CI, 2026-11-27): `export declare global` parses, and oxc's
     /// transformer asserts (in builds with debug assertions) that a global augmentation is
     /// never exported.
     #[test]
