@@ -12,7 +12,9 @@
 // Bench code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_tests::bench::{Gap, check_fresh, latency, latency_parts, summary, throughput};
+use airlock_tests::bench::{
+    Gap, latency, latency_parts, require_build, runtime, summary, throughput,
+};
 use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{binaries, processes};
 use std::path::{Path, PathBuf};
@@ -78,42 +80,15 @@ async fn round(build: &Build, n: usize, per_client: usize) -> Figures {
     }
 }
 
-/// Whether the ELF file at `path` asks for a dynamic loader (a `PT_INTERP` program header): a
-/// statically linked worker does not.
-fn dynamically_linked(path: &Path) -> bool {
-    let bytes = std::fs::read(path).expect("read the worker");
-    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-    let phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(54), u16_at(56));
-    (0..phnum).any(|i| {
-        let at = phoff + i * phentsize;
-        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) == 3 // PT_INTERP
-    })
-}
-
 fn main() {
     let quick = std::env::var_os("AIRLOCK_BENCH_QUICK").is_some();
     let (n, per_client, rounds) = if quick { (50, 10, 2) } else { (300, 60, 4) };
     let release = binaries::target_profile_dir();
     let dist: PathBuf = release.parent().expect("the target directory").join("dist");
-    for (dir, rebuild) in [
-        (&release, "cargo build --release"),
-        (&dist, "packaging/debian/build"),
-    ] {
-        for name in ["airlockd", "airlock-worker"] {
-            let binary = dir.join(name);
-            if !binary.is_file() {
-                eprintln!("{} is missing: run `{rebuild}` first", binary.display());
-                std::process::exit(2);
-            }
-            if let Err(stale) = check_fresh(&binary, rebuild) {
-                eprintln!("{stale}");
-                std::process::exit(2);
-            }
-        }
-    }
+    require_build(&release, "cargo build --release");
+    require_build(&dist, "packaging/debian/build");
     let linking = |dir: &Path| {
-        if dynamically_linked(&dir.join("airlock-worker")) {
+        if binaries::dynamically_linked(&dir.join("airlock-worker")) {
             "worker dynamic"
         } else {
             "worker static"
@@ -135,12 +110,7 @@ fn main() {
         Build::start(parent.path(), "release", &release),
         Build::start(parent.path(), "dist", &dist),
     ];
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         // Warm both: page cache, zygotes, pools.
         for b in &builds {
             let _ = latency(&b.pooled.socket, 5, 4).await;

@@ -33,7 +33,8 @@ use airlock_policy::WorkerStart;
 use airlock_supervisor::daemon::logging::{self, LogFormat};
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_tests::bench::{
-    Gap, Parts, TRIVIAL, check_fresh, connect, latency, latency_parts, run_ok, summary, throughput,
+    Gap, Parts, TRIVIAL, connect, latency, latency_parts, require_build, run_ok, summary,
+    throughput,
 };
 use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries, processes};
@@ -371,17 +372,7 @@ fn main() {
         }
         _ => (binaries::target_profile_dir(), "cargo build --release"),
     };
-    for name in ["airlockd", "airlock-worker"] {
-        let binary = build.join(name);
-        if !binary.is_file() {
-            eprintln!("{} is missing: run `{rebuild}` first", binary.display());
-            std::process::exit(2);
-        }
-        if let Err(stale) = check_fresh(&binary, rebuild) {
-            eprintln!("{stale}");
-            std::process::exit(2);
-        }
-    }
+    require_build(&build, rebuild);
     println!(
         "airlock spine benchmark ({}; daemon and worker from {})",
         if quick { "quick" } else { "full" },

@@ -187,3 +187,29 @@ pub fn check_fresh(binary: &Path, rebuild: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Exits (status 2) naming what to run when `build`'s `airlockd` or `airlock-worker` is missing
+/// or older than one of its sources: a bench times the binaries a build left, not what the
+/// bench itself was compiled from. `rebuild` is the command that makes them.
+pub fn require_build(build: &Path, rebuild: &str) {
+    for name in ["airlockd", "airlock-worker"] {
+        let binary = build.join(name);
+        if !binary.is_file() {
+            eprintln!("{} is missing: run `{rebuild}` first", binary.display());
+            std::process::exit(2);
+        }
+        if let Err(stale) = check_fresh(&binary, rebuild) {
+            eprintln!("{stale}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The benches' runtime: two worker threads, as the machine has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}

@@ -28,6 +28,25 @@ pub fn built(name: &str) -> PathBuf {
     path
 }
 
+/// Whether the ELF file at `path` asks for a dynamic loader (a `PT_INTERP` program header): a
+/// statically linked worker does not.
+pub fn dynamically_linked(path: &Path) -> bool {
+    let bytes = std::fs::read(path).expect("read the binary");
+    assert_eq!(
+        &bytes[..4],
+        b"\x7fELF",
+        "{} is not an ELF file",
+        path.display()
+    );
+    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    let phoff = u64::from_le_bytes(bytes[32..40].try_into().expect("8 bytes")) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    (0..phnum).any(|i| {
+        let at = phoff + i * phentsize;
+        u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) == 3 // PT_INTERP
+    })
+}
+
 pub fn worker() -> PathBuf {
     built("airlock-worker")
 }

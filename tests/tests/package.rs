@@ -10,7 +10,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_tests::processes;
+use airlock_tests::{binaries, processes};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -137,24 +137,6 @@ fn the_installed_policy_and_units_check() {
     );
 }
 
-/// Whether the ELF file at `path` asks for a dynamic loader (a `PT_INTERP` program header).
-fn dynamically_linked(path: &Path) -> bool {
-    let bytes = std::fs::read(path).unwrap();
-    assert_eq!(
-        &bytes[..4],
-        b"\x7fELF",
-        "{} is not an ELF file",
-        path.display()
-    );
-    let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
-    let phoff = u64::from_le_bytes(bytes[32..40].try_into().unwrap()) as usize;
-    let (phentsize, phnum) = (u16_at(54), u16_at(56));
-    (0..phnum).any(|i| {
-        let at = phoff + i * phentsize;
-        u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) == 3 // PT_INTERP
-    })
-}
-
 /// A directory the `airlock` user owns, for the daemon's socket and state.
 fn directory_for(uid: u32, gid: u32) -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
@@ -173,7 +155,7 @@ fn the_installed_daemon_runs_a_program_as_the_airlock_user_in_a_static_worker() 
     }
     // The packaged worker is linked statically (docs/sandbox.md, "A statically linked worker").
     assert!(
-        !dynamically_linked(Path::new(WORKER)),
+        !binaries::dynamically_linked(Path::new(WORKER)),
         "{WORKER} asks for a dynamic loader"
     );
     let (uid, gid) = user_ids("airlock");
