@@ -154,6 +154,24 @@ async fn a_pooled_worker_is_locked_down_with_only_the_ipc_socket_open() {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     assert!(status.contains("Seccomp:\t2"), "{status}");
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // No capability, even as the worker of a daemon run by root (CI runs as root): each set
+    // empty, the bounding set too where the daemon could drop it (it holds CAP_SETPCAP, 8).
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let effective = ours
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:\t"))
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .unwrap();
+    let setpcap = effective & (1 << 8) != 0;
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"]
+        .into_iter()
+        .chain(setpcap.then_some("CapBnd"))
+    {
+        assert!(
+            status.contains(&format!("{set}:\t0000000000000000")),
+            "{set}: {status}"
+        );
+    }
     let mut fds: Vec<(u32, String)> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .flatten()

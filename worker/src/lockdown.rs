@@ -1,5 +1,6 @@
 //! The worker's lockdown layers (design §4). `main` calls [`prepare_process`] first (steps
-//! 1–2: file descriptors, environment, working directory, rlimits, parent death, dumpable),
+//! 1–2: file descriptors, environment, working directory, rlimits, parent death, dumpable,
+//! capabilities),
 //! then initialises the engine, then calls [`lock`] (steps 4–6: no_new_privs, Landlock,
 //! seccomp). Only after `lock` returns does the worker read an untrusted byte.
 //!
@@ -340,14 +341,101 @@ pub fn prepare_process(cfg: &LockdownConfig) -> Result<(), LockdownError> {
     let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong, 0, 0, 0) };
     check("prctl(PR_SET_DUMPABLE)", libc::c_long::from(rc))?;
 
+    // No capability, whoever started the daemon: a worker of a root daemon inherits root's
+    // full sets. After the rlimits and the persona, which a capability could have mattered
+    // to, and before no_new_privs, Landlock and seccomp, which need none.
+    drop_capabilities()?;
+
+    Ok(())
+}
+
+/// `CAP_SETPCAP`, which emptying the bounding set needs.
+const CAP_SETPCAP: u32 = 8;
+
+/// `_LINUX_CAPABILITY_VERSION_3` of `<linux/capability.h>`: two 32-bit words per set.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// This process's effective, permitted and inheritable sets (`capget`).
+fn capabilities() -> Result<[CapData; 2], LockdownError> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget writes two data structs for a version 3 header.
+    let rc = unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) };
+    check("capget", rc)?;
+    Ok(data)
+}
+
+/// Empties every capability set, in the order each step needs: the ambient set; the bounding
+/// set while `CAP_SETPCAP` is still held (a worker without it holds nothing it could drop,
+/// and may not touch the bounding set); then the permitted, effective and inheritable sets.
+/// Read back afterwards: the worker refuses to run with any capability left.
+fn drop_capabilities() -> Result<(), LockdownError> {
+    // SAFETY: plain prctl with integer arguments.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check("prctl(PR_CAP_AMBIENT_CLEAR_ALL)", libc::c_long::from(rc))?;
+    if capabilities()?[0].effective & (1 << CAP_SETPCAP) != 0 {
+        // One entry per capability the kernel knows; past the last one PR_CAPBSET_READ
+        // fails with EINVAL.
+        let mut cap: libc::c_ulong = 0;
+        // SAFETY: plain prctl with integer arguments.
+        while unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap, 0, 0, 0) } >= 0 {
+            // SAFETY: plain prctl with integer arguments.
+            let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+            check("prctl(PR_CAPBSET_DROP)", libc::c_long::from(rc))?;
+            cap += 1;
+        }
+    }
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let none = [CapData::default(); 2];
+    // SAFETY: capset reads a version 3 header and two data structs.
+    let rc = unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) };
+    check("capset", rc)?;
+    let left = capabilities()?;
+    if left
+        .iter()
+        .any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0)
+    {
+        return Err(LockdownError::Syscall {
+            what: "capset",
+            source: io::Error::other("capabilities are left after dropping them all"),
+        });
+    }
     Ok(())
 }
 
 /// The limits that belong to one execution: no new processes, the address-space ceiling and
 /// the CPU time.
 fn lower_execution_limits(ceiling: Ceiling) -> Result<(), LockdownError> {
-    // No new processes. Not enforced for root (CAP_SYS_RESOURCE); seccomp kills
-    // fork/clone for everyone.
+    // No new processes (enforced for root's uid too once the worker holds no capability; see
+    // `drop_capabilities`); seccomp kills fork/clone for everyone anyway.
     lower_rlimit(libc::RLIMIT_NPROC, 0, 0)?;
     // Address-space ceiling: the engine's own heap limit is lower; this is the backstop.
     lower_rlimit(

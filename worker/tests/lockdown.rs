@@ -10,7 +10,8 @@ mod common;
 use airlock_proto::SupervisorMessage;
 use airlock_proto::frame::blocking::IoFrameError;
 use common::{
-    Fd3, Worker, is_root, proc_status_field, spawn, spawn_capturing_stderr, standard_args,
+    Fd3, Worker, assert_no_capabilities, is_root, proc_status_field, spawn, spawn_capturing_stderr,
+    standard_args,
 };
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -58,6 +59,8 @@ fn ready_worker_is_filtered_and_holds_only_its_four_fds() {
         "errno + kill filter"
     );
     assert_eq!(proc_status_field(pid, "NoNewPrivs"), "1");
+    // As root (CI), this is the worker of a root daemon: it must have dropped them all.
+    assert_no_capabilities(pid);
 
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("limits");
     for (name, soft, hard) in [

@@ -10,7 +10,7 @@
 mod common;
 
 use airlock_proto::{ForkReply, ForkRequest, Outcome, WorkerMessage, encode};
-use common::{Zygote, proc_status_field, start_message};
+use common::{Zygote, assert_no_capabilities, proc_status_field, start_message};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 
@@ -69,6 +69,9 @@ fn a_forked_worker_is_locked_down_like_an_execd_one() {
     assert_eq!(comm(pid), "airlock-worker");
     assert_eq!(proc_status_field(pid, "NoNewPrivs"), "1");
     assert_eq!(proc_status_field(pid, "Seccomp"), "2");
+    // Dropped by the zygote before it forked (as root, every one of them).
+    assert_no_capabilities(zygote.pid());
+    assert_no_capabilities(pid);
     // The errno filter and the zygote's kill filter, inherited, and the worker's own.
     assert_eq!(proc_status_field(pid, "Seccomp_filters"), "3");
     assert_eq!(open_fds(pid), vec![0, 1, 2, 3]);

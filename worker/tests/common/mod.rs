@@ -498,6 +498,22 @@ pub fn proc_status_field(pid: u32, field: &str) -> String {
         .to_owned()
 }
 
+/// Process `pid` holds no capability: its inheritable, permitted, effective and ambient sets
+/// are empty, and so is its bounding set where the test process could have passed one on that
+/// the worker can drop (it holds `CAP_SETPCAP`, as root does: a root daemon's workers inherit
+/// every capability unless they drop them).
+pub fn assert_no_capabilities(pid: u32) {
+    let none = "0000000000000000";
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        assert_eq!(proc_status_field(pid, set), none, "{set} of {pid}");
+    }
+    let ours = u64::from_str_radix(&proc_status_field(std::process::id(), "CapEff"), 16)
+        .expect("CapEff in hex");
+    if ours & (1 << 8) != 0 {
+        assert_eq!(proc_status_field(pid, "CapBnd"), none, "CapBnd of {pid}");
+    }
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }
