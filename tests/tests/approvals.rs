@@ -155,6 +155,34 @@ async fn an_approved_call_is_made_and_the_execution_goes_on_by_itself() {
     assert_eq!(get(&d, "/v1/approvals").await["approvals"], json!([]));
 }
 
+/// A principal with `approve` patterns runs each execution in a session, in case a call needs
+/// an approver; one whose calls needed none leaves no session behind (they piled up: one per
+/// execution), and one that waited keeps its session for the re-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_executions_that_waited_for_an_approver_keep_a_session() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    for _ in 0..5 {
+        let (status, r) = post(
+            &d,
+            "/v1/executions",
+            json!({ "code": "await tools.test.echo({ a: 1 }); 1 + 1" }),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        assert_eq!(r["status"], json!("ok"), "{r}");
+        assert!(r.get("session").is_none(), "{r}");
+    }
+    assert_eq!(get(&d, "/v1/sessions").await["sessions"], json!([]));
+    let (_, r) = post(&d, "/v1/executions", json!({ "code": ONE })).await;
+    assert_eq!(r["status"], json!("waiting"), "{r}");
+    let session = r["session"]
+        .as_str()
+        .expect("a waiting execution's session");
+    let sessions = get(&d, "/v1/sessions").await["sessions"].clone();
+    assert_eq!(sessions.as_array().map(Vec::len), Some(1), "{sessions}");
+    assert_eq!(sessions[0]["id"], json!(session), "{sessions}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_call_is_a_denied_tool_error_with_the_reason() {
     let d = daemon(vec![me()], 3_600_000).await;

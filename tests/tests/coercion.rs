@@ -155,6 +155,24 @@ const strictSum = await tools.strict.get_sum({ a: 100, b: 2 });
         "{:?}",
         r.warnings
     );
+    // And the response names every coercion the calls made, not only the first: all six,
+    // with the tool, the place, the pointer and both values.
+    let made = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("coerced to their tools' schemas"))
+        .unwrap_or_else(|| panic!("no coercion warning: {:?}", r.warnings));
+    assert!(made.starts_with("6 value(s) were coerced"), "{made}");
+    for named in [
+        "tools.everything.get_sum arguments /a \"100\"→100",
+        "tools.everything.echo arguments /message 5→\"5\"",
+        "/includeImage \"true\"→true",
+        "/messageType \"ERROR\"→\"error\"",
+        "/includeImage null→left out",
+        "tools.everything.get_structured_content arguments /location \"chicago\"→\"Chicago\"",
+    ] {
+        assert!(made.contains(named), "{named} missing from: {made}");
+    }
 
     // A literal that cannot be coerced is still refused before the run.
     let refused = d

@@ -15,7 +15,7 @@
 
 use airlock_policy::ServerTransport;
 use airlock_supervisor::agent_api::{
-    ExecutionEvent, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
+    ExecutionEvent, ExecutionRequest, ExecutionResponse, RedactionPlace, RequestLanguage, Status,
 };
 use airlock_supervisor::client::Client;
 use airlock_supervisor::secrets::store::KernelKeyring;
@@ -484,6 +484,22 @@ try { (await tools.everything.get_env({})).FROM_ENV } catch (e: any) { "error: "
     let r = with.exec(program).await;
     // Redacted because it is exactly the secret (see the keyring test).
     assert_eq!(r.result, json!("[redacted]"), "{r:?}");
+    // And said so: the call lists the redaction (a known secret, in its result, where), and
+    // the response warns of it, as for any secret the scanner finds.
+    let call = &r.tool_calls[0];
+    assert!(
+        call.redactions.iter().any(|red| red.rule == "known-secret"
+            && red.place == RedactionPlace::Result
+            && red.pointer.as_deref() == Some("/FROM_ENV")),
+        "{call:?}"
+    );
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.contains("redacted from tool results")),
+        "{:?}",
+        r.warnings
+    );
     let log = with.stop();
     let warning = log
         .lines()

@@ -200,6 +200,9 @@ impl Run {
                 "{from_tools} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
             ));
         }
+        if let Some(warning) = coercion_warning(&tool_calls) {
+            warnings.push(warning);
+        }
         let mut rules: Vec<&str> = self
             .redactions
             .iter()
@@ -311,6 +314,55 @@ fn code_excerpt(code: &str, line: u32, column: Option<u32>) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// At most this many coercions are named in the response's warning (all are in the trace).
+const MAX_COERCIONS_NAMED: usize = 8;
+
+/// One warning naming every value the calls coerced to their tools' schemas (up to
+/// [`MAX_COERCIONS_NAMED`], then how many more), so that the program can be fixed to pass
+/// the types the schemas want. The values are the trace's, already scanned.
+fn coercion_warning(tool_calls: &[crate::agent_api::ToolCallRecord]) -> Option<String> {
+    let all: Vec<String> = tool_calls
+        .iter()
+        .flat_map(|call| {
+            call.coercions.iter().map(move |c| {
+                let to = c.to.as_ref().map_or_else(|| "left out".to_owned(), short);
+                format!(
+                    "tools.{} {} {} {}→{to}",
+                    call.tool,
+                    c.place.as_str(),
+                    if c.pointer.is_empty() {
+                        "/"
+                    } else {
+                        &c.pointer
+                    },
+                    short(&c.from)
+                )
+            })
+        })
+        .collect();
+    if all.is_empty() {
+        return None;
+    }
+    let more = all.len().saturating_sub(MAX_COERCIONS_NAMED);
+    let mut named = all[..all.len().min(MAX_COERCIONS_NAMED)].join("; ");
+    if more > 0 {
+        named.push_str(&format!("; and {more} more"));
+    }
+    Some(format!(
+        "{} value(s) were coerced to their tools' schemas: {named} (see tool_calls[].coercions); pass the types the schemas want",
+        all.len()
+    ))
+}
+
+/// A value for a one-line message: its JSON, cut to 40 characters.
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
 }
 
 #[cfg(test)]

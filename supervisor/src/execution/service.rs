@@ -325,6 +325,8 @@ impl ExecutionService {
         // its calls in one (a new one unless the request names one), so that its re-runs
         // replay them.
         let replay = request.replay.unwrap_or_default();
+        let provisional_session =
+            approvals && request.session.is_none() && !stateful_client && !detached;
         let wanted = match (&request.session, keeps_waiting || detached) {
             (Some(wanted), _) => Some(wanted.as_str()),
             (None, true) => Some(NEW_SESSION),
@@ -371,6 +373,7 @@ impl ExecutionService {
             }),
             client: client.map(|c| (Arc::new(c), keeps_waiting)),
             detached,
+            provisional_session,
         };
         self.launch(launch).await
     }
@@ -393,6 +396,7 @@ impl ExecutionService {
             determinism: given,
             client,
             detached,
+            provisional_session,
         } = launch;
         let tool_call_rate = self.rates.bucket(
             &principal.name,
@@ -570,8 +574,11 @@ impl ExecutionService {
             }
             if let Some(run) = session {
                 service.session_finished(&run, &mut response);
-                // What a waiting or detached execution ended with stays readable.
-                if keeps_waiting && !detached {
+                if provisional_session && response.status != crate::agent_api::Status::Waiting {
+                    // No call needed an approver: the session was only in case one did.
+                    service.drop_provisional_session(&run, &mut response);
+                } else if keeps_waiting && !detached {
+                    // What a waiting or detached execution ended with stays readable.
                     service.keep_response(&run.journal, &response, "", waiting_ttl_ms);
                 }
             }
@@ -763,6 +770,17 @@ impl ExecutionService {
         run.journal.leave(&run.session);
     }
 
+    /// Removes a session opened in case a call would need an approver, once its execution has
+    /// ended without one: an execution of a principal with `approve` patterns leaves nothing
+    /// behind unless it waited.
+    fn drop_provisional_session(&self, run: &SessionRun, response: &mut ExecutionResponse) {
+        if let Err(e) = run.journal.store().delete_session(&run.session) {
+            tracing::warn!(error = %e, session = %run.session, "could not remove a session no call needed");
+            return;
+        }
+        response.session = None;
+    }
+
     /// Runs an interrupted execution of `principal` again in its session, every recorded call
     /// answered from the journal, so it finishes where the restart cut it off.
     pub async fn resume(
@@ -900,6 +918,9 @@ pub(super) struct Launch {
     pub(super) client: Option<(Arc<WaitScope>, bool)>,
     /// Answered at once and run without a client (`"wait": false`).
     pub(super) detached: bool,
+    /// Its session was opened only in case a call needs an approver (the request named none,
+    /// and nothing else of it waits): if no call did, the session goes when it ends.
+    pub(super) provisional_session: bool,
 }
 
 /// The limits of `principal`'s execution of `code` with the timeout it asked for.

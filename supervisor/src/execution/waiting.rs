@@ -250,6 +250,7 @@ impl ExecutionService {
                 true,
             )),
             detached,
+            provisional_session: false,
         };
         self.launch(launch).await
     }

@@ -53,9 +53,10 @@ use crate::journal::store::CallKey;
 use crate::journal::{Lookup, SessionRun};
 use crate::learned_types::{Learning, Observation, ToolContract};
 use crate::rate_limiter::RateBucket;
-use crate::secrets::scanner::SecretScanner;
+use crate::secrets::scanner::{KNOWN_SECRET_RULE, SecretScanner};
 use crate::tools::catalogue::CallerCatalogue;
 use crate::tools::client::{self, WaitScope};
+use crate::tools::redaction::Redacted;
 use crate::tools::{
     CallContext, CallDeadline, SecretsUsed, ToolError, ToolErrorCode, ToolProgress, ToolRegistry,
     ToolSource,
@@ -524,16 +525,33 @@ impl Admitted {
             ..
         } = self;
         let mut coercions = ctx.coercions.take();
-        // 9. The values the call used, then anything else secret-shaped.
+        // 9. The values the call used, then anything else secret-shaped. Both are listed in
+        // the call's redactions.
+        let known = |place: RedactionPlace, found: Vec<Redacted>| {
+            found.into_iter().map(move |r| Redaction {
+                rule: KNOWN_SECRET_RULE.to_owned(),
+                place,
+                pointer: r.pointer,
+                secret: r.secret,
+            })
+        };
+        let mut used_redactions = Vec::new();
         let result = match result {
             Ok(mut value) => {
                 undo_secret_coercions(&mut value, &mut coercions, ctx, &scope.scanner);
-                ctx.secrets.redact_value(&mut value);
+                let found = ctx.secrets.redact_value_noting(&mut value);
+                used_redactions.extend(known(RedactionPlace::Result, found));
                 Ok(value)
             }
             Err(mut error) => {
-                error.message = ctx.secrets.redact_text(error.message);
-                error.hint = error.hint.map(|hint| ctx.secrets.redact_text(hint));
+                let (message, found) = ctx.secrets.redact_text_noting(error.message);
+                error.message = message;
+                used_redactions.extend(known(RedactionPlace::Error, found));
+                if let Some(hint) = error.hint.take() {
+                    let (hint, found) = ctx.secrets.redact_text_noting(hint);
+                    error.hint = Some(hint);
+                    used_redactions.extend(known(RedactionPlace::Error, found));
+                }
                 Err(error)
             }
         };
@@ -548,6 +566,14 @@ impl Admitted {
             }
         }
         let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
+        if !used_redactions.is_empty() {
+            warn!(
+                tool,
+                count = used_redactions.len(),
+                "a tool's answer repeated a secret the call handed it; it was redacted before the program saw it"
+            );
+        }
+        redactions.splice(0..0, used_redactions);
         redactions.extend(ctx.progress.take_redactions());
         // 12, first half: the shape of what the worker will get (after the scan), walked
         // without a lock.

@@ -2,7 +2,7 @@
 //! values the call used are redacted and the scanner runs, as for the call's result.
 
 use crate::agent_api::{ExecutionEvent, Redaction, RedactionPlace};
-use crate::secrets::scanner::SecretScanner;
+use crate::secrets::scanner::{KNOWN_SECRET_RULE, SecretScanner};
 use crate::tools::SecretsUsed;
 use std::sync::{Arc, Mutex};
 
@@ -50,7 +50,19 @@ impl ToolProgress {
         let Some(events) = &self.events else {
             return;
         };
-        let message = message.map(|text| self.secrets.redact_text(text));
+        let message = message.map(|text| {
+            let (text, found) = self.secrets.redact_text_noting(text);
+            if !found.is_empty() {
+                let mut kept = self.redactions.lock().unwrap_or_else(|e| e.into_inner());
+                kept.extend(found.into_iter().map(|r| Redaction {
+                    rule: KNOWN_SECRET_RULE.to_owned(),
+                    place: RedactionPlace::Progress,
+                    pointer: None,
+                    secret: r.secret,
+                }));
+            }
+            text
+        });
         let message = match (message, &self.scanner) {
             (Some(text), Some(scanner)) => {
                 let (clean, findings) = scanner.scan_text(&text);

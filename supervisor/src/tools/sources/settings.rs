@@ -46,7 +46,7 @@ impl Settings<'_> {
             SettingValue::Secret(name) => match self.store.get(name) {
                 Ok(secret) => {
                     let value = secret.expose().to_owned();
-                    used.add([secret]);
+                    used.add_named(name, secret);
                     Ok(Resolved {
                         value,
                         secret: true,
