@@ -699,6 +699,10 @@ pub struct PeerInfo {
 pub enum ExecutionEvent {
     Started {
         id: String,
+        /// The session it runs in, when it runs in one: what a client cut off from the
+        /// stream needs to run again without repeating a side effect.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
     },
     Console {
         stream: ConsoleStream,

@@ -450,7 +450,7 @@ async fn a_running_execution_can_be_cancelled_by_id() {
                     ..Default::default()
                 },
                 |event| match event {
-                    ExecutionEvent::Started { id: started } => id = Some(started.clone()),
+                    ExecutionEvent::Started { id: started, .. } => id = Some(started.clone()),
                     // Once the call is under way, so the trace has it.
                     ExecutionEvent::ToolCallStarted { .. } => {
                         if let (Some(tx), Some(id)) = (id_tx.take(), id.take()) {

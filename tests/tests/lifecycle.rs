@@ -375,3 +375,57 @@ fn runs_as_an_ordinary_user() {
     assert_eq!(v["result"], json!("unprivileged"));
     assert_eq!(v["peer"]["uid"], json!(0));
 }
+
+/// A CLI whose stream is cut before the result (here the daemon is killed while the program
+/// waits for a tool) says which execution and which session it was, and how to run again
+/// without repeating what was done; before, it said only `unexpected EOF during chunk size
+/// line`.
+#[test]
+fn a_cli_cut_off_from_its_execution_names_the_execution_and_session() {
+    use airlock_tests::real_daemon::{self, RealDaemon};
+    let dir = tempfile::tempdir().unwrap();
+    let policy = real_daemon::policy(
+        dir.path(),
+        1,
+        &real_daemon::fault_server_entry("fault", 60_000, &[]),
+    );
+    let mut daemon = RealDaemon::start(dir.path(), &policy, |_| {});
+    let cli = Command::new(binaries::airlock_cli())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args([
+            "exec",
+            "--session",
+            "new",
+            "-e",
+            "await tools.fault.sleep({ ms: 30000 })",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The program is inside its call once the fault server runs (it is started lazily, by the
+    // call).
+    assert!(
+        wait_until(20, || !airlock_tests::processes::servers_named(
+            daemon.pid(),
+            "airlock-mcp-fau"
+        )
+        .is_empty()),
+        "the fault server never started:\n{}",
+        daemon.log()
+    );
+    daemon.kill();
+    let out = cli.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the connection to the daemon was cut before execution ex_"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("airlock status ex_"), "{stderr}");
+    assert!(
+        stderr.contains("it ran in session ses_") && stderr.contains("airlock exec --session ses_"),
+        "{stderr}"
+    );
+}

@@ -215,6 +215,8 @@ const slow: any = await tools.api.create({ name: "slow" });
     let interrupted = listed["executions"].as_array().unwrap();
     assert_eq!(interrupted.len(), 1, "{body}");
     assert_eq!(interrupted[0]["session"], json!(session));
+    // Both calls it sent are counted, though it never ended to count them itself.
+    assert_eq!(interrupted[0]["live_calls"], json!(2), "{body}");
     let id = interrupted[0]["id"].as_str().unwrap().to_owned();
 
     let resumed = c.resume(&id).await.unwrap();

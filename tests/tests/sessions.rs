@@ -477,3 +477,155 @@ async fn another_principal_cannot_use_read_or_resume_a_session() {
     let again = d.exec_in(code, &session, None).await.unwrap();
     assert_eq!(again.replayed_calls, 1, "{again:?}");
 }
+
+/// How an execution of a session ends while one of its calls is still in flight.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    /// `Promise.all` rejects at once, beside a call that takes 400 ms.
+    Rejection,
+    /// The program's deadline (200 ms) passes during the call.
+    Timeout,
+    /// `DELETE /v1/executions/<id>` while the call is in flight.
+    Cancel,
+    /// The client hangs up while the call is in flight.
+    HangUp,
+}
+
+/// Runs the first execution of a new session so that it ends `ending` while its call to
+/// `ledger.create` (named `name`, 400 ms) is in flight; returns the session.
+async fn end_with_a_call_in_flight(d: &TestDaemon, name: &str, ending: Ending) -> String {
+    use airlock_supervisor::agent_api::{ExecutionEvent, ExecutionRequest};
+    let create = format!("tools.ledger.create({{ name: \"{name}\", delay_ms: 400 }})");
+    let code = match ending {
+        Ending::Rejection => {
+            format!("await Promise.all([{create}, Promise.reject(new Error('a sibling failed'))]);")
+        }
+        _ => format!("await {create};"),
+    };
+    let request = ExecutionRequest {
+        code,
+        session: Some("new".into()),
+        timeout_ms: Some(match ending {
+            Ending::Timeout => 200,
+            _ => 30_000,
+        }),
+        ..Default::default()
+    };
+    match ending {
+        Ending::Rejection | Ending::Timeout => {
+            let r = d.client().await.execute(&request).await.unwrap();
+            assert_ne!(r.status, Status::Ok, "{r:?}");
+            r.session.expect("the session")
+        }
+        Ending::Cancel | Ending::HangUp => {
+            // The execution's id and session come first; the call's start tells when it is
+            // in flight.
+            let before = session_ids(d).await;
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let mut client = d.client().await;
+            let streaming = tokio::spawn(async move {
+                client
+                    .execute_streaming(&request, |event| {
+                        let _ = tx.send(event.clone());
+                    })
+                    .await
+            });
+            let mut id = None;
+            while let Some(event) = rx.recv().await {
+                match event {
+                    ExecutionEvent::Started { id: started, .. } => id = Some(started),
+                    ExecutionEvent::ToolCallStarted { .. } => break,
+                    _ => {}
+                }
+            }
+            let id = id.expect("a started event");
+            match ending {
+                Ending::Cancel => {
+                    let (status, body) = d
+                        .client()
+                        .await
+                        .delete(&format!("/v1/executions/{id}"))
+                        .await
+                        .unwrap();
+                    assert_eq!(status.as_u16(), 202, "{body}");
+                    let r = streaming.await.unwrap().unwrap();
+                    assert_eq!(r.status, Status::Cancelled, "{r:?}");
+                    r.session.expect("the session")
+                }
+                _ => {
+                    streaming.abort();
+                    let _ = streaming.await;
+                    // The one session the daemon lists now that it did not before.
+                    let new: Vec<String> = session_ids(d)
+                        .await
+                        .into_iter()
+                        .filter(|s| !before.contains(s))
+                        .collect();
+                    assert_eq!(new.len(), 1, "{new:?}");
+                    // The agent runs again once the daemon has seen the hang-up (a client
+                    // learns it from its cut connection; the daemon from its closed socket).
+                    let session = new[0].clone();
+                    let path = format!("/v1/sessions/{session}");
+                    for _ in 0..200 {
+                        let (_, body) = d.client().await.get(&path).await.unwrap();
+                        let v: Value = serde_json::from_str(&body).unwrap();
+                        if v["executions"][0]["status"] != json!("running") {
+                            break;
+                        }
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                    session
+                }
+            }
+        }
+    }
+}
+
+/// The ids of the sessions the daemon lists for the caller.
+async fn session_ids(d: &TestDaemon) -> Vec<String> {
+    let (_, body) = d.client().await.get("/v1/sessions").await.unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A side effect in flight when its execution ends is not sent again by the re-run: the call
+/// settles, its outcome is recorded, and the edited program in the same session gets it from
+/// the journal (the ledger counts one record), whichever way the first run ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_when_its_execution_ends_is_replayed_not_sent_again() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon(&ledger).await;
+    for (ending, name) in [
+        (Ending::Rejection, "rejected"),
+        (Ending::Timeout, "timed-out"),
+        (Ending::Cancel, "cancelled"),
+        (Ending::HangUp, "hung-up"),
+    ] {
+        let session = end_with_a_call_in_flight(&d, name, ending).await;
+        // At once: the re-run waits for the call to settle rather than send it again.
+        let r = d
+            .exec_in(
+                &format!(
+                    "const r: any = await tools.ledger.create({{ name: \"{name}\", delay_ms: 400 }}); r.name"
+                ),
+                &session,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status, Status::Ok, "{ending:?}: {r:?}");
+        assert_eq!(r.result, json!(name), "{ending:?}");
+        assert!(r.tool_calls[0].replayed, "{ending:?}: {:?}", r.tool_calls);
+        let sent = ledger
+            .records()
+            .iter()
+            .filter(|rec| rec["name"] == json!(name))
+            .count();
+        assert_eq!(sent, 1, "{ending:?}: {:?}", ledger.records());
+    }
+}

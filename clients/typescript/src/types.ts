@@ -321,6 +321,8 @@ export interface CancelAnswer {
 export interface StartedEvent {
   event: "started";
   id: string;
+  /** The session it runs in, when it runs in one. */
+  session?: string;
 }
 
 export interface ConsoleEvent {

@@ -18,7 +18,7 @@ use airlock_supervisor::agent_api::{
     RequestLanguage, Status,
 };
 use airlock_supervisor::audit_log;
-use airlock_supervisor::client::{Client, api_error};
+use airlock_supervisor::client::{Client, ClientError, api_error};
 use airlock_supervisor::daemon::socket_path;
 use airlock_supervisor::generation::{ReloadReport, check_policy};
 use airlock_supervisor::sdk::token_figures::{self, ToolDefinition};
@@ -620,7 +620,24 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
                 println!("{}", serde_json::to_string_pretty(&response)?);
                 response
             } else {
-                let response = client.execute_streaming(&request, print_console).await?;
+                // The execution's id and session, from its first event: what to say when the
+                // connection is cut before its result.
+                let mut started: Option<(String, Option<String>)> = None;
+                let streamed = client
+                    .execute_streaming(&request, |event| {
+                        if let ExecutionEvent::Started { id, session } = event {
+                            started = Some((id.clone(), session.clone()));
+                        }
+                        print_console(event);
+                    })
+                    .await;
+                let response = match (streamed, started) {
+                    (Ok(response), _) => response,
+                    (Err(e), Some((id, session))) => {
+                        bail!("{}", cut_off(&e, &id, session.as_deref()))
+                    }
+                    (Err(e), None) => return Err(e.into()),
+                };
                 report(&response);
                 response
             };
@@ -772,6 +789,24 @@ async fn decide(
 }
 
 /// Prints a console event to stdout or stderr as the program wrote it.
+/// What to tell the user when the stream of execution `id` broke before its result: which
+/// execution and session it was, how to see how it ended, and how to run again without
+/// repeating what it already did.
+fn cut_off(error: &ClientError, id: &str, session: Option<&str>) -> String {
+    let mut text = format!(
+        "the connection to the daemon was cut before execution {id} ended ({error}); the daemon stops an execution whose client is gone: `airlock status {id}` shows how it ended (`airlock resume {id}` finishes one a daemon restart interrupted)"
+    );
+    match session {
+        Some(session) => text.push_str(&format!(
+            "; it ran in session {session}: `airlock exec --session {session} …` runs the program again, answering the calls it made from the journal"
+        )),
+        None => text.push_str(
+            "; it ran in no session, so running it again repeats its tool calls (`--session new` records them next time)",
+        ),
+    }
+    text
+}
+
 fn print_console(event: &ExecutionEvent) {
     if let ExecutionEvent::Console { stream, text, .. } = event {
         match stream {

@@ -359,7 +359,10 @@ mod tests {
         };
         let log = Arc::new(EventLog::new("alice", peer, None));
         let (_entry, cancelled) = live.enter("ex_1", "alice", Some(log.clone()));
-        log.push(ExecutionEvent::Started { id: "ex_1".into() });
+        log.push(ExecutionEvent::Started {
+            id: "ex_1".into(),
+            session: None,
+        });
         let mut done = log.snapshot("ex_1");
         done.status = Status::Ok;
         log.push(ExecutionEvent::Result(Box::new(done)));
@@ -396,7 +399,10 @@ mod log_tests {
             },
             None,
         );
-        log.push(ExecutionEvent::Started { id: "e".into() });
+        log.push(ExecutionEvent::Started {
+            id: "e".into(),
+            session: None,
+        });
         log.push(console("a"));
         log.push(console("b"));
         let (events, done) = log.after(1);
@@ -433,7 +439,10 @@ mod log_tests {
             pid: None,
         };
         let log = EventLog::new("p", peer, None);
-        log.push(ExecutionEvent::Started { id: "e".into() });
+        log.push(ExecutionEvent::Started {
+            id: "e".into(),
+            session: None,
+        });
         log.push(console("a"));
         let mut done = log.snapshot("e");
         done.status = Status::Ok;

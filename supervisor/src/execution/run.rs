@@ -11,7 +11,7 @@ use crate::agent_api::{
     PeerInfo, PendingCall, Redaction, RedactionPlace, ToolCallRecord,
 };
 use crate::generation::PolicyGeneration;
-use crate::journal::SessionRun;
+use crate::journal::{SessionRun, Settling};
 use crate::learned_types::Learning;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
@@ -138,8 +138,11 @@ pub async fn run_execution(
     async move {
         let total = early.as_ref().map_or_else(Instant::now, |e| e.checked_out);
         let mut run = Run::new(env, &job, events, total);
-        run.emit(ExecutionEvent::Started { id: job.id.clone() })
-            .await;
+        run.emit(ExecutionEvent::Started {
+            id: job.id.clone(),
+            session: job.session.as_ref().map(|s| s.session.clone()),
+        })
+        .await;
         let started = match early {
             Some(started) => started,
             None => match env.pool.checkout().await {
@@ -464,6 +467,10 @@ impl Run {
         // until one takes longer than that: from then on the program is doing real work and
         // the daemon sleeps as usual, so no execution costs more than one spin's CPU.
         let mut spin = env.pool.in_use() <= 1;
+        // Set once the program is being stopped (its deadline, a cancel, a client that hung
+        // up) with calls in flight: from then on a re-run in the session waits for them (see
+        // `settle_or_abort`), even before this loop ends.
+        let mut settling: Option<Settling> = None;
         let exit = loop {
             if spin && calls.is_empty() && !held {
                 spin = channel.spin_for_message(SPIN_FOR_WORKER);
@@ -639,6 +646,7 @@ impl Run {
                     // interrupt handler at the same deadline.
                     cancel_sent = true;
                     self.timed_out = true;
+                    settling = settling.or_else(|| settling_of(&calls, job));
                     let _ = channel.send(&SupervisorMessage::Cancel).await;
                 }
                 reason = &mut stop_requested, if self.stopped.is_none() => {
@@ -646,6 +654,7 @@ impl Run {
                     // the usual way, so that the calls it made are in the record the audit
                     // log gets.
                     self.stopped = Some(reason);
+                    settling = settling.or_else(|| settling_of(&calls, job));
                     info!(?reason, "cancelling the execution");
                     if !cancel_sent {
                         cancel_sent = true;
@@ -664,7 +673,7 @@ impl Run {
                 }
             }
         };
-        calls.abort_all();
+        settle_or_abort(calls, job.session.as_deref(), settling);
         self.stats.run_ms = ms(run_started.elapsed());
         if exit.is_some() {
             return exit;
@@ -869,4 +878,44 @@ impl Run {
         self.emit(event).await;
         (id, for_worker)
     }
+}
+
+/// The calls still in flight when an execution ended (a rejection, a timeout, a cancel, a
+/// client that hung up). They were sent, so their side effects may have happened: in a
+/// session they settle in the background, each bounded by its own deadline and holding no
+/// worker, and their outcomes are recorded, so that the re-run replays them instead of
+/// sending them again (the re-run waits for them, `Journal::wait_settled`). Without a session
+/// nothing would record them, and they are stopped.
+fn settle_or_abort(
+    mut calls: JoinSet<CallAnswer>,
+    session: Option<&SessionRun>,
+    settling: Option<Settling>,
+) {
+    if calls.is_empty() {
+        return;
+    }
+    let Some(run) = session else {
+        calls.abort_all();
+        return;
+    };
+    let settling = settling.unwrap_or_else(|| run.journal.settling(&run.session));
+    info!(
+        calls = calls.len(),
+        session = %run.session,
+        "calls in flight when the execution ended settle in the background; their outcomes are recorded"
+    );
+    tokio::spawn(
+        async move {
+            let _settling = settling;
+            while calls.join_next().await.is_some() {}
+        }
+        .in_current_span(),
+    );
+}
+
+/// The session's mark that this execution's calls in flight must settle before a re-run reads
+/// the records: when it has a session and calls in flight.
+fn settling_of(calls: &JoinSet<CallAnswer>, job: &ExecutionJob) -> Option<Settling> {
+    let run = job.session.as_ref()?;
+    (!calls.is_empty()).then(|| run.journal.settling(&run.session))
 }

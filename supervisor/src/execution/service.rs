@@ -433,6 +433,19 @@ impl ExecutionService {
                             SubmitError::Session(SessionError::Unavailable(e.to_string()))
                         })?;
                 }
+                // Calls an earlier execution of the session left in flight are recorded before
+                // this one reads the records, or it would send them again; the session is
+                // read again after them (one may have been sent after it was read).
+                let row = if journal.is_settling(&row.id) {
+                    if !journal.wait_settled(&row.id, SETTLE_WAIT).await {
+                        tracing::warn!(session = %row.id, "calls of an earlier execution are still in flight after {SETTLE_WAIT:?}; this run sends them again, with the same idempotency keys");
+                    }
+                    journal
+                        .session(&row.id, &principal.name)
+                        .map_err(SubmitError::Session)?
+                } else {
+                    row
+                };
                 journal.enter(&row.id);
                 let run = SessionRun::new(journal, &row, id.clone(), replay);
                 (given.unwrap_or(determinism), Some(Arc::new(run)))
@@ -574,7 +587,10 @@ impl ExecutionService {
             }
             if let Some(run) = session {
                 service.session_finished(&run, &mut response);
-                if provisional_session && response.status != crate::agent_api::Status::Waiting {
+                if provisional_session
+                    && response.status != crate::agent_api::Status::Waiting
+                    && !run.journal.is_settling(&run.session)
+                {
                     // No call needed an approver: the session was only in case one did.
                     service.drop_provisional_session(&run, &mut response);
                 } else if keeps_waiting && !detached {
@@ -922,6 +938,10 @@ pub(super) struct Launch {
     /// and nothing else of it waits): if no call did, the session goes when it ends.
     pub(super) provisional_session: bool,
 }
+
+/// How long a session's next execution waits for the calls an earlier one left in flight (each
+/// is bounded by its own call timeout; this bounds the wait for all of them).
+const SETTLE_WAIT: Duration = Duration::from_secs(120);
 
 /// The limits of `principal`'s execution of `code` with the timeout it asked for.
 pub(super) fn limits(

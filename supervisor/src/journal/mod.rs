@@ -51,6 +51,10 @@ pub struct Journal {
     busy: Mutex<HashMap<String, u32>>,
     /// When eviction last ran (milliseconds since the epoch).
     last_eviction_ms: AtomicU64,
+    /// Sessions with calls still in flight after their execution ended, with how many
+    /// executions left such calls ([`Journal::settling`]); `settled` wakes whoever waits.
+    settling: Mutex<HashMap<String, u32>>,
+    settled: tokio::sync::Notify,
     pub replayed_calls: AtomicU64,
     pub journaled_calls: AtomicU64,
 }
@@ -200,6 +204,8 @@ impl Journal {
             failure: Mutex::new(None),
             busy: Mutex::new(HashMap::new()),
             last_eviction_ms: AtomicU64::new(0),
+            settling: Mutex::new(HashMap::new()),
+            settled: tokio::sync::Notify::new(),
             replayed_calls: AtomicU64::new(0),
             journaled_calls: AtomicU64::new(0),
         }
@@ -334,6 +340,51 @@ impl Journal {
         }
     }
 
+    /// Marks `session` as having calls in flight that an ended execution left to settle: until
+    /// the guard is dropped the session counts as busy (it is not evicted) and
+    /// [`Journal::wait_settled`] waits for it.
+    pub fn settling(self: &Arc<Self>, session: &str) -> Settling {
+        self.enter(session);
+        *self
+            .settling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(session.to_owned())
+            .or_default() += 1;
+        Settling {
+            journal: self.clone(),
+            session: session.to_owned(),
+        }
+    }
+
+    /// Whether an ended execution's calls are still settling in `session`.
+    pub fn is_settling(&self, session: &str) -> bool {
+        self.settling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(session)
+    }
+
+    /// Waits, for at most `max`, until no ended execution's call of `session` is in flight,
+    /// so that a re-run finds their outcomes recorded instead of sending them again. Whether
+    /// they all settled.
+    pub async fn wait_settled(&self, session: &str, max: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + max;
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a guard dropped in between still wakes us.
+            notified.as_mut().enable();
+            if !self.is_settling(session) {
+                return true;
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(deadline) => return !self.is_settling(session),
+            }
+        }
+    }
+
     /// One execution of `session` ended (its end and call order are recorded); every so
     /// often, stale and excess sessions go.
     pub fn leave(&self, session: &str) {
@@ -379,6 +430,35 @@ impl Journal {
             }
             _ => {}
         }
+    }
+}
+
+/// Calls of an ended execution still in flight in a session (from [`Journal::settling`]):
+/// dropped when the last of them has its outcome recorded.
+#[derive(Debug)]
+pub struct Settling {
+    journal: Arc<Journal>,
+    session: String,
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        {
+            let mut settling = self
+                .journal
+                .settling
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(n) = settling.get_mut(&self.session) {
+                *n -= 1;
+                if *n == 0 {
+                    settling.remove(&self.session);
+                }
+            }
+        }
+        // Their outcomes are in the intent log; leaving folds them into the store.
+        self.journal.leave(&self.session);
+        self.journal.settled.notify_waiters();
     }
 }
 

@@ -651,8 +651,12 @@ impl JournalStore for SqliteStore {
                  AND id IN (SELECT execution FROM waiting)",
                 [],
             )?;
+            // The calls it sent are counted from the calls it is the last sender of: its own
+            // count was to be written when it ended, which it never did.
             let n = tx.execute(
-                "UPDATE executions SET status = 'interrupted' WHERE status = 'running'",
+                "UPDATE executions SET status = 'interrupted', live_calls = \
+                 (SELECT COUNT(*) FROM calls WHERE calls.execution = executions.id) \
+                 WHERE status = 'running'",
                 [],
             )?;
             tx.commit()?;

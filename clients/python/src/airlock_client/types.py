@@ -523,10 +523,12 @@ class ClientResult:
 
 @dataclass(frozen=True)
 class StartedEvent:
-    """The first event: the execution's id (what ``cancel`` takes)."""
+    """The first event: the execution's id (what ``cancel`` takes), and its session when it
+    runs in one (what a client cut off from the stream runs again in)."""
 
     id: str
     seq: int | None = None
+    session: str | None = None
     event: Literal["started"] = "started"
 
 
@@ -616,7 +618,12 @@ def parse_event(data: Mapping[str, Any]) -> ExecutionEvent:
     kind = data.get("event")
     seq = _opt_int(data.get("seq"))
     if kind == "started":
-        return StartedEvent(id=str(data.get("id", "")), seq=seq)
+        session = data.get("session")
+        return StartedEvent(
+            id=str(data.get("id", "")),
+            seq=seq,
+            session=session if isinstance(session, str) else None,
+        )
     if kind == "console":
         return ConsoleEvent(
             stream=str(data.get("stream", "stdout")),

@@ -468,7 +468,7 @@ async fn answer(
         };
         let (message, total) = match event {
             ExecutionEvent::Result(response) => return render::execution(&response),
-            ExecutionEvent::Started { id } => (format!("execution {id} started"), None),
+            ExecutionEvent::Started { id, .. } => (format!("execution {id} started"), None),
             ExecutionEvent::Progress { value } => (format!("progress: {value}"), None),
             ExecutionEvent::ToolCallStarted { id, tool } => (format!("call {id}: {tool}"), None),
             ExecutionEvent::ToolProgress {
