@@ -27,6 +27,10 @@ pub struct DaemonSettings {
     /// How new workers are started (`worker_start`): forked by a zygote (default) or by
     /// `exec` of the worker binary. Read once at start-up, like `socket`.
     pub worker_start: WorkerStart,
+    /// Where the daemon keeps everything it keeps (the audit log, the journal, learned types,
+    /// tool servers' scratch directories); `None`: `$STATE_DIRECTORY`, else
+    /// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`. Read once at start-up.
+    pub state_directory: Option<PathBuf>,
 }
 
 /// `[daemon] worker_start`.
@@ -50,6 +54,7 @@ impl DaemonSettings {
         "shutdown_grace_ms",
         "max_concurrent_executions",
         "worker_start",
+        "state_directory",
     ];
     /// Default `socket_mode`.
     pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
@@ -107,6 +112,10 @@ impl DaemonSettings {
                 },
                 None => defaults.worker_start,
             },
+            state_directory: match table.get("state_directory") {
+                Some(field) => Some(absolute_path(&field)?),
+                None => defaults.state_directory,
+            },
         })
     }
 }
@@ -121,6 +130,7 @@ impl Default for DaemonSettings {
             shutdown_grace_ms: Self::DEFAULT_SHUTDOWN_GRACE_MS,
             max_concurrent_executions: Self::DEFAULT_MAX_CONCURRENT_EXECUTIONS,
             worker_start: WorkerStart::default(),
+            state_directory: None,
         }
     }
 }

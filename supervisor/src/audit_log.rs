@@ -212,16 +212,18 @@ pub struct AuditWarning(pub String);
 
 impl AuditLog {
     /// The log `settings` describe; with `enabled = false`, a log that records nothing. The
-    /// directory is `settings.directory`, else [`default_directory`] of this process's
-    /// environment. Fails when the directory or file cannot be prepared (the daemon should not
-    /// start unrecorded without the operator saying so with `enabled = false`).
-    pub fn open(settings: &AuditSettings) -> Result<AuditLog, AuditLogError> {
+    /// directory is `settings.directory`, else `state` (the daemon's state directory), else
+    /// [`default_directory`] of this process's environment. Fails when the directory or file
+    /// cannot be prepared (the daemon should not start unrecorded without the operator saying
+    /// so with `enabled = false`).
+    pub fn open(settings: &AuditSettings, state: Option<&Path>) -> Result<AuditLog, AuditLogError> {
         if !settings.enabled {
             return Ok(AuditLog::disabled());
         }
-        let directory = match &settings.directory {
-            Some(d) => d.clone(),
-            None => default_directory(|name| std::env::var_os(name))?,
+        let directory = match (&settings.directory, state) {
+            (Some(d), _) => d.clone(),
+            (None, Some(state)) => state.to_owned(),
+            (None, None) => default_directory(|name| std::env::var_os(name))?,
         };
         AuditLog::open_in(&directory, settings.max_size_bytes, settings.keep)
     }

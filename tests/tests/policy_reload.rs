@@ -497,3 +497,92 @@ async fn reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon() {
     let health: Value = serde_json::from_str(&body).unwrap();
     assert!(health["last_reload"].is_null(), "{health}");
 }
+
+/// `[daemon] state_directory` places everything the daemon keeps that its own tables do not
+/// place elsewhere: with `[audit]` and `[journal]` directories set, learned types and tool
+/// servers' scratch directories went to `~/.local/state/airlock` before, shared by every
+/// daemon of the user. `airlock policy explain` asks the running daemon and shows its paths.
+#[test]
+fn one_state_directory_and_explain_asks_the_running_daemon() {
+    use airlock_tests::real_daemon::{RealDaemon, fault_server_entry};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let home = d.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let policy = format!(
+        "[daemon]\nstate_directory = \"{kept}\"\n\
+         [audit]\ndirectory = \"{d}/audit\"\n[journal]\ndirectory = \"{d}/journal\"\n\
+         [[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n\
+         [[principal]]\nname = \"others\"\nusers = [65534]\nallow = [\"*\"]\n{server}",
+        kept = d.join("kept").display(),
+        d = d.display(),
+        server = fault_server_entry("fault", 10_000, &[]),
+    );
+    let daemon = RealDaemon::start(d, &policy, |cmd| {
+        // Nothing in the environment says where: the policy does.
+        cmd.env_remove("STATE_DIRECTORY")
+            .env_remove("XDG_STATE_HOME")
+            .env("HOME", &home);
+    });
+    let socket = daemon.socket.to_str().unwrap().to_owned();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = cli(&["exec", "-e", "await tools.fault.echo({ text: 'hi' })"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}\n{}", daemon.log());
+    let kept = d.join("kept");
+    assert!(kept.join("learned.sqlite").is_file(), "{}", daemon.log());
+    assert!(kept.join("servers/fault").is_dir(), "{}", daemon.log());
+    assert!(d.join("audit/audit.sqlite").is_file());
+    assert!(
+        !home.join(".local").exists(),
+        "something went to the user's state directory"
+    );
+
+    let (code, stdout, stderr) = cli(&["policy", "explain", "--uid", "0", "fault.echo"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    for line in [
+        format!("policy in force: {}", d.join("policy.toml").display()),
+        format!("state directory: {}", kept.display()),
+        format!("  audit log: {}/audit", d.display()),
+        format!("  journal: {}/journal", d.display()),
+        format!("  learned types: {}", kept.join("learned.sqlite").display()),
+        format!(
+            "  tool servers' scratch directories: {}",
+            kept.join("servers").display()
+        ),
+    ] {
+        assert!(stdout.contains(&line), "{line} missing from:\n{stdout}");
+    }
+    assert!(stdout.contains("fault.echo"), "{stdout}");
+    assert!(stdout.contains("server `fault`"), "{stdout}");
+    // Another principal may use the daemon but not read every principal's decisions.
+    if airlock_tests::processes::runs_as_root(
+        "one_state_directory_and_explain_asks_the_running_daemon",
+        "to ask as uid 65534",
+    ) {
+        // Reachable by every user (the daemon tells them apart by their credentials).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&daemon.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (ok, text) = binaries::cli_as_nobody(
+            &daemon.socket,
+            &["policy", "explain", "--uid", "0", "fault.echo"],
+        );
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("may not read the policy's decisions"),
+            "{text}"
+        );
+    }
+}

@@ -65,8 +65,8 @@ pub enum QueryError {
 }
 
 /// Where `airlock audit` reads: `dir` if given, else the `[audit] directory` of the policy at
-/// `config`, else the default the daemon would use in this environment (`$STATE_DIRECTORY`,
-/// `$XDG_STATE_HOME/airlock`, `~/.local/state/airlock`).
+/// `config`, else its `[daemon] state_directory`, else the default the daemon would use in
+/// this environment (`$STATE_DIRECTORY`, `$XDG_STATE_HOME/airlock`, `~/.local/state/airlock`).
 pub fn directory(dir: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, QueryError> {
     if let Some(dir) = dir {
         return Ok(dir);
@@ -76,7 +76,7 @@ pub fn directory(dir: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf,
         if !policy.audit.enabled {
             return Err(QueryError::Disabled(path.display().to_string()));
         }
-        if let Some(dir) = policy.audit.directory {
+        if let Some(dir) = policy.audit.directory.or(policy.daemon.state_directory) {
             return Ok(dir);
         }
     }

@@ -944,7 +944,7 @@ fn a_disabled_log_records_nothing() {
         enabled: false,
         ..AuditSettings::default()
     };
-    let log = AuditLog::open(&settings).unwrap();
+    let log = AuditLog::open(&settings, None).unwrap();
     assert_eq!(log.record(execution("ex_1", "local", 1, &[])), Ok(()));
     assert_eq!(
         log.record_approval(approval("ap_1", "ex_1", "local", 1, "a.b", "approved", 1)),
@@ -961,7 +961,7 @@ fn settings_choose_the_directory() {
         directory: Some(dir.path().join("audit")),
         ..AuditSettings::default()
     };
-    let log = AuditLog::open(&settings).unwrap();
+    let log = AuditLog::open(&settings, None).unwrap();
     assert_eq!(
         log.status().path,
         Some(dir.path().join("audit").join(FILE_NAME))

@@ -141,7 +141,8 @@ enum Command {
         #[command(subcommand)]
         action: SdkCommand,
     },
-    /// Check a policy, or explain what it decides for a caller (reads the files; no daemon).
+    /// Check a policy file, or explain what the running daemon's policy (or a file's) decides
+    /// for a caller.
     Policy {
         #[command(subcommand)]
         action: PolicyCommand,
@@ -274,11 +275,14 @@ enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Say which principal admits a user and which rule decides a tool call. Exit 0 = allowed.
+    /// Say which principal admits a user and which rule decides a tool call, where the daemon
+    /// keeps its state and how each stdio server is confined. Asks the running daemon (root
+    /// or its own user) unless --config names a policy file to read instead. Exit 0 = allowed.
     Explain {
-        /// The main policy file.
-        #[arg(long, value_name = "FILE", default_value = DEFAULT_POLICY)]
-        config: PathBuf,
+        /// A policy file to explain instead of the running daemon's policy (its paths are then
+        /// those a daemon started here would use).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// The caller's uid (its groups are looked up in the user database).
         #[arg(long)]
         uid: u32,
@@ -380,6 +384,9 @@ fn policy(action: PolicyCommand) -> Result<ExitCode> {
             gid,
             tool,
         } => {
+            let Some(config) = config else {
+                bail!("airlock policy explain asks the daemon unless --config names a file");
+            };
             let policy = Policy::load(&config)?;
             let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
                 .with_context(|| format!("cannot look up uid {uid}"))?;
@@ -417,6 +424,69 @@ fn policy(action: PolicyCommand) -> Result<ExitCode> {
     }
 }
 
+/// `airlock policy explain` without `--config`: the running daemon's policy and paths
+/// (`GET /v1/policy/explain`).
+async fn explain_by_daemon(
+    socket: PathBuf,
+    uid: u32,
+    gid: Option<u32>,
+    tool: &str,
+) -> Result<ExitCode> {
+    let mut client = Client::connect(&socket).await.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; `airlock policy explain --config FILE` explains a policy file without a daemon"
+        )
+    })?;
+    let mut path = format!("/v1/policy/explain?uid={uid}&tool={}", path_segment(tool));
+    if let Some(gid) = gid {
+        path.push_str(&format!("&gid={gid}"));
+    }
+    let (status, body) = client.get(&path).await?;
+    let v = answer_json(status, &body)?;
+    let text = |key: &str| v[key].as_str().unwrap_or_default().to_owned();
+    let groups = v["groups"].to_string();
+    match v["user"].as_str() {
+        Some(user) => println!("uid {uid} is {user}; gid {}; groups {groups}", v["gid"]),
+        None => println!(
+            "uid {uid} is not in the user database; gid {}; no groups",
+            v["gid"]
+        ),
+    }
+    println!("{}", text("explanation"));
+    println!("policy in force: {}", text("policy"));
+    let paths = &v["paths"];
+    let shown = |value: &serde_json::Value, none: &str| {
+        value
+            .as_str()
+            .map_or_else(|| none.to_owned(), str::to_owned)
+    };
+    println!(
+        "state directory: {}",
+        shown(&paths["state_directory"], "none (nothing is kept on disk)")
+    );
+    println!("  audit log: {}", shown(&paths["audit"], "off"));
+    println!(
+        "  journal: {}",
+        shown(&paths["journal"], "off or unavailable")
+    );
+    println!(
+        "  learned types: {}",
+        shown(&paths["learned"], "in memory only")
+    );
+    println!(
+        "  tool servers' scratch directories: {}",
+        shown(&paths["servers"], "-")
+    );
+    for server in v["servers"].as_array().into_iter().flatten() {
+        println!("{}", server.as_str().unwrap_or_default());
+    }
+    Ok(if v["allowed"] == serde_json::Value::Bool(true) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROGRAM_FAILED)
+    })
+}
+
 /// How each stdio server of `policy` would be confined (what `airlockd` would hand its
 /// launcher), for `airlock policy explain`.
 fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
@@ -430,8 +500,12 @@ fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
             .unwrap_or_default()
             .with_file_name("airlockd"),
     );
-    let state = airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k))
-        .unwrap_or_else(|_| std::env::temp_dir().join("airlock"));
+    let state = policy
+        .daemon
+        .state_directory
+        .clone()
+        .or_else(|| airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k)).ok())
+        .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
     let hidden = vec![
         config.to_owned(),
         airlock_policy::policy_file::drop_in_directory(config),
@@ -487,7 +561,15 @@ fn daemon_socket(given: Option<PathBuf>) -> Result<PathBuf> {
 async fn dispatch(args: Args) -> Result<ExitCode> {
     match args.command {
         Command::Secret { action } => secret(action),
-        Command::Policy { action } => policy(action),
+        Command::Policy { action } => match action {
+            PolicyCommand::Explain {
+                config: None,
+                uid,
+                gid,
+                tool,
+            } => explain_by_daemon(daemon_socket(args.socket)?, uid, gid, &tool).await,
+            action => policy(action),
+        },
         Command::Reload => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let (status, body) = client.post("/v1/reload", Bytes::new()).await?;

@@ -10,6 +10,7 @@ pub mod logging;
 pub mod socket_path;
 pub mod systemd;
 
+use crate::api::http::policy::DaemonPaths;
 use crate::api::http::{HttpState, serve_connection};
 use crate::audit_log::{AuditLog, AuditLogError};
 use crate::execution::ExecutionService;
@@ -144,17 +145,40 @@ pub async fn run(
     // Before anything starts: a daemon that cannot keep its audit trail does not serve. (Opening
     // touches the disk once, at startup; records are written by the log's own thread.) The
     // audit settings are read once: a reload does not move the record.
-    let audit = AuditLog::open(&policy.audit).map_err(DaemonError::Audit)?;
-    // The journal, read once like the audit settings. One that cannot be opened costs only
-    // sessions: the daemon serves one-shot executions and says why in /v1/health.
-    let journal_default = config
+    // One place for everything the daemon keeps, read once at start: the embedder's, else the
+    // policy's `[daemon] state_directory`, else systemd's or the user's state directory. The
+    // audit log and the journal go there unless their own tables name a directory; learned
+    // types and tool servers' scratch directories always do.
+    let state = config
         .state_directory
         .clone()
+        .or_else(|| policy.daemon.state_directory.clone())
         .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
-    let journal = JournalState::open(&policy.journal, journal_default.as_deref());
-    // Learned output types live in the state directory too; without a file they are learned
-    // in memory only.
-    let learned = Arc::new(open_learned_types(journal_default.as_deref()));
+    let audit = AuditLog::open(&policy.audit, state.as_deref()).map_err(DaemonError::Audit)?;
+    // The journal, read once like the audit settings. One that cannot be opened costs only
+    // sessions: the daemon serves one-shot executions and says why in /v1/health.
+    let journal = JournalState::open(&policy.journal, state.as_deref());
+    // Learned output types; without a file they are learned in memory only.
+    let learned = Arc::new(open_learned_types(state.as_deref()));
+    let paths = DaemonPaths {
+        state_directory: state.clone(),
+        audit: policy
+            .audit
+            .enabled
+            .then(|| policy.audit.directory.clone().or_else(|| state.clone()))
+            .flatten(),
+        journal: matches!(journal, JournalState::Ready(_))
+            .then(|| policy.journal.directory.clone().or_else(|| state.clone()))
+            .flatten(),
+        learned: (!learned.is_in_memory())
+            .then(|| {
+                state
+                    .as_ref()
+                    .map(|s| s.join(crate::learned_types::store::FILE_NAME))
+            })
+            .flatten(),
+        servers: server_host(&config.worker_path, state.clone(), None, Vec::new()).scratch_root,
+    };
     let learned_writer = tokio::spawn(crate::learned_types::run_writer(Arc::downgrade(&learned)));
     let start_mode = match policy.daemon.worker_start {
         airlock_policy::WorkerStart::Fork => StartMode::Fork,
@@ -172,7 +196,7 @@ pub async fn run(
         extra: config.tools,
         host: server_host(
             &config.worker_path,
-            config.state_directory,
+            state.clone(),
             config.policy_path.as_deref(),
             config.protected,
         ),
@@ -218,6 +242,7 @@ pub async fn run(
         executions: executions.clone(),
         started: Instant::now(),
         mcp: crate::api::mcp::service(),
+        paths,
     });
     crate::daemon::systemd::notify_ready();
     let watchdog = crate::daemon::systemd::spawn_watchdog();

@@ -66,6 +66,11 @@ impl Generations {
 
     /// Whether a peer may ask for a reload: root, or the daemon's own user (both could send
     /// SIGHUP anyway).
+    /// What every generation builds its sources with.
+    pub fn context(&self) -> &SourceContext {
+        &self.context
+    }
+
     pub fn may_reload(&self, uid: u32) -> bool {
         uid == 0 || uid == self.daemon_uid
     }

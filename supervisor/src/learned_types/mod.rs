@@ -210,6 +210,11 @@ impl LearnedTypes {
         LearnedTypes::default()
     }
 
+    /// Whether they live in memory only (no file).
+    pub fn is_in_memory(&self) -> bool {
+        self.store.is_none()
+    }
+
     /// Opens `<directory>/learned.sqlite` and reads what earlier daemons learned.
     pub fn open(directory: &Path) -> Result<LearnedTypes, LearnedError> {
         let store = store::LearnedStore::open(directory)?;

@@ -26,6 +26,7 @@ mod executions;
 mod handles;
 mod health;
 mod learned;
+pub mod policy;
 mod responses;
 mod routes;
 mod sessions;
@@ -56,6 +57,8 @@ pub struct HttpState {
     pub started: Instant,
     /// The MCP door at `/mcp` ([`crate::api::mcp`]).
     pub mcp: McpService,
+    /// Where the daemon keeps its state (`GET /v1/policy/explain`).
+    pub paths: policy::DaemonPaths,
 }
 
 impl std::fmt::Debug for HttpState {

@@ -2,7 +2,7 @@
 //! execution service.
 
 use super::responses::{ApiBody, error_response, json_response};
-use super::{HttpState, Peer, approvals, executions, handles, health, learned, sessions};
+use super::{HttpState, Peer, approvals, executions, handles, health, learned, policy, sessions};
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -11,10 +11,10 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload and /mcp (MCP, Streamable HTTP)";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload, GET /v1/policy/explain?uid=&tool= and /mcp (MCP, Streamable HTTP)";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
-fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+pub(super) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     query?
         .split('&')
         .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
@@ -157,6 +157,9 @@ pub(super) async fn route(
                 StatusCode::UNPROCESSABLE_ENTITY
             };
             json_response(status, &report)
+        }
+        (&Method::GET, "/v1/policy/explain") => {
+            policy::explain(&state, peer.info.uid, &generation, req.uri().query())
         }
         (&Method::GET, "/v1/sdk") => {
             let view = generation.catalogue_view(&principal).await;
