@@ -1,31 +1,31 @@
-//! The fuzz driver of Airlock's tests, on stable Rust and inside the `cargo test` build.
+//! The fuzz targets' shared support: seed corpora, the seed replay of every `cargo test`, the
+//! structure-aware helpers, and the random mutator that was the engine before libFuzzer.
 //!
-//! Each fuzz target is a `#[cfg(test)]` function beside the code it fuzzes, so it reaches
-//! private parsers and needs no second build of the dependency tree. The driver gives it:
-//! - the seed corpus, `tests/fuzz/<target>/` (every file one input), replayed by
-//!   [`Fuzz::replay`] in every `cargo test`;
-//! - a timed run, [`Fuzz::run`] (`AIRLOCK_FUZZ_SECONDS`, default 10, or 600 in the long mode,
-//!   `AIRLOCK_LONG=1`): inputs made by stacking
-//!   byte mutations (flips, interesting numbers, insertions and deletions, splices of two
-//!   inputs, dictionary tokens, a token repeated thousands of times for nesting) on inputs of
-//!   the pool, which starts as the seeds;
-//! - a little guidance without coverage: the target answers each input with an outcome (an
-//!   error's text with its digits masked, a variant's name), and an input whose outcome was
-//!   not seen before joins the pool;
+//! Each fuzz target is a module beside the code it fuzzes, compiled under
+//! `cfg(any(test, fuzzing))`, so it reaches private parsers. Its checks on one input are a
+//! function of the bytes; this crate gives it:
+//! - its settings, [`Fuzz`]: the seed corpus `tests/fuzz/<target>/` (every file one input),
+//!   the dictionary (also written out for libFuzzer, [`Fuzz::libfuzzer_dictionary`]), the
+//!   longest input;
+//! - the seed replay, [`Fuzz::replay`], in every `cargo test`: every seed, then a few byte
+//!   mutations of them with a fixed seed;
 //! - structure-aware inputs: [`Unstructured`] reads the same bytes as choices (and
-//!   [`json_value`] builds JSON values from them), so mutating bytes mutates structures.
+//!   [`json_value`] builds JSON values from them), so mutating bytes mutates structures;
+//! - the stack a target is checked on, [`Fuzz::stack`]: the replay's and the libFuzzer
+//!   binary's.
 //!
-//! It is not coverage-guided: libFuzzer on stable needs an instrumented second build of each
-//! target's dependency tree, which CI's time cannot carry for the supervisor (see
-//! docs/testing.md, "Fuzzing").
-//!
-//! A finding stops the run: a panic (the input is written to `AIRLOCK_FUZZ_CRASH_DIR`, default
-//! the temporary directory, and printed escaped) or an input slower than
-//! `AIRLOCK_FUZZ_SLOW_MS` (default 5,000). A stack overflow aborts the process instead; the
-//! run is reproduced from the seed it printed first (`AIRLOCK_FUZZ_SEED`), with
-//! `AIRLOCK_FUZZ_SAVE_EACH=1` writing each input to `<crash dir>/<target>-current` before it
-//! runs. A watchdog writes an input that runs past `AIRLOCK_FUZZ_HANG_MS` (default 60,000)
-//! and aborts.
+//! Timed fuzzing is libFuzzer's, coverage-guided: `fuzz/run` builds `fuzz/libfuzzer/`, whose
+//! binaries call each target's `fuzz_input` (docs/testing.md, "Fuzzing"). [`Fuzz::run`] is
+//! the random mutator without coverage feedback that came before it, kept as the baseline
+//! (`fuzz/run random <target>`): inputs made by stacking byte mutations (flips, interesting
+//! numbers, insertions and deletions, splices of two inputs, dictionary tokens, a token
+//! repeated thousands of times for nesting) on inputs of a pool that starts as the seeds, and
+//! grows by the inputs whose [`Outcome`] (an error's text with its digits masked, a variant's
+//! name) was not seen before. It runs `AIRLOCK_FUZZ_SECONDS` (default 10, or 600 with
+//! `AIRLOCK_LONG=1`), from `AIRLOCK_FUZZ_SEED` when set; a panic writes the input to
+//! `AIRLOCK_FUZZ_CRASH_DIR` (default the temporary directory) and prints it escaped, as does
+//! an input slower than `AIRLOCK_FUZZ_SLOW_MS` (default 5,000) or, from a watchdog that then
+//! aborts, one running past `AIRLOCK_FUZZ_HANG_MS` (default 60,000).
 
 pub use arbitrary::{self, Unstructured};
 
@@ -86,6 +86,8 @@ pub struct Fuzz {
     name: &'static str,
     dictionary: Vec<Vec<u8>>,
     max_len: usize,
+    corpus: Option<PathBuf>,
+    stack: Option<usize>,
 }
 
 /// What a timed run did.
@@ -111,7 +113,20 @@ impl Fuzz {
             name,
             dictionary: Vec::new(),
             max_len: 64 * 1024,
+            corpus: None,
+            stack: None,
         }
+    }
+
+    /// The target's name (its seed folder's, its libFuzzer binary's).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Seeds from `dir` instead of `tests/fuzz/<name>/` (the harness's own planted-bug target).
+    pub fn corpus(mut self, dir: impl Into<PathBuf>) -> Fuzz {
+        self.corpus = Some(dir.into());
+        self
     }
 
     /// Tokens the mutator inserts and overwrites with (keywords, punctuation of the format).
@@ -127,11 +142,48 @@ impl Fuzz {
         self
     }
 
+    /// Checks each input on a thread with a stack of `bytes` (the replay's thread, and the
+    /// libFuzzer binary's driver thread): the stack the code runs on in Airlock, so a
+    /// recursion too deep for it is a finding. Without it, the test's thread and the process's
+    /// main thread.
+    pub fn stack(mut self, bytes: usize) -> Fuzz {
+        self.stack = Some(bytes);
+        self
+    }
+
+    /// The stack set by [`Fuzz::stack`].
+    pub fn stack_size(&self) -> Option<usize> {
+        self.stack
+    }
+
     /// The seed corpus folder of this target.
     pub fn corpus_dir(&self) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fuzz")
-            .join(self.name)
+        self.corpus.clone().unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fuzz")
+                .join(self.name)
+        })
+    }
+
+    /// The dictionary in libFuzzer's format (`-dict=`): one quoted token a line, bytes other
+    /// than printable ASCII as `\xNN`.
+    pub fn libfuzzer_dictionary(&self) -> String {
+        let mut out = String::new();
+        for token in &self.dictionary {
+            out.push('"');
+            for &b in token {
+                match b {
+                    b'"' | b'\\' => {
+                        out.push('\\');
+                        out.push(char::from(b));
+                    }
+                    b' '..=b'~' => out.push(char::from(b)),
+                    _ => out.push_str(&format!("\\x{b:02X}")),
+                }
+            }
+            out.push_str("\"\n");
+        }
+        out
     }
 
     /// The seeds, in file name order. A missing or empty folder is a broken checkout: the
@@ -156,8 +208,20 @@ impl Fuzz {
 
     /// Every seed, then a few mutations of each with a fixed seed: cheap enough for every
     /// `cargo test`, and it keeps every crash ever found (its input is a seed) fixed.
-    pub fn replay(&self, mut target: impl FnMut(&[u8]) -> Outcome) {
-        self.replay_dyn(&mut target);
+    /// On a thread with the target's stack when it has one ([`Fuzz::stack`]).
+    pub fn replay(&self, target: fn(&[u8]) -> Outcome) {
+        let Some(stack) = self.stack else {
+            return self.replay_dyn(&mut { target });
+        };
+        let fuzz = self.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("fuzz-{}", self.name))
+            .stack_size(stack)
+            .spawn(move || fuzz.replay_dyn(&mut { target }))
+            .expect("the replay's thread starts");
+        if let Err(panic) = thread.join() {
+            std::panic::resume_unwind(panic);
+        }
     }
 
     /// Not generic, so the driver is compiled once, in this crate, with its optimisation
@@ -235,8 +299,9 @@ impl Fuzz {
                 Err(_) => {
                     let path = self.save(&input, "crash");
                     panic!(
-                        "fuzz target {} panicked after {inputs} inputs (seed {seed}); input written to {}: {}",
+                        "fuzz target {} panicked after {inputs} inputs in {:.1} s (seed {seed}); input written to {}: {}",
                         self.name,
+                        started.elapsed().as_secs_f64(),
                         path.display(),
                         escape(&input)
                     );

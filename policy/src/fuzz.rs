@@ -5,6 +5,10 @@
 //! document from the policy's own tables, keys and value shapes, so most of those reach
 //! validation rather than stopping at TOML syntax. Beyond "no panic": every error is located
 //! inside the file it names, and a policy that parses keeps its files in order.
+//!
+//! [`target`] is the one input's checks: `cargo test` replays the seeds through it
+//! (`fuzz_seeds_policy`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`) calls it
+//! for every input, both on a 2 MiB stack.
 
 use crate::policy_file::{PolicyText, parse_files};
 use airlock_fuzz::{Fuzz, Outcome, Unstructured};
@@ -145,8 +149,12 @@ const WORDS: &[&str] = &[
     "é",
 ];
 
-fn fuzz() -> Fuzz {
-    Fuzz::new("policy").max_len(32 * 1024).dictionary(&[
+/// The target's settings: its seeds, dictionary, max length and stack.
+pub fn fuzz() -> Fuzz {
+    // A 2 MiB stack, a test thread's: a quarter of the daemon's main thread, which loads the
+    // policy, so deep nesting shows long before it could matter.
+    let fuzz = Fuzz::new("policy").stack(2 << 20);
+    fuzz.max_len(32 * 1024).dictionary(&[
         "[daemon]\n",
         "[limits]\n",
         "[[principal]]\n",
@@ -183,8 +191,9 @@ fn fuzz() -> Fuzz {
     ])
 }
 
-/// The checks on one input; the outcome is which errors (or success) it led to.
-fn target(data: &[u8]) -> Outcome {
+/// The checks on one input, the entry point of the seed replay and of the libFuzzer binary;
+/// the outcome is which errors (or success) it led to.
+pub fn target(data: &[u8]) -> Outcome {
     let text = String::from_utf8_lossy(data);
     let files: Vec<PolicyText> = text
         .split('\0')
@@ -344,11 +353,4 @@ fn toml_string(text: &str) -> String {
 #[test]
 fn fuzz_seeds_policy() {
     fuzz().replay(target);
-}
-
-/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-policy fuzz_run_ -- --ignored`.
-#[test]
-#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
-fn fuzz_run_policy() {
-    fuzz().run(target);
 }

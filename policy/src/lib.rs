@@ -60,8 +60,8 @@ pub mod source_location;
 pub mod sources;
 pub mod tool_pattern;
 
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 
 pub use approval_settings::ApprovalSettings;
 pub use audit_settings::AuditSettings;

@@ -1,5 +1,9 @@
 //! Fuzzing the frame decoder (`tests/fuzz/postcard/`, docs/testing.md "Fuzzing").
 //!
+//! [`target`] is the one input's checks: `cargo test` replays the seeds through it
+//! (`fuzz_seeds_postcard`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`) calls
+//! it for every input.
+//!
 //! Each input is decoded as a payload of either direction's messages and fed, in two pieces,
 //! to a [`FrameDecoder`] as a stream. Beyond "no panic": a message that decodes encodes
 //! again and decodes to itself, no payload exceeds the decoder's maximum, and the decoder
@@ -15,11 +19,14 @@ use std::fmt::Debug;
 /// The stream decoder's maximum here: small, so oversized frames are met often.
 const STREAM_MAX: u32 = 1 << 16;
 
-fn fuzz() -> Fuzz {
+/// The target's settings: its seeds (no dictionary; the default max length and stack).
+pub fn fuzz() -> Fuzz {
     Fuzz::new("postcard")
 }
 
-fn target(data: &[u8]) -> Outcome {
+/// The checks on one input, the entry point of the seed replay and of the libFuzzer binary;
+/// the outcome is what the random mutator's pool is kept by.
+pub fn target(data: &[u8]) -> Outcome {
     let worker = message::<WorkerMessage>(data);
     let supervisor = message::<SupervisorMessage>(data);
 
@@ -96,11 +103,4 @@ fn message<T: Serialize + DeserializeOwned + PartialEq + Debug>(payload: &[u8]) 
 #[test]
 fn fuzz_seeds_postcard() {
     fuzz().replay(target);
-}
-
-/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-proto fuzz_run_ -- --ignored`.
-#[test]
-#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
-fn fuzz_run_postcard() {
-    fuzz().run(target);
 }

@@ -26,8 +26,8 @@
 pub mod frame;
 pub mod message;
 
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 
 pub use frame::{FrameDecoder, FrameError, MAX_FRAME_LEN, decode, decode_packet, encode};
 pub use message::{

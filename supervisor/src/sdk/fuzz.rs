@@ -6,6 +6,10 @@
 //! a tool's input and output schema, and [`SdkFiles::generate`] writes the tool's SDK files.
 //! Beyond "no panic": every TypeScript file parses with oxc and passes its syntax checks
 //! (redeclarations included), and the files stay in proportion to the schema.
+//!
+//! [`target`] is the one input's checks: `cargo test` replays the seeds through it
+//! (`fuzz_seeds_schema_types`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`)
+//! calls it for every input.
 
 use super::sdk_files::{SdkFiles, SdkTool};
 use super::tool_search::{ToolSearch, signature};
@@ -87,7 +91,8 @@ const WORDS: &[&str] = &[
     "é",
 ];
 
-fn fuzz() -> Fuzz {
+/// The target's settings: its seeds, dictionary and max length.
+pub fn fuzz() -> Fuzz {
     Fuzz::new("schema_types").dictionary(&[
         "{",
         "}",
@@ -114,7 +119,9 @@ fn fuzz() -> Fuzz {
     ])
 }
 
-fn target(data: &[u8]) -> Outcome {
+/// The checks on one input, the entry point of the seed replay and of the libFuzzer binary;
+/// the outcome is what the random mutator's pool is kept by.
+pub fn target(data: &[u8]) -> Outcome {
     let mut outcome = Outcome::of("schema");
     if let Ok(schema) = serde_json::from_slice::<Value>(data) {
         outcome = outcome.and(generate(schema, data.len()));
@@ -198,12 +205,4 @@ fn check_typescript(path: &str, text: &str) {
 #[test]
 fn fuzz_seeds_schema_types() {
     fuzz().replay(target);
-}
-
-/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-supervisor --lib fuzz_run_ --
-/// --ignored`.
-#[test]
-#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
-fn fuzz_run_schema_types() {
-    fuzz().run(target);
 }

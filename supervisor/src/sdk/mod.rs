@@ -15,8 +15,8 @@ pub mod sdk_files;
 pub mod token_figures;
 pub mod tool_search;
 
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 
 pub use sdk_files::{SdkFiles, SdkTool};
 pub use tool_search::{SearchHit, ToolSearch};

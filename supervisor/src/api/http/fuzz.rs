@@ -12,6 +12,10 @@
 //! [`crate::tools::builtin`] from a catalogue of the built-in tools). Beyond "no panic": what parses serialises and parses to the same
 //! value, a refusal is a `400` with a JSON error body, and the SDK files stay in proportion
 //! to the request.
+//!
+//! [`target`] is the one input's checks: `cargo test` replays the seeds through it
+//! (`fuzz_seeds_http_bodies`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`)
+//! calls it for every input.
 
 use super::executions::{ClientSdkRequest, invalid_execution_request};
 use super::responses::invalid_json;
@@ -109,7 +113,8 @@ const WORDS: &[&str] = &[
     "create issue",
 ];
 
-fn fuzz() -> Fuzz {
+/// The target's settings: its seeds, dictionary and max length.
+pub fn fuzz() -> Fuzz {
     Fuzz::new("http_bodies").dictionary(&[
         "{",
         "}",
@@ -136,7 +141,9 @@ fn fuzz() -> Fuzz {
     ])
 }
 
-fn target(data: &[u8]) -> Outcome {
+/// The checks on one input, the entry point of the seed replay and of the libFuzzer binary;
+/// the outcome is what the random mutator's pool is kept by.
+pub fn target(data: &[u8]) -> Outcome {
     let raw = bodies(data);
     let mut u = Unstructured::new(data);
     let built = json_value(&mut u, KEYS, WORDS, 6);
@@ -334,12 +341,4 @@ fn round_trip<T: serde::Serialize + serde::de::DeserializeOwned>(value: &T) {
 #[test]
 fn fuzz_seeds_http_bodies() {
     fuzz().replay(target);
-}
-
-/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-supervisor --lib fuzz_run_ --
-/// --ignored`.
-#[test]
-#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
-fn fuzz_run_http_bodies() {
-    fuzz().run(target);
 }

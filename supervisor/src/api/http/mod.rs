@@ -32,8 +32,8 @@ mod routes;
 mod sessions;
 mod wake;
 
-#[cfg(test)]
-mod fuzz;
+#[cfg(any(test, fuzzing))]
+pub mod fuzz;
 
 pub use health::{ExecutionCounts, Health};
 pub use responses::{ApiBody, error_response, json_response};

@@ -9,6 +9,12 @@
 //! print of it means; it is the same whether or not the transformer was skipped for it; its
 //! positions map back into the program; and a refused program's error is a syntax error
 //! located inside it.
+//!
+//! [`target`] is the one input's checks: `cargo test` replays the seeds through it
+//! (`fuzz_seeds_typescript`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`)
+//! calls it for every input, both on an 8 MiB stack. The worker is a binary, so the libFuzzer
+//! build compiles this file, `typescript.rs` and `tool_references.rs` into its `typescript`
+//! target, in the same module tree (they need only oxc and `airlock-proto`).
 
 use super::typescript::{
     normalised, prepare_program, prepare_program_generated, prepare_program_transforming,
@@ -20,8 +26,11 @@ use oxc::parser::{ParseOptions, Parser};
 use oxc::semantic::SemanticBuilder;
 use oxc::span::SourceType;
 
-fn fuzz() -> Fuzz {
-    Fuzz::new("typescript").max_len(32 * 1024).dictionary(&[
+/// The target's settings: its seeds, dictionary, max length and stack.
+pub fn fuzz() -> Fuzz {
+    // The worker's main thread's stack, which the nesting guard is measured against.
+    let fuzz = Fuzz::new("typescript").stack(8 << 20);
+    fuzz.max_len(32 * 1024).dictionary(&[
         "interface I { a: number; b?: string }\n",
         "type T<U> = U extends string ? { [K in keyof U]: U[K] } : never;\n",
         "enum E { A = 1, B = A << 2, C = \"c\" }\n",
@@ -86,7 +95,9 @@ fn fuzz() -> Fuzz {
     ])
 }
 
-fn target(data: &[u8]) -> Outcome {
+/// The checks on one input (as TypeScript and as JavaScript), the entry point of the seed
+/// replay and of the libFuzzer binary.
+pub fn target(data: &[u8]) -> Outcome {
     let code = String::from_utf8_lossy(data);
     check(&code, Language::TypeScript).and(check(&code, Language::JavaScript))
 }
@@ -187,28 +198,7 @@ fn line_bound(code: &str) -> u32 {
     u32::try_from(ends).map_or(u32::MAX, |n| n.saturating_add(1))
 }
 
-/// Runs `f` on a thread with the worker's main-thread stack (8 MiB), passing on its panic.
-fn on_worker_stack(f: impl FnOnce() + Send + 'static) {
-    let thread = std::thread::Builder::new()
-        .stack_size(8 * 1024 * 1024)
-        .spawn(f)
-        .expect("spawn");
-    if let Err(panic) = thread.join() {
-        std::panic::resume_unwind(panic);
-    }
-}
-
 #[test]
 fn fuzz_seeds_typescript() {
-    on_worker_stack(|| fuzz().replay(target));
-}
-
-/// The timed run: `AIRLOCK_FUZZ_SECONDS=60 cargo test -p airlock-worker --bin airlock-worker
-/// fuzz_run_ -- --ignored`.
-#[test]
-#[ignore = "timed fuzzing run; .ci/run runs it after the tests"]
-fn fuzz_run_typescript() {
-    on_worker_stack(|| {
-        fuzz().run(target);
-    });
+    fuzz().replay(target);
 }

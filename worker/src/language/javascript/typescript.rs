@@ -70,7 +70,7 @@ pub struct PreparedProgram {
     pub tool_references: Option<ToolReferences>,
 }
 
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 impl PreparedProgram {
     /// Whether the program was spliced into the wrapper ([`splice`]) rather than printed.
     pub fn spliced(&self) -> bool {
@@ -87,7 +87,7 @@ pub fn prepare_program(code: &str, language: Language) -> Result<PreparedProgram
 
 /// [`prepare_program`] with oxc's transformer run on every TypeScript program, for tests
 /// that check that skipping it changes nothing.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub(super) fn prepare_program_transforming(
     code: &str,
     language: Language,
@@ -97,7 +97,7 @@ pub(super) fn prepare_program_transforming(
 
 /// [`prepare_program`] that never splices ([`splice`]): the code generator prints every
 /// program, for tests of what it prints and for comparing the two.
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub(super) fn prepare_program_generated(
     code: &str,
     language: Language,
@@ -108,7 +108,7 @@ pub(super) fn prepare_program_generated(
 /// `script` parsed and printed again without parentheses or comments: a spliced script and
 /// the code generator's for the same program must come out the same (tests and the fuzz
 /// target check it).
-#[cfg(test)]
+#[cfg(any(test, fuzzing))]
 pub(super) fn normalised(script: &str) -> String {
     let allocator = Allocator::default();
     let parsed = Parser::new(&allocator, script, SourceType::mjs())
@@ -163,10 +163,10 @@ enum Transform {
     /// the transformer is not run for is spliced when it can be ([`splice`]).
     WhenNeeded,
     /// As `WhenNeeded`, but always printed by the code generator (tests compare the two).
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     Generate,
     /// The transformer always, and the code generator (tests compare the two).
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     Always,
 }
 
@@ -224,9 +224,9 @@ fn prepare(
     let transform = language == Language::TypeScript
         && match transform {
             Transform::WhenNeeded => scan.typescript,
-            #[cfg(test)]
+            #[cfg(any(test, fuzzing))]
             Transform::Generate => scan.typescript,
-            #[cfg(test)]
+            #[cfg(any(test, fuzzing))]
             Transform::Always => true,
         };
     if transform {
