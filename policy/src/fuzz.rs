@@ -48,6 +48,7 @@ const KEYS: &[&str] = &[
     "header",
     "headers",
     "include",
+    "inherit_env",
     "keep",
     "limits",
     "max_code",

@@ -78,5 +78,6 @@ pub use sources::CoercePolicy;
 pub use sources::graphql::{GraphQlSource, SchemaFormat};
 pub use sources::openapi::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
 pub use sources::server::{
-    ConfineMode, Confinement, ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer,
+    BASE_PATH, ConfineMode, Confinement, ServerNetwork, ServerTransport, SettingValue, StartMode,
+    ToolServer,
 };

@@ -31,6 +31,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             cwd: None,
             env: Vec::new(),
+            inherit_env: Vec::new(),
         },
         start: StartMode::Lazy,
         call_timeout_ms: 2_000,

@@ -443,7 +443,16 @@ async fn a_server_that_fails_to_start_is_unavailable_and_backs_off() {
             && err.message.contains("the MCP handshake failed"),
         "{err:?}"
     );
-    assert!(err.hint.as_deref().unwrap().contains("airlockd log"));
+    // The server's own last words, and a hint that points at them.
+    assert!(
+        err.message
+            .contains("its stderr ended with: airlock-mcp-fault-server: --fail-start: exiting before the handshake"),
+        "{err:?}"
+    );
+    assert!(
+        err.hint.as_deref().unwrap().contains("last words"),
+        "{err:?}"
+    );
     assert_uncaught(&r, &err);
 
     let r = d.exec("await tools.fault.echo({ text: 'x' })").await;
@@ -462,23 +471,40 @@ async fn a_server_that_fails_to_start_is_unavailable_and_backs_off() {
     d.stop().await;
 }
 
-/// `--require-env`: the server gets only the environment its `[[server]]` entry gives it,
-/// nothing of the daemon's (this test process always has `PATH`).
+/// `--require-env`: the server gets the base environment (`LANG` here) and what its
+/// `[[server]]` entry gives it, nothing else of the daemon's unless `inherit_env` names it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_gets_exactly_the_environment_its_entry_gives() {
     let _serial = serial().await;
-    assert!(std::env::var_os("PATH").is_some());
-    let args = ["--require-env", "PATH"];
+    let d = daemon_with_fault_server(&["--require-env", "LANG"]).await;
+    echo_works(&d, "started with the base environment").await;
+    d.stop().await;
+
+    // A variable this process (the daemon's) has and the base does not.
+    let base = ["PATH", "HOME", "TMPDIR", "LANG"];
+    let (own, _) = std::env::vars()
+        .find(|(k, _)| !base.contains(&k.as_str()))
+        .expect("the test process has a variable of its own");
+    let args = ["--require-env", own.as_str()];
     let d = daemon_with_fault_server(&args).await;
     let r = d.exec("await tools.fault.echo({ text: 'x' })").await;
     assert_eq!(only_call_error(&r).code, "server_unavailable", "{r:?}");
     d.stop().await;
 
     let mut config = fault_server::stdio("fault", &args);
+    let airlock_policy::ServerTransport::Stdio { inherit_env, .. } = &mut config.transport else {
+        unreachable!("a stdio server")
+    };
+    inherit_env.push(own.clone());
+    let d = daemon(config).await;
+    echo_works(&d, "started with the variable it inherits").await;
+    d.stop().await;
+
+    let mut config = fault_server::stdio("fault", &args);
     let airlock_policy::ServerTransport::Stdio { env, .. } = &mut config.transport else {
         unreachable!("a stdio server")
     };
-    env.push(("PATH".into(), SettingValue::Literal("/nonexistent".into())));
+    env.push((own, SettingValue::Literal("given".into())));
     let d = daemon(config).await;
     echo_works(&d, "started with its environment").await;
     d.stop().await;

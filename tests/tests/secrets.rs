@@ -320,8 +320,28 @@ async fn a_keyring_secret_set_by_the_cli_reaches_a_server_of_a_later_daemon() {
     assert_eq!(r.result["GIVEN"], json!("[redacted]"), "{}", r.result);
     assert!(!r.result.to_string().contains(&value), "{}", r.result);
     assert_eq!(r.result["PLAIN"], json!("literal"));
-    // Nothing else of the daemon's environment is inherited.
-    assert!(r.result.get("PATH").is_none(), "{}", r.result);
+    // Nothing else of the daemon's environment is inherited: the base (PATH, HOME, TMPDIR,
+    // LANG) and what the entry gives.
+    assert_eq!(
+        r.result["PATH"],
+        json!(airlock_policy::BASE_PATH),
+        "{}",
+        r.result
+    );
+    let mut names: Vec<&str> = r
+        .result
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["GIVEN", "HOME", "LANG", "PATH", "PLAIN", "TMPDIR"],
+        "{}",
+        r.result
+    );
     let log = daemon.stop();
     assert!(!log.contains(&value), "{log}");
 }

@@ -82,8 +82,14 @@ pub enum ServerTransport {
         command: String,
         args: Vec<String>,
         cwd: Option<PathBuf>,
-        /// The server's whole environment (nothing is inherited from the daemon).
+        /// Variables set on top of the base environment ([`BASE_PATH`], `HOME` and `TMPDIR`
+        /// its scratch directory, `LANG=C.UTF-8`) and of `inherit_env`; a name given here
+        /// overrides both.
         env: Vec<(String, SettingValue)>,
+        /// Names of variables the server takes from the daemon's own environment (those the
+        /// daemon has), over the base environment: the operator's choice, for `NODE_OPTIONS`,
+        /// proxies and the like. Secrets belong in `env` as `{ secret = "…" }`.
+        inherit_env: Vec<String>,
     },
     /// A Streamable HTTP endpoint (MCP 2025-03-26 and later).
     Http {
@@ -93,6 +99,11 @@ pub enum ServerTransport {
         headers: Vec<(String, SettingValue)>,
     },
 }
+
+/// The `PATH` a stdio server starts with unless `env` or `inherit_env` gives one: systemd's
+/// default for services, so `#!/usr/bin/env node`, `npx` and `uvx` find what they would in a
+/// shell.
+pub const BASE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The value of an environment variable or header: written in the policy, or the name of a
 /// secret in the daemon's credential store.
@@ -152,6 +163,7 @@ impl ToolServer {
         "args",
         "cwd",
         "env",
+        "inherit_env",
         "start",
         "call_timeout_ms",
         "max_concurrent_calls",
@@ -212,7 +224,10 @@ impl ToolServer {
                 Self::read_stdio(table, command)?
             }
             (None, Some(url)) => {
-                for key in ["args", "cwd", "env"].iter().chain(Self::CONFINEMENT_KEYS) {
+                for key in ["args", "cwd", "env", "inherit_env"]
+                    .iter()
+                    .chain(Self::CONFINEMENT_KEYS)
+                {
                     if let Some(field) = table.get(key) {
                         return Err(field.invalid(format!(
                             "`{key}` applies to `command` servers; a `url` server takes `headers`"
@@ -287,11 +302,26 @@ impl ToolServer {
             })?,
             None => Vec::new(),
         };
+        let mut inherit_env: Vec<String> = Vec::new();
+        if let Some(field) = table.get("inherit_env") {
+            for item in field.array("an array of environment variable names")? {
+                let name = item.string("a string (an environment variable's name)")?;
+                if name.is_empty() || name.contains(['=', '\0']) {
+                    return Err(
+                        item.invalid(format!("\"{name}\" is not an environment variable's name"))
+                    );
+                }
+                if !inherit_env.iter().any(|n| n == name) {
+                    inherit_env.push(name.to_owned());
+                }
+            }
+        }
         Ok(ServerTransport::Stdio {
             command: command.to_owned(),
             args,
             cwd,
             env,
+            inherit_env,
         })
     }
 
@@ -546,6 +576,32 @@ confine = false
         );
     }
 
+    /// `inherit_env` names variables; a `url` server has no environment to take them into.
+    #[test]
+    fn inherit_env_takes_names_for_stdio_servers_only() {
+        let bad = parse("[[server]]\nname = \"a\"\ncommand = \"x\"\ninherit_env = [\"A=B\"]\n")
+            .unwrap_err();
+        assert!(
+            bad.contains("server[0].inherit_env")
+                && bad.contains("is not an environment variable's name"),
+            "{bad}"
+        );
+        let not_list = parse("[[server]]\nname = \"a\"\ncommand = \"x\"\ninherit_env = \"PATH\"\n")
+            .unwrap_err();
+        assert!(
+            not_list.contains("an array of environment variable names"),
+            "{not_list}"
+        );
+        let http = parse(
+            "[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\ninherit_env = [\"PATH\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            http.contains("`inherit_env` applies to `command` servers"),
+            "{http}"
+        );
+    }
+
     /// `learn_types` is on unless a source turns it off, and only a boolean turns it off.
     #[test]
     fn learn_types_is_a_per_source_switch() {
@@ -574,6 +630,7 @@ command = "node"
 args = ["dist/index.js", "stdio"]
 cwd = "/srv/mcp"
 env = { B = "2", A = "1" }
+inherit_env = ["NODE_OPTIONS", "HTTPS_PROXY", "NODE_OPTIONS"]
 start = "eager"
 call_timeout_ms = 5000
 max_concurrent_calls = 4
@@ -590,11 +647,14 @@ max_concurrent_calls = 4
             args,
             cwd,
             env,
+            inherit_env,
         } = &s.transport
         else {
             panic!("not stdio: {:?}", s.transport);
         };
         assert_eq!(command, "node");
+        // Named once each, in file order.
+        assert_eq!(inherit_env, &["NODE_OPTIONS", "HTTPS_PROXY"]);
         assert_eq!(args, &["dist/index.js", "stdio"]);
         assert_eq!(cwd.as_deref(), Some(std::path::Path::new("/srv/mcp")));
         // File order, not sorted.

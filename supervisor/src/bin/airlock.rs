@@ -491,7 +491,7 @@ async fn explain_by_daemon(
 /// launcher), for `airlock policy explain`.
 fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
     use airlock_supervisor::tools::sources::mcp::ServerHost;
-    use airlock_supervisor::tools::sources::mcp::confinement::{ServerCommand, describe};
+    use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
     let store = SecretStore::empty();
     // The launcher airlockd would use is the one beside its worker: where `airlockd` beside
     // this CLI would find it.
@@ -511,41 +511,12 @@ fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
         airlock_policy::policy_file::drop_in_directory(config),
     ];
     let host = ServerHost::new(&worker, &state, hidden);
-    for server in &policy.servers {
-        let airlock_policy::ServerTransport::Stdio {
-            command,
-            args,
-            cwd,
-            env,
-        } = &server.transport
-        else {
-            continue;
-        };
-        let path = env.iter().find_map(|(k, v)| match v {
-            airlock_policy::SettingValue::Literal(text) if k == "PATH" => Some(text.as_str()),
-            _ => None,
-        });
-        let started = ServerCommand {
-            command,
-            args,
-            cwd: cwd.as_deref(),
-            path_env: path,
-        };
-        let settings = airlock_supervisor::tools::sources::settings::Settings {
-            kind: "tool server",
-            name: &server.name,
-            store: &store,
-        };
-        println!(
-            "{}",
-            describe(
-                &server.name,
-                &server.confinement,
-                &started,
-                &host,
-                &settings
-            )
-        );
+    for described in policy
+        .servers
+        .iter()
+        .filter_map(|server| describe_server(server, &host, &store))
+    {
+        println!("{described}");
     }
 }
 

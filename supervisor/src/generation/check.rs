@@ -4,8 +4,10 @@
 use super::warning_lines;
 use crate::secrets::store::SecretStore;
 use crate::tools::sources::graphql::GraphQlApi;
+use crate::tools::sources::mcp::confinement::resolve;
+use crate::tools::sources::mcp::environment::{daemon_variable, path_of};
 use crate::tools::sources::openapi::OpenApiSource as OpenApiTools;
-use airlock_policy::Policy;
+use airlock_policy::{Policy, ServerTransport, ToolServer};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -66,7 +68,9 @@ pub fn check_policy(path: &Path, secrets: Option<&SecretStore>) -> PolicyCheck {
     }
     let no_secrets = Arc::new(SecretStore::empty());
     for server in &policy.servers {
-        check.summary.push(format!("server `{}`", server.name));
+        let (summary, warning) = server_command(server);
+        check.summary.push(summary);
+        check.warnings.extend(warning);
         if let Some(secrets) = secrets {
             for problem in secrets.check_server(server) {
                 check.warnings.push(format!("warning: {problem}"));
@@ -122,4 +126,54 @@ pub fn check_policy(path: &Path, secrets: Option<&SecretStore>) -> PolicyCheck {
         }
     }
     check
+}
+
+/// A server's summary line, and a warning when its command would not start as the daemon
+/// starts it: not found on the `PATH` it gets, or not an executable file. (A warning, as a
+/// missing secret is: it fails only its own server, and systemd runs the check before every
+/// start.)
+fn server_command(server: &ToolServer) -> (String, Option<String>) {
+    let name = &server.name;
+    let ServerTransport::Stdio {
+        command,
+        env,
+        inherit_env,
+        ..
+    } = &server.transport
+    else {
+        let ServerTransport::Http { url, .. } = &server.transport else {
+            unreachable!("a server is stdio or HTTP")
+        };
+        return (format!("server `{name}`: {url}"), None);
+    };
+    let path = path_of(env, inherit_env, daemon_variable);
+    let Some(found) = resolve(command, Some(&path)) else {
+        let warning = if command.contains('/') {
+            format!(
+                "warning: server `{name}`: its command {command} does not exist: it will not start"
+            )
+        } else {
+            format!(
+                "warning: server `{name}`: `{command}` was not found on its PATH ({path}): it will not start; give `command` as an absolute path or set `PATH` in its `env`"
+            )
+        };
+        return (
+            format!("server `{name}`: `{command}` (not found)"),
+            Some(warning),
+        );
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let executable =
+        std::fs::metadata(&found).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let summary = format!("server `{name}`: runs {}", found.display());
+    if !executable {
+        return (
+            summary,
+            Some(format!(
+                "warning: server `{name}`: {} is not an executable file: it will not start",
+                found.display()
+            )),
+        );
+    }
+    (summary, None)
 }

@@ -625,6 +625,7 @@ mod tests {
                 args: Vec::new(),
                 cwd: None,
                 env: env.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                inherit_env: Vec::new(),
             },
             start: StartMode::Lazy,
             call_timeout_ms: 1000,

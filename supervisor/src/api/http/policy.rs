@@ -9,9 +9,8 @@ use super::responses::{ApiBody, error_response, json_response};
 use crate::agent_api::ApiErrorCode;
 use crate::generation::PolicyGeneration;
 use crate::secrets::store::SecretStore;
-use crate::tools::sources::mcp::confinement::{ServerCommand, describe};
-use crate::tools::sources::settings::Settings;
-use airlock_policy::{Caller, ServerTransport, SettingValue};
+use crate::tools::sources::mcp::confinement::describe_server;
+use airlock_policy::Caller;
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -103,39 +102,7 @@ pub(super) fn explain(
         .policy
         .servers
         .iter()
-        .filter_map(|server| {
-            let ServerTransport::Stdio {
-                command,
-                args,
-                cwd,
-                env,
-            } = &server.transport
-            else {
-                return None;
-            };
-            let path = env.iter().find_map(|(k, v)| match v {
-                SettingValue::Literal(text) if k == "PATH" => Some(text.as_str()),
-                _ => None,
-            });
-            let started = ServerCommand {
-                command,
-                args,
-                cwd: cwd.as_deref(),
-                path_env: path,
-            };
-            let settings = Settings {
-                kind: "tool server",
-                name: &server.name,
-                store: &store,
-            };
-            Some(describe(
-                &server.name,
-                &server.confinement,
-                &started,
-                host,
-                &settings,
-            ))
-        })
+        .filter_map(|server| describe_server(server, host, &store))
         .collect();
     json_response(
         StatusCode::OK,

@@ -2,10 +2,13 @@
 //! (what it may read and write, its network, its rlimits), and the `airlock-confine` launcher
 //! that applies it and execs the server (see the `airlock-confine` crate for the layers).
 //!
-//! What a server may read: the system (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), the
-//! command's install prefix (`/opt/node` for `/opt/node/bin/node`, the virtualenv or pyenv
-//! version of a Python), the package files its arguments name (a script under `node_modules`
-//! makes the whole `node_modules` readable), its `cwd`, and the policy's `read`. What it may
+//! What a server may read: the system (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), what its
+//! command really runs ([`what_runs`]: the command found on its `PATH`, the file a symbolic
+//! link leads to, a script's `#!` interpreter, `/usr/bin/env X` resolved through the `PATH`,
+//! a virtualenv's base interpreter from its `pyvenv.cfg`, each with its install prefix:
+//! `/opt/node` for `/opt/node/bin/node`, the whole `node_modules` for a file in one, the
+//! virtualenv for a file in one, the pyenv version or uv-managed Python of an interpreter),
+//! the package files its arguments name, its `cwd`, and the policy's `read`. What it may
 //! write: its scratch directory (also its `HOME` and `TMPDIR`) and the policy's `write`.
 //!
 //! No entry may contain what the daemon protects: its state directory (with every server's
@@ -13,10 +16,11 @@
 //! credentials. An automatic entry that would is narrowed to the command's own directory; a
 //! policy entry that would refuses the server, naming both.
 
+use crate::secrets::store::SecretStore;
 use crate::tools::ToolError;
 use crate::tools::sources::settings::Settings;
 use airlock_confine::{Mode, Network, Profile, ServerLimits};
-use airlock_policy::{ConfineMode, Confinement, ServerNetwork};
+use airlock_policy::{ConfineMode, Confinement, ServerNetwork, ServerTransport, ToolServer};
 use std::path::{Path, PathBuf};
 
 /// Directories of the system every server may read and execute.
@@ -108,15 +112,8 @@ pub fn profile(
     let scratch = host.scratch_root.join(name);
 
     let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
-    let executable = resolve(command, path_env);
-    for found in [
-        executable.clone(),
-        executable.as_ref().and_then(|e| e.canonicalize().ok()),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        read.push(narrowed(install_prefix(&found), &found, host));
+    for found in what_runs(command, path_env) {
+        read.push(narrowed(root_of(&found), &found, host));
     }
     for arg in args
         .iter()
@@ -173,20 +170,59 @@ pub fn profile(
     })
 }
 
-/// The server's scratch directory (and the directory of all of them), mode 0700.
+/// The server's scratch directory `scratch` (and the directory of all of them), mode 0700.
 pub fn make_scratch(
-    profile: &Profile,
+    scratch: &Path,
     host: &ServerHost,
     settings: &Settings<'_>,
 ) -> Result<(), ToolError> {
     make_private_dir(&host.scratch_root)
-        .and_then(|()| make_private_dir(&profile.scratch))
+        .and_then(|()| make_private_dir(scratch))
         .map_err(|e| {
             settings.unavailable(format!(
                 "cannot make its scratch directory {}: {e}",
-                profile.scratch.display()
+                scratch.display()
             ))
         })
+}
+
+/// What `airlock policy explain` shows of a `[[server]]`: for a stdio server, [`describe`]
+/// with the `PATH` it would get (its `env`, its `inherit_env` read from this process's
+/// environment, else the base); `None` for a `url` server.
+pub fn describe_server(
+    server: &ToolServer,
+    host: &ServerHost,
+    store: &SecretStore,
+) -> Option<String> {
+    let ServerTransport::Stdio {
+        command,
+        args,
+        cwd,
+        env,
+        inherit_env,
+    } = &server.transport
+    else {
+        return None;
+    };
+    let path = super::environment::path_of(env, inherit_env, super::environment::daemon_variable);
+    let started = ServerCommand {
+        command,
+        args,
+        cwd: cwd.as_deref(),
+        path_env: Some(&path),
+    };
+    let settings = Settings {
+        kind: "tool server",
+        name: &server.name,
+        store,
+    };
+    Some(describe(
+        &server.name,
+        &server.confinement,
+        &started,
+        host,
+        &settings,
+    ))
 }
 
 /// What `airlock policy explain` shows of a stdio server: how it would be confined, or why
@@ -260,18 +296,104 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The executable `command` names: as given when it has a `/`, else the first match on the
-/// server's `PATH` (or the daemon's).
-fn resolve(command: &str, path_env: Option<&str>) -> Option<PathBuf> {
+/// The executable `command` names: as given when it has a `/` (if it exists), else the first
+/// match on the server's `PATH` (or the daemon's).
+pub(crate) fn resolve(command: &str, path_env: Option<&str>) -> Option<PathBuf> {
     if command.contains('/') {
-        return Some(PathBuf::from(command));
+        let path = PathBuf::from(command);
+        return path.exists().then_some(path);
     }
     let path = path_env
         .map(str::to_owned)
         .or_else(|| std::env::var("PATH").ok())?;
     path.split(':')
+        .filter(|dir| !dir.is_empty())
         .map(|dir| Path::new(dir).join(command))
         .find(|p| p.is_file())
+}
+
+/// Interpreters followed from a command (a script whose interpreter is a script…).
+const MAX_HOPS: usize = 4;
+
+/// Every file starting `command` executes or needs, in order: the command as found, the file
+/// its symbolic links lead to, and for a script the interpreter of its `#!` line
+/// (`/usr/bin/env [-S] X` resolved through `path_env`), followed the same way; for a file in
+/// a virtualenv, the base interpreter its `pyvenv.cfg` names (`home`). At most [`MAX_HOPS`]
+/// interpreters deep, each file once.
+pub(crate) fn what_runs(command: &str, path_env: Option<&str>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut next = resolve(command, path_env);
+    for _ in 0..=MAX_HOPS {
+        let Some(found) = next.take() else { break };
+        let real = found.canonicalize().ok();
+        for file in [Some(found), real.clone()].into_iter().flatten() {
+            if !out.contains(&file) {
+                out.push(file);
+            }
+        }
+        let Some(real) = real else { break };
+        if let Some(home) = venv_home(&real).or_else(|| out.iter().rev().find_map(|f| venv_home(f)))
+        {
+            for file in [home.clone(), home.canonicalize().unwrap_or(home)] {
+                if !out.contains(&file) {
+                    out.push(file);
+                }
+            }
+        }
+        next = interpreter(&real, path_env).filter(|i| !out.contains(i));
+    }
+    out
+}
+
+/// The interpreter a script's `#!` line names (`/usr/bin/env X` as X on `path_env`).
+fn interpreter(script: &Path, path_env: Option<&str>) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let mut file = std::fs::File::open(script).ok()?;
+    let n = file.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n')?];
+    let line = std::str::from_utf8(line).ok()?;
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if Path::new(first).file_name().is_some_and(|n| n == "env") {
+        // `env [-S] [NAME=value…] X …`: X, found on the PATH env would search.
+        let program = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        return resolve(program, path_env);
+    }
+    Some(PathBuf::from(first))
+}
+
+/// For a file in a virtualenv (a directory with `pyvenv.cfg` above it), the base Python its
+/// `home` names: the interpreter the virtualenv's `bin/python` links to lives there.
+fn venv_home(file: &Path) -> Option<PathBuf> {
+    let venv = file.ancestors().find(|a| a.join("pyvenv.cfg").is_file())?;
+    let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).ok()?;
+    let home = cfg.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        (key.trim() == "home").then(|| value.trim().to_owned())
+    })?;
+    let home = PathBuf::from(home);
+    home.is_absolute().then_some(home)
+}
+
+/// What a file the command runs needs readable besides itself: the outermost `node_modules`
+/// or the virtualenv it is in, else its install prefix (a `home` directory of a virtualenv is
+/// a `bin` directory, so its prefix is the Python installation).
+fn root_of(file: &Path) -> PathBuf {
+    let in_package = file.ancestors().any(|a| {
+        a.file_name().is_some_and(|n| n == "node_modules") || a.join("pyvenv.cfg").is_file()
+    });
+    if in_package {
+        return package_root(file);
+    }
+    if file.is_dir() {
+        return match file.file_name().and_then(|n| n.to_str()) {
+            Some("bin" | "sbin") => file.parent().unwrap_or(file).to_owned(),
+            _ => file.to_owned(),
+        };
+    }
+    install_prefix(file)
 }
 
 /// `/opt/node` for `/opt/node/bin/node`; the directory itself for a file elsewhere.
@@ -383,7 +505,7 @@ mod tests {
             root,
         )
         .unwrap();
-        make_scratch(&p, &host(root), &settings()).unwrap();
+        make_scratch(&p.scratch, &host(root), &settings()).unwrap();
         assert!(p.read.contains(&PathBuf::from("/usr")));
         assert!(p.read.contains(&root.join("opt/node")), "{:?}", p.read);
         assert!(
@@ -432,5 +554,129 @@ mod tests {
         };
         let e = make(&missing, tool.to_str().unwrap(), &[], root).unwrap_err();
         assert!(e.message.contains("does not exist"), "{}", e.message);
+    }
+
+    fn executable(path: &Path, text: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn link(target: &Path, link: &Path) {
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+
+    /// A virtualenv's console script: its `#!` names the virtualenv's `bin/python`, a link to
+    /// a Python installed elsewhere (pyenv's layout), which `pyvenv.cfg` names as `home`.
+    #[test]
+    fn a_virtualenv_console_script_gets_the_virtualenv_and_its_base_python() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let base = root.join("pyenv/versions/3.12.4");
+        executable(&base.join("bin/python3.12"), "");
+        std::fs::create_dir_all(base.join("lib/python3.12")).unwrap();
+        let venv = root.join("srv/venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!(
+                "home = {}\ninclude-system-site-packages = false\n",
+                base.join("bin").display()
+            ),
+        )
+        .unwrap();
+        link(&base.join("bin/python3.12"), &venv.join("bin/python"));
+        let script = venv.join("bin/mcp-server-time");
+        executable(
+            &script,
+            &format!(
+                "#!{}\nimport sys\nfrom mcp_server_time import main\nsys.exit(main())\n",
+                venv.join("bin/python").display()
+            ),
+        );
+        let runs = what_runs(script.to_str().unwrap(), Some("/usr/bin:/bin"));
+        assert!(runs.contains(&venv.join("bin/python")), "{runs:?}");
+        assert!(runs.contains(&base.join("bin/python3.12")), "{runs:?}");
+        let p = make(&Confinement::default(), script.to_str().unwrap(), &[], root).unwrap();
+        assert!(p.read.contains(&venv), "{:?}", p.read);
+        assert!(p.read.contains(&base), "{:?}", p.read);
+        // Nothing wider than the two.
+        assert!(
+            !p.read
+                .iter()
+                .any(|r| r == root || r == &root.join("srv") || r == &root.join("pyenv")),
+            "{:?}",
+            p.read
+        );
+    }
+
+    /// npm's bin link: a link into the package, whose `#!/usr/bin/env node` is found on the
+    /// server's PATH.
+    #[test]
+    fn an_npm_bin_link_gets_its_node_modules_and_the_node_on_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let modules = root.join("app/node_modules");
+        let entry = modules.join("@x/server/dist/index.js");
+        executable(
+            &entry,
+            "#!/usr/bin/env -S node --enable-source-maps\nconsole.log(1)\n",
+        );
+        link(
+            Path::new("../@x/server/dist/index.js"),
+            &modules.join(".bin/x-server"),
+        );
+        let node = root.join("opt/node-22/bin/node");
+        executable(&node, "");
+        let path = format!("{}:/usr/bin:/bin", node.parent().unwrap().display());
+        let command = modules.join(".bin/x-server");
+        let runs = what_runs(command.to_str().unwrap(), Some(&path));
+        assert!(runs.contains(&entry.canonicalize().unwrap()), "{runs:?}");
+        assert!(runs.contains(&node), "{runs:?}");
+        let started = ServerCommand {
+            command: command.to_str().unwrap(),
+            args: &[],
+            cwd: None,
+            path_env: Some(&path),
+        };
+        let p = profile(
+            "t",
+            &Confinement::default(),
+            &started,
+            &host(root),
+            &settings(),
+        )
+        .unwrap();
+        assert!(
+            p.read.contains(&modules.canonicalize().unwrap()),
+            "{:?}",
+            p.read
+        );
+        assert!(p.read.contains(&root.join("opt/node-22")), "{:?}", p.read);
+    }
+
+    /// A command on the PATH, a script whose interpreter is a script, and a loop of links
+    /// end; a missing command runs nothing.
+    #[test]
+    fn following_a_command_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let a = root.join("a/bin/a");
+        let b = root.join("b/bin/b");
+        executable(&a, &format!("#!{}\n", b.display()));
+        executable(&b, &format!("#!{}\n", a.display()));
+        let path = format!(
+            "{}:{}",
+            root.join("a/bin").display(),
+            root.join("b/bin").display()
+        );
+        let runs = what_runs("a", Some(&path));
+        assert_eq!(runs, vec![a.clone(), b.clone()], "{runs:?}");
+        link(&root.join("loop2"), &root.join("loop1"));
+        link(&root.join("loop1"), &root.join("loop2"));
+        assert!(what_runs(root.join("loop1").to_str().unwrap(), None).is_empty());
+        assert!(what_runs("no-such-command-here", Some(&path)).is_empty());
     }
 }

@@ -1,8 +1,9 @@
 //! A tool source backed by one MCP server (`[[server]]` in the policy), reached with the
 //! official Rust SDK (`rmcp`) over stdio (a child process the daemon runs) or Streamable HTTP.
 //!
-//! The daemon spawns a stdio server itself (with only the environment the policy gives it), on
-//! first use unless the policy says `start = "eager"`, logs its stderr under its name, caches
+//! The daemon spawns a stdio server itself (with a service's base environment and what the
+//! policy adds, [`environment`]), on first use unless the policy says `start = "eager"`, logs
+//! its stderr under its name and quotes its last lines in the errors about it ([`stderr`]), caches
 //! its tool list (refreshed when the server says `notifications/tools/list_changed`), and
 //! connects again on the next call after the server died or the connection broke. A call ends
 //! at the deadline the call pipeline gives it (the server's `call_timeout_ms`), with
@@ -16,6 +17,8 @@
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
 pub mod confinement;
+pub mod environment;
+mod stderr;
 
 pub use confinement::ServerHost;
 
@@ -50,12 +53,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 /// How long a server may take to start and answer the handshake and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a failed start waits for the rest of the server's stderr before quoting it.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// The largest message read from a stdio server: a bit over the worker's 32 MiB frame, so
 /// every result that could reach a program arrives (rmcp's default, 16 MiB, would drop
@@ -103,6 +108,16 @@ pub struct McpServer {
     legacy_only: AtomicBool,
     /// The running server advertises `tools.listChanged`.
     lists_changes: AtomicBool,
+}
+
+/// What a stdio server is started as (its `[[server]]` entry's stdio keys).
+#[derive(Debug, Clone, Copy)]
+struct StdioStart<'a> {
+    command: &'a str,
+    args: &'a [String],
+    cwd: Option<&'a std::path::Path>,
+    env: &'a [(String, SettingValue)],
+    inherit_env: &'a [String],
 }
 
 /// Start attempts after failures wait 0.5 s, 1 s, 2 s, … up to 30 s, so a server that cannot
@@ -292,6 +307,8 @@ struct ServerEvents {
     dropped: Arc<tokio::sync::Notify>,
     /// Calls waiting for an answer on this connection.
     in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    /// The last lines of a stdio server's stderr.
+    stderr: Arc<stderr::StderrTail>,
 }
 
 impl ServerEvents {
@@ -303,6 +320,7 @@ impl ServerEvents {
             oversized: Arc::default(),
             dropped: Arc::default(),
             in_flight: Arc::default(),
+            stderr: Arc::default(),
         }
     }
 
@@ -600,13 +618,12 @@ impl McpServer {
                 info!(server = %name, error = %e, "the server did not understand server/discover; using initialize");
                 self.legacy_only.store(true, Ordering::Relaxed);
                 let (service, child) = self.open(&events, lifecycle(true)).await?;
-                let service = service
-                    .map_err(|e| self.unavailable(format!("the MCP handshake failed: {e}")))?;
-                (service, child)
+                match service {
+                    Ok(service) => (service, child),
+                    Err(e) => return Err(self.handshake_failed(&e, &events).await),
+                }
             }
-            (Err(e), _) => {
-                return Err(self.unavailable(format!("the MCP handshake failed: {e}")));
-            }
+            (Err(e), _) => return Err(self.handshake_failed(&e, &events).await),
         };
         let (protocol, lists_changes) = match service.peer().peer_info() {
             Some(info) => (
@@ -656,9 +673,16 @@ impl McpServer {
                 args,
                 cwd,
                 env,
+                inherit_env,
             } => {
-                let (transport, mut child, status) =
-                    self.spawn_stdio(command, args, cwd.as_deref(), env, events)?;
+                let started = StdioStart {
+                    command,
+                    args,
+                    cwd: cwd.as_deref(),
+                    env,
+                    inherit_env,
+                };
+                let (transport, mut child, status) = self.spawn_stdio(&started, events)?;
                 if let Some(status) = status
                     && let Err(e) = self.confinement_status(status).await
                 {
@@ -682,13 +706,11 @@ impl McpServer {
         })
     }
 
-    /// Spawns a stdio server with only the environment the policy gives it.
+    /// Spawns a stdio server with the base environment and what the policy adds to it
+    /// ([`environment::compose`]).
     fn spawn_stdio(
         &self,
-        command: &str,
-        args: &[String],
-        cwd: Option<&std::path::Path>,
-        env: &[(String, SettingValue)],
+        started: &StdioStart<'_>,
         events: &ServerEvents,
     ) -> Result<
         (
@@ -698,20 +720,34 @@ impl McpServer {
         ),
         ToolError,
     > {
+        let StdioStart {
+            command,
+            args,
+            cwd,
+            env,
+            inherit_env,
+        } = *started;
         let secrets = &events.secrets;
-        let mut env = self.settings().table("env", env, secrets)?;
+        let given = self.settings().table("env", env, secrets)?;
+        let scratch = self.host.scratch_root.join(&self.config.name);
+        let env = environment::compose(&scratch, inherit_env, environment::daemon_variable, given);
+        let path = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        if confinement::resolve(command, Some(path)).is_none() {
+            return Err(self
+                .unavailable(format!("`{command}` was not found on its PATH ({path})"))
+                .with_hint(format!("give `command` as an absolute path, or set `PATH` in the server's `env` (or name it in `inherit_env`) so that it contains `{command}`")));
+        }
         let confinement = &self.config.confinement;
         let confined = confinement.mode != ConfineMode::Off;
         let mut cmd = if confined {
-            let path = env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.as_str());
             let started = confinement::ServerCommand {
                 command,
                 args,
                 cwd,
-                path_env: path,
+                path_env: Some(path),
             };
             let profile = confinement::profile(
                 &self.config.name,
@@ -720,13 +756,7 @@ impl McpServer {
                 &self.host,
                 &self.settings(),
             )?;
-            confinement::make_scratch(&profile, &self.host, &self.settings())?;
-            // Its own directory is its home, unless the policy says otherwise.
-            for key in ["HOME", "TMPDIR"] {
-                if !env.iter().any(|(k, _)| k == key) {
-                    env.push((key.to_owned(), profile.scratch.display().to_string()));
-                }
-            }
+            confinement::make_scratch(&profile.scratch, &self.host, &self.settings())?;
             if !self.host.launcher.is_file() {
                 return Err(self.unavailable(format!(
                     "it is to be confined, and the launcher {} is missing",
@@ -741,6 +771,8 @@ impl McpServer {
                 .args(args);
             cmd
         } else {
+            // Its home and temporary directory, as a confined server's.
+            confinement::make_scratch(&scratch, &self.host, &self.settings())?;
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args);
             if let Some(dir) = cwd {
@@ -790,9 +822,14 @@ impl McpServer {
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| self.unavailable(format!("cannot start `{command}`: {e}")))?;
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+        let mut child = cmd.spawn().map_err(|e| {
+            let error = self.unavailable(format!("cannot start `{program}`: {e}"));
+            match e.kind() {
+                std::io::ErrorKind::PermissionDenied => error.with_hint(format!("the daemon's user may not execute it: check its mode and the directories above it (`ls -l {program}`)")),
+                _ => error,
+            }
+        })?;
         // Only the launcher may hold the write end now, so its exec (or exit) ends the pipe.
         drop(status_write);
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
@@ -809,17 +846,8 @@ impl McpServer {
         if let Some(stderr) = child.stderr.take() {
             let span = info_span!("mcp_server", server = %self.config.name);
             let secrets = secrets.clone();
-            tokio::spawn(
-                async move {
-                    let mut lines = BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        // A server may print the token it was given; the log must not.
-                        let line = secrets.redact_text(line);
-                        info!(target: "airlock::mcp_server::stderr", "{line}");
-                    }
-                }
-                .instrument(span),
-            );
+            let tail = events.stderr.clone();
+            tokio::spawn(async move { tail.read(stderr, secrets).await }.instrument(span));
         }
         Ok((transport, child, status_read))
     }
@@ -853,10 +881,31 @@ impl McpServer {
         }
         match text.lines().find_map(|l| l.strip_prefix("error: ")) {
             None => Ok(()),
-            Some(error) => Err(self
-                .unavailable(format!("it cannot be confined: {error}"))
-                .with_hint("the kernel lacks this layer: the operator can set confine = \"best-effort\" for this server to run it with the layers there are (or confine = false, not advised)")),
+            Some(error) => Err(self.launcher_failed(error)),
         }
+    }
+
+    /// The error for what the launcher of a confined server reported: the exec of the
+    /// server failed (after every layer was in place), or a layer could not be applied.
+    fn launcher_failed(&self, error: &str) -> ToolError {
+        let name = &self.config.name;
+        if error.starts_with("cannot start ") {
+            let error_text = self.unavailable(format!("it was confined and then {error}"));
+            if error.ends_with("(os error 13)") {
+                return error_text.with_hint(format!("the confinement denied something the command needs to start: a `#!` line's interpreter, or the Python a virtualenv's `bin/python` links to (its `pyvenv.cfg` `home`); `airlock policy explain` lists what server `{name}` may read: add the missing directory to its `read`"));
+            }
+            if error.ends_with("(os error 2)") {
+                return error_text.with_hint("the command or its `#!` interpreter does not exist where it was looked for: give `command` as an absolute path, or set `PATH` in the server's `env`");
+            }
+            return error_text;
+        }
+        if error.starts_with("cannot enter ") {
+            return self
+                .unavailable(format!("it cannot be confined: {error}"))
+                .with_hint("its `cwd` must be a directory the daemon's user can enter");
+        }
+        self.unavailable(format!("it cannot be confined: {error}"))
+            .with_hint("the kernel lacks this layer: the operator can set confine = \"best-effort\" for this server to run it with the layers there are (or confine = false, not advised)")
     }
 
     /// A Streamable HTTP connection with the policy's headers (secrets resolved now).
@@ -996,6 +1045,35 @@ impl McpServer {
 
     fn unavailable(&self, why: String) -> ToolError {
         self.settings().unavailable(why)
+    }
+
+    /// The error of a handshake that failed, quoting what a stdio server said last on stderr
+    /// (waited for briefly: a server that exited said why just before its stdout closed).
+    async fn handshake_failed(
+        &self,
+        e: &ClientInitializeError,
+        events: &ServerEvents,
+    ) -> ToolError {
+        let said = match &self.config.transport {
+            ServerTransport::Stdio { .. } => {
+                events.stderr.wait_ended(STDERR_WAIT).await;
+                events.stderr.last_lines()
+            }
+            ServerTransport::Http { .. } => None,
+        };
+        match said {
+            Some(said) => self
+                .unavailable(format!("the MCP handshake failed: {e}; its stderr ended with: {said}"))
+                .with_hint("the server's own last words above say why it stopped: fix its `command`, `args`, `env` or `read` in the policy and reload (run the command by hand with the same environment to see more)"),
+            None => match &self.config.transport {
+                ServerTransport::Stdio { command, .. } => self
+                    .unavailable(format!("the MCP handshake failed: {e}; it printed nothing on stderr"))
+                    .with_hint(format!("check that `{command}` with these `args` is an MCP server speaking stdio (some need an argument such as `stdio`); the operator can run it by hand to see what it does")),
+                ServerTransport::Http { url, .. } => self
+                    .unavailable(format!("the MCP handshake failed: {e}"))
+                    .with_hint(format!("check that {url} is the server's MCP endpoint and that it is up")),
+            },
+        }
     }
 
     /// Stops the server, if it runs.
@@ -1510,6 +1588,7 @@ mod tests {
                     args: Vec::new(),
                     cwd: None,
                     env: Vec::new(),
+                    inherit_env: Vec::new(),
                 },
                 start: StartMode::Lazy,
                 call_timeout_ms: 1000,

@@ -1,0 +1,287 @@
+//! Tool servers named in `[[server]]` the way their READMEs and package managers install them,
+//! under the default confinement and with nothing else set: npm's `.bin` link (a link into the
+//! package whose `#!/usr/bin/env node` needs a `PATH`), `npx` in a project, a console script
+//! pip wrote into the Python that has the package, and a virtualenv's console script (its
+//! `bin/python` a link to a Python elsewhere). Each answers a call. And a server that fails
+//! says why: its last stderr lines travel in the error, its secrets redacted.
+
+// Test code: a panic with the value is the clearest failure report.
+#![allow(clippy::unwrap_used)]
+
+use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
+use airlock_supervisor::agent_api::Status;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_tests::{DaemonOptions, TestDaemon, mcp_peers};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn stdio(name: &str, command: &str, args: &[&str]) -> ToolServer {
+    ToolServer {
+        name: name.to_owned(),
+        transport: ServerTransport::Stdio {
+            command: command.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            cwd: None,
+            env: Vec::new(),
+            inherit_env: Vec::new(),
+        },
+        start: StartMode::Lazy,
+        call_timeout_ms: 30_000,
+        max_concurrent_calls: 4,
+        coerce: Default::default(),
+        learn_types: true,
+        confinement: Default::default(),
+    }
+}
+
+async fn daemon_with(servers: Vec<ToolServer>, secrets: SecretStore) -> TestDaemon {
+    let secrets = Arc::new(secrets);
+    let mut options = DaemonOptions::default();
+    for server in servers {
+        options = options.source(Arc::new(McpServer::new(server, secrets.clone())));
+    }
+    TestDaemon::start_with(options).await
+}
+
+const THINK: &str = r#"await tools.thinking.sequentialthinking({ thought: "one step", thoughtNumber: 1, totalThoughts: 1, nextThoughtNeeded: false })"#;
+
+/// tests/mcp-peers/ (npm ci'd by .ci/run), or `None` with the skip reported.
+fn peers(test: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp-peers");
+    let bin = dir.join("node_modules/.bin/mcp-server-sequential-thinking");
+    // The same check (and CI's requirement) as every npm peer.
+    mcp_peers::npm_server("thinking", "server-sequential-thinking", &[], test)?;
+    bin.exists().then_some(dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_npm_bin_link_starts_confined() {
+    let Some(peers) = peers("an_npm_bin_link_starts_confined") else {
+        return;
+    };
+    let bin = peers.join("node_modules/.bin/mcp-server-sequential-thinking");
+    let d = daemon_with(
+        vec![stdio("thinking", bin.to_str().unwrap(), &[])],
+        SecretStore::empty(),
+    )
+    .await;
+    let r = d.exec(THINK).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npx_in_a_project_starts_confined() {
+    let Some(peers) = peers("npx_in_a_project_starts_confined") else {
+        return;
+    };
+    if !Path::new("/usr/bin/npx").exists() && !Path::new("/usr/local/bin/npx").exists() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "npx is missing (.ci/run installs npm)"
+        );
+        eprintln!("SKIPPED npx_in_a_project_starts_confined: npx is missing");
+        return;
+    }
+    // As an MCP server's README says, `npx -y <package>`: found on the base PATH, run from a
+    // project that has the package (so npx needs no download), its cache in the scratch HOME.
+    let mut server = stdio(
+        "thinking",
+        "npx",
+        &["-y", "@modelcontextprotocol/server-sequential-thinking"],
+    );
+    if let ServerTransport::Stdio { cwd, .. } = &mut server.transport {
+        *cwd = Some(peers.clone());
+    }
+    let d = daemon_with(vec![server], SecretStore::empty()).await;
+    let r = d.exec(THINK).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    d.stop().await;
+}
+
+/// The Python that has mcp_server_time, and its scripts directory, or `None` (skip reported).
+fn python_with_time(test: &str) -> Option<(String, PathBuf)> {
+    let ToolServer { transport, .. } =
+        mcp_peers::python_module_server("time", "mcp_server_time", &[], test)?;
+    let ServerTransport::Stdio { command, .. } = transport else {
+        return None;
+    };
+    let out = std::process::Command::new(&command)
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('scripts'))",
+        ])
+        .output()
+        .unwrap();
+    let scripts = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Some((command, scripts))
+}
+
+const TIME: &str = r#"const t: any = await tools.time.get_current_time({ timezone: "UTC" }); t"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_script_pip_installed_starts_confined() {
+    let Some((_, scripts)) = python_with_time("a_console_script_pip_installed_starts_confined")
+    else {
+        return;
+    };
+    let script = scripts.join("mcp-server-time");
+    assert!(script.is_file(), "pip installs {}", script.display());
+    let d = daemon_with(
+        vec![stdio("time", script.to_str().unwrap(), &[])],
+        SecretStore::empty(),
+    )
+    .await;
+    let r = d.exec(TIME).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
+    d.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_virtualenv_console_script_starts_confined() {
+    let Some((python, _)) = python_with_time("a_virtualenv_console_script_starts_confined") else {
+        return;
+    };
+    // A virtualenv whose `bin/python` links to the Python that has the package (pyenv's, here),
+    // which its pyvenv.cfg names as `home`; the console script is the one pip writes.
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path().join("venv");
+    let made = std::process::Command::new(&python)
+        .args(["-m", "venv", "--without-pip", "--system-site-packages"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let script = venv.join("bin/mcp-server-time");
+    std::fs::write(
+        &script,
+        format!(
+            "#!{}\n# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom mcp_server_time import main\nif __name__ == '__main__':\n    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n    sys.exit(main())\n",
+            venv.join("bin/python").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = daemon_with(
+        vec![stdio("time", script.to_str().unwrap(), &[])],
+        SecretStore::empty(),
+    )
+    .await;
+    let r = d.exec(TIME).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
+    d.stop().await;
+}
+
+/// A server that exits at once, saying why on stderr (and printing its token): the program's
+/// error quotes its last words, with the token redacted, and the hint says where to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_dies_says_why_and_keeps_its_secret() {
+    let mut server = stdio(
+        "broken",
+        "sh",
+        &[
+            "-c",
+            "echo starting >&2; echo \"fatal: the API refused token $API_TOKEN (HOME is $HOME, LANG $LANG)\" >&2; exit 3",
+        ],
+    );
+    if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+        env.push(("API_TOKEN".into(), SettingValue::Secret("api-token".into())));
+    }
+    let secrets =
+        SecretStore::with_values([("api-token".to_owned(), "tok-4f9a8b7c6d5e".to_owned())]);
+    let d = daemon_with(vec![server], secrets).await;
+    let r = d.exec("await tools.broken.anything({})").await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    let message = &error.message;
+    assert!(message.contains("is unavailable"), "{message}");
+    assert!(
+        message.contains("its stderr ended with: starting | fatal: the API refused token"),
+        "{message}"
+    );
+    assert!(!message.contains("tok-4f9a8b7c6d5e"), "{message}");
+    // The base environment: its own scratch directory as HOME, a UTF-8 locale.
+    assert!(
+        message.contains("/servers/broken, LANG C.UTF-8"),
+        "{message}"
+    );
+    let hint = error.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("last words"), "{error:?}");
+    d.stop().await;
+}
+
+/// A command that is nowhere on the PATH is named with the PATH searched, before anything
+/// is started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_command_names_the_path_searched() {
+    let d = daemon_with(
+        vec![stdio("gone", "mcp-server-that-is-not-installed", &[])],
+        SecretStore::empty(),
+    )
+    .await;
+    let r = d.exec("await tools.gone.anything({})").await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    assert!(
+        error.message.contains(
+            "`mcp-server-that-is-not-installed` was not found on its PATH (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)"
+        ),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("absolute path"),
+        "{error:?}"
+    );
+    d.stop().await;
+}
+
+/// `airlockd --check-config` (which systemd runs before every start) names a server whose
+/// command would not start, and what each other one runs; the check still passes, as with a
+/// missing secret: only that server fails.
+#[test]
+fn check_config_names_a_command_that_would_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_executable = dir.path().join("server.js");
+    std::fs::write(&not_executable, "").unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[server]]\nname = \"gone\"\ncommand = \"mcp-server-that-is-not-installed\"\n\n[[server]]\nname = \"sh\"\ncommand = \"sh\"\n\n[[server]]\nname = \"file\"\ncommand = \"{}\"\n",
+            not_executable.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(airlock_tests::binaries::airlockd())
+        .arg("--check-config")
+        .arg(&policy)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("warning: server `gone`: `mcp-server-that-is-not-installed` was not found on its PATH (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin): it will not start"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "warning: server `file`: {} is not an executable file",
+            not_executable.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stdout.contains("server `sh`: runs /"), "{stdout}");
+    assert!(!stderr.contains("server `sh`"), "{stderr}");
+}
