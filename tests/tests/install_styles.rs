@@ -285,3 +285,45 @@ fn check_config_names_a_command_that_would_not_start() {
     assert!(stdout.contains("server `sh`: runs /"), "{stdout}");
     assert!(!stderr.contains("server `sh`"), "{stderr}");
 }
+
+/// The real `airlockd` refuses itself write-execute memory (as the systemd unit's
+/// `MemoryDenyWriteExecute=` did) without passing it on: a Node server, whose V8 JIT needs such
+/// memory, answers, confined, under it.
+#[test]
+fn a_node_server_runs_under_the_daemon_s_write_execute_refusal() {
+    let test = "a_node_server_runs_under_the_daemon_s_write_execute_refusal";
+    let Some(config) = mcp_peers::server_everything("everything", test) else {
+        return;
+    };
+    let ServerTransport::Stdio { command, args, .. } = config.transport else {
+        unreachable!("server_everything is a stdio server")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let policy = format!(
+        "[daemon]\npool_size = 1\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\ncall_timeout_ms = 30000\n"
+    );
+    let mut daemon = airlock_tests::real_daemon::RealDaemon::start(dir.path(), &policy, |_| {});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = runtime.block_on(async {
+        let mut client = airlock_supervisor::client::Client::connect(&daemon.socket)
+            .await
+            .unwrap();
+        let request = airlock_supervisor::agent_api::ExecutionRequest {
+            code: r#"await tools.everything.echo({ message: "jit" })"#.to_owned(),
+            timeout_ms: Some(30_000),
+            ..Default::default()
+        };
+        client.execute(&request).await.unwrap()
+    });
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.result.to_string().contains("jit"), "{}", r.result);
+    daemon.stop();
+    let log = daemon.log();
+    assert!(
+        log.contains("write-execute memory refused to the daemon (PR_SET_MDWE"),
+        "{log}"
+    );
+}

@@ -176,7 +176,6 @@ fn service_keeps_the_settings_the_daemon_depends_on() {
         "RuntimeDirectory=airlock",
         "NoNewPrivileges=yes",
         "CapabilityBoundingSet=",
-        "MemoryDenyWriteExecute=yes",
         "SystemCallFilter=landlock_create_ruleset landlock_add_rule landlock_restrict_self seccomp",
     ] {
         assert!(has(required), "airlockd.service lost `{required}`");
@@ -186,6 +185,9 @@ fn service_keeps_the_settings_the_daemon_depends_on() {
         "DynamicUser=yes",
         // Peers would all appear as `nobody` in SO_PEERCRED: no principal could match.
         "PrivateUsers=yes",
+        // Inherited by tool servers: Node's JIT aborts under it (airlockd sets PR_SET_MDWE
+        // on itself, not inherited).
+        "MemoryDenyWriteExecute=yes",
     ] {
         assert!(
             !has(forbidden),

@@ -5,6 +5,7 @@ use airlock_policy::Policy;
 use airlock_supervisor::agent_api::ExecutionRequest;
 use airlock_supervisor::client::Client;
 use airlock_supervisor::daemon::logging::{self, LogFormat};
+use airlock_supervisor::daemon::write_execute::{self, WriteExecute};
 use airlock_supervisor::daemon::{socket_path, systemd};
 use airlock_supervisor::generation::check_policy;
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
@@ -101,6 +102,18 @@ fn main() -> ExitCode {
     if let Err(e) = logging::init(args.log_format, log_scanner.clone()) {
         eprintln!("airlockd: cannot install the log subscriber: {e}");
         return ExitCode::FAILURE;
+    }
+    // Before any thread: W^X for the daemon itself, not for its children (tool servers may
+    // need a JIT).
+    match write_execute::deny_write_execute() {
+        Ok(WriteExecute::Refused) => tracing::info!(
+            "write-execute memory refused to the daemon (PR_SET_MDWE, not inherited by tool servers)"
+        ),
+        Ok(WriteExecute::KernelLacksNoInherit) => tracing::info!(
+            "the daemon runs without PR_SET_MDWE: this kernel would pass it on to tool servers (Linux 6.6 or later keeps it to the daemon)"
+        ),
+        // Hardening on top (before, only the systemd unit gave it): said, not fatal.
+        Err(e) => warn!("the daemon runs without PR_SET_MDWE: the kernel refused it: {e}"),
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

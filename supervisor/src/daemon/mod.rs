@@ -9,6 +9,7 @@
 pub mod logging;
 pub mod socket_path;
 pub mod systemd;
+pub mod write_execute;
 
 use crate::api::http::policy::DaemonPaths;
 use crate::api::http::{HttpState, serve_connection};
