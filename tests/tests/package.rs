@@ -194,16 +194,19 @@ fn the_installed_daemon_runs_a_program_as_the_airlock_user_in_a_static_worker() 
     });
     // The pre-started workers, each a child of the daemon (forked by its zygote with
     // CLONE_PARENT), map no shared library.
+    // A worker may end between being listed and being read (the one that ran the program
+    // is reaped and replaced): list and read again until every one listed could be read.
     let pid = daemon.id();
     let mut workers = Vec::new();
+    let mut maps: Vec<String> = Vec::new();
     processes::wait_until(10, || {
         workers = processes::worker_children(pid);
-        !workers.is_empty()
+        maps = workers
+            .iter()
+            .map(|w| std::fs::read_to_string(format!("/proc/{w}/maps")).unwrap_or_default())
+            .collect();
+        !workers.is_empty() && maps.iter().all(|m| !m.is_empty())
     });
-    let maps: Vec<String> = workers
-        .iter()
-        .map(|w| std::fs::read_to_string(format!("/proc/{w}/maps")).unwrap_or_default())
-        .collect();
     // SAFETY: kill with a valid pid and signal.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let out = daemon.wait_with_output().unwrap();
