@@ -64,6 +64,19 @@ pub fn airlock_cli() -> PathBuf {
     built("airlock")
 }
 
+/// Runs `airlock args…` to its end: its exit code, stdout and stderr.
+pub fn run_cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(airlock_cli())
+        .args(args)
+        .output()
+        .expect("run airlock");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The binaries a test runs as another user (`nobody`), with the paths it gives a daemon running
 /// as that user: the daemon, the CLI, the worker with the launcher the daemon finds beside it,
 /// and the tool servers such a daemon starts.

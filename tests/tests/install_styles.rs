@@ -118,7 +118,20 @@ fn python_with_time(test: &str) -> Option<(String, PathBuf)> {
     Some((command, scripts))
 }
 
-const TIME: &str = r#"const t: any = await tools.time.get_current_time({ timezone: "UTC" }); t"#;
+/// The time server started as `script`, under the default confinement, answers a call.
+async fn the_time_server_answers(script: &Path) {
+    let d = daemon_with(
+        vec![stdio("time", script.to_str().unwrap(), &[])],
+        SecretStore::empty(),
+    )
+    .await;
+    let r = d
+        .exec(r#"const t: any = await tools.time.get_current_time({ timezone: "UTC" }); t"#)
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
+    d.stop().await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_console_script_pip_installed_starts_confined() {
@@ -128,15 +141,7 @@ async fn a_console_script_pip_installed_starts_confined() {
     };
     let script = scripts.join("mcp-server-time");
     assert!(script.is_file(), "pip installs {}", script.display());
-    let d = daemon_with(
-        vec![stdio("time", script.to_str().unwrap(), &[])],
-        SecretStore::empty(),
-    )
-    .await;
-    let r = d.exec(TIME).await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
-    d.stop().await;
+    the_time_server_answers(&script).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,15 +170,7 @@ async fn a_virtualenv_console_script_starts_confined() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let d = daemon_with(
-        vec![stdio("time", script.to_str().unwrap(), &[])],
-        SecretStore::empty(),
-    )
-    .await;
-    let r = d.exec(TIME).await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
-    d.stop().await;
+    the_time_server_answers(&script).await;
 }
 
 /// A server that exits at once, saying why on stderr (and printing its token): the program's

@@ -363,17 +363,7 @@ fn airlock_policy_check_and_explain() {
     let policy = PolicyDir::new(
         "[[principal]]\nname = \"agents\"\nusers = [0]\nallow = [\"github.*\"]\ndeny = [\"github.delete_*\"]\n",
     );
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new(binaries::airlock_cli())
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let cli = binaries::run_cli;
     let main = policy.main();
     let main = main.to_str().unwrap();
     let (code, stdout, stderr) = cli(&["policy", "check", main]);
@@ -493,6 +483,16 @@ async fn reload_is_refused_to_an_admitted_user_who_is_not_root_or_the_daemon() {
         text.contains("uid 65534 may not reload") && text.contains("SIGHUP"),
         "{text}"
     );
+    // Nor to see or start the tool servers (their command lines and stderr are the
+    // operator's).
+    for args in [&["servers"][..], &["server", "test", "any"][..]] {
+        let (ok, text) = as_nobody(args);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("uid 65534 may not see or start the policy's tool servers"),
+            "{text}"
+        );
+    }
     let (_, body) = d.client().await.get("/v1/health").await.unwrap();
     let health: Value = serde_json::from_str(&body).unwrap();
     assert!(health["last_reload"].is_null(), "{health}");

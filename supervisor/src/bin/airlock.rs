@@ -150,6 +150,18 @@ enum Command {
     /// Make the daemon read its policy again (root or the daemon's user). On any problem the
     /// daemon keeps the policy it has and this prints why.
     Reload,
+    /// The policy's tool servers (root or the daemon's user): state (not started, starting,
+    /// ready, failed and the next try), process, tools, confinement, last stderr lines.
+    Servers {
+        /// Print the daemon's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One tool server (root or the daemon's user).
+    Server {
+        #[command(subcommand)]
+        action: ServerCommand,
+    },
     /// Manage the secrets tool servers get (`{ secret = "name" }` in the policy). They live in
     /// the kernel keyring of the user this runs as, so run it as the daemon's user:
     /// `sudo -u airlock airlock secret set github-token`.
@@ -162,6 +174,20 @@ enum Command {
     /// files directly, read-only, so run it as the daemon's user or root:
     /// `sudo -u airlock airlock audit --dir /var/lib/airlock --since 1h`.
     Audit(AuditArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum ServerCommand {
+    /// Start a fresh instance of the server as the daemon would (its environment, secrets and
+    /// confinement), list its tools, report the time to ready and stop it: what to run after
+    /// editing a policy and `airlock reload`. Exits 1 if it does not start.
+    Test {
+        /// The `[[server]]`'s name.
+        name: String,
+        /// Print the daemon's answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -597,6 +623,64 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
             let client = Client::connect(&daemon_socket(args.socket)?).await?;
             sdk(client, action).await
         }
+        Command::Servers { json } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let (status, body) = client.get("/v1/servers").await?;
+            let v = answer_json(status, &body)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let servers = v["servers"].as_array().cloned().unwrap_or_default();
+            if servers.is_empty() {
+                println!("the policy in force has no [[server]]");
+            }
+            for server in &servers {
+                print_server(server);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Server {
+            action: ServerCommand::Test { name, json },
+        } => {
+            let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
+            let path = format!("/v1/servers/{}/test", path_segment(&name));
+            let (status, body) = client.post(&path, Bytes::new()).await?;
+            let v = answer_json(status, &body)?;
+            let ok = v["ok"].as_bool().unwrap_or(false);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else if ok {
+                let tools: Vec<&str> = v["tools"]
+                    .as_array()
+                    .map(|t| t.iter().filter_map(|n| n.as_str()).collect())
+                    .unwrap_or_default();
+                println!(
+                    "server `{name}` started and listed {} tool(s) in {} ms (protocol {}): {}",
+                    tools.len(),
+                    v["ready_ms"],
+                    v["protocol"].as_str().unwrap_or("?"),
+                    tools.join(", ")
+                );
+            } else {
+                eprintln!(
+                    "server `{name}` did not start ({} ms): {}",
+                    v["ready_ms"],
+                    v["error"].as_str().unwrap_or_default()
+                );
+                if let Some(hint) = v["hint"].as_str() {
+                    eprintln!("hint: {hint}");
+                }
+                if let Some(stderr) = v["stderr"].as_str() {
+                    eprintln!("its stderr ended with: {stderr}");
+                }
+            }
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROGRAM_FAILED)
+            })
+        }
         Command::Health => {
             let mut client = Client::connect(&daemon_socket(args.socket)?).await?;
             let (status, body) = client.get("/v1/health").await?;
@@ -809,6 +893,37 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
 }
 
 /// The JSON of a successful answer, or the API's error.
+/// One server of `airlock servers`, as a few indented lines.
+fn print_server(server: &serde_json::Value) {
+    let text = |key: &str| server[key].as_str().unwrap_or_default().to_owned();
+    let state = match text("state").as_str() {
+        "ready" => format!(
+            "ready, pid {}, {} tool(s), protocol {}",
+            server["pid"],
+            server["tools"],
+            text("protocol")
+        ),
+        "failed" => format!(
+            "failed {} time(s) in a row, next try in {} ms",
+            server["failures"], server["next_retry_ms"]
+        ),
+        "not_started" => "not started (it starts on first use)".to_owned(),
+        other => other.replace('_', " "),
+    };
+    println!("{} ({}): {state}", text("name"), text("transport"));
+    println!("  runs: {}", text("target"));
+    println!("  confinement: {}", text("confinement"));
+    if let Some(error) = server["last_error"].as_str() {
+        println!("  last error: {error}");
+    }
+    if let Some(hint) = server["hint"].as_str() {
+        println!("  hint: {hint}");
+    }
+    if let Some(stderr) = server["stderr"].as_str() {
+        println!("  stderr: {stderr}");
+    }
+}
+
 fn answer_json(status: hyper::StatusCode, body: &str) -> Result<serde_json::Value> {
     if !status.is_success() {
         return Err(api_error(status, body.as_bytes()).into());

@@ -90,6 +90,11 @@ pub enum SourceFailure {
 }
 
 impl PolicyGeneration {
+    /// The MCP servers of this generation, in policy order.
+    pub fn mcp_servers(&self) -> impl Iterator<Item = &Arc<McpServer>> {
+        self.mcp_servers.iter().map(|built| &built.source)
+    }
+
     /// Builds a generation. `extra` sources (an embedder's, e.g. tests' fault injection) are
     /// registered after the policy's and carried into every later generation. A secret
     /// scanner that cannot be built rejects the generation whatever `on_failure` says.

@@ -29,6 +29,7 @@ mod learned;
 pub mod policy;
 mod responses;
 mod routes;
+mod servers;
 mod sessions;
 mod wake;
 

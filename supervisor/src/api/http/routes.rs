@@ -2,7 +2,9 @@
 //! execution service.
 
 use super::responses::{ApiBody, error_response, json_response};
-use super::{HttpState, Peer, approvals, executions, handles, health, learned, policy, sessions};
+use super::{
+    HttpState, Peer, approvals, executions, handles, health, learned, policy, servers, sessions,
+};
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -11,7 +13,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload, GET /v1/policy/explain?uid=&tool= and /mcp (MCP, Streamable HTTP)";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload, GET /v1/policy/explain?uid=&tool=, GET /v1/servers, POST /v1/servers/<name>/test and /mcp (MCP, Streamable HTTP)";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 pub(super) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -158,6 +160,11 @@ pub(super) async fn route(
             };
             json_response(status, &report)
         }
+        (&Method::GET, "/v1/servers") => servers::list(&state, peer.info.uid, &generation),
+        (&Method::POST, test) if test.starts_with("/v1/servers/") && test.ends_with("/test") => {
+            let name = percent_decoded(&test["/v1/servers/".len()..test.len() - "/test".len()]);
+            servers::test(&state, peer.info.uid, &generation, &name).await
+        }
         (&Method::GET, "/v1/policy/explain") => {
             policy::explain(&state, peer.info.uid, &generation, req.uri().query())
         }
@@ -233,7 +240,8 @@ pub(super) async fn route(
         (
             _,
             "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
-            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions" | "/v1/sdk/learned",
+            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions" | "/v1/sdk/learned"
+            | "/v1/servers",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             ApiErrorCode::MethodNotAllowed,

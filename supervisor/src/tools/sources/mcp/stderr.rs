@@ -177,7 +177,10 @@ mod tests {
         text.push('\n');
         // Split, so the project's own sources stay free of a token's shape (the scanner's
         // false-positive test reads them).
-        text.push_str(concat!("a stray key gh", "p_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES\n"));
+        text.push_str(concat!(
+            "a stray key gh",
+            "p_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES\n"
+        ));
         text.push_str("Error: the token hunter2-secret was refused\n");
         tail.read(text.as_bytes(), secrets).await;
         {
