@@ -102,6 +102,18 @@ pub fn profile(
     host: &ServerHost,
     settings: &Settings<'_>,
 ) -> Result<Profile, ToolError> {
+    profile_granted(name, confinement, started, host, settings).map(|(profile, _)| profile)
+}
+
+/// [`profile`], with why each path it may read was granted (for `airlock policy explain`):
+/// one reason per path of `read`, in its order.
+pub fn profile_granted(
+    name: &str,
+    confinement: &Confinement,
+    started: &ServerCommand<'_>,
+    host: &ServerHost,
+    settings: &Settings<'_>,
+) -> Result<(Profile, Vec<String>), ToolError> {
     let ServerCommand {
         command,
         args,
@@ -111,19 +123,29 @@ pub fn profile(
     let unavailable = |why: String| settings.unavailable(why);
     let scratch = host.scratch_root.join(name);
 
-    let mut read: Vec<PathBuf> = SYSTEM.iter().map(PathBuf::from).collect();
-    for found in what_runs(command, path_env) {
-        read.push(narrowed(root_of(&found), &found, host));
+    // Each path with the rule that granted it (the first rule, when several do).
+    let mut read: Vec<(PathBuf, String)> = SYSTEM
+        .iter()
+        .map(|dir| (PathBuf::from(dir), "the system".to_owned()))
+        .collect();
+    for (i, found) in what_runs(command, path_env).into_iter().enumerate() {
+        let why = if i == 0 {
+            format!("the command, {}", found.display())
+        } else {
+            format!("what the command runs: {}", found.display())
+        };
+        read.push((narrowed(root_of(&found), &found, host), why));
     }
     for arg in args
         .iter()
         .map(Path::new)
         .filter(|a| a.is_absolute() && a.exists())
     {
-        read.push(narrowed(package_root(arg), arg, host));
+        let why = format!("named in `args`: {}", arg.display());
+        read.push((narrowed(package_root(arg), arg, host), why));
     }
     if let Some(dir) = cwd {
-        read.push(narrowed(dir.to_owned(), dir, host));
+        read.push((narrowed(dir.to_owned(), dir, host), "its `cwd`".to_owned()));
     }
     for path in confinement.read.iter().chain(&confinement.write) {
         if !path.exists() {
@@ -144,10 +166,23 @@ pub fn profile(
             )));
         }
     }
-    read.extend(confinement.read.iter().cloned());
-    read.sort();
-    read.dedup();
-    Ok(Profile {
+    read.extend(
+        confinement
+            .read
+            .iter()
+            .map(|p| (p.clone(), "`read` in the policy".to_owned())),
+    );
+    // Sorted by path; a path granted twice keeps its first reason.
+    let mut order: Vec<usize> = (0..read.len()).collect();
+    order.sort_by(|&a, &b| read[a].0.cmp(&read[b].0).then(a.cmp(&b)));
+    let mut granted: Vec<(PathBuf, String)> = Vec::new();
+    for i in order {
+        if granted.last().is_none_or(|(p, _)| *p != read[i].0) {
+            granted.push(read[i].clone());
+        }
+    }
+    let (read, reasons): (Vec<PathBuf>, Vec<String>) = granted.into_iter().unzip();
+    let profile = Profile {
         name: name.to_owned(),
         mode: match confinement.mode {
             ConfineMode::BestEffort => Mode::BestEffort,
@@ -167,7 +202,8 @@ pub fn profile(
             open_files: confinement.open_files,
             processes: confinement.processes,
         },
-    })
+    };
+    Ok((profile, reasons))
 }
 
 /// The server's scratch directory `scratch` (and the directory of all of them), mode 0700.
@@ -237,9 +273,15 @@ pub fn describe(
     if confinement.mode == ConfineMode::Off {
         return format!("server `{name}`: unconfined (confine = false)");
     }
-    match profile(name, confinement, started, host, settings) {
+    match profile_granted(name, confinement, started, host, settings) {
         Err(e) => format!("server `{name}`: would not start: {}", e.message),
-        Ok(p) => {
+        Ok((p, reasons)) => {
+            let reads: String = p
+                .read
+                .iter()
+                .zip(&reasons)
+                .map(|(path, why)| format!("\n    {} ({why})", path.display()))
+                .collect();
             let list = |paths: &[PathBuf]| {
                 if paths.is_empty() {
                     return "-".to_owned();
@@ -252,7 +294,7 @@ pub fn describe(
             };
             let limit = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
             format!(
-                "server `{name}`: confined ({}), network {}\n  reads: {}\n  writes: {}\n  scratch (HOME, TMPDIR): {}\n  covered: {}\n  rlimits: memory {}, open files {}, processes {}",
+                "server `{name}`: confined ({}), network {}\n  reads and executes:{reads}\n  writes (`write` in the policy): {}\n  scratch, read and written (HOME, TMPDIR): {}\n  covered: {}\n  rlimits: memory {}, open files {}, processes {}",
                 if p.mode == Mode::Strict {
                     "every layer"
                 } else {
@@ -263,7 +305,6 @@ pub fn describe(
                 } else {
                     "host"
                 },
-                list(&p.read),
                 list(&p.write),
                 p.scratch.display(),
                 list(&p.hide),
@@ -655,6 +696,31 @@ mod tests {
             p.read
         );
         assert!(p.read.contains(&root.join("opt/node-22")), "{:?}", p.read);
+        // `airlock policy explain` says which rule granted each path.
+        let shown = describe(
+            "t",
+            &Confinement::default(),
+            &started,
+            &host(root),
+            &settings(),
+        );
+        assert!(
+            shown.contains(&format!(
+                "\n    {} (the command, {})",
+                modules.canonicalize().unwrap().display(),
+                command.display()
+            )),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!(
+                "\n    {} (what the command runs: {})",
+                root.join("opt/node-22").display(),
+                node.display()
+            )),
+            "{shown}"
+        );
+        assert!(shown.contains("\n    /usr (the system)"), "{shown}");
     }
 
     /// A command on the PATH, a script whose interpreter is a script, and a loop of links
