@@ -324,3 +324,36 @@ fn a_node_server_runs_under_the_daemon_s_write_execute_refusal() {
         "{log}"
     );
 }
+
+/// A server that starts and never answers the handshake: the start ends at its time limit and
+/// the error quotes what it said it waits for, with a hint that says where to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_the_handshake_says_what_it_waits_for() {
+    let server = stdio(
+        "waiting",
+        "sh",
+        &[
+            "-c",
+            "echo 'Open https://example.com/device to log in' >&2; exec sleep 60",
+        ],
+    );
+    let source = McpServer::new(server, Arc::new(SecretStore::empty()))
+        .with_start_timeout(std::time::Duration::from_secs(1));
+    let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(source))).await;
+    let r = d.exec("await tools.waiting.anything({})").await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let error = r.error.as_ref().unwrap();
+    assert!(
+        error.message.contains("it did not finish starting within 1s; its stderr ended with: Open https://example.com/device to log in"),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("does not answer the MCP handshake"),
+        "{error:?}"
+    );
+    d.stop().await;
+}

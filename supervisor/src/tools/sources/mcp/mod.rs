@@ -110,6 +110,8 @@ pub struct McpServer {
     lists_changes: AtomicBool,
     /// The stderr of the last process started (running or failed), for `GET /v1/servers`.
     last_stderr: std::sync::Mutex<Option<Arc<stderr::StderrTail>>>,
+    /// How long a start may take ([`START_TIMEOUT`] unless an embedder says otherwise).
+    start_timeout: Duration,
 }
 
 /// What `GET /v1/servers` (and `airlock servers`) shows of one `[[server]]`.
@@ -551,7 +553,15 @@ impl McpServer {
             legacy_only: AtomicBool::new(false),
             lists_changes: AtomicBool::new(false),
             last_stderr: std::sync::Mutex::new(None),
+            start_timeout: START_TIMEOUT,
         }
+    }
+
+    /// The same server, given `limit` (instead of 30 s) to start, answer the handshake and
+    /// list its tools.
+    pub fn with_start_timeout(mut self, limit: Duration) -> McpServer {
+        self.start_timeout = limit;
+        self
     }
 
     /// Where the server is, without waiting for a start under way.
@@ -749,12 +759,22 @@ impl McpServer {
                 return Err(error);
             }
         }
-        let started = tokio::time::timeout(START_TIMEOUT, self.start())
+        let limit = self.start_timeout;
+        let started = tokio::time::timeout(limit, self.start())
             .await
             .map_err(|_| {
-                self.unavailable(format!(
-                    "it did not finish starting within {START_TIMEOUT:?}"
-                ))
+                let mut why = format!("it did not finish starting within {limit:?}");
+                let said = self
+                    .last_stderr
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .as_ref()
+                    .and_then(|tail| tail.last_lines());
+                match said {
+                    Some(said) => why.push_str(&format!("; its stderr ended with: {said}")),
+                    None => why.push_str("; it printed nothing on stderr"),
+                }
+                self.unavailable(why).with_hint("a server that does not answer the MCP handshake is waiting for something (a download, a login, input on a terminal: see its stderr) or does not speak MCP over stdio; the operator can run the command by hand with the same environment, or `airlock server test NAME`")
             })
             .and_then(|r| r);
         let conn = {
