@@ -357,3 +357,37 @@ async fn a_server_that_never_answers_the_handshake_says_what_it_waits_for() {
     );
     d.stop().await;
 }
+
+/// `uvx mcp-server-time`, as the server's README says: uv (pip-installed here) resolves the
+/// package from PyPI into its cache under the scratch HOME on the first start, and runs it
+/// with a Python found on the base PATH. Needs PyPI, as `.ci/run` does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uvx_starts_confined() {
+    let test = "uvx_starts_confined";
+    let Some((python, scripts)) = python_with_time(test) else {
+        return;
+    };
+    let uvx = scripts.join("uvx");
+    if !uvx.is_file() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "uv is not installed beside {python} (.ci/run installs it with pip)"
+        );
+        eprintln!("SKIPPED {test}: uvx is missing (pip install uv)");
+        return;
+    }
+    // uv trusts its own bundled roots unless told to use the system's (this machine's
+    // registries are reached through a proxy with a CA of its own, in the system's store).
+    // Its own name, so its scratch directory (and uv's cache there) is its own.
+    let mut server = stdio("uvx_time", uvx.to_str().unwrap(), &["mcp-server-time"]);
+    if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+        env.push(("UV_NATIVE_TLS".into(), SettingValue::Literal("1".into())));
+    }
+    let d = daemon_with(vec![server], SecretStore::empty()).await;
+    let r = d
+        .exec(r#"const t: any = await tools.uvx_time.get_current_time({ timezone: "UTC" }); t"#)
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
+    d.stop().await;
+}
