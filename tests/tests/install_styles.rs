@@ -391,3 +391,29 @@ async fn uvx_starts_confined() {
     assert!(r.result.to_string().contains("UTC"), "{}", r.result);
     d.stop().await;
 }
+
+/// `npm install -g`: the server named by its bin name alone, found on the base PATH (a link
+/// into the global node_modules under the system's prefix).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_npm_install_starts_confined() {
+    let test = "a_global_npm_install_starts_confined";
+    let name = "mcp-server-sequential-thinking";
+    let found = airlock_policy::BASE_PATH
+        .split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| p.exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "{name} is not installed globally (.ci/run runs npm install -g)"
+        );
+        eprintln!(
+            "SKIPPED {test}: npm install -g @modelcontextprotocol/server-sequential-thinking"
+        );
+        return;
+    }
+    let d = daemon_with(vec![stdio("thinking", name, &[])], SecretStore::empty()).await;
+    let r = d.exec(THINK).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    d.stop().await;
+}
