@@ -417,3 +417,49 @@ async fn a_global_npm_install_starts_confined() {
     assert_eq!(r.status, Status::Ok, "{r:?}");
     d.stop().await;
 }
+
+/// `uv tool install mcp-server-time`: its console script is a link into uv's tool
+/// environment, whose `bin/python` links to the Python uv chose. (uv installs from PyPI here,
+/// into folders of the test's own.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uv_tool_install_starts_confined() {
+    let test = "a_uv_tool_install_starts_confined";
+    let Some((python, scripts)) = python_with_time(test) else {
+        return;
+    };
+    let uv = scripts.join("uv");
+    if !uv.is_file() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "uv is not installed beside {python} (.ci/run installs it with pip)"
+        );
+        eprintln!("SKIPPED {test}: uv is missing (pip install uv)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (tools, bin) = (dir.path().join("tools"), dir.path().join("bin"));
+    let installed = std::process::Command::new(&uv)
+        .args([
+            "tool",
+            "install",
+            "--native-tls",
+            "mcp-server-time==2026.10.19",
+        ])
+        .env("UV_TOOL_DIR", &tools)
+        .env("UV_TOOL_BIN_DIR", &bin)
+        .env("UV_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "uv tool install: {}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let script = bin.join("mcp-server-time");
+    assert!(
+        std::fs::symlink_metadata(&script).is_ok_and(|m| m.file_type().is_symlink()),
+        "uv links {} into its tool environment",
+        script.display()
+    );
+    the_time_server_answers(&script).await;
+}
