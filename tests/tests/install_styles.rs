@@ -8,7 +8,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{ServerTransport, SettingValue, StartMode, ToolServer};
+use airlock_policy::{ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer};
 use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
@@ -379,17 +379,25 @@ async fn uvx_starts_confined() {
     // uv trusts its own bundled roots unless told to use the system's (this machine's
     // registries are reached through a proxy with a CA of its own, in the system's store).
     // Its own name, so its scratch directory (and uv's cache there) is its own.
-    let mut server = stdio("uvx_time", uvx.to_str().unwrap(), &["mcp-server-time"]);
-    if let ServerTransport::Stdio { env, .. } = &mut server.transport {
-        env.push(("UV_NATIVE_TLS".into(), SettingValue::Literal("1".into())));
+    // Then again with the cache it left in the scratch HOME, offline and with no network at
+    // all: a warm cache is all `uvx` needs.
+    for (args, network) in [
+        (&["mcp-server-time"][..], ServerNetwork::Host),
+        (&["--offline", "mcp-server-time"][..], ServerNetwork::None),
+    ] {
+        let mut server = stdio("uvx_time", uvx.to_str().unwrap(), args);
+        if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+            env.push(("UV_NATIVE_TLS".into(), SettingValue::Literal("1".into())));
+        }
+        server.confinement.network = network;
+        let d = daemon_with(vec![server], SecretStore::empty()).await;
+        let r = d
+            .exec(r#"const t: any = await tools.uvx_time.get_current_time({ timezone: "UTC" }); t"#)
+            .await;
+        assert_eq!(r.status, Status::Ok, "{args:?}: {r:?}");
+        assert!(r.result.to_string().contains("UTC"), "{}", r.result);
+        d.stop().await;
     }
-    let d = daemon_with(vec![server], SecretStore::empty()).await;
-    let r = d
-        .exec(r#"const t: any = await tools.uvx_time.get_current_time({ timezone: "UTC" }); t"#)
-        .await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert!(r.result.to_string().contains("UTC"), "{}", r.result);
-    d.stop().await;
 }
 
 /// `npm install -g`: the server named by its bin name alone, found on the base PATH (a link
