@@ -149,6 +149,21 @@ args = ["-c", "echo 'Error: THINKING_API_KEY is not set' >&2; exit 1"]
             .contains("last words"),
         "{broken}"
     );
+    // What the daemon lets the server read, each path with the rule that granted it.
+    let (code, out, err) = cli(&socket, &["policy", "explain", "--server", "thinking"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("server `thinking`: confined (every layer), network host")
+            && out.contains("    /usr (the system)")
+            && out.contains(&format!(
+                "/mcp-peers/node_modules (the command, {})",
+                bin.display()
+            )),
+        "{out}"
+    );
+    let (code, _, err) = cli(&socket, &["policy", "explain", "--server", "nope"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("no [[server]] named `nope`"), "{err}");
     let (code, out, _) = cli(&socket, &["servers"]);
     assert_eq!(code, Some(0));
     assert!(

@@ -304,19 +304,25 @@ enum PolicyCommand {
     /// Say which principal admits a user and which rule decides a tool call, where the daemon
     /// keeps its state and how each stdio server is confined. Asks the running daemon (root
     /// or its own user) unless --config names a policy file to read instead. Exit 0 = allowed.
+    /// With --server NAME (and no uid or tool): only what that server may read, write and
+    /// execute, and the rule that granted each path.
     Explain {
         /// A policy file to explain instead of the running daemon's policy (its paths are then
         /// those a daemon started here would use).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// The caller's uid (its groups are looked up in the user database).
-        #[arg(long)]
-        uid: u32,
+        #[arg(long, required_unless_present = "server")]
+        uid: Option<u32>,
         /// The caller's primary gid (default: the user's, from the user database).
         #[arg(long)]
         gid: Option<u32>,
         /// The tool, as `server.tool`.
-        tool: String,
+        #[arg(required_unless_present = "server")]
+        tool: Option<String>,
+        /// One `[[server]]`: how it would be confined, each path with its reason.
+        #[arg(long, value_name = "NAME", conflicts_with_all = ["uid", "tool", "gid"])]
+        server: Option<String>,
     },
 }
 
@@ -409,11 +415,26 @@ fn policy(action: PolicyCommand) -> Result<ExitCode> {
             uid,
             gid,
             tool,
+            server,
         } => {
             let Some(config) = config else {
                 bail!("airlock policy explain asks the daemon unless --config names a file");
             };
             let policy = Policy::load(&config)?;
+            if let Some(name) = server {
+                let Some(server) = policy.servers.iter().find(|s| s.name == name) else {
+                    bail!(
+                        "{} has no [[server]] named `{name}` (its servers: {})",
+                        config.display(),
+                        server_names(&policy)
+                    );
+                };
+                println!("{}", describe_server_here(&policy, server, &config));
+                return Ok(ExitCode::SUCCESS);
+            }
+            let (Some(uid), Some(tool)) = (uid, tool) else {
+                bail!("explain needs --uid and a tool (or --server NAME)");
+            };
             let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
                 .with_context(|| format!("cannot look up uid {uid}"))?;
             let gid = gid
@@ -448,6 +469,25 @@ fn policy(action: PolicyCommand) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `airlock policy explain --server NAME` without `--config`: how the running daemon confines
+/// that server (`GET /v1/policy/explain?server=NAME`).
+async fn explain_server_by_daemon(socket: PathBuf, name: &str) -> Result<ExitCode> {
+    let mut client = Client::connect(&socket).await.map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; `airlock policy explain --config FILE --server NAME` explains a policy file without a daemon"
+        )
+    })?;
+    let path = format!("/v1/policy/explain?server={}", path_segment(name));
+    let (status, body) = client.get(&path).await?;
+    let v = answer_json(status, &body)?;
+    println!("{}", v["description"].as_str().unwrap_or_default());
+    println!(
+        "policy in force: {}",
+        v["policy"].as_str().unwrap_or_default()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `airlock policy explain` without `--config`: the running daemon's policy and paths
@@ -515,10 +555,47 @@ async fn explain_by_daemon(
 
 /// How each stdio server of `policy` would be confined (what `airlockd` would hand its
 /// launcher), for `airlock policy explain`.
-fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
-    use airlock_supervisor::tools::sources::mcp::ServerHost;
+/// The names of a policy's servers, for an error.
+fn server_names(policy: &Policy) -> String {
+    let names: Vec<&str> = policy.servers.iter().map(|s| s.name.as_str()).collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// How `server` of `policy` (the file `config`) would be confined by a daemon started here.
+fn describe_server_here(
+    policy: &Policy,
+    server: &airlock_policy::ToolServer,
+    config: &std::path::Path,
+) -> String {
     use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
-    let store = SecretStore::empty();
+    describe_server(server, &host_here(&state_here(policy), config), &SecretStore::empty())
+        .unwrap_or_else(|| {
+            format!(
+                "server `{}`: a Streamable HTTP server, reached at its url; nothing is started or confined",
+                server.name
+            )
+        })
+}
+
+/// The state directory a daemon started here on `policy` would use.
+fn state_here(policy: &Policy) -> PathBuf {
+    policy
+        .daemon
+        .state_directory
+        .clone()
+        .or_else(|| airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k)).ok())
+        .unwrap_or_else(|| std::env::temp_dir().join("airlock"))
+}
+
+/// Where a daemon started beside this CLI would put its launcher and servers' scratch.
+fn host_here(
+    state: &std::path::Path,
+    config: &std::path::Path,
+) -> airlock_supervisor::tools::sources::mcp::ServerHost {
     // The launcher airlockd would use is the one beside its worker: where `airlockd` beside
     // this CLI would find it.
     let worker = airlock_supervisor::daemon::default_worker_path(
@@ -526,17 +603,17 @@ fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
             .unwrap_or_default()
             .with_file_name("airlockd"),
     );
-    let state = policy
-        .daemon
-        .state_directory
-        .clone()
-        .or_else(|| airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k)).ok())
-        .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
     let hidden = vec![
         config.to_owned(),
         airlock_policy::policy_file::drop_in_directory(config),
     ];
-    let host = ServerHost::new(&worker, &state, hidden);
+    airlock_supervisor::tools::sources::mcp::ServerHost::new(&worker, state, hidden)
+}
+
+fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
+    use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
+    let store = SecretStore::empty();
+    let host = host_here(&state_here(policy), config);
     for described in policy
         .servers
         .iter()
@@ -561,9 +638,15 @@ async fn dispatch(args: Args) -> Result<ExitCode> {
         Command::Policy { action } => match action {
             PolicyCommand::Explain {
                 config: None,
-                uid,
+                server: Some(name),
+                ..
+            } => explain_server_by_daemon(daemon_socket(args.socket)?, &name).await,
+            PolicyCommand::Explain {
+                config: None,
+                uid: Some(uid),
                 gid,
-                tool,
+                tool: Some(tool),
+                server: None,
             } => explain_by_daemon(daemon_socket(args.socket)?, uid, gid, &tool).await,
             action => policy(action),
         },

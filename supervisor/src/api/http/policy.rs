@@ -60,6 +60,9 @@ pub(super) fn explain(
         );
     }
     let param = |name: &str| super::routes::query_param(query, name);
+    if let Some(name) = param("server") {
+        return explain_server(state, generation, &name);
+    }
     let (Some(uid), Some(tool)) = (
         param("uid").and_then(|u| u.parse::<u32>().ok()),
         param("tool").filter(|t| !t.is_empty()),
@@ -67,8 +70,8 @@ pub(super) fn explain(
         return error_response(
             StatusCode::BAD_REQUEST,
             ApiErrorCode::BadRequest,
-            "explain needs `uid` (a number) and `tool` (server.tool)".to_owned(),
-            Some("for example GET /v1/policy/explain?uid=1000&tool=github.issues_create (and `gid` to override the user's primary group)".into()),
+            "explain needs `uid` (a number) and `tool` (server.tool), or `server`".to_owned(),
+            Some("for example GET /v1/policy/explain?uid=1000&tool=github.issues_create (and `gid` to override the user's primary group), or ?server=github".into()),
         );
     };
     let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
@@ -117,6 +120,55 @@ pub(super) fn explain(
             tool,
             paths: state.paths.clone(),
             servers,
+        },
+    )
+}
+
+/// One server, explained: how it would be confined, each path it may read with its reason.
+#[derive(Debug, Serialize)]
+struct ServerExplained {
+    policy: String,
+    server: String,
+    description: String,
+}
+
+/// `GET /v1/policy/explain?server=NAME`.
+fn explain_server(
+    state: &HttpState,
+    generation: &PolicyGeneration,
+    name: &str,
+) -> Response<ApiBody> {
+    let Some(server) = generation.policy.servers.iter().find(|s| s.name == name) else {
+        let names: Vec<&str> = generation
+            .policy
+            .servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        return error_response(
+            StatusCode::NOT_FOUND,
+            ApiErrorCode::NotFound,
+            format!("the policy in force has no [[server]] named `{name}`"),
+            Some(format!(
+                "its servers: {}",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )),
+        );
+    };
+    let host = &state.generations.context().host;
+    let description = describe_server(server, host, &SecretStore::empty()).unwrap_or_else(|| {
+        format!("server `{name}`: a Streamable HTTP server, reached at its url; nothing is started or confined")
+    });
+    json_response(
+        StatusCode::OK,
+        &ServerExplained {
+            policy: generation.policy.origin.clone(),
+            server: name.to_owned(),
+            description,
         },
     )
 }
