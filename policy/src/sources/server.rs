@@ -311,6 +311,14 @@ impl ToolServer {
                         item.invalid(format!("\"{name}\" is not an environment variable's name"))
                     );
                 }
+                // The daemon's development secrets: a server gets its own secrets through
+                // `{ secret = "…" }` (and has them redacted from what it says), never the
+                // daemon's store.
+                if name.starts_with("AIRLOCK_SECRET_") {
+                    return Err(item.invalid(format!(
+                        "\"{name}\" is one of the daemon's secrets: give the server its secret with `env = {{ NAME = {{ secret = \"…\" }} }}` instead"
+                    )));
+                }
                 if !inherit_env.iter().any(|n| n == name) {
                     inherit_env.push(name.to_owned());
                 }
@@ -591,6 +599,14 @@ confine = false
         assert!(
             not_list.contains("an array of environment variable names"),
             "{not_list}"
+        );
+        let secret = parse(
+            "[[server]]\nname = \"a\"\ncommand = \"x\"\ninherit_env = [\"AIRLOCK_SECRET_GITHUB_TOKEN\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            secret.contains("is one of the daemon's secrets") && secret.contains("secret = "),
+            "{secret}"
         );
         let http = parse(
             "[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\ninherit_env = [\"PATH\"]\n",
