@@ -173,3 +173,58 @@ args = ["-c", "echo 'Error: THINKING_API_KEY is not set' >&2; exit 1"]
     assert!(out.contains("thinking (stdio): ready, pid "), "{out}");
     daemon.stop();
 }
+
+/// A server that prints the secret it was given on stderr: the daemon's log has its line with
+/// the value redacted, and so do the program's error and `airlock servers`.
+#[test]
+fn a_server_s_secret_never_reaches_the_log_from_its_stderr() {
+    let value = "leak-4f9a8b7c6d5e3a21";
+    let dir = tempfile::tempdir().unwrap();
+    let policy = r#"[daemon]
+pool_size = 1
+
+[[principal]]
+name = "local"
+users = ["@daemon"]
+allow = ["leaky.*"]
+
+[[server]]
+name = "leaky"
+command = "sh"
+args = ["-c", "echo \"starting with token $TOKEN\" >&2; exit 1"]
+env = { TOKEN = { secret = "leak-token" } }
+"#;
+    let mut daemon = RealDaemon::start(dir.path(), policy, |cmd| {
+        cmd.arg("--dev-secrets-from-env")
+            .env("AIRLOCK_SECRET_LEAK_TOKEN", value);
+    });
+    let socket = daemon.socket.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = runtime.block_on(async {
+        let mut client = Client::connect(&socket).await.unwrap();
+        let request = ExecutionRequest {
+            code: "await tools.leaky.anything({})".to_owned(),
+            timeout_ms: Some(30_000),
+            ..Default::default()
+        };
+        client.execute(&request).await.unwrap()
+    });
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let message = &r.error.as_ref().unwrap().message;
+    assert!(
+        message.contains("starting with token [redacted]"),
+        "{message}"
+    );
+    let (code, out, err) = cli(&socket, &["servers"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("starting with token [redacted]"), "{out}");
+    daemon.stop();
+    let log = daemon.log();
+    assert!(log.contains("starting with token [redacted]"), "{log}");
+    for shown in [&log, message, &out] {
+        assert!(!shown.contains(value), "the secret was shown: {shown}");
+    }
+}
