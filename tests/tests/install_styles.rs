@@ -120,17 +120,36 @@ fn python_with_time(test: &str) -> Option<(String, PathBuf)> {
 
 /// The time server started as `script`, under the default confinement, answers a call.
 async fn the_time_server_answers(script: &Path) {
-    let d = daemon_with(
-        vec![stdio("time", script.to_str().unwrap(), &[])],
-        SecretStore::empty(),
-    )
-    .await;
-    let r = d
-        .exec(r#"const t: any = await tools.time.get_current_time({ timezone: "UTC" }); t"#)
-        .await;
+    the_time_server_answers_as(stdio("time", script.to_str().unwrap(), &[])).await;
+}
+
+/// The time server of the entry `server` answers a call.
+async fn the_time_server_answers_as(server: ToolServer) {
+    let program = format!(
+        r#"const t: any = await tools.{}.get_current_time({{ timezone: "UTC" }}); t"#,
+        server.name
+    );
+    let d = daemon_with(vec![server], SecretStore::empty()).await;
+    let r = d.exec(&program).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert!(r.result.to_string().contains("UTC"), "{}", r.result);
     d.stop().await;
+}
+
+/// `name` (`uv` or `uvx`) beside the Python that has mcp_server_time, or `None` (skip
+/// reported; CI requires it).
+fn uv_binary(test: &str, name: &str) -> Option<PathBuf> {
+    let (python, scripts) = python_with_time(test)?;
+    let binary = scripts.join(name);
+    if !binary.is_file() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "uv is not installed beside {python} (.ci/run installs it with pip)"
+        );
+        eprintln!("SKIPPED {test}: {name} is missing (pip install uv)");
+        return None;
+    }
+    Some(binary)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,40 +382,24 @@ async fn a_server_that_never_answers_the_handshake_says_what_it_waits_for() {
 /// with a Python found on the base PATH. Needs PyPI, as `.ci/run` does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uvx_starts_confined() {
-    let test = "uvx_starts_confined";
-    let Some((python, scripts)) = python_with_time(test) else {
+    let Some(uvx) = uv_binary("uvx_starts_confined", "uvx") else {
         return;
     };
-    let uvx = scripts.join("uvx");
-    if !uvx.is_file() {
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-            "uv is not installed beside {python} (.ci/run installs it with pip)"
-        );
-        eprintln!("SKIPPED {test}: uvx is missing (pip install uv)");
-        return;
-    }
-    // uv trusts its own bundled roots unless told to use the system's (this machine's
-    // registries are reached through a proxy with a CA of its own, in the system's store).
-    // Its own name, so its scratch directory (and uv's cache there) is its own.
-    // Then again with the cache it left in the scratch HOME, offline and with no network at
-    // all: a warm cache is all `uvx` needs.
+    // First from PyPI, then again with the cache that left in the scratch HOME, offline and
+    // with no network at all: a warm cache is all `uvx` needs.
     for (args, network) in [
         (&["mcp-server-time"][..], ServerNetwork::Host),
         (&["--offline", "mcp-server-time"][..], ServerNetwork::None),
     ] {
+        // Its own name, so its scratch directory (and uv's cache there) is its own.
         let mut server = stdio("uvx_time", uvx.to_str().unwrap(), args);
+        // uv trusts its own bundled roots unless told to use the system's (this machine's
+        // registries are reached through a proxy with a CA of its own, in the system's store).
         if let ServerTransport::Stdio { env, .. } = &mut server.transport {
             env.push(("UV_NATIVE_TLS".into(), SettingValue::Literal("1".into())));
         }
         server.confinement.network = network;
-        let d = daemon_with(vec![server], SecretStore::empty()).await;
-        let r = d
-            .exec(r#"const t: any = await tools.uvx_time.get_current_time({ timezone: "UTC" }); t"#)
-            .await;
-        assert_eq!(r.status, Status::Ok, "{args:?}: {r:?}");
-        assert!(r.result.to_string().contains("UTC"), "{}", r.result);
-        d.stop().await;
+        the_time_server_answers_as(server).await;
     }
 }
 
@@ -431,19 +434,9 @@ async fn a_global_npm_install_starts_confined() {
 /// into folders of the test's own.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_uv_tool_install_starts_confined() {
-    let test = "a_uv_tool_install_starts_confined";
-    let Some((python, scripts)) = python_with_time(test) else {
+    let Some(uv) = uv_binary("a_uv_tool_install_starts_confined", "uv") else {
         return;
     };
-    let uv = scripts.join("uv");
-    if !uv.is_file() {
-        assert!(
-            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
-            "uv is not installed beside {python} (.ci/run installs it with pip)"
-        );
-        eprintln!("SKIPPED {test}: uv is missing (pip install uv)");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let (tools, bin) = (dir.path().join("tools"), dir.path().join("bin"));
     let installed = std::process::Command::new(&uv)

@@ -525,19 +525,7 @@ fn one_state_directory_and_explain_asks_the_running_daemon() {
             .env("HOME", &home);
     });
     let socket = daemon.socket.to_str().unwrap().to_owned();
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new(binaries::airlock_cli())
-            .arg("--socket")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let cli = |args: &[&str]| binaries::run_cli(&[&["--socket", &socket][..], args].concat());
     let (code, stdout, stderr) = cli(&["exec", "-e", "await tools.fault.echo({ text: 'hi' })"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}\n{}", daemon.log());
     let kept = d.join("kept");

@@ -139,25 +139,7 @@ fn explain_server(
     name: &str,
 ) -> Response<ApiBody> {
     let Some(server) = generation.policy.servers.iter().find(|s| s.name == name) else {
-        let names: Vec<&str> = generation
-            .policy
-            .servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect();
-        return error_response(
-            StatusCode::NOT_FOUND,
-            ApiErrorCode::NotFound,
-            format!("the policy in force has no [[server]] named `{name}`"),
-            Some(format!(
-                "its servers: {}",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            )),
-        );
+        return super::servers::no_such_server(generation, name);
     };
     let host = &state.generations.context().host;
     let description = describe_server(server, host, &SecretStore::empty()).unwrap_or_else(|| {

@@ -49,20 +49,27 @@ pub(super) async fn test(
         return refused(peer_uid);
     }
     let Some(server) = generation.mcp_servers().find(|s| s.config().name == name) else {
-        let names: Vec<&str> = generation
-            .mcp_servers()
-            .map(|s| s.config().name.as_str())
-            .collect();
-        return error_response(
-            StatusCode::NOT_FOUND,
-            ApiErrorCode::NotFound,
-            format!("the policy in force has no [[server]] named `{name}`"),
-            Some(if names.is_empty() {
-                "it has no [[server]] at all; add one and `airlock reload`".to_owned()
-            } else {
-                format!("its servers: {}", names.join(", "))
-            }),
-        );
+        return no_such_server(generation, name);
     };
     json_response(StatusCode::OK, &server.test().await)
+}
+
+/// The 404 for a `[[server]]` name the policy in force does not have, listing the ones it has.
+pub(super) fn no_such_server(generation: &PolicyGeneration, name: &str) -> Response<ApiBody> {
+    let names: Vec<&str> = generation
+        .policy
+        .servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    error_response(
+        StatusCode::NOT_FOUND,
+        ApiErrorCode::NotFound,
+        format!("the policy in force has no [[server]] named `{name}`"),
+        Some(if names.is_empty() {
+            "it has no [[server]] at all; add one and `airlock reload`".to_owned()
+        } else {
+            format!("its servers: {}", names.join(", "))
+        }),
+    )
 }

@@ -172,16 +172,10 @@ pub fn profile_granted(
             .iter()
             .map(|p| (p.clone(), "`read` in the policy".to_owned())),
     );
-    // Sorted by path; a path granted twice keeps its first reason.
-    let mut order: Vec<usize> = (0..read.len()).collect();
-    order.sort_by(|&a, &b| read[a].0.cmp(&read[b].0).then(a.cmp(&b)));
-    let mut granted: Vec<(PathBuf, String)> = Vec::new();
-    for i in order {
-        if granted.last().is_none_or(|(p, _)| *p != read[i].0) {
-            granted.push(read[i].clone());
-        }
-    }
-    let (read, reasons): (Vec<PathBuf>, Vec<String>) = granted.into_iter().unzip();
+    // Sorted by path; the sort is stable, so a path granted twice keeps its first reason.
+    read.sort_by(|a, b| a.0.cmp(&b.0));
+    read.dedup_by(|later, earlier| later.0 == earlier.0);
+    let (read, reasons): (Vec<PathBuf>, Vec<String>) = read.into_iter().unzip();
     let profile = Profile {
         name: name.to_owned(),
         mode: match confinement.mode {
@@ -363,24 +357,26 @@ const MAX_HOPS: usize = 4;
 /// interpreters deep, each file once.
 pub(crate) fn what_runs(command: &str, path_env: Option<&str>) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
+    let push = |out: &mut Vec<PathBuf>, file: PathBuf| {
+        if !out.contains(&file) {
+            out.push(file);
+        }
+    };
     let mut next = resolve(command, path_env);
     for _ in 0..=MAX_HOPS {
         let Some(found) = next.take() else { break };
         let real = found.canonicalize().ok();
-        for file in [Some(found), real.clone()].into_iter().flatten() {
-            if !out.contains(&file) {
-                out.push(file);
-            }
+        let home = venv_home(&found).or_else(|| real.as_deref().and_then(venv_home));
+        push(&mut out, found);
+        if let Some(real) = &real {
+            push(&mut out, real.clone());
+        }
+        if let Some(home) = home {
+            let real_home = home.canonicalize().unwrap_or_else(|_| home.clone());
+            push(&mut out, home);
+            push(&mut out, real_home);
         }
         let Some(real) = real else { break };
-        if let Some(home) = venv_home(&real).or_else(|| out.iter().rev().find_map(|f| venv_home(f)))
-        {
-            for file in [home.clone(), home.canonicalize().unwrap_or(home)] {
-                if !out.contains(&file) {
-                    out.push(file);
-                }
-            }
-        }
         next = interpreter(&real, path_env).filter(|i| !out.contains(i));
     }
     out

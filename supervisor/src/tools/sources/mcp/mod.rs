@@ -619,12 +619,7 @@ impl McpServer {
             }
             ServerTransport::Http { url, .. } => ("http", url.clone(), "-".to_owned()),
         };
-        let stderr = self
-            .last_stderr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .and_then(|tail| tail.last_lines());
+        let stderr = self.last_stderr_lines();
         ServerStatus {
             name: self.config.name.clone(),
             transport,
@@ -642,6 +637,15 @@ impl McpServer {
         }
     }
 
+    /// The last lines the last process started printed on stderr (redacted), if any.
+    fn last_stderr_lines(&self) -> Option<String> {
+        self.last_stderr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .and_then(|tail| tail.last_lines())
+    }
+
     /// Starts a fresh instance of this server's entry as the daemon would (its own process,
     /// its secrets, its confinement), lists its tools and stops it. The running instance, if
     /// any, is not touched (they share the scratch directory).
@@ -652,12 +656,7 @@ impl McpServer {
         let listed = fresh.connected().await;
         let ready_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let protocol = fresh.protocol_version().await;
-        let stderr = fresh
-            .last_stderr
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .and_then(|tail| tail.last_lines());
+        let stderr = fresh.last_stderr_lines();
         let test = match listed {
             Ok(live) => ServerTest {
                 name: self.config.name.clone(),
@@ -764,13 +763,7 @@ impl McpServer {
             .await
             .map_err(|_| {
                 let mut why = format!("it did not finish starting within {limit:?}");
-                let said = self
-                    .last_stderr
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .as_ref()
-                    .and_then(|tail| tail.last_lines());
-                match said {
+                match self.last_stderr_lines() {
                     Some(said) => why.push_str(&format!("; its stderr ended with: {said}")),
                     None => why.push_str("; it printed nothing on stderr"),
                 }
