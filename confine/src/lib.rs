@@ -25,3 +25,10 @@ pub use profile::{Mode, Network, Profile, ServerLimits};
 /// …` lines) or a skipped one in best-effort mode (`warning: …`). It is closed on exec, so the
 /// daemon reads end-of-file once the server runs.
 pub const STATUS_FD: i32 = 3;
+
+/// Where a server with a network list finds the daemon's proxy, inside its own network
+/// namespace (so no other process can take the port, nor reach the proxy through it).
+pub const PROXY_PORT: u16 = 3128;
+
+/// The line the launcher sends with the proxy's listening socket on the status socket.
+pub const PROXY_LISTENER_LINE: &str = "proxy-listener";

@@ -22,6 +22,7 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 /// A layer of the confinement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
+    Descriptors,
     UserNamespace,
     MountNamespace,
     PidNamespace,
@@ -37,10 +38,11 @@ pub enum Layer {
 impl Layer {
     pub fn name(self) -> &'static str {
         match self {
+            Layer::Descriptors => "closing inherited descriptors",
             Layer::UserNamespace => "user namespace",
             Layer::MountNamespace => "mount namespace",
             Layer::PidNamespace => "pid namespace",
-            Layer::NetworkNamespace => "network namespace (network = \"none\")",
+            Layer::NetworkNamespace => "network namespace (`network` other than \"host\")",
             Layer::Proc => "a /proc of its own",
             Layer::Rlimits => "rlimits",
             Layer::Landlock => "Landlock",
@@ -411,7 +413,93 @@ pub fn install_seccomp() -> Result<(), LayerError> {
     Ok(())
 }
 
-/// Whether this profile needs an empty network namespace.
-pub fn wants_no_network(profile: &Profile) -> bool {
-    profile.network == Network::None
+/// Whether this profile needs a network namespace of its own.
+pub fn wants_own_network(profile: &Profile) -> bool {
+    profile.network != Network::Host
+}
+
+/// Closes every descriptor from `first` up: the server gets its stdin, stdout and stderr and
+/// nothing else that the daemon, or whoever started the daemon, left open without
+/// close-on-exec.
+pub fn close_inherited(first: libc::c_uint) -> Result<(), LayerError> {
+    // SAFETY: close_range takes integers; the descriptors closed are not used after this.
+    if unsafe { libc::close_range(first, libc::c_uint::MAX, 0) } != 0 {
+        return Err(last_error(Layer::Descriptors, "close_range"));
+    }
+    Ok(())
+}
+
+/// In the new network namespace: the loopback up, and a listening socket on
+/// `127.0.0.1:PROXY_PORT` for the daemon's proxy (close-on-exec: the server never holds it).
+pub fn proxy_listener() -> Result<std::net::TcpListener, LayerError> {
+    // SAFETY: a datagram socket only to carry the interface ioctls; closed below.
+    let control = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if control < 0 {
+        return Err(last_error(Layer::NetworkNamespace, "socket"));
+    }
+    // SAFETY: ifreq is plain data; zeroed is a valid value.
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (to, from) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *to = libc::c_char::from_ne_bytes([*from]);
+    }
+    // SAFETY: SIOCGIFFLAGS and SIOCSIFFLAGS read and write the ifreq, which outlives the calls;
+    // the union's flags member is the one these requests use.
+    let up = unsafe {
+        libc::ioctl(control, libc::SIOCGIFFLAGS, &mut request) == 0 && {
+            let flags = libc::c_int::from(request.ifr_ifru.ifru_flags) | libc::IFF_UP;
+            request.ifr_ifru.ifru_flags = flags as libc::c_short;
+            libc::ioctl(control, libc::SIOCSIFFLAGS, &request) == 0
+        }
+    };
+    let error = (!up).then(|| last_error(Layer::NetworkNamespace, "bringing up the loopback"));
+    // SAFETY: closing the socket made above.
+    unsafe { libc::close(control) };
+    if let Some(error) = error {
+        return Err(error);
+    }
+    std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, crate::PROXY_PORT)).map_err(|e| {
+        failed(
+            Layer::NetworkNamespace,
+            format!("listening on 127.0.0.1:{}: {e}", crate::PROXY_PORT),
+        )
+    })
+}
+
+/// Sends `line` with the descriptor `fd` attached (`SCM_RIGHTS`) on the Unix socket
+/// `socket`.
+pub fn send_descriptor(socket: libc::c_int, line: &str, fd: libc::c_int) -> Result<(), LayerError> {
+    let mut bytes = format!("{line}\n").into_bytes();
+    let mut iov = libc::iovec {
+        iov_base: bytes.as_mut_ptr().cast(),
+        iov_len: bytes.len(),
+    };
+    let fd_size = std::mem::size_of::<libc::c_int>();
+    // SAFETY: CMSG_SPACE computes a size from a constant.
+    let space = unsafe { libc::CMSG_SPACE(fd_size as libc::c_uint) } as usize;
+    // u64 words keep the buffer aligned for cmsghdr.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    // SAFETY: msghdr is plain data; zeroed is a valid value.
+    let mut message: libc::msghdr = unsafe { std::mem::zeroed() };
+    message.msg_iov = &mut iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.as_mut_ptr().cast();
+    message.msg_controllen = space;
+    // SAFETY: the control buffer holds one header with room for one descriptor (CMSG_SPACE
+    // above), so CMSG_FIRSTHDR is non-null and CMSG_DATA points inside the buffer.
+    unsafe {
+        let header = libc::CMSG_FIRSTHDR(&message);
+        (*header).cmsg_level = libc::SOL_SOCKET;
+        (*header).cmsg_type = libc::SCM_RIGHTS;
+        (*header).cmsg_len = libc::CMSG_LEN(fd_size as libc::c_uint) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>(), fd);
+    }
+    // SAFETY: the message's buffers live across the call.
+    let sent = unsafe { libc::sendmsg(socket, &message, libc::MSG_NOSIGNAL) };
+    if sent < 0 {
+        return Err(last_error(
+            Layer::NetworkNamespace,
+            "handing the proxy's socket to the daemon",
+        ));
+    }
+    Ok(())
 }

@@ -48,6 +48,11 @@ pub enum Network {
     Host,
     /// An empty network namespace: no interface but a loopback that is down.
     None,
+    /// An empty network namespace with its loopback up and, on it, a listener at
+    /// `127.0.0.1:`[`PROXY_PORT`](crate::PROXY_PORT) that the launcher hands to the daemon:
+    /// the daemon's proxy, which lets through what the policy's list names, is the one way
+    /// out.
+    Proxy,
 }
 
 /// rlimits of the server process (and what it starts).

@@ -76,6 +76,7 @@ pub use secret_scanning::{SecretAction, SecretScanning};
 pub use source_location::Location;
 pub use sources::CoercePolicy;
 pub use sources::graphql::{GraphQlSource, SchemaFormat};
+pub use sources::network::{HostPattern, NetworkRule};
 pub use sources::openapi::{ApiKeyLocation, OpenApiAuth, OpenApiSource};
 pub use sources::server::{
     BASE_PATH, ConfineMode, Confinement, ServerNetwork, ServerTransport, SettingValue, StartMode,

@@ -8,7 +8,9 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer};
+use airlock_policy::{
+    NetworkRule, ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer,
+};
 use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
@@ -385,10 +387,13 @@ async fn uvx_starts_confined() {
     let Some(uvx) = uv_binary("uvx_starts_confined", "uvx") else {
         return;
     };
-    // First from PyPI, then again with the cache that left in the scratch HOME, offline and
-    // with no network at all: a warm cache is all `uvx` needs.
+    // First from PyPI, with nothing cached and nothing but PyPI in its network list (reached
+    // through the daemon's proxy), then again with the cache that left in the scratch HOME,
+    // offline and with no network at all: a warm cache is all `uvx` needs.
+    fresh_scratch("uvx_time");
+    let pypi = ["pypi.org:443", "files.pythonhosted.org:443"];
     for (args, network) in [
-        (&["mcp-server-time"][..], ServerNetwork::Host),
+        (&["mcp-server-time"][..], listed(&pypi)),
         (&["--offline", "mcp-server-time"][..], ServerNetwork::None),
     ] {
         // Its own name, so its scratch directory (and uv's cache there) is its own.
@@ -401,6 +406,64 @@ async fn uvx_starts_confined() {
         server.confinement.network = network;
         the_time_server_answers_as(server).await;
     }
+}
+
+/// The scratch directory (`HOME`) of server `name` as the test daemon makes it, emptied: its
+/// package manager's cache from an earlier run gone, so the next start downloads.
+fn fresh_scratch(name: &str) {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let dir = std::env::temp_dir()
+        .join(format!("airlock-{uid}"))
+        .join("servers")
+        .join(name);
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", dir.display()),
+        _ => {}
+    }
+}
+
+/// A `network` list of `entries`.
+fn listed(entries: &[&str]) -> ServerNetwork {
+    ServerNetwork::Allow(
+        entries
+            .iter()
+            .map(|e| NetworkRule::parse(e).unwrap())
+            .collect(),
+    )
+}
+
+/// `npx -y <package>` as the README says, with nothing installed or cached and only the npm
+/// registry in its network list: npx downloads the package through the daemon's proxy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npx_downloads_through_its_network_list() {
+    if peers("npx_downloads_through_its_network_list").is_none() {
+        return;
+    }
+    fresh_scratch("npx_listed");
+    let mut server = stdio(
+        "npx_listed",
+        "npx",
+        &[
+            "-y",
+            "@modelcontextprotocol/server-sequential-thinking@2026.8.31",
+        ],
+    );
+    // Node trusts its own bundled roots, and the system's store only when told (this
+    // machine's registries are reached through a proxy with a CA of its own, in that store).
+    if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+        env.push((
+            "NODE_EXTRA_CA_CERTS".into(),
+            SettingValue::Literal("/etc/ssl/certs/ca-certificates.crt".into()),
+        ));
+    }
+    server.confinement.network = listed(&["registry.npmjs.org:443"]);
+    let d = daemon_with(vec![server], SecretStore::empty()).await;
+    let r = d
+        .exec(&THINK.replace("tools.thinking", "tools.npx_listed"))
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    d.stop().await;
 }
 
 /// `npm install -g`: the server named by its bin name alone, found on the base PATH (a link

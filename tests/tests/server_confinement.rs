@@ -105,11 +105,18 @@ env = {{ TOKEN = {{ secret = "other-token" }} }}
 [[server]]
 name = "escape"
 command = "{escape}"
-network = "none"
+{network}
 confine = {confine}
 "#,
                 fault = self.binary("airlock-mcp-fault-server").display(),
                 escape = self.binary("airlock-mcp-escape-server").display(),
+                // Without the confinement there is no namespace to cut the network (and the
+                // policy refuses the pair).
+                network = if confine == "false" {
+                    ""
+                } else {
+                    "network = \"none\""
+                },
             ),
         )
         .unwrap();

@@ -4,9 +4,12 @@
 //!
 //! The sequence, in order (each step needs the ones before it):
 //!
+//! 0. every inherited descriptor but stdin, stdout, stderr and the status socket closed;
 //! 1. a user namespace (own uid and gid mapped to themselves), which gives the capabilities
 //!    the next steps need without any on the host; then mount and pid namespaces, and an empty
-//!    network namespace for `network = "none"`;
+//!    network namespace for `network = "none"` or a list; for a list, its loopback up and a
+//!    listener on `127.0.0.1:3128` handed to the daemon on the status socket: the daemon's
+//!    proxy is the namespace's one way out;
 //! 2. `fork`: the child is pid 1 of the new pid namespace (the parent only waits for it and
 //!    passes its exit status on, so the daemon sees the server's);
 //! 3. in the child: die with the parent; private mounts and a `/proc` of its own, so the
@@ -25,13 +28,14 @@
 //! 9. exec the server. The status pipe is close-on-exec: end-of-file tells the daemon it runs.
 //!
 //! A failed layer is reported on the status pipe (`error: <layer>: <why>`) and the launcher
-//! exits 70; in best-effort mode it is a `warning:` and the sequence goes on without it.
+//! exits 70; in best-effort mode it is a `warning:` and the sequence goes on without it, but
+//! for the network namespace: a `network` the policy limits is never left open.
 
 use airlock_confine::lockdown::{self, LauncherAlive, Layer, LayerError, Namespaces};
-use airlock_confine::{Mode, Profile, STATUS_FD};
+use airlock_confine::{Mode, Network, PROXY_LISTENER_LINE, Profile, STATUS_FD};
 use std::ffi::{CString, OsString};
 use std::io::Write;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
@@ -67,6 +71,14 @@ fn main() -> ExitCode {
         }
     };
 
+    // 0. Nothing inherited but stdio and the status socket reaches the server.
+    if !layer(
+        lockdown::close_inherited(STATUS_FD.cast_unsigned() + 1),
+        &mut status,
+    ) {
+        return ExitCode::from(CONFINEMENT_FAILED);
+    }
+
     // 1. Namespaces. The user namespace comes first: it grants the rest without privileges.
     let mut ns = Namespaces::default();
     let user = lockdown::enter_user_namespace();
@@ -80,7 +92,7 @@ fn main() -> ExitCode {
         (
             libc::CLONE_NEWNET,
             Layer::NetworkNamespace,
-            lockdown::wants_no_network(&profile),
+            lockdown::wants_own_network(&profile),
         ),
     ] {
         if !wanted {
@@ -93,7 +105,31 @@ fn main() -> ExitCode {
             Layer::PidNamespace => ns.pid = ok,
             _ => ns.network = ok,
         }
+        // The network is what the policy grants, not a hardening layer: without its
+        // namespace the server would have the host's, so this one fails in every mode.
+        if let (Err(e), Layer::NetworkNamespace) = (&result, which) {
+            status.say("error", e);
+            return ExitCode::from(CONFINEMENT_FAILED);
+        }
         if !layer(result, &mut status) {
+            return ExitCode::from(CONFINEMENT_FAILED);
+        }
+    }
+    // The proxy's socket, made here in the new namespace and handed to the daemon, which
+    // accepts on it from then on; the launcher keeps no copy.
+    if profile.network == Network::Proxy {
+        let handed = status
+            .socket()
+            .ok_or_else(|| LayerError {
+                layer: Layer::NetworkNamespace,
+                cause: "no status socket to hand the proxy's listener to".into(),
+            })
+            .and_then(|socket| {
+                let listener = lockdown::proxy_listener()?;
+                lockdown::send_descriptor(socket, PROXY_LISTENER_LINE, listener.as_raw_fd())
+            });
+        if let Err(e) = handed {
+            status.say("error", &e);
             return ExitCode::from(CONFINEMENT_FAILED);
         }
     }
@@ -257,6 +293,11 @@ impl Status {
         }
         // SAFETY: fd 3 is open and ours (the daemon passes it for this); nothing else owns it.
         Status(open.then(|| unsafe { std::fs::File::from_raw_fd(STATUS_FD) }))
+    }
+
+    /// The status socket's descriptor, if the daemon gave one.
+    fn socket(&self) -> Option<libc::c_int> {
+        self.0.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     fn say(&mut self, kind: &str, error: &LayerError) {

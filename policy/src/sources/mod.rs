@@ -7,6 +7,7 @@
 //! network (the supervisor does, from what these tables say).
 
 pub mod graphql;
+pub mod network;
 pub mod openapi;
 pub mod server;
 #[cfg(test)]

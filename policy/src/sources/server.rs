@@ -11,6 +11,7 @@ use toml::de::DeValue;
 
 use crate::document::{Field, TableReader};
 use crate::error::PolicyError;
+pub use crate::sources::network::ServerNetwork;
 
 /// One `[[server]]` table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,16 +63,6 @@ pub enum ConfineMode {
     BestEffort,
     /// None: the server can reach everything the daemon's user can (`false`).
     Off,
-}
-
-/// `network = "host" | "none"`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ServerNetwork {
-    /// The host's network (the default).
-    #[default]
-    Host,
-    /// An empty network namespace.
-    None,
 }
 
 /// How the daemon reaches a server.
@@ -365,18 +356,17 @@ impl Confinement {
                 _ => return Err(field.wrong_type("true, false or \"best-effort\"")),
             },
         };
-        let network = match table.get("network") {
-            None => ServerNetwork::Host,
-            Some(field) => match field.string("\"host\" or \"none\"")? {
-                "host" => ServerNetwork::Host,
-                "none" => ServerNetwork::None,
-                other => {
-                    return Err(field.invalid(format!(
-                        "unknown network \"{other}\" (expected \"host\" or \"none\")"
-                    )));
-                }
-            },
-        };
+        let network = crate::sources::network::read(table.get("network"))?;
+        // The network is cut by the confinement's namespace: without it a "none" or a list
+        // would be the host's network, silently.
+        if mode == ConfineMode::Off
+            && network != ServerNetwork::Host
+            && let Some(field) = table.get("network")
+        {
+            return Err(field.invalid(
+                "a network other than \"host\" is enforced by the confinement: remove `confine = false` (or the `network` key)",
+            ));
+        }
         let paths = |key: &str| -> Result<Vec<PathBuf>, PolicyError> {
             let Some(field) = table.get(key) else {
                 return Ok(Vec::new());
@@ -571,6 +561,18 @@ confine = false
         };
         assert!(server("confine = \"sometimes\"").contains("true, false or \"best-effort\""));
         assert!(server("network = \"lan\"").contains("unknown network \"lan\""));
+        assert!(server("network = 443").contains("\"host\", \"none\" or a list"));
+        assert!(server("network = [\"api.github.com\"]").contains("needs a port"));
+        assert!(server("network = [\"169.254.169.254:80\"]").contains("a link-local address"));
+        // Without the confinement's namespace a "none" would be the host's network.
+        let open = server("network = \"none\"\nconfine = false");
+        assert!(
+            open.contains("server[0].network") && open.contains("remove `confine = false`"),
+            "{open}"
+        );
+        assert!(
+            server("network = [\"a.example:443\"]\nconfine = false").contains("confine = false")
+        );
         assert!(server("read = [\"relative/dir\"]").contains("not an absolute path"));
         assert!(server("write = [\"/srv/../etc\"]").contains("without `..`"));
         assert!(server("memory = \"1KiB\"").contains("memory"));
@@ -581,6 +583,36 @@ confine = false
         assert!(
             http.contains("`network` applies to `command` servers"),
             "{http}"
+        );
+    }
+
+    #[test]
+    fn a_network_list_names_hosts_and_ports() {
+        use crate::sources::server::ServerNetwork;
+        let p = parse(
+            "[[server]]\nname = \"gh\"\ncommand = \"node\"\nnetwork = [\"api.github.com:443\", \"*.githubusercontent.com:443\"]\n\n[[server]]\nname = \"quiet\"\ncommand = \"node\"\nnetwork = []\n",
+        )
+        .unwrap();
+        let gh = &p.servers[0].confinement.network;
+        assert!(matches!(gh, ServerNetwork::Allow(rules) if rules.len() == 2));
+        assert_eq!(
+            gh.allows("raw.githubusercontent.com", 443)
+                .map(|r| r.text.as_str()),
+            Some("*.githubusercontent.com:443")
+        );
+        assert!(gh.allows("api.github.com", 80).is_none());
+        assert!(gh.allows("github.com", 443).is_none());
+        // An empty list: the proxy refuses (and logs) every connection.
+        assert_eq!(
+            p.servers[1].confinement.network,
+            ServerNetwork::Allow(Vec::new())
+        );
+        assert!(
+            p.servers[1]
+                .confinement
+                .network
+                .allows("a.example", 443)
+                .is_none()
         );
     }
 

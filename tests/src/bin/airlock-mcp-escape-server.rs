@@ -7,7 +7,10 @@
 //! `socket`, `state_file` (the audit log, or anything in the daemon's state directory),
 //! `other_scratch` (another server's scratch directory), `outside_write` (a path outside its
 //! own scratch), `keyring_key` (the description of a key in the user keyring), `tcp`
-//! (`host:port` of a listener).
+//! (`host:port` of a listener), `via_proxy` (a list of `host:port`: each a `CONNECT` through
+//! `$HTTPS_PROXY`, then a line written and one read back), `http_via_proxy` (an `http://` URL
+//! fetched through `$HTTP_PROXY`), `inherited_fds` (any value: the descriptors above 2 it
+//! holds).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
@@ -133,6 +136,17 @@ fn attempts(args: &Value) -> Value {
             .map(|_| format!("connected to {address}"))
             .map_err(|e| e.to_string()),
         );
+    }
+    if let Some(targets) = args.get("via_proxy").and_then(Value::as_array) {
+        for target in targets.iter().filter_map(Value::as_str) {
+            note(&format!("proxy {target}"), through_proxy(target));
+        }
+    }
+    if let Some(url) = str_arg("http_via_proxy") {
+        note("http_via_proxy", http_through_proxy(&url));
+    }
+    if args.get("inherited_fds").is_some() {
+        note("inherited_fds", inherited_fds());
     }
     // Its own scratch must work: the attempts above are blocked, not everything.
     note(
@@ -273,4 +287,105 @@ fn keyring(description: &str) -> Result<String, String> {
         String::from_utf8_lossy(&buf[..usize::try_from(n).unwrap_or(0).min(buf.len())])
             .into_owned(),
     )
+}
+
+/// The proxy of `$name`, as `host:port`.
+fn proxy_address(name: &str) -> Result<String, String> {
+    let url = std::env::var(name).map_err(|_| format!("${name} is not set"))?;
+    Ok(url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned())
+}
+
+/// What a proxy answered, up to the end of its head (and the first line of a refusal's body).
+fn proxy_answer(stream: &mut std::net::TcpStream) -> Result<String, String> {
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") && got.len() < 16 * 1024 {
+        match stream.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            Ok(_) => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Ok(String::from_utf8_lossy(&got).into_owned())
+}
+
+/// `CONNECT target` through `$HTTPS_PROXY`; on `200`, a line written and the echo read back.
+fn through_proxy(target: &str) -> Result<String, String> {
+    let proxy = proxy_address("HTTPS_PROXY")?;
+    let mut stream = std::net::TcpStream::connect(&proxy).map_err(|e| format!("{proxy}: {e}"))?;
+    let timeout = Some(std::time::Duration::from_secs(10));
+    stream
+        .set_read_timeout(timeout)
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let head = proxy_answer(&mut stream)?;
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    if !status.contains(" 200 ") {
+        let mut body = String::new();
+        let _ = stream.read_to_string(&mut body);
+        return Err(format!("{status} {}", body.trim()));
+    }
+    stream.write_all(b"ping\n").map_err(|e| e.to_string())?;
+    let mut echo = [0u8; 64];
+    let n = stream.read(&mut echo).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{status}; echoed {}",
+        String::from_utf8_lossy(&echo[..n]).trim()
+    ))
+}
+
+/// `GET url` through `$HTTP_PROXY`: the status line and the body.
+fn http_through_proxy(url: &str) -> Result<String, String> {
+    let proxy = proxy_address("HTTP_PROXY")?;
+    let mut stream = std::net::TcpStream::connect(&proxy).map_err(|e| format!("{proxy}: {e}"))?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        stream,
+        "GET {url} HTTP/1.1\r\nHost: elsewhere.example\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut all = String::new();
+    let _ = stream.read_to_string(&mut all);
+    let status = all.lines().next().unwrap_or_default().to_owned();
+    let body = all
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    if status.contains(" 200 ") {
+        Ok(format!("{status}; {body}"))
+    } else {
+        Err(format!("{status} {body}"))
+    }
+}
+
+/// The descriptors above 2 this process holds (not counting the one that lists them).
+fn inherited_fds() -> Result<String, String> {
+    let own = std::fs::read_dir("/proc/self/fd").map_err(|e| e.to_string())?;
+    let mut held = Vec::new();
+    for entry in own.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(fd) = name.parse::<u32>() else {
+            continue;
+        };
+        let target = std::fs::read_link(entry.path()).unwrap_or_default();
+        if fd > 2 && !target.to_string_lossy().ends_with("/fd") {
+            held.push(format!("{fd} -> {}", target.display()));
+        }
+    }
+    if held.is_empty() {
+        Err("none above 2".into())
+    } else {
+        Ok(held.join(", "))
+    }
 }

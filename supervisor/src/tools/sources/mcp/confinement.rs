@@ -190,6 +190,7 @@ pub fn profile_granted(
         network: match confinement.network {
             ServerNetwork::Host => Network::Host,
             ServerNetwork::None => Network::None,
+            ServerNetwork::Allow(_) => Network::Proxy,
         },
         limits: ServerLimits {
             memory_bytes: confinement.memory_bytes,
@@ -294,11 +295,7 @@ pub fn describe(
                 } else {
                     "best effort"
                 },
-                if p.network == Network::None {
-                    "none"
-                } else {
-                    "host"
-                },
+                confinement.network.describe(),
                 list(&p.write),
                 p.scratch.display(),
                 list(&p.hide),
@@ -308,6 +305,66 @@ pub fn describe(
             )
         }
     }
+}
+
+/// Everything the launcher wrote on its status socket until it closed it (at the server's
+/// exec, or its own exit), at most 64 KiB, and the proxy's listening socket if it handed one
+/// over (`SCM_RIGHTS`, received close-on-exec so no other child inherits it).
+pub async fn read_status(
+    pipe: std::os::unix::net::UnixStream,
+) -> std::io::Result<(Vec<u8>, Option<std::net::TcpListener>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    pipe.set_nonblocking(true)?;
+    let pipe = tokio::net::UnixStream::from_std(pipe)?;
+    let mut said = Vec::new();
+    let mut listener: Option<OwnedFd> = None;
+    let mut chunk = [0u8; 4096];
+    // Bounded: a launcher writes a few lines; more is not read.
+    while said.len() < 64 * 1024 {
+        let (n, fds) = pipe
+            .async_io(tokio::io::Interest::READABLE, || {
+                let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+                let mut iov = [std::io::IoSliceMut::new(&mut chunk)];
+                let message = recvmsg::<()>(
+                    pipe.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+                )
+                .map_err(std::io::Error::from)?;
+                let mut fds = Vec::new();
+                for control in message.cmsgs().map_err(std::io::Error::from)? {
+                    if let ControlMessageOwned::ScmRights(received) = control {
+                        fds.extend(received);
+                    }
+                }
+                Ok((message.bytes, fds))
+            })
+            .await?;
+        for fd in fds {
+            // SAFETY: the kernel just installed this descriptor for this process; nothing
+            // else owns it.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            // The first one is the proxy's; any other is closed here.
+            if listener.is_none() {
+                listener = Some(fd);
+            }
+        }
+        if n == 0 {
+            break;
+        }
+        said.extend_from_slice(&chunk[..n]);
+    }
+    let announced = String::from_utf8_lossy(&said)
+        .lines()
+        .any(|l| l == airlock_confine::PROXY_LISTENER_LINE);
+    Ok((
+        said,
+        listener
+            .filter(|_| announced)
+            .map(std::net::TcpListener::from),
+    ))
 }
 
 /// `dir` with mode 0700, created if missing; an existing one must be a directory of ours.

@@ -3,6 +3,10 @@
 //! variables the policy's `inherit_env` takes from the daemon's environment (those it has),
 //! then the policy's `env`, each overriding what came before. Nothing else of the daemon's
 //! environment reaches a server: its own variables may hold what no server should see.
+//!
+//! A server with a `network` list gets, last, the variables that send its HTTP clients to the
+//! daemon's proxy ([`PROXY_VARIABLES`]): in its network namespace the proxy is the only way
+//! out, so other values would only break it.
 
 use airlock_policy::{BASE_PATH, SettingValue};
 use std::path::Path;
@@ -19,7 +23,7 @@ pub fn compose(
     env: Vec<(String, String)>,
 ) -> Vec<(String, String)> {
     let scratch = scratch.display().to_string();
-    let mut out: Vec<(String, String)> = vec![
+    let out: Vec<(String, String)> = vec![
         ("PATH".to_owned(), BASE_PATH.to_owned()),
         ("HOME".to_owned(), scratch.clone()),
         ("TMPDIR".to_owned(), scratch),
@@ -28,13 +32,51 @@ pub fn compose(
     let inherited = inherit
         .iter()
         .filter_map(|name| daemon(name).map(|value| (name.clone(), value)));
-    for (name, value) in inherited.chain(env) {
-        match out.iter_mut().find(|(k, _)| *k == name) {
+    overridden(out, inherited.chain(env).collect())
+}
+
+/// Where a server with a `network` list finds the daemon's proxy: the variables curl, Python
+/// (`requests`, `httpx`, `urllib`, pip, uv), npm and Go read, and `NODE_USE_ENV_PROXY` for
+/// Node's own `fetch` and `http` (Node 24 and later). Its own loopback stays direct.
+pub fn proxy_variables() -> Vec<(String, String)> {
+    let proxy = format!("http://127.0.0.1:{}", airlock_confine::PROXY_PORT);
+    let direct = "localhost,127.0.0.1,::1".to_owned();
+    PROXY_VARIABLES
+        .iter()
+        .map(|name| {
+            let value = match *name {
+                "NO_PROXY" | "no_proxy" => direct.clone(),
+                "NODE_USE_ENV_PROXY" => "1".to_owned(),
+                _ => proxy.clone(),
+            };
+            ((*name).to_owned(), value)
+        })
+        .collect()
+}
+
+/// The names [`proxy_variables`] sets.
+pub const PROXY_VARIABLES: &[&str] = &[
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "NODE_USE_ENV_PROXY",
+];
+
+/// `env` with `over` set, each replacing a variable of the same name in place.
+pub fn overridden(
+    mut env: Vec<(String, String)>,
+    over: Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    for (name, value) in over {
+        match env.iter_mut().find(|(k, _)| *k == name) {
             Some(slot) => slot.1 = value,
-            None => out.push((name, value)),
+            None => env.push((name, value)),
         }
     }
-    out
+    env
 }
 
 /// The `PATH` a server will have, from its policy alone (for `airlock policy explain` and the

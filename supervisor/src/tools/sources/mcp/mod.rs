@@ -17,6 +17,7 @@
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 
 pub mod confinement;
+pub mod egress;
 pub mod environment;
 mod stderr;
 
@@ -30,7 +31,9 @@ use crate::tools::{
     CallContext, CallDeadline, CallGate, IDEMPOTENCY_META_KEY, SecretsUsed, ToolDescriptor,
     ToolError, ToolErrorCode, ToolFuture, ToolProgress, ToolSource, ToolsFuture,
 };
-use airlock_policy::{ConfineMode, ServerTransport, SettingValue, StartMode, ToolServer};
+use airlock_policy::{
+    ConfineMode, ServerNetwork, ServerTransport, SettingValue, StartMode, ToolServer,
+};
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
@@ -246,8 +249,16 @@ impl tokio::io::AsyncRead for LineMeter {
 /// The handshake's outcome and, for a stdio server, its process.
 type Handshake = (
     Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>,
-    Option<tokio::process::Child>,
+    Option<ServerProcess>,
 );
+
+/// A stdio server's process (killed on drop) and, for a server with a `network` list, its
+/// egress proxy, which ends with it.
+#[derive(Debug)]
+struct ServerProcess {
+    child: tokio::process::Child,
+    _egress: Option<AbortOnDrop>,
+}
 
 /// A running server and what we learnt from it.
 struct Connection {
@@ -264,7 +275,7 @@ struct Connection {
     /// Messages from a stdio server dropped for their size, so far.
     oversized: Arc<std::sync::atomic::AtomicU64>,
     /// A stdio server's process (killed on drop).
-    child: Option<tokio::process::Child>,
+    process: Option<ServerProcess>,
 }
 
 impl Connection {
@@ -272,10 +283,12 @@ impl Connection {
     /// a well-behaved server exits; one that does not within [`EXIT_GRACE`] is killed.
     async fn close(self) {
         let Connection {
-            service, mut child, ..
+            service,
+            mut process,
+            ..
         } = self;
         let _ = service.cancel().await;
-        if let Some(child) = child.as_mut()
+        if let Some(child) = process.as_mut().map(|p| &mut p.child)
             && tokio::time::timeout(EXIT_GRACE, child.wait())
                 .await
                 .is_err()
@@ -590,7 +603,7 @@ impl McpServer {
             Ok(guard) => match guard.as_ref() {
                 Some(conn) => (
                     ServerState::Ready,
-                    conn.child.as_ref().and_then(tokio::process::Child::id),
+                    conn.process.as_ref().and_then(|p| p.child.id()),
                     Some(conn.catalogue.tools.len()),
                     Some(conn.protocol.to_string()),
                 ),
@@ -611,10 +624,7 @@ impl McpServer {
                     ConfineMode::BestEffort => "best effort",
                     ConfineMode::Off => "off",
                 };
-                let network = match c.network {
-                    airlock_policy::ServerNetwork::Host => "host",
-                    airlock_policy::ServerNetwork::None => "none",
-                };
+                let network = c.network.describe();
                 ("stdio", line, format!("{mode}, network {network}"))
             }
             ServerTransport::Http { url, .. } => ("http", url.clone(), "-".to_owned()),
@@ -857,7 +867,7 @@ impl McpServer {
             _listener: listener,
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
             oversized,
-            child,
+            process: child,
         })
     }
 
@@ -884,17 +894,34 @@ impl McpServer {
                     inherit_env,
                 };
                 let (transport, mut child, status) = self.spawn_stdio(&started, events)?;
-                if let Some(status) = status
-                    && let Err(e) = self.confinement_status(status).await
-                {
-                    let _ = child.kill().await;
-                    return Err(e);
+                let mut egress = None;
+                if let Some(status) = status {
+                    match self.confinement_status(status).await {
+                        Ok(listener) => egress = listener.map(|l| self.serve_egress(l)),
+                        Err(e) => {
+                            let _ = child.kill().await;
+                            return Err(e);
+                        }
+                    }
                 }
+                let egress = match egress.transpose() {
+                    Ok(egress) => egress,
+                    Err(e) => {
+                        let _ = child.kill().await;
+                        return Err(e);
+                    }
+                };
                 let service = events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await;
-                (service, Some(child))
+                (
+                    service,
+                    Some(ServerProcess {
+                        child,
+                        _egress: egress,
+                    }),
+                )
             }
             ServerTransport::Http { url, headers } => {
                 let transport = self.http_transport(url, headers, &events.secrets)?;
@@ -931,7 +958,12 @@ impl McpServer {
         let secrets = &events.secrets;
         let given = self.settings().table("env", env, secrets)?;
         let scratch = self.host.scratch_root.join(&self.config.name);
-        let env = environment::compose(&scratch, inherit_env, environment::daemon_variable, given);
+        let mut env =
+            environment::compose(&scratch, inherit_env, environment::daemon_variable, given);
+        let confinement = &self.config.confinement;
+        if matches!(confinement.network, ServerNetwork::Allow(_)) {
+            env = environment::overridden(env, environment::proxy_variables());
+        }
         let path = env
             .iter()
             .find(|(k, _)| k == "PATH")
@@ -941,7 +973,6 @@ impl McpServer {
                 .unavailable(format!("`{command}` was not found on its PATH ({path})"))
                 .with_hint(format!("give `command` as an absolute path, or set `PATH` in the server's `env` (or name it in `inherit_env`) so that it contains `{command}`")));
         }
-        let confinement = &self.config.confinement;
         let confined = confinement.mode != ConfineMode::Off;
         let mut cmd = if confined {
             let started = confinement::ServerCommand {
@@ -996,7 +1027,7 @@ impl McpServer {
         };
         let status_fd = status_write.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         // SAFETY: runs in the child between fork and exec and makes only async-signal-safe
-        // calls (dup2, prctl). `status_fd` stays open in the parent until after the spawn.
+        // calls (dup2, prctl, close_range). `status_fd` stays open in the parent until after the spawn.
         // The parent-death signal fires when the forking *thread* exits: servers are started
         // from runtime worker threads, which live as long as the daemon.
         unsafe {
@@ -1014,6 +1045,19 @@ impl McpServer {
                 }
                 if let Some(fd) = status_fd
                     && libc::dup2(fd, airlock_confine::STATUS_FD) == -1
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Whatever the daemon holds, or inherited from whoever started it, without
+                // close-on-exec stays out of the server: from fd 3 up (the status socket
+                // excepted) closed at exec. Close-on-exec, not closed: the standard library
+                // reports a failed exec on a descriptor of its own.
+                let first = status_fd.map_or(3, |_| airlock_confine::STATUS_FD + 1);
+                if libc::close_range(
+                    first.cast_unsigned(),
+                    libc::c_uint::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC.cast_signed(),
+                ) == -1
                 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -1054,36 +1098,45 @@ impl McpServer {
     }
 
     /// What the launcher of a confined server said before it exec'd the server (or gave up):
-    /// `Ok` once the pipe ends without an `error:` line; warnings of best-effort mode are
-    /// logged.
+    /// `Ok` once the socket ends without an `error:` line, with the proxy's listener for a
+    /// server with a `network` list; warnings of best-effort mode are logged.
     async fn confinement_status(
         &self,
         pipe: std::os::unix::net::UnixStream,
-    ) -> Result<(), ToolError> {
-        use tokio::io::AsyncReadExt;
+    ) -> Result<Option<std::net::TcpListener>, ToolError> {
         let unavailable = |why: String| self.unavailable(why);
-        pipe.set_nonblocking(true)
-            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
-        let pipe = tokio::net::UnixStream::from_std(pipe)
-            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
-        let mut said = Vec::new();
-        // Bounded: a launcher writes a few lines; more is not read.
-        let mut limited = pipe.take(64 * 1024);
-        let read = limited.read_to_end(&mut said);
-        tokio::time::timeout(START_TIMEOUT, read)
+        let (said, listener) = tokio::time::timeout(START_TIMEOUT, confinement::read_status(pipe))
             .await
             .map_err(|_| unavailable("its launcher did not finish confining it".into()))?
-            .map_err(|e| unavailable(format!("the launcher's status pipe: {e}")))?;
+            .map_err(|e| unavailable(format!("the launcher's status socket: {e}")))?;
         let text = String::from_utf8_lossy(&said);
         for line in text.lines() {
             if let Some(warning) = line.strip_prefix("warning: ") {
                 warn!(server = %self.config.name, "confined without a layer (confine = \"best-effort\"): {warning}");
             }
         }
-        match text.lines().find_map(|l| l.strip_prefix("error: ")) {
-            None => Ok(()),
-            Some(error) => Err(self.launcher_failed(error)),
+        if let Some(error) = text.lines().find_map(|l| l.strip_prefix("error: ")) {
+            return Err(self.launcher_failed(error));
         }
+        let wants_proxy = matches!(self.config.confinement.network, ServerNetwork::Allow(_));
+        match (wants_proxy, listener) {
+            (true, None) => Err(unavailable(
+                "its launcher did not hand over the network namespace's proxy socket".into(),
+            )),
+            (_, listener) => Ok(listener.filter(|_| wants_proxy)),
+        }
+    }
+
+    /// The egress proxy of this server (see [`egress`]) on the listener its launcher made.
+    fn serve_egress(&self, listener: std::net::TcpListener) -> Result<AbortOnDrop, ToolError> {
+        let proxy = egress::Egress {
+            server: self.config.name.clone(),
+            network: Arc::new(self.config.confinement.network.clone()),
+            resolver: egress::system_resolver(),
+        };
+        egress::serve(listener, proxy)
+            .map(AbortOnDrop)
+            .map_err(|e| self.unavailable(format!("cannot run its egress proxy: {e}")))
     }
 
     /// The error for what the launcher of a confined server reported: the exec of the
