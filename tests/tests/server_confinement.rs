@@ -320,3 +320,49 @@ fn a_confined_server_reaches_nothing_as_an_ordinary_user_either() {
     // No key was added to nobody's keyring; seccomp still refuses the call itself.
     assert_all_blocked(&report, "confined, as nobody");
 }
+
+/// What the daemon protects is compared as it really is: a `read` path that is a symbolic
+/// link to the state directory, and a journal directory of its own outside the state
+/// directory, refuse the server (before, both were granted, and the server read
+/// `journal.sqlite`).
+#[test]
+fn links_and_data_directories_of_their_own_are_protected_too() {
+    use airlock_tests::real_daemon::RealDaemon;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let state = root.join("state");
+    let journal = root.join("journal-elsewhere");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::create_dir_all(&journal).unwrap();
+    std::os::unix::fs::symlink(&state, root.join("looks-harmless")).unwrap();
+    let escape = binaries::built("airlock-mcp-escape-server");
+    let policy = format!(
+        "[journal]\ndirectory = \"{journal}\"\n\
+         [[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n\
+         [[server]]\nname = \"linked\"\ncommand = \"{escape}\"\nread = [\"{link}\"]\n\
+         [[server]]\nname = \"journal\"\ncommand = \"{escape}\"\nread = [\"{journal}\"]\n",
+        journal = journal.display(),
+        escape = escape.display(),
+        link = root.join("looks-harmless").display(),
+    );
+    let mut daemon = RealDaemon::start(root, &policy, |_| {});
+    for server in ["linked", "journal"] {
+        let code = format!(
+            "try {{ await tools.{server}.attempts({{}}); 'started' }} catch (e: any) {{ e.message }}"
+        );
+        let out = Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&daemon.socket)
+            .args(["exec", "--json", "-e", &code])
+            .output()
+            .unwrap();
+        let response: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let said = response["result"].as_str().unwrap_or_default();
+        assert!(
+            said.contains("which no server may reach"),
+            "{server}: {response:#}\n{}",
+            daemon.log()
+        );
+    }
+    daemon.kill();
+}

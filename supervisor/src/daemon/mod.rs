@@ -178,7 +178,14 @@ pub async fn run(
                     .map(|s| s.join(crate::learned_types::store::FILE_NAME))
             })
             .flatten(),
-        servers: server_host(&config.worker_path, state.clone(), None, Vec::new()).scratch_root,
+        servers: server_host(
+            &config.worker_path,
+            state.clone(),
+            None,
+            Vec::new(),
+            Vec::new(),
+        )
+        .scratch_root,
     };
     let learned_writer = tokio::spawn(crate::learned_types::run_writer(Arc::downgrade(&learned)));
     let start_mode = match policy.daemon.worker_start {
@@ -199,7 +206,10 @@ pub async fn run(
             &config.worker_path,
             state.clone(),
             config.policy_path.as_deref(),
+            // The audit log and the journal may have directories of their own, outside the
+            // state directory: no server may reach those either.
             config.protected,
+            paths.audit.iter().chain(&paths.journal).cloned().collect(),
         ),
         learned: Some(learned.clone()),
     };
@@ -389,10 +399,15 @@ fn server_host(
     state: Option<PathBuf>,
     policy_path: Option<&std::path::Path>,
     mut protected: Vec<PathBuf>,
+    data: Vec<PathBuf>,
 ) -> ServerHost {
     let state = state
         .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
         .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
+    // The audit log's and the journal's own directories, when they have them, are covered
+    // like the policy; not one that holds the state directory, where the servers' scratch
+    // directories are (no grant may contain it all the same: ServerHost protects the state).
+    protected.extend(data.into_iter().filter(|dir| !state.starts_with(dir)));
     if let Some(path) = policy_path {
         protected.push(path.to_owned());
         protected.push(airlock_policy::policy_file::drop_in_directory(path));

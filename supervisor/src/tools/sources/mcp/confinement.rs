@@ -52,7 +52,7 @@ impl ServerHost {
         ServerHost {
             launcher: worker.with_file_name("airlock-confine"),
             scratch_root: state.join("servers"),
-            protected,
+            protected: with_real_paths(protected),
             hidden,
         }
     }
@@ -77,10 +77,23 @@ impl ServerHost {
         ServerHost {
             launcher,
             scratch_root: state.join("servers"),
-            protected: vec![state],
+            protected: with_real_paths(vec![state]),
             hidden: Vec::new(),
         }
     }
+}
+
+/// `paths` and, for each that is reached through a symbolic link, the path it really is: a
+/// grant is compared with both, so neither a link to the state directory nor a state
+/// directory reached through a link slips past.
+fn with_real_paths(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut out = Vec::with_capacity(paths.len() * 2);
+    for path in paths {
+        let real = std::fs::canonicalize(&path).ok().filter(|r| *r != path);
+        out.push(path);
+        out.extend(real);
+    }
+    out
 }
 
 /// What a stdio server is started as.
@@ -154,11 +167,14 @@ pub fn profile_granted(
                 path.display()
             )));
         }
-        if let Some(inside) = host
-            .protected
-            .iter()
-            .find(|p| p.starts_with(path) || path.starts_with(p))
-        {
+        // Compared as written and as the path really is: Landlock grants what a link leads to.
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        if let Some(inside) = host.protected.iter().find(|p| {
+            p.starts_with(path)
+                || path.starts_with(p)
+                || p.starts_with(&real)
+                || real.starts_with(p)
+        }) {
             return Err(unavailable(format!(
                 "its `read` or `write` path {} overlaps {}, which no server may reach (the daemon's state, policy, socket or credentials)",
                 path.display(),
@@ -550,6 +566,40 @@ mod tests {
             &root.join("state"),
             vec![root.join("policy"), root.join("run")],
         )
+    }
+
+    #[test]
+    fn a_link_to_what_the_daemon_protects_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let root = root.path();
+        std::fs::create_dir_all(root.join("state/servers")).unwrap();
+        std::fs::create_dir_all(root.join("elsewhere")).unwrap();
+        // A link to the state directory, and a state directory reached through a link.
+        std::os::unix::fs::symlink(root.join("state"), root.join("looks-harmless")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("state-link")).unwrap();
+        for (state, read) in [
+            (root.join("state"), root.join("looks-harmless")),
+            (root.join("state-link"), root.join("elsewhere")),
+        ] {
+            let host = ServerHost::new(&root.join("bin/airlock-worker"), &state, Vec::new());
+            let confinement = Confinement {
+                read: vec![read.clone()],
+                ..Confinement::default()
+            };
+            let started = ServerCommand {
+                command: "/bin/sh",
+                args: &[],
+                cwd: None,
+                path_env: None,
+            };
+            let refused = profile("t", &confinement, &started, &host, &settings()).unwrap_err();
+            assert!(
+                refused.message.contains("which no server may reach"),
+                "{}: {}",
+                read.display(),
+                refused.message
+            );
+        }
     }
 
     fn settings() -> Settings<'static> {
