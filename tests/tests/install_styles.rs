@@ -1,8 +1,9 @@
 //! Tool servers named in `[[server]]` the way their READMEs and package managers install them,
 //! under the default confinement and with nothing else set: npm's `.bin` link (a link into the
 //! package whose `#!/usr/bin/env node` needs a `PATH`), `npx` in a project, a console script
-//! pip wrote into the Python that has the package, and a virtualenv's console script (its
-//! `bin/python` a link to a Python elsewhere). Each answers a call. And a server that fails
+//! pip wrote into the Python that has the package, a virtualenv's console script (its
+//! `bin/python` a link to a Python elsewhere), `npm install -g`, `uv tool install`, `uvx` and
+//! `npx -y` downloading through a `network` list, and a static binary. Each answers a call. And a server that fails
 //! says why: its last stderr lines travel in the error, its secrets redacted.
 
 // Test code: a panic with the value is the clearest failure report.
@@ -526,4 +527,57 @@ async fn a_uv_tool_install_starts_confined() {
         script.display()
     );
     the_time_server_answers(&script).await;
+}
+
+/// A server shipped as one static binary and put under `/opt` (as a release download is):
+/// the Rust filesystem server from crates.io, built statically linked by `.ci/run`. Confined,
+/// it reads the directory its arguments name and writes the one its `write` names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_binary_starts_confined() {
+    let binary = Path::new("/opt/rust-mcp-filesystem/bin/rust-mcp-filesystem");
+    if !binary.exists() {
+        assert!(
+            std::env::var_os("AIRLOCK_REQUIRE_MCP_PEERS").is_none(),
+            "{} is missing (.ci/run builds it)",
+            binary.display()
+        );
+        eprintln!(
+            "SKIPPED a_static_binary_starts_confined: {} is missing",
+            binary.display()
+        );
+        return;
+    }
+    assert!(
+        !airlock_tests::binaries::dynamically_linked(binary),
+        "{} is not statically linked",
+        binary.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("note.txt"), "hello from a static binary").unwrap();
+    let shared = dir.path().to_str().unwrap();
+    let mut server = stdio(
+        "files",
+        binary.to_str().unwrap(),
+        &["--allow-write", shared],
+    );
+    server.confinement.write = vec![dir.path().to_owned()];
+    server.confinement.network = ServerNetwork::None;
+    let d = daemon_with(vec![server], SecretStore::empty()).await;
+    let program = format!(
+        r#"const read: any = await tools.files.read_text_file({{ path: "{shared}/note.txt" }});
+await tools.files.write_file({{ path: "{shared}/written.txt", content: "written confined" }});
+JSON.stringify(read)"#
+    );
+    let r = d.exec(&program).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(
+        r.result.to_string().contains("hello from a static binary"),
+        "{}",
+        r.result
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("written.txt")).unwrap(),
+        "written confined"
+    );
+    d.stop().await;
 }
