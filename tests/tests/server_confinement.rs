@@ -152,6 +152,7 @@ confine = {confine}
             "outside_write": outside,
             "keyring_key": "airlock:other-token",
             "tcp": listener.local_addr().unwrap().to_string(),
+            "read_files": ["/etc/shadow", "/etc/gshadow"],
         });
         let code = format!(
             "await tools.other.echo({{ text: 'start the other server' }});\nconst r: any = await tools.escape.attempts({args});
@@ -223,6 +224,17 @@ fn assert_all_blocked(report: &serde_json::Map<String, Value>, who: &str) {
             .starts_with("REACHED"),
         "{who}: the server could not use its own scratch directory: {report:#?}"
     );
+    // The host's password hashes are covered, even for a server of a daemon running as root
+    // (whose server keeps uid 0, the files' owner).
+    for file in ["/etc/shadow", "/etc/gshadow"] {
+        let outcome = report[&format!("read {file}")]
+            .as_str()
+            .unwrap_or("missing");
+        assert!(
+            !outcome.contains("root:"),
+            "{who}: the confined server read {file}: {outcome}"
+        );
+    }
     // The keyring is refused by seccomp (EPERM), not merely empty.
     assert!(
         report["keyring"]
@@ -271,14 +283,19 @@ fn an_unconfined_server_reaches_them_which_is_why_confinement_is_the_default() {
     let scenario = Scenario::new(RunAs::Me);
     let report = scenario.attempt("false");
     eprintln!("{report:#?}");
-    for reach in [
+    let mut reaches = vec![
         "policy_file",
         "credentials",
         "state_file",
         "write_outside_scratch",
         "keyring",
         "daemon_socket",
-    ] {
+    ];
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        reaches.push("read /etc/shadow");
+    }
+    for reach in reaches {
         assert!(
             report[reach].as_str().unwrap().starts_with("REACHED"),
             "unconfined, {reach} should be reachable: {report:#?}"

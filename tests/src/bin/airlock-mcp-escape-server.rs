@@ -10,7 +10,7 @@
 //! (`host:port` of a listener), `via_proxy` (a list of `host:port`: each a `CONNECT` through
 //! `$HTTPS_PROXY`, then a line written and one read back), `http_via_proxy` (an `http://` URL
 //! fetched through `$HTTP_PROXY`), `inherited_fds` (any value: the descriptors above 2 it
-//! holds).
+//! holds), `read_files` (a list of paths, each read).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, Read, Write};
@@ -144,6 +144,11 @@ fn attempts(args: &Value) -> Value {
     }
     if let Some(url) = str_arg("http_via_proxy") {
         note("http_via_proxy", http_through_proxy(&url));
+    }
+    if let Some(files) = args.get("read_files").and_then(Value::as_array) {
+        for file in files.iter().filter_map(Value::as_str) {
+            note(&format!("read {file}"), read(file));
+        }
     }
     if args.get("inherited_fds").is_some() {
         note("inherited_fds", inherited_fds());

@@ -26,6 +26,66 @@ use std::path::{Path, PathBuf};
 /// Directories of the system every server may read and execute.
 const SYSTEM: &[&str] = &["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc"];
 
+/// Files and directories under the system's directories (which every server may read) that
+/// hold secrets of the host, each covered in every server's mount namespace (an empty
+/// directory, or `/dev/null` over a file), with why. A `read` or `write` entry of the policy
+/// that names one (or a path inside one) leaves that one uncovered for that server.
+const SYSTEM_SECRETS: &[(&str, &str)] = &[
+    ("/etc/shadow", "password hashes"),
+    ("/etc/shadow-", "the previous password hashes"),
+    ("/etc/gshadow", "group password hashes"),
+    ("/etc/gshadow-", "the previous group password hashes"),
+    ("/etc/security/opasswd", "old password hashes"),
+    ("/etc/ssl/private", "TLS private keys"),
+    ("/etc/letsencrypt", "certificates' private keys"),
+    ("/etc/krb5.keytab", "Kerberos keys of the host"),
+    ("/etc/wireguard", "WireGuard private keys"),
+    ("/etc/ipsec.secrets", "IPsec keys"),
+    ("/etc/ppp/chap-secrets", "PPP passwords"),
+    ("/etc/ppp/pap-secrets", "PPP passwords"),
+    (
+        "/etc/NetworkManager/system-connections",
+        "Wi-Fi and VPN passwords",
+    ),
+    ("/etc/credstore", "systemd credentials"),
+    ("/etc/credstore.encrypted", "systemd credentials"),
+    ("/etc/sudoers", "who may become root"),
+    ("/etc/sudoers.d", "who may become root"),
+];
+
+/// The SSH host's private keys (`/etc/ssh/ssh_host_*_key`; the `.pub` files stay readable).
+fn ssh_host_keys() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("ssh_host_") && n.ends_with("_key"))
+        })
+        .collect()
+}
+
+/// The host's secrets that exist here and that `confinement` does not grant by name.
+fn system_secrets(confinement: &Confinement) -> Vec<PathBuf> {
+    let granted = |secret: &Path| {
+        confinement
+            .read
+            .iter()
+            .chain(&confinement.write)
+            .any(|p| p.starts_with(secret))
+    };
+    SYSTEM_SECRETS
+        .iter()
+        .map(|(path, _)| PathBuf::from(path))
+        .chain(ssh_host_keys())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok() && !granted(p))
+        .collect()
+}
+
 /// Where confined servers are launched from and keep their files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerHost {
@@ -201,7 +261,12 @@ pub fn profile_granted(
         read,
         write: confinement.write.clone(),
         workdir: cwd.map_or_else(|| scratch.clone(), Path::to_path_buf),
-        hide: host.hidden.clone(),
+        hide: host
+            .hidden
+            .iter()
+            .cloned()
+            .chain(system_secrets(confinement))
+            .collect(),
         scratch,
         network: match confinement.network {
             ServerNetwork::Host => Network::Host,
@@ -566,6 +631,36 @@ mod tests {
             &root.join("state"),
             vec![root.join("policy"), root.join("run")],
         )
+    }
+
+    #[test]
+    fn the_host_s_secrets_are_covered_unless_granted_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let host = host(root.path());
+        let started = ServerCommand {
+            command: "/bin/sh",
+            args: &[],
+            cwd: None,
+            path_env: None,
+        };
+        let mut confinement = Confinement::default();
+        let covered = profile("t", &confinement, &started, &host, &settings())
+            .unwrap()
+            .hide;
+        // This machine has /etc/shadow (every Linux system does).
+        assert!(
+            covered.contains(&PathBuf::from("/etc/shadow")),
+            "{covered:?}"
+        );
+        assert!(covered.contains(&root.path().join("policy")));
+        confinement.read = vec![PathBuf::from("/etc/shadow")];
+        let granted = profile("t", &confinement, &started, &host, &settings())
+            .unwrap()
+            .hide;
+        assert!(
+            !granted.contains(&PathBuf::from("/etc/shadow")),
+            "{granted:?}"
+        );
     }
 
     #[test]
