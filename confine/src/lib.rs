@@ -19,7 +19,7 @@ pub mod denied_syscalls;
 pub mod lockdown;
 pub mod profile;
 
-pub use profile::{Mode, Network, Profile, ServerLimits};
+pub use profile::{Mode, Network, Profile, RunAs, ServerLimits};
 
 /// The file descriptor on which the launcher reports a failed layer to the daemon (`error:
 /// …` lines) or a skipped one in best-effort mode (`warning: …`). It is closed on exec, so the

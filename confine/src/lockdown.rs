@@ -23,6 +23,7 @@ const LANDLOCK_ABI: ABI = ABI::V6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layer {
     Descriptors,
+    User,
     UserNamespace,
     MountNamespace,
     PidNamespace,
@@ -39,6 +40,7 @@ impl Layer {
     pub fn name(self) -> &'static str {
         match self {
             Layer::Descriptors => "closing inherited descriptors",
+            Layer::User => "switching to the server's user",
             Layer::UserNamespace => "user namespace",
             Layer::MountNamespace => "mount namespace",
             Layer::PidNamespace => "pid namespace",
@@ -79,6 +81,52 @@ pub struct Namespaces {
     pub mount: bool,
     pub pid: bool,
     pub network: bool,
+}
+
+/// For a launcher started by root: from now on the server's account, with no supplementary
+/// group, for good (real, effective and saved ids), so that the user namespace made next maps
+/// that account and the server's files are reached with its rights, not root's. The
+/// parent-death signal, which a change of credentials clears, is set again, and the daemon
+/// checked to be still there.
+pub fn become_user(run_as: &crate::RunAs) -> Result<(), LayerError> {
+    // SAFETY: getppid cannot fail.
+    let daemon = unsafe { libc::getppid() };
+    // SAFETY: setgroups with a count of 0 reads no memory; setresgid and setresuid take ids.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0 {
+            return Err(last_error(Layer::User, "setgroups"));
+        }
+        if libc::setresgid(run_as.gid, run_as.gid, run_as.gid) != 0 {
+            return Err(last_error(Layer::User, "setresgid"));
+        }
+        if libc::setresuid(run_as.uid, run_as.uid, run_as.uid) != 0 {
+            return Err(last_error(Layer::User, "setresuid"));
+        }
+    }
+    // A process whose ids changed is not dumpable, which makes its /proc/self files root's:
+    // it could not write its own uid_map for the user namespace.
+    if prctl(libc::PR_SET_DUMPABLE, 1) != 0 {
+        return Err(last_error(Layer::User, "PR_SET_DUMPABLE"));
+    }
+    if prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL.cast_unsigned().into()) != 0 {
+        return Err(last_error(Layer::User, "PR_SET_PDEATHSIG"));
+    }
+    // SAFETY: getppid cannot fail.
+    if unsafe { libc::getppid() } != daemon {
+        return Err(failed(
+            Layer::User,
+            "the daemon ended while the server started",
+        ));
+    }
+    // SAFETY: getuid and geteuid cannot fail.
+    let (uid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+    if uid != run_as.uid || euid != run_as.uid {
+        return Err(failed(
+            Layer::User,
+            format!("still uid {uid} (effective {euid})"),
+        ));
+    }
+    Ok(())
 }
 
 /// A new user namespace in which the caller keeps its own uid and gid (so files keep their

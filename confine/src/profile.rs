@@ -27,6 +27,18 @@ pub struct Profile {
     pub hide: Vec<PathBuf>,
     pub network: Network,
     pub limits: ServerLimits,
+    /// The account it runs as, for a launcher started by root; `None`: the launcher's own.
+    #[serde(default)]
+    pub run_as: Option<RunAs>,
+}
+
+/// An unprivileged account for a server of a daemon running as root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    /// As the policy named it, for messages.
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// What happens when the kernel lacks a layer.
@@ -99,6 +111,11 @@ mod tests {
                 open_files: Some(1024),
                 processes: None,
             },
+            run_as: Some(RunAs {
+                name: "nobody".into(),
+                uid: 65534,
+                gid: 65534,
+            }),
         };
         assert_eq!(Profile::from_json(&profile.to_json()).unwrap(), profile);
         assert!(profile.to_json().contains("\"best_effort\""));

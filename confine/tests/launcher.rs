@@ -7,7 +7,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_confine::{Mode, Network, Profile, ServerLimits};
+use airlock_confine::{Mode, Network, Profile, RunAs, ServerLimits};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -28,6 +28,7 @@ fn profile(scratch: &Path) -> Profile {
         hide: Vec::new(),
         network: Network::None,
         limits: ServerLimits::default(),
+        run_as: None,
     }
 }
 
@@ -106,4 +107,46 @@ fn a_command_that_does_not_exist_is_named() {
         stderr.contains("cannot start `/nonexistent/server`"),
         "{stderr}"
     );
+}
+
+/// Started by root with an account to run as, the server has that account's ids and rights
+/// (root's files are not its own), with no supplementary group.
+#[test]
+fn a_root_launcher_runs_the_server_as_its_account() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED a_root_launcher_runs_the_server_as_its_account: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let scratch = dir.path().join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    std::os::unix::fs::chown(&scratch, Some(65534), Some(65534)).unwrap();
+    // The way to it open to the account, as the daemon leaves a state directory.
+    std::fs::set_permissions(
+        dir.path(),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o711),
+    )
+    .unwrap();
+    let mut p = profile(&scratch);
+    p.run_as = Some(RunAs {
+        name: "nobody".into(),
+        uid: 65534,
+        gid: 65534,
+    });
+    let out = confined(&p, "id -u; id -G; cat /etc/shadow 2>&1 | head -c 200; echo");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = said.lines();
+    assert_eq!(lines.next(), Some("65534"), "{said}");
+    assert_eq!(
+        lines.next(),
+        Some("65534"),
+        "no supplementary group: {said}"
+    );
+    assert!(said.contains("Permission denied"), "{said}");
 }

@@ -31,6 +31,10 @@ pub struct DaemonSettings {
     /// tool servers' scratch directories); `None`: `$STATE_DIRECTORY`, else
     /// `$XDG_STATE_HOME/airlock`, else `~/.local/state/airlock`. Read once at start-up.
     pub state_directory: Option<PathBuf>,
+    /// The account a root daemon runs its confined stdio servers as, unless a server names
+    /// its own `user` (a name or a uid); `None`: `nobody`. Ignored by a daemon that does not
+    /// run as root (its servers run as its own user).
+    pub server_user: Option<String>,
 }
 
 /// `[daemon] worker_start`.
@@ -55,6 +59,7 @@ impl DaemonSettings {
         "max_concurrent_executions",
         "worker_start",
         "state_directory",
+        "server_user",
     ];
     /// Default `socket_mode`.
     pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
@@ -116,6 +121,7 @@ impl DaemonSettings {
                 Some(field) => Some(absolute_path(&field)?),
                 None => defaults.state_directory,
             },
+            server_user: table.get("server_user").map(|f| account(&f)).transpose()?,
         })
     }
 }
@@ -131,8 +137,31 @@ impl Default for DaemonSettings {
             max_concurrent_executions: Self::DEFAULT_MAX_CONCURRENT_EXECUTIONS,
             worker_start: WorkerStart::default(),
             state_directory: None,
+            server_user: None,
         }
     }
+}
+
+/// An account as `user` and `server_user` take it: a user name (letters, digits, `_`, `-`,
+/// `.`, not starting with `-`, at most 32 bytes) or a numeric uid. Whether it exists is
+/// checked when a server starts (the account database may change).
+pub(crate) fn account(field: &Field<'_>) -> Result<String, PolicyError> {
+    let text = field.string("a user name or a uid")?;
+    let all_digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let valid = if all_digits {
+        text.parse::<u32>().is_ok()
+    } else {
+        !text.is_empty()
+            && text.len() <= 32
+            && !text.starts_with('-')
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    };
+    if !valid {
+        return Err(field.invalid(format!("\"{text}\" is neither a user name nor a uid")));
+    }
+    Ok(text.to_owned())
 }
 
 fn usize_in(field: &Field<'_>, min: usize, max: usize) -> Result<usize, PolicyError> {

@@ -71,6 +71,7 @@ const KEYS: &[&str] = &[
     "read",
     "schema",
     "selection_depth",
+    "server_user",
     "session_ttl_hours",
     "shutdown_grace_ms",
     "socket",

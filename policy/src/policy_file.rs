@@ -751,6 +751,7 @@ groups = [2000]
                 max_concurrent_executions: 8,
                 worker_start: crate::WorkerStart::Exec,
                 state_directory: Some("/var/lib/airlock".into()),
+                server_user: None,
             }
         );
         assert_eq!(
@@ -895,7 +896,7 @@ users = [1000, 1001]
             message,
             "/etc/airlock/policy.toml:4:1: unknown key `pol_size` in [daemon] (expected one of: \
              socket, socket_mode, pool_size, worker_path, shutdown_grace_ms, \
-             max_concurrent_executions, worker_start, state_directory); did you mean `pool_size`?"
+             max_concurrent_executions, worker_start, state_directory, server_user); did you mean `pool_size`?"
         );
         error_at("[limits]\nmemroy = \"1GiB\"\n", 2, 1, "[limits]");
         let message = error_at("deamon = {}\n", 1, 1, "deamon");

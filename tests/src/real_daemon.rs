@@ -12,13 +12,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The `[daemon]` line that keeps a root daemon's tool servers as root (see [`policy`]).
+pub const SERVERS_AS_ME: &str = "server_user = \"root\"\n";
+
 /// A policy for [`RealDaemon`]: the caller as principal with every tool, the journal and the
 /// audit log under `dir/state`, `pool_size` pre-started workers, and `extra` appended (sources,
-/// more settings).
+/// more settings). Its tool servers run as the test's own user (`server_user = "root"` when
+/// that is root): the test's binaries may lie where `nobody`, a root daemon's default, cannot
+/// reach them (a checkout under a 0700 directory). The default is tested on its own
+/// (tests/tests/server_confinement.rs).
 pub fn policy(dir: &Path, pool_size: usize, extra: &str) -> String {
     let state = dir.join("state");
     format!(
-        "[daemon]\npool_size = {pool_size}\nshutdown_grace_ms = 2000\n\
+        "[daemon]\npool_size = {pool_size}\nshutdown_grace_ms = 2000\n{SERVERS_AS_ME}\
          [audit]\ndirectory = \"{state}/audit\"\n\
          [journal]\ndirectory = \"{state}/journal\"\n\
          [[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n{extra}",

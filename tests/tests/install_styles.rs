@@ -319,7 +319,7 @@ fn a_node_server_runs_under_the_daemon_s_write_execute_refusal() {
     };
     let dir = tempfile::tempdir().unwrap();
     let policy = format!(
-        "[daemon]\npool_size = 1\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\ncall_timeout_ms = 30000\n"
+        "[daemon]\npool_size = 1\nserver_user = \"root\"\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"everything.*\"]\n\n[[server]]\nname = \"everything\"\ncommand = {command:?}\nargs = {args:?}\ncall_timeout_ms = 30000\n"
     );
     let mut daemon = airlock_tests::real_daemon::RealDaemon::start(dir.path(), &policy, |_| {});
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -17,7 +17,7 @@ fn workers_die_with_the_daemon() {
     let policy = dir.path().join("policy.toml");
     std::fs::write(
         &policy,
-        "[daemon]\npool_size = 2\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n",
+        "[daemon]\npool_size = 2\nserver_user = \"root\"\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = [\"*\"]\n",
     )
     .unwrap();
     let mut daemon = binaries::airlockd_command(&socket)

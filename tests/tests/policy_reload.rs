@@ -50,7 +50,7 @@ impl PolicyDir {
 
 fn principal(allow: &str, extra: &str) -> String {
     format!(
-        "[[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [{allow}]\n{extra}\n"
+        "[daemon]\nserver_user = \"root\"\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [{allow}]\n{extra}\n"
     )
 }
 
@@ -105,7 +105,7 @@ async fn a_valid_reload_applies_and_a_bad_one_keeps_the_last_good_policy() {
         .collect();
     assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(
-        problems[0].contains("policy.toml:8:1: unknown key `memroy` in [limits]"),
+        problems[0].contains("policy.toml:10:1: unknown key `memroy` in [limits]"),
         "{problems:#?}"
     );
     assert!(
@@ -510,7 +510,7 @@ fn one_state_directory_and_explain_asks_the_running_daemon() {
     let home = d.join("home");
     std::fs::create_dir(&home).unwrap();
     let policy = format!(
-        "[daemon]\nstate_directory = \"{kept}\"\n\
+        "[daemon]\nstate_directory = \"{kept}\"\nserver_user = \"root\"\n\
          [audit]\ndirectory = \"{d}/audit\"\n[journal]\ndirectory = \"{d}/journal\"\n\
          [[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n\
          [[principal]]\nname = \"others\"\nusers = [65534]\nallow = [\"*\"]\n{server}",

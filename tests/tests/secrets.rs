@@ -279,7 +279,7 @@ fn server_toml(name: &str, node: &str, entry: &str, env: &str) -> String {
 
 fn principal(allow: &[&str], deny: &[&str]) -> String {
     format!(
-        "[daemon]\npool_size = 1\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = {allow:?}\ndeny = {deny:?}\n\n"
+        "[daemon]\npool_size = 1\nserver_user = \"root\"\n\n[[principal]]\nname = \"local\"\nusers = [\"@daemon\"]\nallow = {allow:?}\ndeny = {deny:?}\n\n"
     )
 }
 

@@ -42,11 +42,12 @@ impl Scenario {
     }
 
     /// The workspace binary `name`, from where the daemon's user can run it (`nobody` cannot
-    /// reach `target/` in a checkout under a 0700 directory).
+    /// reach `target/` in a checkout under a 0700 directory), and the servers too: a daemon
+    /// running as root runs them as `nobody`, its default.
     fn binary(&self, name: &str) -> PathBuf {
-        match self.run_as {
-            RunAs::Me => binaries::built(name),
-            RunAs::Nobody => binaries::for_other_users().join(name),
+        match (self.run_as, name) {
+            (RunAs::Me, "airlockd" | "airlock-worker") => binaries::built(name),
+            _ => binaries::for_other_users().join(name),
         }
     }
 
@@ -272,6 +273,14 @@ fn a_confined_server_reaches_nothing_it_was_not_given() {
     let report = scenario.attempt("true");
     eprintln!("{report:#?}");
     assert_all_blocked(&report, "confined");
+    // A daemon running as root runs its servers as `nobody` (`[daemon] server_user`'s default).
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(
+            report["ids (must be REACHED)"], "REACHED: uid 65534 gid 65534",
+            "{report:#?}"
+        );
+    }
     assert!(!scenario.path("outside-written").exists());
 }
 
@@ -354,7 +363,7 @@ fn links_and_data_directories_of_their_own_are_protected_too() {
     std::os::unix::fs::symlink(&state, root.join("looks-harmless")).unwrap();
     let escape = binaries::built("airlock-mcp-escape-server");
     let policy = format!(
-        "[journal]\ndirectory = \"{journal}\"\n\
+        "[daemon]\nserver_user = \"root\"\n[journal]\ndirectory = \"{journal}\"\n\
          [[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n\
          [[server]]\nname = \"linked\"\ncommand = \"{escape}\"\nread = [\"{link}\"]\n\
          [[server]]\nname = \"journal\"\ncommand = \"{escape}\"\nread = [\"{journal}\"]\n",
@@ -382,4 +391,45 @@ fn links_and_data_directories_of_their_own_are_protected_too() {
         );
     }
     daemon.kill();
+}
+
+/// A root daemon's server runs as `nobody`; a command `nobody` cannot reach (under a 0700
+/// directory, as in root's home) is refused with the account named and how to fix it.
+#[test]
+fn a_command_the_server_s_account_cannot_reach_names_the_account() {
+    use airlock_tests::real_daemon::RealDaemon;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "SKIPPED a_command_the_server_s_account_cannot_reach_names_the_account: needs root"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let private = root.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let command = private.join("airlock-mcp-escape-server");
+    std::fs::copy(binaries::built("airlock-mcp-escape-server"), &command).unwrap();
+    let policy = format!(
+        "[[principal]]\nname = \"local\"\nusers = [\"@daemon\", 0]\nallow = [\"*\"]\n\
+         [[server]]\nname = \"hidden\"\ncommand = \"{}\"\n",
+        command.display()
+    );
+    let mut daemon = RealDaemon::start(root, &policy, |_| {});
+    let out = Command::new(binaries::airlock_cli())
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .args(["exec", "--json", "-e", "await tools.hidden.attempts({})"])
+        .output()
+        .unwrap();
+    daemon.kill();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("to run as user \\\"nobody\\\"")
+            && said.contains("must let that account pass"),
+        "{said}"
+    );
 }

@@ -226,7 +226,7 @@ fn a_network_list_is_explained_and_needs_the_confinement() {
         std::fs::write(
             &file,
             format!(
-                "[[principal]]\nname = \"local\"\nusers = [0]\nallow = [\"*\"]\n\n[[server]]\nname = \"gh\"\ncommand = \"{}\"\nnetwork = [\"api.github.com:443\", \"*.githubusercontent.com:443\"]\n{extra}",
+                "[daemon]\nserver_user = \"root\"\n[[principal]]\nname = \"local\"\nusers = [0]\nallow = [\"*\"]\n\n[[server]]\nname = \"gh\"\ncommand = \"{}\"\nnetwork = [\"api.github.com:443\", \"*.githubusercontent.com:443\"]\n{extra}",
                 escape.display()
             ),
         )

@@ -48,6 +48,7 @@ fn servers_are_listed_with_their_state_and_tested_on_demand() {
     let dir = tempfile::tempdir().unwrap();
     let policy = format!(
         r#"[daemon]
+server_user = "root"
 pool_size = 1
 
 [[principal]]
@@ -181,6 +182,7 @@ fn a_server_s_secret_never_reaches_the_log_from_its_stderr() {
     let value = "leak-4f9a8b7c6d5e3a21";
     let dir = tempfile::tempdir().unwrap();
     let policy = r#"[daemon]
+server_user = "root"
 pool_size = 1
 
 [[principal]]

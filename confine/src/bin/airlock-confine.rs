@@ -5,7 +5,9 @@
 //! The sequence, in order (each step needs the ones before it):
 //!
 //! 0. every inherited descriptor but stdin, stdout, stderr and the status socket closed;
-//! 1. a user namespace (own uid and gid mapped to themselves), which gives the capabilities
+//! 1. for a daemon running as root, the server's own account (`user`, else `[daemon]
+//!    server_user`, else `nobody`): no supplementary groups, real, effective and saved ids;
+//!    then a user namespace (own uid and gid mapped to themselves), which gives the capabilities
 //!    the next steps need without any on the host; then mount and pid namespaces, and an empty
 //!    network namespace for `network = "none"` or a list; for a list, its loopback up and a
 //!    listener on `127.0.0.1:3128` handed to the daemon on the status socket: the daemon's
@@ -79,7 +81,16 @@ fn main() -> ExitCode {
         return ExitCode::from(CONFINEMENT_FAILED);
     }
 
-    // 1. Namespaces. The user namespace comes first: it grants the rest without privileges.
+    // 1. For a root daemon, the server's account first: the user namespace maps the uid
+    //    the launcher has when it is made. Never best effort: the account is a grant.
+    if let Some(run_as) = &profile.run_as
+        && let Err(e) = lockdown::become_user(run_as)
+    {
+        status.say("error", &e);
+        return ExitCode::from(CONFINEMENT_FAILED);
+    }
+
+    // Namespaces. The user namespace comes first: it grants the rest without privileges.
     let mut ns = Namespaces::default();
     let user = lockdown::enter_user_namespace();
     ns.user = user.is_ok();

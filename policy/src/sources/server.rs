@@ -51,6 +51,9 @@ pub struct Confinement {
     pub open_files: Option<u64>,
     /// `RLIMIT_NPROC` (counted per user by the kernel: for a dedicated user).
     pub processes: Option<u64>,
+    /// `user`: the account it runs as when the daemon runs as root (a name or a uid); `None`
+    /// takes `[daemon] server_user`.
+    pub user: Option<String>,
 }
 
 /// `confine = true | false | "best-effort"`.
@@ -167,6 +170,7 @@ impl ToolServer {
         "memory",
         "open_files",
         "processes",
+        "user",
     ];
 
     /// Keys that apply to stdio servers only.
@@ -178,6 +182,7 @@ impl ToolServer {
         "memory",
         "open_files",
         "processes",
+        "user",
     ];
 
     pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -401,6 +406,10 @@ impl Confinement {
             memory_bytes,
             open_files: count("open_files")?,
             processes: count("processes")?,
+            user: table
+                .get("user")
+                .map(|f| crate::daemon_settings::account(&f))
+                .transpose()?,
         })
     }
 }
@@ -613,6 +622,31 @@ confine = false
                 .network
                 .allows("a.example", 443)
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn user_names_an_account() {
+        let p = parse(
+            "[daemon]\nserver_user = \"airlock-servers\"\n[[server]]\nname = \"a\"\ncommand = \"x\"\nuser = \"65534\"\n[[server]]\nname = \"b\"\ncommand = \"x\"\n",
+        )
+        .unwrap();
+        assert_eq!(p.daemon.server_user.as_deref(), Some("airlock-servers"));
+        assert_eq!(p.servers[0].confinement.user.as_deref(), Some("65534"));
+        assert_eq!(p.servers[1].confinement.user, None);
+        for bad in ["\"\"", "\"-x\"", "\"a b\"", "\"99999999999\"", "1"] {
+            let e = parse(&format!(
+                "[[server]]\nname = \"a\"\ncommand = \"x\"\nuser = {bad}\n"
+            ))
+            .unwrap_err();
+            assert!(e.contains("server[0].user"), "{bad}: {e}");
+        }
+        let http =
+            parse("[[server]]\nname = \"h\"\nurl = \"https://x.example/mcp\"\nuser = \"nobody\"\n")
+                .unwrap_err();
+        assert!(
+            http.contains("`user` applies to `command` servers"),
+            "{http}"
         );
     }
 

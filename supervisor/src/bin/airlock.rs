@@ -572,7 +572,11 @@ fn describe_server_here(
     config: &std::path::Path,
 ) -> String {
     use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
-    describe_server(server, &host_here(&state_here(policy), config), &SecretStore::empty())
+    describe_server(
+        server,
+        &host_here(&state_here(policy), config).with_server_user(airlock_supervisor::daemon::server_user(&policy.daemon)),
+        &SecretStore::empty(),
+    )
         .unwrap_or_else(|| {
             format!(
                 "server `{}`: a Streamable HTTP server, reached at its url; nothing is started or confined",
@@ -613,7 +617,8 @@ fn host_here(
 fn print_server_confinement(policy: &Policy, config: &std::path::Path) {
     use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
     let store = SecretStore::empty();
-    let host = host_here(&state_here(policy), config);
+    let host = host_here(&state_here(policy), config)
+        .with_server_user(airlock_supervisor::daemon::server_user(&policy.daemon));
     for described in policy
         .servers
         .iter()

@@ -210,7 +210,8 @@ pub async fn run(
             // state directory: no server may reach those either.
             config.protected,
             paths.audit.iter().chain(&paths.journal).cloned().collect(),
-        ),
+        )
+        .with_server_user(server_user(&policy.daemon)),
         learned: Some(learned.clone()),
     };
     // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
@@ -391,6 +392,19 @@ async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, generations: Arc
         info!("SIGHUP received: reloading the policy");
         generations.reload().await;
     }
+}
+
+/// The account a daemon running as root starts its confined servers as (unless an entry names
+/// its own `user`): `[daemon] server_user`, else `nobody`. Root's servers never keep uid 0 by
+/// default: the files of the host's root would be theirs to read. Other daemons' servers run
+/// as the daemon's user.
+pub fn server_user(settings: &airlock_policy::DaemonSettings) -> Option<String> {
+    (airlock_policy::account::effective_uid() == 0).then(|| {
+        settings
+            .server_user
+            .clone()
+            .unwrap_or_else(|| "nobody".to_owned())
+    })
 }
 
 /// Where tool servers are launched from and keep their files, and what none of them may reach.

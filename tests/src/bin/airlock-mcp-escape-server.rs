@@ -153,6 +153,9 @@ fn attempts(args: &Value) -> Value {
     if args.get("inherited_fds").is_some() {
         note("inherited_fds", inherited_fds());
     }
+    // SAFETY: getuid and getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    note("ids (must be REACHED)", Ok(format!("uid {uid} gid {gid}")));
     // Its own scratch must work: the attempts above are blocked, not everything.
     note(
         "own_scratch_write (must be REACHED)",

@@ -19,7 +19,7 @@
 use crate::secrets::store::SecretStore;
 use crate::tools::ToolError;
 use crate::tools::sources::settings::Settings;
-use airlock_confine::{Mode, Network, Profile, ServerLimits};
+use airlock_confine::{Mode, Network, Profile, RunAs, ServerLimits};
 use airlock_policy::{ConfineMode, Confinement, ServerNetwork, ServerTransport, ToolServer};
 use std::path::{Path, PathBuf};
 
@@ -100,6 +100,10 @@ pub struct ServerHost {
     /// and the credentials (the state directory is reachable only through the server's own
     /// scratch, and covering it would cover that too).
     pub hidden: Vec<PathBuf>,
+    /// The account confined servers run as unless their entry names a `user`: for a daemon
+    /// running as root, `[daemon] server_user` or `nobody`; `None` for any other daemon (its
+    /// servers run as its own user).
+    pub server_user: Option<String>,
 }
 
 impl ServerHost {
@@ -114,7 +118,15 @@ impl ServerHost {
             scratch_root: state.join("servers"),
             protected: with_real_paths(protected),
             hidden,
+            server_user: None,
         }
+    }
+
+    /// The same, with the account its confined servers run as by default (see
+    /// [`ServerHost::server_user`]).
+    pub fn with_server_user(mut self, user: Option<String>) -> ServerHost {
+        self.server_user = user;
+        self
     }
 
     /// For a source made outside a daemon (tests, `airlock` subcommands): the launcher beside
@@ -139,7 +151,56 @@ impl ServerHost {
             scratch_root: state.join("servers"),
             protected: with_real_paths(vec![state]),
             hidden: Vec::new(),
+            server_user: None,
         }
+    }
+}
+
+/// The account a server runs as, when it is not the daemon's own: its `user`, else the host's
+/// default (a root daemon's `server_user` or `nobody`). A daemon that is not root cannot
+/// switch: a `user` other than its own refuses the server.
+fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, String> {
+    let Some(name) = confinement.user.as_ref().or(host.server_user.as_ref()) else {
+        return Ok(None);
+    };
+    let user = match name.parse::<u32>() {
+        Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .map(|found| found.unwrap_or_else(|| numeric_user(uid))),
+        Err(_) => nix::unistd::User::from_name(name).and_then(|found| {
+            found.ok_or(nix::errno::Errno::ENOENT)
+        }),
+    }
+    .map_err(|e| match e {
+        nix::errno::Errno::ENOENT => format!("its user \"{name}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"),
+        e => format!("looking up its user \"{name}\": {e}"),
+    })?;
+    let daemon = airlock_policy::account::effective_uid();
+    if user.uid.as_raw() == daemon {
+        return Ok(None);
+    }
+    if daemon != 0 {
+        return Err(format!(
+            "it is to run as user \"{name}\" (uid {}), and only a daemon running as root can start it so (this one runs as uid {daemon}): remove its `user`, or run airlockd as root",
+            user.uid
+        ));
+    }
+    Ok(Some(RunAs {
+        name: name.clone(),
+        uid: user.uid.as_raw(),
+        gid: user.gid.as_raw(),
+    }))
+}
+
+/// A uid with no entry in the user database: its own number as its group.
+fn numeric_user(uid: u32) -> nix::unistd::User {
+    nix::unistd::User {
+        name: uid.to_string(),
+        passwd: std::ffi::CString::default(),
+        uid: nix::unistd::Uid::from_raw(uid),
+        gid: nix::unistd::Gid::from_raw(uid),
+        gecos: std::ffi::CString::default(),
+        dir: PathBuf::from("/"),
+        shell: PathBuf::from("/bin/false"),
     }
 }
 
@@ -252,6 +313,7 @@ pub fn profile_granted(
     read.sort_by(|a, b| a.0.cmp(&b.0));
     read.dedup_by(|later, earlier| later.0 == earlier.0);
     let (read, reasons): (Vec<PathBuf>, Vec<String>) = read.into_iter().unzip();
+    let run_as = run_as(confinement, host).map_err(unavailable)?;
     let profile = Profile {
         name: name.to_owned(),
         mode: match confinement.mode {
@@ -278,6 +340,7 @@ pub fn profile_granted(
             open_files: confinement.open_files,
             processes: confinement.processes,
         },
+        run_as,
     };
     Ok((profile, reasons))
 }
@@ -286,16 +349,62 @@ pub fn profile_granted(
 pub fn make_scratch(
     scratch: &Path,
     host: &ServerHost,
+    run_as: Option<&RunAs>,
     settings: &Settings<'_>,
 ) -> Result<(), ToolError> {
     make_private_dir(&host.scratch_root)
         .and_then(|()| make_private_dir(scratch))
+        .and_then(|()| match run_as {
+            None => Ok(()),
+            Some(user) => hand_over(scratch, &host.scratch_root, user),
+        })
         .map_err(|e| {
             settings.unavailable(format!(
                 "cannot make its scratch directory {}: {e}",
                 scratch.display()
             ))
         })
+}
+
+/// A scratch directory for a server that runs as another account: its own (and what an earlier
+/// run left in it), and the way to it open to be passed through (mode 0711 on the scratch root
+/// and the state directory above it: no listing, and every file there is 0600 or 0700 of the
+/// daemon's, which the server's account cannot open; Landlock grants it nothing there either).
+fn hand_over(scratch: &Path, scratch_root: &Path, user: &RunAs) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = (Some(user.uid), Some(user.gid));
+    std::os::unix::fs::lchown(scratch, uid, gid)?;
+    // What a run as the daemon's own user left (its uid): only such entries, never through a
+    // link, and never a file with other names (a hard link a server made to a file elsewhere
+    // must not change that file's owner). Bounded: the server chose the depth.
+    let daemon = airlock_policy::account::effective_uid();
+    let mut pending = vec![(scratch.to_owned(), 0usize)];
+    while let Some((dir, depth)) = pending.pop() {
+        if depth > 64 {
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            let ours = meta.uid() == daemon && (meta.is_dir() || meta.nlink() == 1);
+            if !ours {
+                continue;
+            }
+            let path = entry.path();
+            std::os::unix::fs::lchown(&path, uid, gid)?;
+            if meta.is_dir() {
+                pending.push((path, depth + 1));
+            }
+        }
+    }
+    for dir in [Some(scratch_root), scratch_root.parent()]
+        .into_iter()
+        .flatten()
+    {
+        let mode = std::fs::metadata(dir)?.permissions().mode() & 0o7777;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o011))?;
+    }
+    Ok(())
 }
 
 /// What `airlock policy explain` shows of a `[[server]]`: for a stdio server, [`describe`]
@@ -370,13 +479,17 @@ pub fn describe(
             };
             let limit = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
             format!(
-                "server `{name}`: confined ({}), network {}\n  reads and executes:{reads}\n  writes (`write` in the policy): {}\n  scratch, read and written (HOME, TMPDIR): {}\n  covered: {}\n  rlimits: memory {}, open files {}, processes {}",
+                "server `{name}`: confined ({}), network {}, runs as {}\n  reads and executes:{reads}\n  writes (`write` in the policy): {}\n  scratch, read and written (HOME, TMPDIR): {}\n  covered: {}\n  rlimits: memory {}, open files {}, processes {}",
                 if p.mode == Mode::Strict {
                     "every layer"
                 } else {
                     "best effort"
                 },
                 confinement.network.describe(),
+                p.run_as.as_ref().map_or_else(
+                    || "the daemon's user".to_owned(),
+                    |u| format!("user {} (uid {}, gid {})", u.name, u.uid, u.gid)
+                ),
                 list(&p.write),
                 p.scratch.display(),
                 list(&p.hide),
@@ -458,12 +571,14 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
     {
         Ok(()) => {
             // `recursive` leaves an existing directory as it is: it must be a directory of
-            // ours, closed to others.
+            // ours, closed to others (but for passing through, which a server of another
+            // account may need: see `hand_over`).
             let meta = std::fs::symlink_metadata(dir)?;
             if !meta.is_dir() {
                 return Err(std::io::Error::other("it exists and is not a directory"));
             }
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            let traverse = meta.permissions().mode() & 0o011;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700 | traverse))
         }
         Err(e) => Err(e),
     }
@@ -744,7 +859,7 @@ mod tests {
             root,
         )
         .unwrap();
-        make_scratch(&p.scratch, &host(root), &settings()).unwrap();
+        make_scratch(&p.scratch, &host(root), None, &settings()).unwrap();
         assert!(p.read.contains(&PathBuf::from("/usr")));
         assert!(p.read.contains(&root.join("opt/node")), "{:?}", p.read);
         assert!(

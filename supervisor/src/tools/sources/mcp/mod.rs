@@ -988,7 +988,12 @@ impl McpServer {
                 &self.host,
                 &self.settings(),
             )?;
-            confinement::make_scratch(&profile.scratch, &self.host, &self.settings())?;
+            confinement::make_scratch(
+                &profile.scratch,
+                &self.host,
+                profile.run_as.as_ref(),
+                &self.settings(),
+            )?;
             if !self.host.launcher.is_file() {
                 return Err(self.unavailable(format!(
                     "it is to be confined, and the launcher {} is missing",
@@ -1004,7 +1009,7 @@ impl McpServer {
             cmd
         } else {
             // Its home and temporary directory, as a confined server's.
-            confinement::make_scratch(&scratch, &self.host, &self.settings())?;
+            confinement::make_scratch(&scratch, &self.host, None, &self.settings())?;
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(args);
             if let Some(dir) = cwd {
@@ -1143,6 +1148,22 @@ impl McpServer {
     /// server failed (after every layer was in place), or a layer could not be applied.
     fn launcher_failed(&self, error: &str) -> ToolError {
         let name = &self.config.name;
+        // A root daemon's server runs as another account, whose rights (not the daemon's)
+        // decide what it can enter and run.
+        let account = self
+            .config
+            .confinement
+            .user
+            .as_ref()
+            .or(self.host.server_user.as_ref())
+            .filter(|_| airlock_policy::account::effective_uid() == 0);
+        if let Some(account) = account
+            && error.ends_with("(os error 13)")
+        {
+            return self
+                .unavailable(format!("it was confined to run as user \"{account}\" and then {error}"))
+                .with_hint(format!("user \"{account}\" (its `user`, else `[daemon] server_user`) may not reach that path: every directory above it must let that account pass (mode o+x), which a home such as /root does not; install the server where that account can reach it (/opt, /usr/local), or name another account in `user`"));
+        }
         if error.starts_with("cannot start ") {
             let error_text = self.unavailable(format!("it was confined and then {error}"));
             if error.ends_with("(os error 13)") {
