@@ -122,6 +122,12 @@ wire_code! {
         ShuttingDown => "shutting_down",
         /// The principal has as many executions waiting as `limits.max_waiting_executions`.
         TooManyWaiting => "too_many_waiting",
+        /// The request's `Host` is not a name of the daemon (`airlock`, a loopback name).
+        HostNotAllowed => "host_not_allowed",
+        /// The request carries the `Origin` of a web page that is not on a loopback name.
+        OriginNotAllowed => "origin_not_allowed",
+        /// A `POST` without `Content-Type: application/json`.
+        UnsupportedMediaType => "unsupported_media_type",
     }
 }
 

@@ -303,7 +303,8 @@ async fn raw(d: &TestDaemon, method: &str, path: &str, body: &str) -> (u16, Valu
     let req = hyper::Request::builder()
         .method(method)
         .uri(path)
-        .header("host", "x")
+        .header("host", "airlock")
+        .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_owned())))
         .unwrap();
     let resp = c.send(req).await.unwrap();

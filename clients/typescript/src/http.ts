@@ -12,7 +12,7 @@ import type { ApiErrorCode } from "./types.ts";
 export interface SendOptions {
   method: "GET" | "POST" | "DELETE";
   path: string;
-  /** Sent as `application/json`. */
+  /** Sent as `application/json` (every `POST` says that type, with a body or without). */
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
@@ -68,6 +68,9 @@ export function send(socketPath: string, options: SendOptions, agent?: Agent): P
   let payload: string | undefined;
   if (options.body !== undefined) {
     payload = JSON.stringify(options.body);
+  }
+  // The daemon answers a POST without this type 415, also one without a body (`resume`).
+  if (payload !== undefined || options.method === "POST") {
     headers["content-type"] = "application/json";
   }
   return new Promise((resolve, reject) => {

@@ -522,7 +522,10 @@ export type ApiErrorCode =
   | "rate_limited"
   | "request_too_large"
   | "shutting_down"
-  | "too_many_waiting";
+  | "too_many_waiting"
+  | "host_not_allowed"
+  | "origin_not_allowed"
+  | "unsupported_media_type";
 
 /** Every non-2xx answer's body. */
 export interface ErrorBody {

@@ -81,6 +81,8 @@ def encode_request(
     if json is not None:
         # json.dumps with its defaults: the only call its cached encoder serves.
         body = jsonlib.dumps(json).encode()
+    # The daemon answers a POST without this type 415, also one without a body (`resume`).
+    if json is not None or method == "POST":
         head += "content-type: application/json\r\n"
     if body or method in ("POST", "PUT", "PATCH"):
         head += f"content-length: {len(body)}\r\n"

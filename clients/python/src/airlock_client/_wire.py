@@ -35,6 +35,15 @@ Answered = Union[httpx.Response, Answer]
 """A whole answer, from httpx or from the clients' own connections (``_http11``)."""
 
 
+def request_headers(method: str, headers: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """``headers`` with ``content-type: application/json`` for a POST: the daemon answers a
+    POST without that type 415, also one without a body (``resume``). httpx adds it itself
+    only when it encodes a ``json`` body."""
+    if method != "POST":
+        return headers
+    return {"content-type": "application/json", **(headers or {})}
+
+
 def execution_path(execution_id: str, suffix: str = "") -> str:
     return f"/v1/executions/{quote(execution_id, safe='')}{suffix}"
 

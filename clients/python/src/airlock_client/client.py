@@ -145,7 +145,13 @@ class Client:
         if self._lean is not None:
             return self._lean.request(method, path, json=json, params=params, headers=headers)
         try:
-            return self._http.request(method, path, json=json, params=params, headers=headers)
+            return self._http.request(
+                method,
+                path,
+                json=json,
+                params=params,
+                headers=_wire.request_headers(method, headers),
+            )
         except httpx.TransportError as e:
             raise _wrap_transport(self.socket_path, e) from e
 
@@ -493,7 +499,13 @@ class AsyncClient:
         if self._lean is not None:
             return await self._lean.request(method, path, json=json, params=params, headers=headers)
         try:
-            return await self._http.request(method, path, json=json, params=params, headers=headers)
+            return await self._http.request(
+                method,
+                path,
+                json=json,
+                params=params,
+                headers=_wire.request_headers(method, headers),
+            )
         except httpx.TransportError as e:
             raise _wrap_transport(self.socket_path, e) from e
 

@@ -15,6 +15,8 @@
 //! - `learned`: `GET /v1/sdk/learned` and `DELETE /v1/sdk/learned/<tool>`, the output types
 //!   learned from the caller's tools' results;
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
+//! - `local_only`: what every request passes first, `/mcp` included: a local `Host`, no
+//!   foreign `Origin`, and JSON in every `POST`;
 //! - `wake`: the connection that wakes a pre-started worker as an execution request arrives;
 //! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
@@ -26,6 +28,7 @@ mod executions;
 mod handles;
 mod health;
 mod learned;
+pub mod local_only;
 pub mod policy;
 mod responses;
 mod routes;

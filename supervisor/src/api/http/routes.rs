@@ -3,7 +3,8 @@
 
 use super::responses::{ApiBody, error_response, json_response};
 use super::{
-    HttpState, Peer, approvals, executions, handles, health, learned, policy, servers, sessions,
+    HttpState, Peer, approvals, executions, handles, health, learned, local_only, policy, servers,
+    sessions,
 };
 use crate::agent_api::ApiErrorCode;
 use bytes::Bytes;
@@ -35,6 +36,9 @@ pub(super) async fn route(
     peer: Arc<Peer>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
+    if let Some(refused) = local_only::refusal(req.method(), req.headers()) {
+        return refused;
+    }
     let generation = state.generations.current();
     let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
         return error_response(
