@@ -4,6 +4,9 @@
 //! Approvers are local users and groups, resolved when the policy is loaded exactly like a
 //! principal's `users` and `groups`, so a decision counts only from a peer whose socket
 //! credentials the kernel vouches for, never from a name a client claims.
+//!
+//! An approver does not decide the calls of its own executions unless `self_approve` says so:
+//! an agent that runs as an approver would otherwise approve what it asked for itself.
 
 use toml::de::DeValue;
 
@@ -24,11 +27,14 @@ pub struct ApprovalSettings {
     pub gids: Vec<u32>,
     /// How long a call waits for a decision before it expires as denied (key `ttl`).
     pub ttl_ms: u64,
+    /// Whether an approver may decide the calls of executions it started itself, or that run
+    /// as the principal it is admitted as (key `self_approve`, default `false`).
+    pub self_approve: bool,
 }
 
 impl ApprovalSettings {
     /// Keys accepted in `[approvals]`.
-    pub(crate) const KEYS: &'static [&'static str] = &["approvers", "ttl"];
+    pub(crate) const KEYS: &'static [&'static str] = &["approvers", "ttl", "self_approve"];
     /// Default `ttl` (1 h): long enough for a person to notice, short enough that a forgotten
     /// request does not hold its execution for a day.
     pub const DEFAULT_TTL_MS: u64 = HOUR_MS;
@@ -51,6 +57,18 @@ impl ApprovalSettings {
         !self.approvers.is_empty()
     }
 
+    /// Whether some approver, as written, is also admitted by a principal with these members
+    /// (`any_user`, uids, gids): a user named in both, a group named in both, or a principal
+    /// that admits everyone. Group membership is not looked up: an approver admitted only
+    /// through a group it belongs to is not seen here (the daemon still refuses its decision
+    /// on its own executions' calls).
+    pub fn overlaps(&self, any_user: bool, uids: &[u32], gids: &[u32]) -> bool {
+        self.has_approvers()
+            && (any_user
+                || uids.iter().any(|u| self.uids.contains(u))
+                || gids.iter().any(|g| self.gids.contains(g)))
+    }
+
     pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
         let mut settings = ApprovalSettings::default();
         if let Some(field) = table.get("approvers") {
@@ -62,18 +80,23 @@ impl ApprovalSettings {
         if let Some(field) = table.get("ttl") {
             settings.ttl_ms = field.duration_ms_in(Self::MIN_TTL_MS..=Self::MAX_TTL_MS)?;
         }
+        if let Some(field) = table.get("self_approve") {
+            settings.self_approve = field.boolean()?;
+        }
         Ok(settings)
     }
 }
 
 impl Default for ApprovalSettings {
-    /// No approvers (so no principal may have `approve` patterns), calls wait 1 h.
+    /// No approvers (so no principal may have `approve` patterns), calls wait 1 h, nobody
+    /// decides its own executions' calls.
     fn default() -> Self {
         ApprovalSettings {
             approvers: Vec::new(),
             uids: Vec::new(),
             gids: Vec::new(),
             ttl_ms: Self::DEFAULT_TTL_MS,
+            self_approve: false,
         }
     }
 }
@@ -341,6 +364,92 @@ mod tests {
             FILE,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn self_approve_is_off_unless_the_policy_says_so() {
+        assert!(
+            !approvals("[approvals]\napprovers = [0]\n")
+                .unwrap()
+                .self_approve
+        );
+        assert!(
+            approvals("[approvals]\napprovers = [0]\nself_approve = true\n")
+                .unwrap()
+                .self_approve
+        );
+        assert_refused(
+            "[approvals]\nself_approve = \"yes\"\n",
+            "2:16",
+            "approvals.self_approve",
+            "expected true or false",
+        );
+    }
+
+    /// A principal whose members include an approver, with calls that wait and
+    /// `self_approve` off, is worth a warning at its `approve`: that approver cannot decide
+    /// them. Not when it may, when nothing waits, or when no member is an approver.
+    #[test]
+    fn a_principal_that_is_also_an_approver_of_its_own_calls_is_warned_about() {
+        let warnings = |text: &str| {
+            Policy::parse(text, FILE)
+                .unwrap()
+                .warnings
+                .iter()
+                .map(ToString::to_string)
+                .filter(|w| w.contains("self_approve"))
+                .collect::<Vec<_>>()
+        };
+        let agents = |members: &str, approve: &str| {
+            format!(
+                "[[principal]]\nname = \"agents\"\n{members}\nallow = [\"*\"]\napprove = [{approve}]\n"
+            )
+        };
+        let by_uid = format!(
+            "[approvals]\napprovers = [4242]\n\n{}",
+            agents("users = [4242]", "\"payments.*\"")
+        );
+        let found = warnings(&by_uid);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(&format!("{FILE}:8:11: warning: principal `agents` admits")),
+            "{found:?}"
+        );
+        assert!(found[0].contains("\"payments.*\""), "{found:?}");
+        assert!(
+            found[0].contains("another approver must decide them"),
+            "{found:?}"
+        );
+        assert!(
+            found[0].contains("`[approvals] self_approve = true`"),
+            "{found:?}"
+        );
+        let by_group = format!(
+            "[approvals]\napprovers = [\"@4242\"]\n\n{}",
+            agents("groups = [4242]", "\"x.*\"")
+        );
+        assert_eq!(warnings(&by_group).len(), 1);
+        let everyone = format!(
+            "[approvals]\napprovers = [4242]\n\n{}",
+            agents("users = [\"*\"]", "\"x.*\"")
+        );
+        assert_eq!(warnings(&everyone).len(), 1);
+
+        let allowed = format!(
+            "[approvals]\napprovers = [4242]\nself_approve = true\n\n{}",
+            agents("users = [4242]", "\"x.*\"")
+        );
+        assert!(warnings(&allowed).is_empty());
+        let nothing_waits = format!(
+            "[approvals]\napprovers = [4242]\n\n{}",
+            agents("users = [4242]", "")
+        );
+        assert!(warnings(&nothing_waits).is_empty());
+        let someone_else = format!(
+            "[approvals]\napprovers = [4243, \"@4243\"]\n\n{}",
+            agents("users = [4242]\ngroups = [4242]", "\"x.*\"")
+        );
+        assert!(warnings(&someone_else).is_empty());
     }
 
     #[test]

@@ -71,6 +71,7 @@ const KEYS: &[&str] = &[
     "read",
     "schema",
     "selection_depth",
+    "self_approve",
     "server_user",
     "session_ttl_hours",
     "shutdown_grace_ms",

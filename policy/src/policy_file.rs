@@ -340,6 +340,17 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
                     {
                         errors.push(approve.invalid(unapproved_message(&principal)));
                     }
+                    if let Some(approvals) = &approvals
+                        && !approvals.self_approve
+                        && !principal.approve.is_empty()
+                        && approvals.overlaps(principal.any_user, &principal.uids, &principal.gids)
+                        && let Some(approve) = table.get("approve")
+                    {
+                        warnings.push(PolicyWarning {
+                            at: approve.location(),
+                            message: self_approval_message(&principal),
+                        });
+                    }
                     Ok((principal, name_at, format!("{}.name", table.path())))
                 });
             let (principal, name_at, key) = match read {
@@ -477,16 +488,29 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
 /// Why a principal with `approve` patterns is refused when nobody may approve: its calls would
 /// wait until they expire, every one of them denied.
 fn unapproved_message(principal: &Principal) -> String {
-    let patterns = principal
-        .approve
-        .iter()
-        .map(|rule| format!("\"{}\"", rule.pattern))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let patterns = approve_patterns(principal);
     format!(
         "principal `{}` needs approvals for {patterns} but [approvals] names no approvers, so every such call would wait and expire denied: add `[approvals] approvers = [\"user\", \"@group\"]` naming who may decide, or remove `approve`",
         principal.name
     )
+}
+
+/// The warning for a principal that admits one of the approvers while `self_approve` is off.
+fn self_approval_message(principal: &Principal) -> String {
+    format!(
+        "principal `{}` admits a user or group that [approvals] also names as an approver, and [approvals] self_approve is off: that approver's decisions on the calls of this principal's executions ({}) are refused, so another approver must decide them; name approvers who are not this principal's members, or set `[approvals] self_approve = true` if they may approve their own executions' calls",
+        principal.name,
+        approve_patterns(principal)
+    )
+}
+
+fn approve_patterns(principal: &Principal) -> String {
+    principal
+        .approve
+        .iter()
+        .map(|rule| format!("\"{}\"", rule.pattern))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn syntax_error(source: Source<'_>, error: &toml::de::Error) -> PolicyError {

@@ -7,12 +7,14 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_tests::{DaemonOptions, TestDaemon};
+use airlock_tests::{DaemonOptions, TestDaemon, another_principal};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// A daemon whose principal needs approval for `test.add`, decided by `approvers`.
+/// A daemon whose principal needs approval for `test.add`, decided by `approvers`. The test
+/// is both the agent and, when `approvers` names it, the approver: `self_approve` lets it
+/// decide its own executions' calls.
 async fn daemon(approvers: Vec<u32>, ttl_ms: u64) -> TestDaemon {
     TestDaemon::start_with(DaemonOptions::default().policy(move |p| {
         for principal in &mut p.principals {
@@ -21,6 +23,7 @@ async fn daemon(approvers: Vec<u32>, ttl_ms: u64) -> TestDaemon {
         p.approvals.approvers = approvers.iter().map(u32::to_string).collect();
         p.approvals.uids = approvers;
         p.approvals.ttl_ms = ttl_ms;
+        p.approvals.self_approve = true;
     }))
     .await
 }
@@ -280,6 +283,116 @@ async fn only_an_approver_the_policy_names_may_decide() {
         get(&d, &format!("/v1/executions/{}", r["id"].as_str().unwrap())).await["status"],
         json!("waiting")
     );
+}
+
+/// An approver does not decide the calls of its own executions unless the policy says so
+/// (`self_approve`): its decision is refused with what to do instead, and the call waits on;
+/// another approver (uid 65534, through the real CLI) decides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_may_not_decide_its_own_executions_calls() {
+    if !another_principal::can_run("an_approver_may_not_decide_its_own_executions_calls") {
+        return;
+    }
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        for principal in &mut p.principals {
+            principal.approve = vec!["test.add".into()];
+        }
+        another_principal::admit(p, &["test.*"]);
+        p.approvals.approvers = vec![me().to_string(), another_principal::UID.to_string()];
+        p.approvals.uids = vec![me(), another_principal::UID];
+    }))
+    .await;
+    another_principal::open_socket(&d);
+    let (_, r) = post(
+        &d,
+        "/v1/executions",
+        json!({ "code": "await tools.test.add({ a: 1, b: 2 })" }),
+    )
+    .await;
+    assert_eq!(r["status"], json!("waiting"), "{r}");
+    let id = r["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    let execution = r["id"].as_str().unwrap().to_owned();
+    for approve in [true, false] {
+        let (status, refused) =
+            post(&d, &format!("/v1/approvals/{id}"), decision(approve, None)).await;
+        assert_eq!(status, 403, "{refused}");
+        assert_eq!(
+            refused["error"]["code"],
+            json!("not_permitted"),
+            "{refused}"
+        );
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("own execution") && message.contains("principal `local`"),
+            "{refused}"
+        );
+        let hint = refused["error"]["hint"].as_str().unwrap();
+        assert!(
+            hint.contains("another approver must decide it")
+                && hint.contains("[approvals] self_approve = true"),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        get(&d, &format!("/v1/executions/{execution}")).await["status"],
+        json!("waiting")
+    );
+    assert!(d.tools.calls.load(std::sync::atomic::Ordering::Relaxed) == 0);
+
+    // Another approver may.
+    let (ok, out) = another_principal::cli(&d, &["approve", &id]).await;
+    assert!(ok, "{out}");
+    let done = finished(&d, &execution).await;
+    assert_eq!(done["result"], json!(3), "{done}");
+    d.stop().await;
+}
+
+/// `airlock policy check` and `airlockd --check-config` warn about a principal whose members
+/// include an approver while `self_approve` is off.
+#[test]
+fn the_policy_check_warns_about_a_principal_that_approves_its_own_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("policy.toml");
+    let write = |self_approve: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[approvals]\napprovers = [0]\n{self_approve}\n[[principal]]\nname = \"agents\"\nusers = [0]\nallow = [\"*\"]\napprove = [\"payments.*\"]\n"
+            ),
+        )
+        .unwrap();
+    };
+    let checks = || {
+        let (code, out, err) =
+            airlock_tests::binaries::run_cli(&["policy", "check", file.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        let daemon = std::process::Command::new(airlock_tests::binaries::airlockd())
+            .arg("--check-config")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(daemon.status.success(), "{daemon:?}");
+        [
+            format!("{out}{err}"),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&daemon.stdout),
+                String::from_utf8_lossy(&daemon.stderr)
+            ),
+        ]
+    };
+    write("");
+    for text in checks() {
+        assert!(
+            text.contains("policy.toml:8:11: warning: principal `agents` admits a user or group that [approvals] also names as an approver"),
+            "{text}"
+        );
+        assert!(text.contains("self_approve = true"), "{text}");
+    }
+    write("self_approve = true");
+    for text in checks() {
+        assert!(!text.contains("also names as an approver"), "{text}");
+    }
 }
 
 /// Runs the `airlock` CLI against `d`: its exit code and everything it printed.

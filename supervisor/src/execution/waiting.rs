@@ -256,9 +256,10 @@ impl ExecutionService {
     }
 
     /// An approver's decision on approval `id` (`POST /v1/approvals/<id>`). The approver must
-    /// be one the policy names (`[approvals] approvers`); the decision is recorded and audited,
-    /// and once nothing else holds the execution it goes on by itself (detached: follow it with
-    /// `GET /v1/executions/<id>`).
+    /// be one the policy names (`[approvals] approvers`), and not decide a call of its own
+    /// execution unless `[approvals] self_approve` lets it; the decision is recorded and
+    /// audited, and once nothing else holds the execution it goes on by itself (detached:
+    /// follow it with `GET /v1/executions/<id>`).
     pub async fn decide(
         self: &Arc<Self>,
         id: &str,
@@ -281,6 +282,24 @@ impl ExecutionService {
         let Some(approval) = store.approval(id).map_err(unavailable)? else {
             return Err(DecideError::NotFound(id.to_owned()));
         };
+        if !generation.policy.approvals.self_approve && approval.decision.is_none() {
+            // Its own: the approver is admitted as the execution's principal, or is the peer
+            // that started it (under whichever principal admitted it then).
+            let admitted_as =
+                generation.admit(approver.peer.uid, approver.peer.gid, &approver.groups);
+            let started_it = store
+                .waiting(&approval.execution)
+                .map_err(unavailable)?
+                .and_then(|w| serde_json::from_str::<PeerInfo>(&w.peer).ok())
+                .is_some_and(|peer| peer.uid == approver.peer.uid);
+            if started_it || admitted_as.is_some_and(|p| p.name == approval.principal) {
+                return Err(DecideError::OwnExecution {
+                    id: id.to_owned(),
+                    approver: approver.name.clone(),
+                    principal: approval.principal,
+                });
+            }
+        }
         let verdict = match decision {
             ApprovalDecision::Approve => Verdict::Approved,
             ApprovalDecision::Deny => Verdict::Denied,
@@ -485,6 +504,14 @@ pub enum DecideError {
     NotFound(String),
     #[error("approval `{id}` is already {decision}")]
     AlreadyDecided { id: String, decision: String },
+    #[error(
+        "approval `{id}` is a call of {approver}'s own execution (principal `{principal}`), and approvers may not decide their own executions' calls ([approvals] self_approve is off)"
+    )]
+    OwnExecution {
+        id: String,
+        approver: String,
+        principal: String,
+    },
     #[error("{0}")]
     Journal(#[from] SessionError),
 }
@@ -501,6 +528,9 @@ impl DecideError {
             DecideError::AlreadyDecided { .. } => {
                 "nothing to do: a decision stands once taken".into()
             }
+            DecideError::OwnExecution { id, .. } => format!(
+                "another approver must decide it (`airlock approve {id}` or `airlock deny {id}` as them); or the operator sets `[approvals] self_approve = true` in the policy to let approvers decide their own executions' calls"
+            ),
             DecideError::Journal(e) => e.hint().into(),
         }
     }

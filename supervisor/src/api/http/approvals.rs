@@ -1,7 +1,8 @@
 //! `GET /v1/approvals` and `POST /v1/approvals/<id>`: the calls that wait for a person's
 //! decision, and the decision. Who may decide is the policy's (`[approvals] approvers`), by the
 //! peer's uid and groups as the kernel gave them; an approver sees every approval that waits,
-//! anyone else only those of its own executions.
+//! anyone else only those of its own executions. An approver decides the calls of its own
+//! executions only where `[approvals] self_approve` says it may.
 
 use super::responses::{ApiBody, error_response, json_body, json_response};
 use super::sessions::session_error;
@@ -74,7 +75,9 @@ pub(super) async fn decide(
         Ok(decided) => json_response(StatusCode::OK, &decided),
         Err(e) => {
             let (status, code) = match &e {
-                DecideError::NotApprover(_) => (StatusCode::FORBIDDEN, ApiErrorCode::NotPermitted),
+                DecideError::NotApprover(_) | DecideError::OwnExecution { .. } => {
+                    (StatusCode::FORBIDDEN, ApiErrorCode::NotPermitted)
+                }
                 DecideError::NotFound(_) => (StatusCode::NOT_FOUND, ApiErrorCode::NotFound),
                 DecideError::AlreadyDecided { .. } => {
                     (StatusCode::CONFLICT, ApiErrorCode::Conflict)
