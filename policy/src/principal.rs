@@ -12,7 +12,9 @@ use crate::document::{Field, TableReader};
 use crate::error::PolicyError;
 use crate::limit_settings::LimitSettings;
 use crate::source_location::Location;
-use crate::tool_pattern::{tool_matches, validate_tool_pattern};
+use crate::tool_pattern::{
+    matches_every_with_prefix, may_match_with_prefix, tool_matches, validate_tool_pattern,
+};
 
 /// One `allow`, `deny` or `approve` pattern and where it was written (for
 /// `airlock policy explain`).
@@ -139,6 +141,35 @@ impl Principal {
     /// `deny` pattern does. Nothing is allowed by default.
     pub fn allows_tool(&self, tool: &str) -> bool {
         matches!(self.decide(tool), ToolDecision::Allowed(_))
+    }
+
+    /// Whether this principal may call some tool of `namespace`, as far as its patterns say
+    /// without the namespace's tools: an `allow` pattern may match a name in it and no `deny`
+    /// pattern matches every name in it. What it may be told exists (suggestions, lists of
+    /// namespaces); whether a tool is allowed is [`Principal::allows_tool`]'s.
+    pub fn may_call_in(&self, namespace: &str) -> bool {
+        let prefix = format!("{namespace}.");
+        !self
+            .deny
+            .iter()
+            .any(|rule| matches_every_with_prefix(&rule.pattern, &prefix))
+            && self
+                .allow
+                .iter()
+                .any(|rule| may_match_with_prefix(&rule.pattern, &prefix))
+    }
+
+    /// Whether this principal may call every tool of `namespace`, whatever its names: an
+    /// `allow` pattern matches every name in it and no `deny` pattern may match one.
+    pub fn may_call_all_in(&self, namespace: &str) -> bool {
+        let prefix = format!("{namespace}.");
+        self.allow
+            .iter()
+            .any(|rule| matches_every_with_prefix(&rule.pattern, &prefix))
+            && !self
+                .deny
+                .iter()
+                .any(|rule| may_match_with_prefix(&rule.pattern, &prefix))
     }
 
     /// The rule that decides whether this principal may call `tool`: the first matching `deny`
@@ -399,6 +430,24 @@ mod tests {
             ToolDecision::Denied(&p.deny[0])
         );
         assert_eq!(p.decide("time.now"), ToolDecision::NotAllowed);
+    }
+
+    #[test]
+    fn which_namespaces_a_principal_may_call_in() {
+        let p = principal(
+            &["github.*", "time.now", "*.search"],
+            &["secret.*", "github.delete_*"],
+        );
+        assert!(p.may_call_in("github") && !p.may_call_all_in("github"));
+        assert!(p.may_call_in("time") && !p.may_call_all_in("time"));
+        // `*.search` may name a tool anywhere, except where every name is denied.
+        assert!(p.may_call_in("docs") && !p.may_call_all_in("docs"));
+        assert!(!p.may_call_in("secret"));
+        let narrow = principal(&["github.*", "time.now"], &[]);
+        assert!(narrow.may_call_all_in("github"));
+        assert!(!narrow.may_call_in("secret") && !narrow.may_call_in("git"));
+        assert!(principal(&["*"], &[]).may_call_all_in("anything"));
+        assert!(!principal(&[], &[]).may_call_in("github"));
     }
 
     #[test]

@@ -82,9 +82,56 @@ pub fn tool_matches(pattern: &str, tool: &str) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
+/// Whether `pattern` matches some name that starts with `prefix` and goes on past it (a tool
+/// `prefix` + a name that is not empty), decided from the pattern alone.
+pub fn may_match_with_prefix(pattern: &str, prefix: &str) -> bool {
+    match pattern.find('*') {
+        // One name: it starts with the prefix and is longer.
+        None => pattern.len() > prefix.len() && pattern.starts_with(prefix),
+        // The literal before the first `*` and the prefix agree as far as both go: the `*`
+        // takes the rest of the prefix, or the literal goes past it, and what follows can be
+        // written out.
+        Some(star) => {
+            let literal = &pattern[..star];
+            literal.starts_with(prefix) || prefix.starts_with(literal)
+        }
+    }
+}
+
+/// Whether `pattern` matches every name that starts with `prefix`: it ends with `*`, which
+/// then takes any rest, and matches the prefix itself.
+pub fn matches_every_with_prefix(pattern: &str, prefix: &str) -> bool {
+    pattern.ends_with('*') && tool_matches(pattern, prefix)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patterns_against_a_namespace() {
+        for (pattern, may, every) in [
+            ("*", true, true),
+            ("github.*", true, true),
+            ("git*", true, true),
+            ("github.get_*", true, false),
+            ("github.get_issue", true, false),
+            ("*.delete_*", true, false),
+            ("*_issue", true, false),
+            ("gitlab.*", false, false),
+            ("github", false, false),
+            ("github.", false, false),
+            ("githubx.*", false, false),
+            ("g*b.*", true, true),
+        ] {
+            assert_eq!(may_match_with_prefix(pattern, "github."), may, "{pattern}");
+            assert_eq!(
+                matches_every_with_prefix(pattern, "github."),
+                every,
+                "{pattern}"
+            );
+        }
+    }
 
     #[test]
     fn exact_names() {

@@ -1,7 +1,7 @@
 //! A second principal, for the tests that what one principal made (a session, a detached
 //! execution) is out of another's reach: uid 65534 (nobody), admitted as `other`, talking to
-//! the daemon through the real CLI. Acting as another uid needs root, so these tests are
-//! skipped without it ([`can_run`]).
+//! the daemon through the real CLI ([`cli`]) or with a raw request ([`get`]). Acting as
+//! another uid needs root, so these tests are skipped without it ([`can_run`]).
 
 use crate::{TestDaemon, binaries, processes};
 use airlock_policy::{Policy, Principal};
@@ -56,5 +56,43 @@ pub fn assert_not_found(ok: bool, text: &str, what: &str) {
     assert!(
         text.contains("404") || text.contains("not_found"),
         "{what}: {text}"
+    );
+}
+
+/// `GET path` on the daemon's socket as the other principal: its status and body. The
+/// connection is made from a thread of its own that has taken uid and gid 65534 (and no
+/// supplementary groups) for itself alone, so the daemon reads those as its peer's
+/// credentials; the thread ends with the request. Root only, as [`cli`] is.
+pub async fn get(d: &TestDaemon, path: &str) -> (u16, String) {
+    let socket = d.socket.clone();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n\r\n");
+    tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            as_nobody_in_this_thread();
+            crate::raw_http::send(&socket, request.as_bytes())
+                .expect("a request to the daemon as the other principal")
+        })
+        .join()
+        .expect("the other principal's thread did not panic")
+    })
+    .await
+    .expect("the other principal's thread was joined")
+}
+
+/// Takes uid and gid 65534, without supplementary groups, for the calling thread only: the
+/// raw system calls, not libc's wrappers, which would change every thread of the process.
+fn as_nobody_in_this_thread() {
+    // SAFETY: the three calls take only integers (and a null list with a zero length for
+    // setgroups); they change the credentials of the calling thread, which makes one request
+    // and ends; no memory of ours is touched.
+    let failed = unsafe {
+        libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) != 0
+            || libc::syscall(libc::SYS_setresgid, UID, UID, UID) != 0
+            || libc::syscall(libc::SYS_setresuid, UID, UID, UID) != 0
+    };
+    assert!(
+        !failed,
+        "cannot take uid 65534 in a thread: {}",
+        std::io::Error::last_os_error()
     );
 }

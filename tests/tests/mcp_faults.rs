@@ -634,12 +634,21 @@ async fn the_idempotency_key_reaches_the_server_in_meta_and_read_only_hints_are_
         assert_eq!(marked, ["meta"], "{label}");
         let mut registry = ToolRegistry::new();
         registry.register(server.clone());
+        let anyone = airlock_policy::Principal::new("p", vec![], &["*"]);
         assert!(
-            registry.resolve("fault.meta").await.unwrap().read_only,
+            registry
+                .resolve("fault.meta", &anyone)
+                .await
+                .unwrap()
+                .read_only,
             "{label}"
         );
         assert!(
-            !registry.resolve("fault.echo").await.unwrap().read_only,
+            !registry
+                .resolve("fault.echo", &anyone)
+                .await
+                .unwrap()
+                .read_only,
             "{label}"
         );
         server.shutdown().await;

@@ -171,6 +171,120 @@ async fn wrong_literal_tool_calls_are_refused_before_running() {
     assert_eq!(r.result, serde_json::json!("unknown_tool"), "{r:?}");
 }
 
+/// What a program is told of a name it got wrong names only what its principal may call, in
+/// the contract check and at call time: no tool it is denied (`test.add`), no namespace where
+/// it may call nothing (`ledger`); and a call it may not make is answered the same whether
+/// the tool exists or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_name_is_answered_only_with_what_the_principal_may_call() {
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .source(std::sync::Arc::new(airlock_tests::ledger::Ledger::default()))
+            .policy(|p| {
+                p.principals[0].allow = vec!["test.*".into(), "*.create".into()];
+                p.principals[0].deny =
+                    vec!["test.add".into(), "test.sleep*".into(), "ledger.*".into()];
+            }),
+    )
+    .await;
+    let refusal = |r: &airlock_supervisor::agent_api::ExecutionResponse| {
+        let e = r.error.clone().unwrap_or_else(|| panic!("{r:?}"));
+        assert_eq!(e.kind, "contract", "{e:?}");
+        format!("{} {}", e.message, e.hint.unwrap_or_default())
+    };
+    // A near name the principal may not call is not suggested.
+    let told = refusal(&d.exec("await tools.test.addd({ a: 1, b: 2 })").await);
+    assert!(told.contains("`tools.test` has no tool `addd`"), "{told}");
+    assert!(!told.contains("add()"), "{told}");
+    // Nor a namespace where it may call nothing.
+    let told = refusal(&d.exec("await tools.ledgr.create({ name: 'x' })").await);
+    assert!(!told.contains("ledger"), "{told}");
+    // A call it may not make, of a tool that exists or not, is denied when it is made; the
+    // program runs up to it either way.
+    let denied = |r: &airlock_supervisor::agent_api::ExecutionResponse| {
+        assert_eq!(r.status, Status::Error, "{r:?}");
+        assert_eq!(r.stdout, "ran\n", "{r:?}");
+        let call = &r.tool_calls[0];
+        format!("{:?}", call.error)
+    };
+    let there = denied(
+        &d.exec("console.log('ran'); await tools.ledger.list({})")
+            .await,
+    );
+    let nowhere = denied(
+        &d.exec("console.log('ran'); await tools.ledgex.list({})")
+            .await,
+    );
+    assert_eq!(there.replace("ledger", "ledgex"), nowhere);
+    assert!(there.contains("Denied"), "{there}");
+    let there = denied(
+        &d.exec("console.log('ran'); await tools.test.sleep({})")
+            .await,
+    );
+    let nowhere = denied(
+        &d.exec("console.log('ran'); await tools.test.sleepx({})")
+            .await,
+    );
+    assert_eq!(there.replace(".sleep", ".sleepx"), nowhere);
+    // A namespace it may call nothing in, near one it may: the denial says which.
+    let typo = denied(
+        &d.exec("console.log('ran'); await tools.tset.echo({})")
+            .await,
+    );
+    assert!(typo.contains("did you mean tools.test?"), "{typo}");
+    // The same at call time, for names the worker cannot see before the program runs.
+    let r = d
+        .exec(
+            r#"const hints = [];
+for (const [ns, name] of [["test", ["ad", "dd"].join("")], [["led", "gr"].join(""), "create"]]) {
+  try { await (tools as any)[ns][name]({}); } catch (e) { hints.push(`${e.code}: ${e.message} ${e.hint}`); }
+}
+hints"#,
+        )
+        .await;
+    let hints = r.result.to_string();
+    assert!(hints.contains("unknown_tool"), "{r:?}");
+    assert!(
+        !hints.contains("tools.test.add") && !hints.contains("ledger"),
+        "{hints}"
+    );
+}
+
+/// `GET /metrics` counts every principal's executions and tool calls: only the operator
+/// (root, the daemon's user) reads it; another principal gets `403 not_permitted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_are_the_operators_alone() {
+    if !another_principal::can_run("the_metrics_are_the_operators_alone") {
+        return;
+    }
+    let d = TestDaemon::start_with(
+        DaemonOptions::default().policy(|p| another_principal::admit(p, &["test.*"])),
+    )
+    .await;
+    another_principal::open_socket(&d);
+    d.exec("await tools.test.echo({})").await;
+    let (status, body) = another_principal::get(&d, "/metrics").await;
+    assert_eq!(status, 403, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["error"]["code"], "not_permitted", "{body}");
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("only root and the daemon's own user"),
+        "{body}"
+    );
+    // What it may read, it still reads as itself.
+    let (status, body) = another_principal::get(&d, "/v1/health").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, metrics) = get(&d, "/metrics").await;
+    assert_eq!(status, 200, "{metrics}");
+    assert!(
+        metrics.contains("airlock_tool_calls_total{outcome=\"ok\"} 1\n"),
+        "{metrics}"
+    );
+}
+
 /// `POST /v1/sdk` with a request's `client_tools`: the SDK files that change for it, so a
 /// program calling `tools.client.<name>` type-checks against the declared schema.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -366,7 +366,7 @@ export class AirlockClient {
     return this.json<Health>({ method: "GET", path: "/v1/health", signal: options.signal });
   }
 
-  /** `GET /metrics`: Prometheus text. */
+  /** `GET /metrics`: Prometheus text (root and the daemon's own user only: others get `403 not_permitted`). */
   async metrics(options: CallOptions = {}): Promise<string> {
     return this.text({ method: "GET", path: "/metrics", signal: options.signal });
   }

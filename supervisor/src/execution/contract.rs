@@ -23,6 +23,9 @@
 //!
 //! A program that declares its own `tools` binding sends no references, and namespaces that
 //! could not be listed are skipped: the check must never reject a program that would work.
+//! Calls of tools the caller may not call are not judged (they fail at run time with
+//! `denied`, existing or not), and its answers name only what the caller may call: it is no
+//! way to learn what other principals' tools are called or take.
 //!
 //! The references come from the worker, so they are untrusted: every site is judged with a
 //! bounded amount of work, and the costly part of an answer (the did-you-mean search over a
@@ -33,6 +36,7 @@ use crate::sdk::tool_search::call_signature;
 use crate::tools::coercion;
 use crate::tools::naming::{closest, namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolRegistry};
+use airlock_policy::Principal;
 use airlock_proto::{
     LiteralKind, LiteralProperty, LiteralScalar, SourcePosition, ToolReference, ToolReferences,
 };
@@ -40,9 +44,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The catalogue as the check needs it: namespace → tool name → tool. It holds every tool
-/// of the daemon, not only the caller's: a call the policy denies fails at run time with
-/// `denied`, which a program may catch, so the check does not refuse it.
+/// The catalogue as the check needs it: namespace → tool name → tool. [`check`] puts in it
+/// only namespaces the caller may call in (of those the calls name, the ones with a tool it
+/// may call), so that the names an answer suggests or lists are ones it may call.
 pub type ContractCatalogue<'a> = BTreeMap<&'a str, BTreeMap<&'a str, &'a ToolDescriptor>>;
 
 /// Builds the lookup from each namespace's tools.
@@ -70,17 +74,35 @@ pub enum Leniency {
     Changing,
 }
 
-/// The contract check of a program's literal tool calls against the daemon's tools: the
-/// first violation in source order, as the execution error the agent receives (kind
-/// `contract`), or `None` when nothing the check can judge is wrong.
+/// The contract check of a program's literal tool calls against the tools `principal` may
+/// call: the first violation in source order, as the execution error the agent receives
+/// (kind `contract`), or `None` when nothing the check can judge is wrong.
+///
+/// A call of a tool the principal may not call is not judged, whether the tool exists or not:
+/// it fails at run time with `denied` either way, which a program may catch, and judging it
+/// would tell the program which tools exist and what they take. What an answer suggests or
+/// lists (near names, the namespaces) is drawn from what the principal may call.
 ///
 /// Only the namespaces the calls name are listed (listing starts a lazily started server).
 /// `client` holds the request's client-owned tools (`tools.client.<name>`), judged like any.
 pub async fn check(
     tools: &ToolRegistry,
+    principal: &Principal,
     client: Option<Arc<[ToolDescriptor]>>,
     references: &ToolReferences,
 ) -> Verdict {
+    let client_namespace = crate::tools::client::NAMESPACE;
+    let callable = |namespace: &str, name: &str| {
+        namespace == client_namespace || principal.allows_tool(&format!("{namespace}.{name}"))
+    };
+    let references = ToolReferences {
+        calls: references
+            .calls
+            .iter()
+            .filter(|c| callable(&c.namespace, &c.name))
+            .cloned()
+            .collect(),
+    };
     let mut named: Vec<&str> = references
         .calls
         .iter()
@@ -97,12 +119,25 @@ pub async fn check(
             coercing.push(namespace.clone());
         }
         if named.binary_search(&namespace.as_str()).is_err() {
-            // Not called: known by name (for suggestions) but not listed.
-            lists.push((namespace, None));
+            // Not called: known by name (for suggestions) if the principal may call in it,
+            // but not listed.
+            if principal.may_call_in(&namespace) {
+                lists.push((namespace, None));
+            }
             continue;
         }
         match source.tools().await {
             Ok(tools) => {
+                if !tools.iter().any(|t| callable(&namespace, &t.name)) {
+                    // Nothing in it the principal may call: as if there were no such
+                    // namespace; but one that may add tools while the program runs is not
+                    // judged (refusing it could refuse a program that would work, and
+                    // warning about it would say that it exists).
+                    if source.tools_may_change() {
+                        lenient.push((namespace, Leniency::Unlisted));
+                    }
+                    continue;
+                }
                 if source.tools_may_change() {
                     lenient.push((namespace.clone(), Leniency::Changing));
                 }
@@ -113,7 +148,7 @@ pub async fn check(
         }
     }
     if let Some(client) = client {
-        lists.push((crate::tools::client::NAMESPACE.to_owned(), Some(client)));
+        lists.push((client_namespace.to_owned(), Some(client)));
     }
     let catalogue = catalogue(
         lists
@@ -124,13 +159,13 @@ pub async fn check(
         let Some((_, Some(list))) = lists.iter().find(|(ns, _)| ns == namespace) else {
             return Vec::new();
         };
-        if namespace == crate::tools::client::NAMESPACE {
+        if namespace == client_namespace {
             // The request's own tools: not the daemon's to cache.
             return near_tools(wanted, list, &namespace_search(namespace, list));
         }
-        tools.near_tools(namespace, wanted, list)
+        tools.near_callable_tools(namespace, wanted, list, principal)
     };
-    judge(references, &catalogue, &lenient, &coercing, &near)
+    judge(&references, &catalogue, &lenient, &coercing, &near)
 }
 
 /// What the contract check found: the refusal, if the program may not run, and what the
@@ -272,14 +307,16 @@ impl Problem<'_> {
                 let near = near_namespaces(namespace, catalogue.keys().copied());
                 let hint = if *namespace == crate::tools::client::NAMESPACE {
                     "tools.client.<name> calls the tools a request declares in client_tools, and this one declares none".to_owned()
+                } else if catalogue.is_empty() {
+                    "you may call no tools; the operator grants tools with `allow` in the principal's policy entry".to_owned()
                 } else if near.is_empty() {
                     let all: Vec<String> = catalogue.keys().map(|k| format!("tools.{k}")).collect();
-                    format!("the namespaces are {}", all.join(", "))
+                    format!("the namespaces you may call are {}", all.join(", "))
                 } else {
                     format!("did you mean {}?", quote_list(&near, "tools.", ""))
                 };
                 (
-                    format!("there is no tool namespace `tools.{namespace}`"),
+                    format!("there is no tool namespace `tools.{namespace}` you may call"),
                     hint,
                 )
             }
@@ -875,6 +912,131 @@ mod tests {
         assert!(run(vec![]).is_none());
     }
 
+    /// A source of fixed tools, for [`check`] over a registry.
+    struct Fixed(&'static str, Vec<ToolDescriptor>);
+
+    impl crate::tools::ToolSource for Fixed {
+        fn namespace(&self) -> &str {
+            self.0
+        }
+        fn tools(&self) -> crate::tools::ToolsFuture<'_> {
+            let tools: Arc<[ToolDescriptor]> = self.1.clone().into();
+            Box::pin(async move { Ok(tools) })
+        }
+        fn call<'a>(
+            &'a self,
+            _: &'a str,
+            args: Value,
+            _: &'a crate::tools::CallContext,
+        ) -> crate::tools::ToolFuture<'a> {
+            Box::pin(async move { Ok(args) })
+        }
+    }
+
+    /// [`check`] of `calls` by a principal allowed `allow` and denied `deny`, against `math`
+    /// and a `vault` whose one tool takes only `path`.
+    fn check_as(
+        allow: &[&str],
+        deny: &[&str],
+        calls: Vec<ToolReference>,
+    ) -> Option<ExecutionError> {
+        let mut registry = ToolRegistry::new();
+        registry.register(Arc::new(Fixed("math", tools())));
+        registry.register(Arc::new(Fixed(
+            "vault",
+            vec![ToolDescriptor {
+                name: "read_all".into(),
+                description: "Reads every secret in the vault.".into(),
+                input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                output_schema: None,
+                read_only: true,
+            }],
+        )));
+        let principal = Principal {
+            deny: deny.iter().map(|d| (*d).into()).collect(),
+            ..Principal::new("p", vec![], allow)
+        };
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(check(
+                &registry,
+                &principal,
+                None,
+                &ToolReferences { calls },
+            ))
+            .refusal
+    }
+
+    /// What the check answers names only what the principal may call: a namespace it may
+    /// call nothing in is answered as one that does not exist, a tool it may not call in a
+    /// namespace it may call in is not judged at all (it fails at run time with `denied`,
+    /// existing or not), and near names are drawn from the tools it may call.
+    #[test]
+    fn the_check_tells_nothing_of_what_the_principal_may_not_call() {
+        let wrong_argument = |ns: &str| {
+            with_object(
+                call(ns, "read_all", 1, 7),
+                false,
+                &[("nope", Some(Integer))],
+            )
+        };
+        let told =
+            |e: &ExecutionError| format!("{} {}", e.message, e.hint.clone().unwrap_or_default());
+        for (allow, deny) in [
+            (&["math.*"][..], &[][..]),
+            (&["*"], &["vault.*"]),
+            (&["math.*", "vault.list"], &[]),
+        ] {
+            // Not judged, existing or not (each fails at run time with `denied`).
+            for site in [wrong_argument("vault"), call("vault", "nothing", 1, 7)] {
+                assert!(check_as(allow, deny, vec![site]).is_none(), "{allow:?}");
+            }
+        }
+        assert!(check_as(&["math.*"], &[], vec![wrong_argument("vaulx")]).is_none());
+        // A name it may call, in a namespace it may call nothing in, is unknown; suggestions
+        // do not name that namespace.
+        let e = check_as(
+            &["math.*", "*.list"],
+            &["vault.*"],
+            vec![call("vaul", "list", 1, 7)],
+        )
+        .unwrap();
+        assert_eq!(
+            e.message,
+            "there is no tool namespace `tools.vaul` you may call"
+        );
+        assert!(!told(&e).contains("vault"), "{}", told(&e));
+        // `vault.list` may be called but does not exist, and nothing else in `vault` may be.
+        let e = check_as(
+            &["math.*", "vault.list"],
+            &[],
+            vec![call("vault", "list", 1, 7)],
+        )
+        .unwrap();
+        assert_eq!(
+            e.message,
+            "there is no tool namespace `tools.vault` you may call"
+        );
+        // Near names are ones the principal may call.
+        let e = check_as(
+            &["math.*"],
+            &["math.open"],
+            vec![call("math", "opne", 1, 7)],
+        )
+        .unwrap();
+        assert!(!told(&e).contains("open()"), "{}", told(&e));
+        let e = check_as(&["math.*"], &[], vec![call("math", "opne", 1, 7)]).unwrap();
+        assert!(told(&e).contains("tools.math.open()"), "{}", told(&e));
+        // Whoever may call it is told what it takes.
+        let e = check_as(&["*"], &[], vec![wrong_argument("vault")]).unwrap();
+        assert!(
+            e.message.starts_with("tools.vault.read_all: "),
+            "{}",
+            e.message
+        );
+    }
+
     #[test]
     fn unknown_tools_and_namespaces_suggest_near_names() {
         let e = run(vec![call("math", "addd", 2, 7)]).unwrap();
@@ -883,10 +1045,16 @@ mod tests {
         assert_eq!(e.hint.as_deref(), Some("did you mean tools.math.add()?"));
         assert_eq!((e.line, e.column), (Some(2), Some(7)));
         let e = run(vec![call("maht", "add", 1, 7)]).unwrap();
-        assert_eq!(e.message, "there is no tool namespace `tools.maht`");
+        assert_eq!(
+            e.message,
+            "there is no tool namespace `tools.maht` you may call"
+        );
         assert_eq!(e.hint.as_deref(), Some("did you mean tools.math?"));
         let e = run(vec![call("zzzzzzzz", "add", 1, 7)]).unwrap();
-        assert_eq!(e.hint.as_deref(), Some("the namespaces are tools.math"));
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("the namespaces you may call are tools.math")
+        );
         let e = run(vec![call("math", "qqqqqqqqq", 1, 7)]).unwrap();
         assert_eq!(
             e.hint.as_deref(),

@@ -510,10 +510,13 @@ impl Run {
                         references_seen = true;
                         held = true;
                         let tools = env.tools.clone();
+                        let principal = job.principal.clone();
                         let client = job.client.as_ref().map(|c| c.tools.descriptors());
                         contract = Some(AbortOnDrop(tokio::spawn(
-                            async move { contract::check(&tools, client, &references).await }
-                                .in_current_span(),
+                            async move {
+                                contract::check(&tools, &principal, client, &references).await
+                            }
+                            .in_current_span(),
                         )));
                     }
                     Ok(WorkerMessage::ToolCall { id, tool, args_json, at }) => {

@@ -64,13 +64,14 @@ impl Generations {
         self.current().admit(uid, gid, groups)
     }
 
-    /// Whether a peer may ask for a reload: root, or the daemon's own user (both could send
-    /// SIGHUP anyway).
     /// What every generation builds its sources with.
     pub fn context(&self) -> &SourceContext {
         &self.context
     }
 
+    /// Whether a peer is the daemon's operator: root, or the daemon's own user (both could
+    /// send SIGHUP anyway). It may reload, and read what concerns every principal: the tool
+    /// servers, the policy's decisions, the metrics.
     pub fn may_reload(&self, uid: u32) -> bool {
         uid == 0 || uid == self.daemon_uid
     }

@@ -239,7 +239,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                     scope.principal.name
                 ),
             )
-            .with_hint("the operator grants tools with `allow` in the principal's policy entry"),
+            .with_hint(denied_hint(scope, &tool)),
         )
     } else if let Some(reason) = unreadable {
         Some(unreadable_json_error(
@@ -463,16 +463,9 @@ impl Admitted {
                     idempotency_key,
                     sent: &sent,
                 };
-                call_source(
-                    &self.scope.registry,
-                    &self.tool,
-                    args,
-                    ctx.clone(),
-                    Some(journaled),
-                )
-                .await
+                call_source(&self.scope, &self.tool, args, ctx.clone(), Some(journaled)).await
             }
-            _ => call_source(&self.scope.registry, &self.tool, args, ctx.clone(), None).await,
+            _ => call_source(&self.scope, &self.tool, args, ctx.clone(), None).await,
         };
         let sent = sent.load(Ordering::Relaxed);
         self.finish(&ctx, result, None, false, divergence, sent, contract)
@@ -656,6 +649,28 @@ fn undo_secret_coercions(
     *coercions = kept;
 }
 
+/// What a program denied `tool` should do: ask the operator, or perhaps it meant a namespace
+/// near the one it named that it may call in (a misspelt one). Only other namespaces the
+/// principal may call in are named, so the hint is the same whether the one it named exists
+/// or not.
+fn denied_hint(scope: &CallScope, tool: &str) -> String {
+    const GRANT: &str = "the operator grants tools with `allow` in the principal's policy entry";
+    let namespace = tool.split_once('.').map_or(tool, |(ns, _)| ns);
+    let reachable: Vec<&str> = scope
+        .registry
+        .namespaces()
+        .filter(|ns| *ns != namespace && scope.principal.may_call_in(ns))
+        .collect();
+    let near = crate::tools::naming::near_namespaces(namespace, reachable.iter().copied());
+    if near.is_empty() {
+        return GRANT.to_owned();
+    }
+    format!(
+        "did you mean {}? Otherwise {GRANT}",
+        crate::tools::naming::quote_list(&near, "tools.", "")
+    )
+}
+
 /// A live call of a session: recorded as sent before the source is called.
 struct Journaled<'a> {
     run: &'a SessionRun,
@@ -689,13 +704,13 @@ pub fn failed(id: u32) -> CallAnswer {
 /// resolved (for stage 12). A call of a session is recorded as sent once it is known to be
 /// valid, before anything reaches the source.
 async fn call_source(
-    registry: &ToolRegistry,
+    scope: &CallScope,
     tool: &str,
     args: Value,
     ctx: CallContext,
     journaled: Option<Journaled<'_>>,
 ) -> (Result<Value, ToolError>, Option<Arc<ToolContract>>) {
-    let resolved = match registry.resolve(tool).await {
+    let resolved = match scope.registry.resolve(tool, &scope.principal).await {
         Ok(resolved) => resolved,
         Err(e) => return (Err(e), None),
     };

@@ -1,11 +1,12 @@
 //! All tool sources of a daemon by namespace, and name resolution: `namespace.tool` to a
-//! source, with did-you-mean when nothing matches.
+//! source, with did-you-mean when nothing matches, drawn only from what the caller may call.
 
 use crate::learned_types::ToolContract;
 use crate::sdk::ToolSearch;
 use crate::tools::arguments::ArgumentSchema;
 use crate::tools::naming::{namespace_search, near_namespaces, near_tools, quote_list};
 use crate::tools::{ToolDescriptor, ToolError, ToolErrorCode, ToolSource};
+use airlock_policy::Principal;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -19,6 +20,19 @@ pub struct ToolRegistry {
     /// on the first unknown name, again only when the list changed (a new list is a new
     /// `Arc`), so a program calling unknown names in a loop does not rebuild one per call.
     searches: Arc<Mutex<HashMap<String, IndexedList>>>,
+}
+
+/// The tools of `namespace` (listed as `tools`) that `principal` may call.
+pub fn callable_tools(
+    namespace: &str,
+    tools: &[ToolDescriptor],
+    principal: &Principal,
+) -> Vec<ToolDescriptor> {
+    tools
+        .iter()
+        .filter(|t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
+        .cloned()
+        .collect()
 }
 
 /// A tool list and its search index.
@@ -87,8 +101,15 @@ impl ToolRegistry {
     }
 
     /// Resolves `namespace.tool` to its source, the tool's name there, its compiled input
-    /// schema and its read-only mark, or a `ToolError` that suggests near names.
-    pub async fn resolve(&self, full_name: &str) -> Result<ResolvedTool, ToolError> {
+    /// schema and its read-only mark, or a `ToolError` that suggests near names. The names it
+    /// suggests and lists are only ones `principal` may call: a namespace none of whose tools
+    /// it may call is answered as one that does not exist, so a program learns nothing of what
+    /// it may not call.
+    pub async fn resolve(
+        &self,
+        full_name: &str,
+        principal: &Principal,
+    ) -> Result<ResolvedTool, ToolError> {
         let Some((namespace, tool)) = full_name.split_once('.') else {
             return Err(ToolError::new(
                 ToolErrorCode::UnknownTool,
@@ -97,34 +118,22 @@ impl ToolRegistry {
             .with_hint("call tools as tools.<server>.<tool>(args)"));
         };
         let Some(source) = self.sources.get(namespace) else {
-            let known: Vec<&str> = self.namespaces().collect();
-            let mut err = ToolError::new(
-                ToolErrorCode::UnknownTool,
-                format!(
-                    "there is no tool server named `{namespace}` (called as tools.{full_name})"
-                ),
-            );
-            err.hint = Some(
-                match near_namespaces(namespace, known.iter().copied()).as_slice() {
-                    [] if known.is_empty() => {
-                        "no tool servers are configured on this daemon".to_owned()
-                    }
-                    [] => format!("available servers: {}", known.join(", ")),
-                    near => format!("did you mean {}?", quote_list(near, "tools.", "")),
-                },
-            );
-            return Err(err);
+            return Err(self.unknown_namespace(namespace, full_name, principal));
         };
         let tools = source.tools().await?;
         let Some(index) = tools.iter().position(|t| t.name == tool) else {
-            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-            let near = self.near_tools(namespace, tool, &tools);
+            let callable = callable_tools(namespace, &tools, principal);
+            if callable.is_empty() {
+                return Err(self.unknown_namespace(namespace, full_name, principal));
+            }
+            let near = self.near_callable_tools(namespace, tool, &tools, principal);
             let near: Vec<&str> = near.iter().map(String::as_str).collect();
             let mut err = ToolError::new(
                 ToolErrorCode::UnknownTool,
                 format!("server `{namespace}` has no tool named `{tool}`"),
             );
             err.hint = Some(if near.is_empty() {
+                let names: Vec<&str> = callable.iter().map(|t| t.name.as_str()).collect();
                 format!("tools on `{namespace}`: {}", names.join(", "))
             } else {
                 format!(
@@ -144,9 +153,56 @@ impl ToolRegistry {
         })
     }
 
+    /// The error for a namespace `principal` cannot call in (there is none, or none of its
+    /// tools is allowed), naming only namespaces it may call in.
+    fn unknown_namespace(
+        &self,
+        namespace: &str,
+        full_name: &str,
+        principal: &Principal,
+    ) -> ToolError {
+        let known: Vec<&str> = self
+            .namespaces()
+            .filter(|ns| *ns != namespace && principal.may_call_in(ns))
+            .collect();
+        let mut err = ToolError::new(
+            ToolErrorCode::UnknownTool,
+            format!(
+                "there is no tool server named `{namespace}` with tools you may call (called as tools.{full_name})"
+            ),
+        );
+        err.hint = Some(
+            match near_namespaces(namespace, known.iter().copied()).as_slice() {
+                [] if known.is_empty() => {
+                    "you may call no tools; the operator grants tools with `allow` in the principal's policy entry".to_owned()
+                }
+                [] => format!("servers you may call: {}", known.join(", ")),
+                near => format!("did you mean {}?", quote_list(near, "tools.", "")),
+            },
+        );
+        err
+    }
+
+    /// The tools of `namespace` (listed as `tools`) that `principal` may call and an unknown
+    /// `wanted` may have meant: over the namespace's cached search index when it may call
+    /// them all, else over an index of the ones it may call (built for this one answer).
+    pub fn near_callable_tools(
+        &self,
+        namespace: &str,
+        wanted: &str,
+        tools: &Arc<[ToolDescriptor]>,
+        principal: &Principal,
+    ) -> Vec<String> {
+        if principal.may_call_all_in(namespace) {
+            return self.near_tools(namespace, wanted, tools);
+        }
+        let callable = callable_tools(namespace, tools, principal);
+        near_tools(wanted, &callable, &namespace_search(namespace, &callable))
+    }
+
     /// The tools of `namespace` (listed as `tools`) that an unknown `wanted` may have meant:
     /// [`near_tools`] over the namespace's cached search index.
-    pub fn near_tools(
+    fn near_tools(
         &self,
         namespace: &str,
         wanted: &str,
@@ -255,10 +311,18 @@ mod tests {
     }
 
     fn resolve(r: &ToolRegistry, name: &str) -> Result<(Arc<dyn ToolSource>, String), ToolError> {
+        resolve_as(r, name, &Principal::new("p", vec![], &["*"]))
+    }
+
+    fn resolve_as(
+        r: &ToolRegistry,
+        name: &str,
+        principal: &Principal,
+    ) -> Result<(Arc<dyn ToolSource>, String), ToolError> {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(r.resolve(name))
+            .block_on(r.resolve(name, principal))
             .map(|t| (t.source, t.name))
     }
 
@@ -277,7 +341,7 @@ mod tests {
             tokio::runtime::Builder::new_current_thread()
                 .build()
                 .unwrap()
-                .block_on(r.resolve(name))
+                .block_on(r.resolve(name, &Principal::new("p", vec![], &["*"])))
                 .unwrap()
                 .read_only
         };
@@ -310,7 +374,70 @@ mod tests {
         let err = resolve(&ToolRegistry::new(), "x.y").err().unwrap();
         assert_eq!(
             err.hint.as_deref(),
-            Some("no tool servers are configured on this daemon")
+            Some(
+                "you may call no tools; the operator grants tools with `allow` in the principal's policy entry"
+            )
         );
+    }
+
+    /// What an unknown name is answered with names only what the caller may call: near tools
+    /// it may call, the namespaces it may call in; a namespace none of whose tools it may
+    /// call is answered as one that does not exist.
+    #[test]
+    fn suggestions_are_drawn_from_what_the_principal_may_call() {
+        let mut r = registry();
+        r.register(Arc::new(Secret));
+        // May search issues, not read repositories.
+        let reader = Principal {
+            deny: vec!["github.get_*".into()],
+            ..Principal::new("p", vec![], &["github.*", "secret.x*"])
+        };
+        let err = resolve_as(&r, "github.get_rep", &reader).err().unwrap();
+        let hint = err.hint.unwrap();
+        assert!(!hint.contains("get_repo"), "{hint}");
+        assert!(
+            hint.contains("search_issues") || hint.contains("create_issue"),
+            "{hint}"
+        );
+        // `secret` has tools, but none this principal may call.
+        let err = resolve_as(&r, "secret.xyz", &reader).err().unwrap();
+        assert!(
+            err.message
+                .contains("no tool server named `secret` with tools you may call"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.hint.as_deref(), Some("servers you may call: github"));
+        let only_github = Principal::new("p", vec![], &["github.*"]);
+        let err = resolve_as(&r, "secre.x", &only_github).err().unwrap();
+        assert_eq!(err.hint.as_deref(), Some("servers you may call: github"));
+        // Whoever may call everything is told everything.
+        let err = resolve(&r, "secret.read_al").err().unwrap();
+        assert_eq!(
+            err.hint.as_deref(),
+            Some("did you mean tools.secret.read_all?")
+        );
+    }
+
+    struct Secret;
+    impl ToolSource for Secret {
+        fn namespace(&self) -> &str {
+            "secret"
+        }
+        fn tools(&self) -> ToolsFuture<'_> {
+            Box::pin(async {
+                Ok(vec![ToolDescriptor {
+                    name: "read_all".into(),
+                    description: "reads every secret".into(),
+                    input_schema: serde_json::json!({"type": "object"}),
+                    output_schema: None,
+                    read_only: true,
+                }]
+                .into())
+            })
+        }
+        fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
+            Box::pin(async move { Ok(args) })
+        }
     }
 }

@@ -69,6 +69,16 @@ pub(super) async fn route(
     match (req.method(), path.as_str()) {
         (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &health::health(&state)),
         (&Method::GET, "/metrics") => {
+            // The counts are every principal's (executions, tools, approvals, drift per
+            // tool): the operator's, as the tool servers' states are.
+            if !state.generations.may_reload(peer.info.uid) {
+                return error_response(
+                    StatusCode::FORBIDDEN,
+                    ApiErrorCode::NotPermitted,
+                    format!("uid {} may not read the daemon's metrics", peer.info.uid),
+                    Some("only root and the daemon's own user may: they count every principal's executions and tool calls; scrape /metrics as one of them, or see your own executions with GET /v1/executions".into()),
+                );
+            }
             let mut resp =
                 Response::new(Full::new(Bytes::from(health::metrics_text(&state))).boxed());
             resp.headers_mut().insert(
