@@ -151,6 +151,13 @@ pub struct ToolError {
     /// What the program (or its author) can do about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// The tool itself answered that the call failed (an MCP result with `isError`, an HTTP
+    /// error status, GraphQL `errors`), rather than no answer coming or the daemon refusing
+    /// one. A session's retry of such a call goes out with a new idempotency key, since a
+    /// service that honours the key would answer the retry with the same failure. Not on the
+    /// wire.
+    #[serde(skip)]
+    reported: bool,
 }
 
 impl ToolError {
@@ -159,12 +166,24 @@ impl ToolError {
             code,
             message: message.into(),
             hint: None,
+            reported: false,
         }
     }
 
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
+    }
+
+    /// The same error, marked as the tool's own answer ([`ToolError::is_reported_by_tool`]).
+    pub fn reported_by_tool(mut self) -> Self {
+        self.reported = true;
+        self
+    }
+
+    /// Whether the tool itself answered that the call failed.
+    pub fn is_reported_by_tool(&self) -> bool {
+        self.reported
     }
 }
 

@@ -3,12 +3,15 @@
 //! its sequence number (after `delay_ms`, or a delay the ledger chooses to reorder
 //! completions); `list` ({}) returns every record; `count` ({}) the number of records;
 //! `flaky` ({name}) fails the first time it is called with a name and creates the record the
-//! next time.
+//! next time. With [`Ledger::honour_keys`], `create` and `flaky` answer a call whose
+//! idempotency key they saw before with that call's answer, without acting again, as a
+//! payments API does.
 
 use airlock_supervisor::tools::{
     CallContext, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource, ToolsFuture,
 };
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -23,6 +26,10 @@ pub struct Ledger {
     pub reverse: AtomicBool,
     /// Names `flaky` has failed for once.
     failed_once: Mutex<Vec<Value>>,
+    /// Whether a key seen before is answered from `answered`.
+    honour_keys: AtomicBool,
+    /// The answer given to each idempotency key.
+    answered: Mutex<HashMap<String, Result<Value, ToolError>>>,
 }
 
 impl Ledger {
@@ -32,6 +39,11 @@ impl Ledger {
 
     pub fn set_reverse(&self, reverse: bool) {
         self.reverse.store(reverse, Ordering::Relaxed);
+    }
+
+    /// Answers a write whose idempotency key was seen before with the first answer to it.
+    pub fn honour_keys(&self) {
+        self.honour_keys.store(true, Ordering::Relaxed);
     }
 }
 
@@ -64,50 +76,73 @@ impl ToolSource for Ledger {
 
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            match tool {
-                "create" => {
-                    self.keys
-                        .lock()
-                        .expect("ledger lock")
-                        .push(ctx.idempotency_key.clone());
-                    let delay = match args["delay_ms"].as_u64() {
-                        Some(ms) => ms,
-                        None => {
-                            let n = args["n"].as_u64().unwrap_or(0).min(50);
-                            if self.reverse.load(Ordering::Relaxed) {
-                                (50 - n) * 4
-                            } else {
-                                n * 4
-                            }
-                        }
-                    };
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    let mut records = self.records.lock().expect("ledger lock");
-                    let record = json!({ "seq": records.len() + 1, "name": args["name"] });
-                    records.push(record.clone());
-                    Ok(record)
-                }
-                "flaky" => {
-                    let mut failed = self.failed_once.lock().expect("ledger lock");
-                    if !failed.contains(&args["name"]) {
-                        failed.push(args["name"].clone());
-                        return Err(ToolError::new(
-                            ToolErrorCode::UpstreamError,
-                            "the ledger is busy; try again",
-                        ));
-                    }
-                    let mut records = self.records.lock().expect("ledger lock");
-                    let record = json!({ "seq": records.len() + 1, "name": args["name"] });
-                    records.push(record.clone());
-                    Ok(record)
-                }
-                "list" => Ok(Value::Array(self.records())),
-                "count" => Ok(json!(self.records.lock().expect("ledger lock").len())),
-                other => Err(ToolError::new(
-                    ToolErrorCode::UnknownTool,
-                    format!("no tool ledger.{other}"),
-                )),
+            let honoured = ctx
+                .idempotency_key
+                .clone()
+                .filter(|_| self.honour_keys.load(Ordering::Relaxed) && tool != "list");
+            if let Some(key) = &honoured
+                && let Some(answer) = self.answered.lock().expect("ledger lock").get(key)
+            {
+                return answer.clone();
             }
+            let answer = self.act(tool, args, ctx).await;
+            if let Some(key) = honoured {
+                self.answered
+                    .lock()
+                    .expect("ledger lock")
+                    .insert(key, answer.clone());
+            }
+            answer
         })
+    }
+}
+
+impl Ledger {
+    async fn act(&self, tool: &str, args: Value, ctx: &CallContext) -> Result<Value, ToolError> {
+        match tool {
+            "create" => {
+                self.keys
+                    .lock()
+                    .expect("ledger lock")
+                    .push(ctx.idempotency_key.clone());
+                let delay = match args["delay_ms"].as_u64() {
+                    Some(ms) => ms,
+                    None => {
+                        let n = args["n"].as_u64().unwrap_or(0).min(50);
+                        if self.reverse.load(Ordering::Relaxed) {
+                            (50 - n) * 4
+                        } else {
+                            n * 4
+                        }
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let mut records = self.records.lock().expect("ledger lock");
+                let record = json!({ "seq": records.len() + 1, "name": args["name"] });
+                records.push(record.clone());
+                Ok(record)
+            }
+            "flaky" => {
+                let mut failed = self.failed_once.lock().expect("ledger lock");
+                if !failed.contains(&args["name"]) {
+                    failed.push(args["name"].clone());
+                    return Err(ToolError::new(
+                        ToolErrorCode::UpstreamError,
+                        "the ledger is busy; try again",
+                    )
+                    .reported_by_tool());
+                }
+                let mut records = self.records.lock().expect("ledger lock");
+                let record = json!({ "seq": records.len() + 1, "name": args["name"] });
+                records.push(record.clone());
+                Ok(record)
+            }
+            "list" => Ok(Value::Array(self.records())),
+            "count" => Ok(json!(self.records.lock().expect("ledger lock").len())),
+            other => Err(ToolError::new(
+                ToolErrorCode::UnknownTool,
+                format!("no tool ledger.{other}"),
+            )),
+        }
     }
 }

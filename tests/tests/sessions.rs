@@ -396,9 +396,10 @@ const id = crypto.randomUUID();
 }
 
 /// `"replay": "writes"`: reads run again and see fresh data, writes are replayed. Every live
-/// call of a session carries an idempotency key, the same whenever that call is sent.
+/// call of a session carries an idempotency key; one made again on purpose (`"none"`) a new
+/// one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fresh_reads_replay_writes_and_keys_stay_the_same() {
+async fn fresh_reads_replay_writes_and_each_live_call_carries_a_key() {
     let ledger = Arc::new(Ledger::default());
     let d = daemon(&ledger).await;
     let code = r#"
@@ -427,7 +428,7 @@ all.length
     assert_eq!(ledger.records().len(), 2);
 
     // The session's create went out with a key; one-shot calls carry none; the same call
-    // sent again (replaying nothing) carries the same key.
+    // made again on purpose (replaying nothing) carries a new one.
     d.exec_in(code, &session, Some(ReplayMode::None))
         .await
         .unwrap();
@@ -436,7 +437,49 @@ all.length
     let key = keys[0].clone().expect("a session's call carries a key");
     assert!(key.starts_with("airlock-"), "{key}");
     assert_eq!(keys[1], None);
-    assert_eq!(keys[2].as_deref(), Some(key.as_str()));
+    let again = keys[2].clone().expect("a session's call carries a key");
+    assert!(again.starts_with("airlock-") && again != key, "{keys:?}");
+}
+
+/// A service that honours idempotency keys answers a key it saw with its first answer. A
+/// session's call made again on purpose reaches it as a new request: `"replay": "none"` and
+/// the retry of a failure it reported each go out with a new key, so it acts again instead
+/// of answering from its cache. A call replayed from the journal does not reach it at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_made_again_on_purpose_reach_a_service_that_honours_keys() {
+    let ledger = Arc::new(Ledger::default());
+    ledger.honour_keys();
+    let d = daemon(&ledger).await;
+    let create = "await tools.ledger.create({ name: 'mine' })";
+    let first = d.exec_in(create, "new", None).await.unwrap();
+    let session = first.session.clone().unwrap();
+    assert_eq!(first.result["seq"], json!(1), "{first:?}");
+    let replayed = d.exec_in(create, &session, None).await.unwrap();
+    assert_eq!(replayed.replayed_calls, 1, "{replayed:?}");
+    let again = d
+        .exec_in(create, &session, Some(ReplayMode::None))
+        .await
+        .unwrap();
+    assert_eq!(
+        again.result["seq"],
+        json!(2),
+        "the service answered from its cache: {again:?}"
+    );
+    assert_eq!(ledger.records().len(), 2);
+
+    // `flaky` says it failed the first time; a re-run of the session retries it.
+    let flaky =
+        "try { return await tools.ledger.flaky({ name: 'f' }) } catch (e: any) { return e.code }";
+    let failed = d.exec_in(flaky, "new", None).await.unwrap();
+    let session = failed.session.clone().unwrap();
+    assert_eq!(failed.result, json!("upstream_error"), "{failed:?}");
+    let retried = d.exec_in(flaky, &session, None).await.unwrap();
+    assert_eq!(
+        retried.result,
+        json!({ "seq": 3, "name": "f" }),
+        "the retry was answered with the cached failure: {retried:?}"
+    );
+    assert_eq!(ledger.records().len(), 3);
 }
 
 /// A session and its executions belong to the principal that made them: another principal

@@ -380,10 +380,9 @@ mod tests {
             tool: tool.into(),
             args: serde_json::Value::Null,
             outcome: CallOutcome::Error,
-            error: Some(ToolError {
-                code: ToolErrorCode::UnknownTool,
-                message: message.into(),
-                hint: hint.map(str::to_owned),
+            error: Some(match hint {
+                Some(hint) => ToolError::new(ToolErrorCode::UnknownTool, message).with_hint(hint),
+                None => ToolError::new(ToolErrorCode::UnknownTool, message),
             }),
             result: None,
             result_truncated: false,

@@ -10,7 +10,9 @@
 //!
 //! A daemon killed between a fold's commit and the truncation that follows it applies those
 //! records again at its next start: each record sets what it sets, so the store ends the same,
-//! except that a call's `sends` count is one higher.
+//! except that a call's `sends` count is one higher, and its `attempt` too when its outcome
+//! was among them (its next deliberate send gets a key never used; a call still in flight
+//! keeps its own, since no outcome of it was).
 //!
 //! A frame is the body's length (u32, little-endian), its CRC-32, then the body (a postcard
 //! [`LogRecord`]). A frame torn by a crash mid-write (short, or its CRC wrong) ends the log

@@ -575,15 +575,25 @@ impl SessionRun {
             .clone()
     }
 
-    /// The idempotency key of `key` in this session: the same whenever the call is sent.
-    pub fn idempotency_key(&self, key: &CallKey) -> String {
+    /// The idempotency key of `key`'s `attempt` in this session ([`CallRow::attempt`]): the
+    /// same whenever that attempt is sent (again after a crash, or after no answer came), a
+    /// new one for the next attempt (the call made again on purpose). Derived, not drawn: a
+    /// re-run of the session derives the same keys.
+    pub fn idempotency_key(&self, key: &CallKey, attempt: u32) -> String {
         let mut h = Sha256::new();
-        for part in [
+        let occurrence = key.occurrence.to_string();
+        let attempt = attempt.to_string();
+        let mut parts = vec![
             self.session.as_bytes(),
             key.tool.as_bytes(),
             key.args_hash.as_bytes(),
-            key.occurrence.to_string().as_bytes(),
-        ] {
+            occurrence.as_bytes(),
+        ];
+        // The first attempt's key is what it was before attempts were counted.
+        if attempt != "0" {
+            parts.push(attempt.as_bytes());
+        }
+        for part in parts {
             h.update(part);
             h.update([0]);
         }
@@ -603,8 +613,9 @@ impl SessionRun {
                 .noted_read(self.journal.store.lookup(&self.session, key))
                 .map_err(|e| unavailable(&e))?,
         };
+        let attempt = row.as_ref().map_or(0, |row| row.attempt);
         let live = |resend: bool, divergence: Option<String>| Lookup::Live {
-            idempotency_key: self.idempotency_key(key),
+            idempotency_key: self.idempotency_key(key, attempt),
             resend,
             divergence,
         };
@@ -666,13 +677,15 @@ impl SessionRun {
         Ok(())
     }
 
-    /// Records a sent call's outcome. A result over the session's size cap is not kept (the
-    /// call stays `sent`: a re-run sends it again, with its idempotency key). Returns a warning
-    /// for the response when the outcome could not be recorded.
+    /// Records a sent call's outcome: its result, or how it failed (a failure the tool
+    /// reported makes a retry a new attempt, with a new idempotency key; any other keeps the
+    /// key, since the call may have taken effect). A result over the session's size cap is
+    /// not kept (the call stays `sent`: a re-run sends it again, with its idempotency key).
+    /// Returns a warning for the response when the outcome could not be recorded.
     pub fn outcome(
         &self,
         key: &CallKey,
-        result: Result<&str, ()>,
+        result: Result<&str, &ToolError>,
         clock_ms: u64,
     ) -> Option<String> {
         let outcome = match result {
@@ -691,7 +704,8 @@ impl SessionRun {
                     clock_ms,
                 }
             }
-            Err(()) => Outcome::Failed,
+            Err(e) if e.is_reported_by_tool() => Outcome::Failed,
+            Err(_) => Outcome::Unsettled,
         };
         let record = LogRecord::Outcome {
             session: self.session.clone(),
@@ -800,6 +814,77 @@ mod tests {
                 answers[3]
             );
         }
+    }
+
+    /// A call's idempotency key is the same whenever the same attempt is sent (again after
+    /// the daemon died, or after no answer came), and new when the call is made again after
+    /// an answer: `"replay": "none"`, or a retry of a failure the tool reported.
+    #[test]
+    fn a_call_made_again_on_purpose_gets_a_new_key_and_a_resent_one_keeps_its_own() {
+        let (_dir, journal) = journal();
+        let session = new_session(&journal);
+        let args = serde_json::json!({ "a": 1 });
+        let reported = ToolError::new(ToolErrorCode::UpstreamError, "busy").reported_by_tool();
+        let timeout = ToolError::new(ToolErrorCode::Timeout, "no answer");
+        // One execution making the call: the key it went out with (`None`: replayed), after
+        // recording `outcome` (`None`: the daemon died while it was in flight).
+        let execution = |replay, outcome: Option<Result<&str, &ToolError>>| {
+            let row = journal.session(&session.id, "p").unwrap();
+            let run = SessionRun::new(journal.clone(), &row, "e".into(), replay);
+            let (key, position) = run.key("t.x", &args);
+            match run.lookup(&key, position).unwrap() {
+                Lookup::Replay { .. } => None,
+                Lookup::Live {
+                    idempotency_key, ..
+                } => {
+                    run.sent(&key, false).unwrap();
+                    if let Some(outcome) = outcome {
+                        assert_eq!(run.outcome(&key, outcome, 1), None);
+                    }
+                    Some(idempotency_key)
+                }
+            }
+        };
+        let first = execution(ReplayMode::All, Some(Ok("1"))).unwrap();
+        assert_eq!(execution(ReplayMode::All, Some(Ok("1"))), None);
+        let again = execution(ReplayMode::None, Some(Ok("2"))).unwrap();
+        assert_ne!(again, first, "made again on purpose");
+        let in_flight = execution(ReplayMode::None, None).unwrap();
+        assert!(![&first, &again].contains(&&in_flight));
+        assert_eq!(
+            execution(ReplayMode::All, Some(Err(&timeout))),
+            Some(in_flight.clone()),
+            "sent again after the daemon died"
+        );
+        assert_eq!(
+            execution(ReplayMode::All, Some(Err(&reported))),
+            Some(in_flight.clone()),
+            "sent again after no answer came"
+        );
+        let retried = execution(ReplayMode::All, Some(Ok("3"))).unwrap();
+        assert!(
+            ![&first, &again, &in_flight].contains(&&retried),
+            "a retry of a failure the tool reported"
+        );
+        assert_eq!(execution(ReplayMode::All, None), None);
+        // The first attempt's key is what it always was, so sessions recorded before attempts
+        // were counted keep their keys.
+        let run = SessionRun::new(journal.clone(), &session, "e".into(), ReplayMode::All);
+        let (key, _) = run.key("t.x", &args);
+        let mut h = Sha256::new();
+        for part in [
+            session.id.as_bytes(),
+            b"t.x",
+            key.args_hash.as_bytes(),
+            b"0",
+        ] {
+            h.update(part);
+            h.update([0]);
+        }
+        assert_eq!(
+            first,
+            format!("airlock-{}", &canonical::hex(&h.finalize())[..32])
+        );
     }
 
     /// The intent log is folded by the call that takes it past its bound, not only when the

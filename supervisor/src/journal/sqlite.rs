@@ -31,8 +31,15 @@ use std::time::Duration;
 /// Name of the database file in the journal directory.
 pub const FILE_NAME: &str = "journal.sqlite";
 
-/// `PRAGMA user_version` of the schema below; a newer file is refused.
-const SCHEMA_VERSION: i64 = 1;
+/// `PRAGMA user_version` of the schema below; a newer file is refused. Version 2 added
+/// `calls.attempt` ([`UPGRADES`]).
+const SCHEMA_VERSION: i64 = 2;
+
+/// What brings a file of an older version to this one (see [`crate::state_schema::migrate`]).
+const UPGRADES: &[(i64, &str)] = &[(
+    1,
+    "ALTER TABLE calls ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;",
+)];
 
 /// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
 /// executions (foreign keys, `ON DELETE CASCADE`). A session's size is the sum of its
@@ -59,6 +66,8 @@ CREATE TABLE IF NOT EXISTS calls (
     sends INTEGER NOT NULL DEFAULT 1,
     execution TEXT NOT NULL,
     updated_ms INTEGER NOT NULL,
+    -- The attempt its next send is, in its idempotency key: one more after each answer.
+    attempt INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (session, tool, occurrence, args_hash)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS executions (
@@ -213,7 +222,7 @@ impl SqliteStore {
             conn.execute_batch(
                 "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
             )?;
-            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION)
+            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, UPGRADES)
         })();
         match prepared {
             Ok(()) => {}
@@ -299,7 +308,8 @@ const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, see
      (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = sessions.id), \
      (SELECT count(*) FROM calls WHERE calls.session = sessions.id)";
 
-/// A call's row from its first five columns: state, result, clock_ms, read_only, sends.
+/// A call's row from its first six columns: state, result, clock_ms, read_only, sends,
+/// attempt.
 fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
     let state: String = r.get(0)?;
     let state = match state.as_str() {
@@ -314,6 +324,7 @@ fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
         state,
         read_only: r.get(3)?,
         sends: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
+        attempt: u32::try_from(r.get::<_, i64>(5)?).unwrap_or(u32::MAX),
     })
 }
 
@@ -408,7 +419,7 @@ impl JournalStore for SqliteStore {
     fn lookup(&self, session: &str, key: &CallKey) -> Result<Option<CallRow>, StoreError> {
         self.with(|c| {
             c.prepare_cached(
-                "SELECT state, result, clock_ms, read_only, sends FROM calls \
+                "SELECT state, result, clock_ms, read_only, sends, attempt FROM calls \
                  WHERE session = ?1 AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
             )?
             .query_row(
@@ -422,14 +433,14 @@ impl JournalStore for SqliteStore {
     fn records(&self, session: &str) -> Result<Vec<(CallKey, CallRow)>, StoreError> {
         self.with(|c| {
             let mut stmt = c.prepare(
-                "SELECT state, result, clock_ms, read_only, sends, tool, args_hash, occurrence \
-                 FROM calls WHERE session = ?1",
+                "SELECT state, result, clock_ms, read_only, sends, attempt, tool, args_hash, \
+                 occurrence FROM calls WHERE session = ?1",
             )?;
             stmt.query_map([session], |r| {
                 let key = CallKey {
-                    tool: r.get(5)?,
-                    args_hash: r.get(6)?,
-                    occurrence: r.get(7)?,
+                    tool: r.get(6)?,
+                    args_hash: r.get(7)?,
+                    occurrence: r.get(8)?,
                 };
                 Ok((key, call_row(r)?))
             })?
@@ -480,12 +491,13 @@ impl JournalStore for SqliteStore {
                             Outcome::Ok { result, clock_ms } => {
                                 ("ok", Some(result.as_str()), Some(*clock_ms))
                             }
-                            Outcome::Failed => ("failed", None, None),
+                            Outcome::Failed | Outcome::Unsettled => ("failed", None, None),
                         };
+                        // An answer makes the next send a new attempt (a new key).
                         tx.prepare_cached(
                             "UPDATE calls SET state = ?5, result = ?6, clock_ms = ?7, \
-                             updated_ms = ?8 WHERE session = ?1 AND tool = ?2 \
-                             AND occurrence = ?3 AND args_hash = ?4",
+                             updated_ms = ?8, attempt = attempt + ?9 WHERE session = ?1 \
+                             AND tool = ?2 AND occurrence = ?3 AND args_hash = ?4",
                         )?
                         .execute(params![
                             session,
@@ -495,7 +507,8 @@ impl JournalStore for SqliteStore {
                             state,
                             result,
                             clock.map(i64_of),
-                            i64_of(*at_ms)
+                            i64_of(*at_ms),
+                            i64::from(outcome.answered())
                         ])?;
                     }
                 }
@@ -1127,6 +1140,60 @@ mod tests {
             ..key(0)
         };
         assert_eq!(s.lookup("s1", &other).unwrap(), None);
+    }
+
+    /// A journal a daemon of the previous version wrote (schema version 1, no `attempt`) is
+    /// brought up to date when it is opened, its records kept, each call at its first attempt.
+    #[test]
+    fn a_version_1_journal_is_upgraded_with_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let directory = dir.path().join("j");
+        drop(SqliteStore::open(&directory).unwrap());
+        {
+            let c = Connection::open(directory.join(FILE_NAME)).unwrap();
+            c.execute_batch(
+                "PRAGMA locking_mode = NORMAL; DROP TABLE calls; CREATE TABLE calls (
+                    session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+                    tool TEXT NOT NULL, args_hash TEXT NOT NULL, occurrence INTEGER NOT NULL,
+                    state TEXT NOT NULL, result TEXT, clock_ms INTEGER,
+                    read_only INTEGER NOT NULL, sends INTEGER NOT NULL DEFAULT 1,
+                    execution TEXT NOT NULL, updated_ms INTEGER NOT NULL,
+                    PRIMARY KEY (session, tool, occurrence, args_hash)) WITHOUT ROWID;
+                 INSERT INTO sessions VALUES ('s1', 'local', 1, 1, 5, x'00');
+                 INSERT INTO calls VALUES ('s1', 't.x', 'h', 0, 'ok', '1', 7, 0, 1, 'ex1', 2);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&directory).unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        assert_eq!(
+            (row.state, row.attempt),
+            (
+                CallState::Ok {
+                    result: "1".into(),
+                    clock_ms: 7
+                },
+                0
+            )
+        );
+        // An answer makes the next send a new attempt; a failure without one does not.
+        sent(&s, "s1", &key(0), "ex2", false);
+        answered(&s, "s1", &key(0), "2", 8);
+        assert_eq!(s.lookup("s1", &key(0)).unwrap().unwrap().attempt, 1);
+        sent(&s, "s1", &key(0), "ex3", false);
+        s.apply(&[LogRecord::Outcome {
+            session: "s1".into(),
+            key: key(0),
+            outcome: Outcome::Unsettled,
+            at_ms: 4,
+        }])
+        .unwrap();
+        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
+        assert_eq!(
+            (row.state, row.attempt, row.sends),
+            (CallState::Failed, 1, 3)
+        );
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub struct CallRow {
     pub read_only: bool,
     /// How many times it was sent upstream.
     pub sends: u32,
+    /// The attempt its next send is (part of its idempotency key): 0 until an answer came,
+    /// one more after each answer (a success, or a failure the tool reported), the same after
+    /// a send that got none. A call sent again because its answer never came (the daemon died,
+    /// a timeout) keeps its key; a call made again on purpose (`"replay": "none"`, a retry of
+    /// a reported failure) gets a new one.
+    pub attempt: u32,
 }
 
 /// What is known of a recorded call's outcome.
@@ -88,15 +94,25 @@ pub enum LogRecord {
     },
 }
 
-/// How a sent call ended.
+/// How a sent call ended. (Variants are only ever added at the end: the intent log holds
+/// them by index, and a log a daemon of the previous version left is read at start.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// The result as the worker got it (after the secret scan), and the clock then.
-    Ok {
-        result: String,
-        clock_ms: u64,
-    },
+    Ok { result: String, clock_ms: u64 },
+    /// The tool answered that it failed: a retry is a new attempt, with a new idempotency key.
     Failed,
+    /// It failed without an answer the program got (no answer in time, the source
+    /// unreachable, an answer the daemon refused), so it may have taken effect: a retry goes
+    /// out with the same idempotency key.
+    Unsettled,
+}
+
+impl Outcome {
+    /// Whether the call's next send is a new attempt ([`CallRow::attempt`]).
+    pub fn answered(&self) -> bool {
+        !matches!(self, Outcome::Unsettled)
+    }
 }
 
 /// A recorded call as `airlock session show` lists it.

@@ -87,7 +87,7 @@ impl LearnedStore {
             conn.busy_timeout(Duration::from_secs(2))?;
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION)
+            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, &[])
         })();
         prepared.map_err(|e| fail(&e))?;
         Ok(LearnedStore {

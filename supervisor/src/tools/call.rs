@@ -597,11 +597,9 @@ impl Admitted {
         let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);
         // 11. What the worker gets is what is recorded: after the scan, never a credential.
         let warning = match (&journal, scope.journal.as_deref(), sent) {
-            (Some((key, Lookup::Live { .. })), Some(run), true) => run.outcome(
-                key,
-                result.as_ref().map(String::as_str).map_err(|_| ()),
-                clock_ms,
-            ),
+            (Some((key, Lookup::Live { .. })), Some(run), true) => {
+                run.outcome(key, result.as_ref().map(String::as_str), clock_ms)
+            }
             _ => None,
         };
         CallAnswer {

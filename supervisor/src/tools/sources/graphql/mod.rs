@@ -892,12 +892,18 @@ fn interpret(label: &str, status: reqwest::StatusCode, bytes: &[u8]) -> Result<V
     let Some(Value::Object(mut response)) = parsed else {
         let text = String::from_utf8_lossy(bytes);
         let snippet: String = text.chars().take(200).collect();
-        return Err(ToolError::new(
+        let failed = ToolError::new(
             ToolErrorCode::UpstreamError,
             format!(
                 "{label} failed: the endpoint answered HTTP {status} with a body that is not a GraphQL response: {snippet}"
             ),
-        ));
+        );
+        // An error status is the endpoint's answer; a success that is not GraphQL is not.
+        return Err(if status.is_success() {
+            failed
+        } else {
+            failed.reported_by_tool()
+        });
     };
     if let Some(Value::Array(errors)) = response.get("errors")
         && !errors.is_empty()
@@ -930,13 +936,15 @@ fn interpret(label: &str, status: reqwest::StatusCode, bytes: &[u8]) -> Result<V
         return Err(ToolError::new(
             ToolErrorCode::UpstreamError,
             format!("{label} failed: {}{more}", messages.join("; ")),
-        ));
+        )
+        .reported_by_tool());
     }
     if !status.is_success() {
         return Err(ToolError::new(
             ToolErrorCode::UpstreamError,
             format!("{label} failed: the endpoint answered HTTP {status}"),
-        ));
+        )
+        .reported_by_tool());
     }
     Ok(response.remove("data").unwrap_or(Value::Null))
 }

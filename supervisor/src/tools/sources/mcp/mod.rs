@@ -1722,7 +1722,8 @@ fn to_value(
                     &message
                 }
             ),
-        ));
+        )
+        .reported_by_tool());
     }
     if let Some(output) = output {
         let broken = |why: String| {

@@ -654,7 +654,8 @@ impl OpenApiSource {
             return Err(upstream(format!(
                 "{full}: {display_url} answered HTTP {status}: {}",
                 excerpt(&text)
-            )));
+            ))
+            .reported_by_tool());
         }
         if body.is_empty() {
             return Ok(Value::Null);
