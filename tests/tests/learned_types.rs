@@ -250,6 +250,50 @@ async fn learned_types_stay_with_the_principals_that_may_call_the_tool() {
     d.stop().await;
 }
 
+/// What one principal's calls taught stays that principal's, even for a tool another may call
+/// too: the other's SDK shows no learned type of it, and it cannot forget the first's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learned_types_are_each_principal_s_own() {
+    let test = "learned_types_are_each_principal_s_own";
+    if !another_principal::can_run(test) {
+        return;
+    }
+    let _serial = serial().await;
+    let state = tempfile::tempdir().unwrap();
+    let Some(options) = with_everything(test, state.path()) else {
+        return;
+    };
+    let d = TestDaemon::start_with(
+        options.policy(|p| another_principal::admit(p, &["everything.get_tiny_image"])),
+    )
+    .await;
+    another_principal::open_socket(&d);
+    let r = d
+        .exec("const r = await tools.everything.get_tiny_image({});\nr;")
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let mine = get(&mut d.client().await, "/v1/sdk/learned").await.1;
+    assert!(mine.contains("everything.get_tiny_image"), "{mine}");
+    // The other principal may call the tool, and sees its SDK file, without the type.
+    let (ok, file) =
+        another_principal::cli(&d, &["sdk", "cat", "servers/everything/get_tiny_image.ts"]).await;
+    assert!(ok, "{file}");
+    assert!(!file.contains("learned from"), "{file}");
+    for args in [
+        &["sdk", "learned", "everything.get_tiny_image"][..],
+        &["sdk", "forget", "everything.get_tiny_image"],
+    ] {
+        let (ok, text) = another_principal::cli(&d, args).await;
+        assert!(
+            !ok && text.contains("nothing is learned of `everything.get_tiny_image`"),
+            "{args:?}: {text}"
+        );
+    }
+    let still = get(&mut d.client().await, "/v1/sdk/learned").await.1;
+    assert!(still.contains("everything.get_tiny_image"), "{still}");
+    d.stop().await;
+}
+
 /// A tiny HTTP server whose `GET /items` answers `[{"id": n}]` and `null` by turns, though
 /// the document declares an array.
 async fn flaky_items() -> (u16, tokio::task::JoinHandle<()>) {

@@ -113,7 +113,7 @@ impl Run {
             if let Some((namespace, tool)) =
                 err.explanation.as_deref().and_then(error::explained_tool)
                 && let Some(types) = self.calls.learning.learns(namespace)
-                && let Err(e) = types.persist(namespace, tool)
+                && let Err(e) = types.persist(&self.calls.principal.name, namespace, tool)
             {
                 tracing::warn!(tool = %format!("{namespace}.{tool}"), error = %e, "the learned type of a tool a program failed on could not be written; it is kept in memory");
             }

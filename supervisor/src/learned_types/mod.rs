@@ -71,6 +71,31 @@ impl LearnedError {
     }
 }
 
+/// Whose calls taught what: a learned type belongs to the principal whose calls' results it
+/// was learned from, and only that principal's SDK shows it (a shared tool's property names,
+/// which a principal can steer through what it stores, must not reach another principal's
+/// model context).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub principal: String,
+    pub source: String,
+    pub tool: String,
+}
+
+impl Key {
+    pub fn new(principal: &str, source: &str, tool: &str) -> Key {
+        Key {
+            principal: principal.to_owned(),
+            source: source.to_owned(),
+            tool: tool.to_owned(),
+        }
+    }
+}
+
+/// Tools with a learned type per principal at most: one principal's calls cannot take every
+/// slot of [`MAX_TOOLS`].
+pub const MAX_TOOLS_PER_PRINCIPAL: usize = 2_500;
+
 /// One tool's learned type.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -183,7 +208,7 @@ impl Observation {
 #[derive(Debug, Default)]
 pub struct LearnedTypes {
     /// (source, tool) → its entry.
-    entries: Mutex<HashMap<(String, String), Entry>>,
+    entries: Mutex<HashMap<Key, Entry>>,
     store: Option<store::LearnedStore>,
     /// Moves when a learned type changes (and for count-only changes at most every
     /// [`COUNT_REFRESH_MS`]), so SDK caches know to rebuild.
@@ -225,11 +250,7 @@ impl LearnedTypes {
                 "learned types that cannot be read were skipped; those tools are learned afresh"
             );
         }
-        let entries = rows
-            .into_iter()
-            .take(MAX_TOOLS)
-            .map(|(source, tool, entry)| ((source, tool), entry))
-            .collect();
+        let entries = rows.into_iter().take(MAX_TOOLS).collect();
         Ok(LearnedTypes {
             entries: Mutex::new(entries),
             store: Some(store),
@@ -237,15 +258,16 @@ impl LearnedTypes {
         })
     }
 
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Entry>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Merges one result's observation into `source`'s `tool` (learned under `contract`; a
-    /// different version starts afresh). Cheap: the shapes are bounded, and the value was
-    /// walked before (in [`Observation::of`]), outside the lock.
+    /// Merges one result's observation into `principal`'s type of `source`'s `tool` (learned
+    /// under `contract`; a different version starts afresh). Cheap: the shapes are bounded,
+    /// and the value was walked before (in [`Observation::of`]), outside the lock.
     pub fn record(
         &self,
+        principal: &str,
         source: &str,
         tool: &str,
         contract: &ToolContract,
@@ -253,12 +275,17 @@ impl LearnedTypes {
     ) {
         let now = now_ms();
         let mut entries = self.entries();
-        let key = (source.to_owned(), tool.to_owned());
-        if !entries.contains_key(&key) && entries.len() >= MAX_TOOLS {
+        let key = Key::new(principal, source, tool);
+        let full = !entries.contains_key(&key)
+            && (entries.len() >= MAX_TOOLS
+                || entries.keys().filter(|k| k.principal == principal).count()
+                    >= MAX_TOOLS_PER_PRINCIPAL);
+        if full {
             if !self.full_warned.swap(true, Ordering::Relaxed) {
                 warn!(
                     tools = MAX_TOOLS,
-                    "learned types are kept for at most this many tools; further tools are not learned (`airlock sdk forget` makes room)"
+                    per_principal = MAX_TOOLS_PER_PRINCIPAL,
+                    "learned types are kept for at most this many tools (and this many per principal); further tools are not learned (`airlock sdk forget` makes room)"
                 );
             }
             return;
@@ -303,47 +330,46 @@ impl LearnedTypes {
         self.epoch.fetch_add(1, Ordering::Release);
     }
 
-    /// `source`'s `tool` as learned under `version` (another version's is none).
-    pub fn get(&self, source: &str, tool: &str, version: &str) -> Option<Entry> {
+    /// `principal`'s type of `source`'s `tool` as learned under `version` (another
+    /// version's is none).
+    pub fn get(&self, principal: &str, source: &str, tool: &str, version: &str) -> Option<Entry> {
         self.entries()
-            .get(&(source.to_owned(), tool.to_owned()))
+            .get(&Key::new(principal, source, tool))
             .filter(|e| e.version == version)
             .cloned()
     }
 
-    /// Whether anything is learned of `source`'s `tool` (under any version).
-    pub fn has(&self, source: &str, tool: &str) -> bool {
+    /// Whether `principal` learned anything of `source`'s `tool` (under any version).
+    pub fn has(&self, principal: &str, source: &str, tool: &str) -> bool {
         self.entries()
-            .contains_key(&(source.to_owned(), tool.to_owned()))
+            .contains_key(&Key::new(principal, source, tool))
     }
 
-    /// Drops what is learned of `source`'s `tool`, in memory and in the file at once;
-    /// whether there was anything.
-    pub fn forget(&self, source: &str, tool: &str) -> Result<bool, LearnedError> {
-        let removed = self
-            .entries()
-            .remove(&(source.to_owned(), tool.to_owned()))
-            .is_some();
+    /// Drops what `principal` learned of `source`'s `tool`, in memory and in the file at
+    /// once (never another principal's); whether there was anything.
+    pub fn forget(&self, principal: &str, source: &str, tool: &str) -> Result<bool, LearnedError> {
+        let key = Key::new(principal, source, tool);
+        let removed = self.entries().remove(&key).is_some();
         self.move_epoch(now_ms());
         if let Some(store) = &self.store {
-            self.noted(store.delete(source, tool))?;
+            self.noted(store.delete(&key))?;
         }
         Ok(removed)
     }
 
-    /// Writes `source`'s `tool` now (a program failed on its result: what was learned of it
-    /// must survive whatever comes next).
-    pub fn persist(&self, source: &str, tool: &str) -> Result<(), LearnedError> {
+    /// Writes `principal`'s type of `source`'s `tool` now (a program failed on its result:
+    /// what was learned of it must survive whatever comes next).
+    pub fn persist(&self, principal: &str, source: &str, tool: &str) -> Result<(), LearnedError> {
         let Some(store) = &self.store else {
             return Ok(());
         };
         let row = {
             let mut entries = self.entries();
-            let key = (source.to_owned(), tool.to_owned());
+            let key = Key::new(principal, source, tool);
             match entries.get_mut(&key) {
                 Some(entry) if entry.dirty => {
                     entry.dirty = false;
-                    Some((key.0, key.1, entry.clone()))
+                    Some((key, entry.clone()))
                 }
                 _ => None,
             }
@@ -362,14 +388,14 @@ impl LearnedTypes {
         let Some(store) = &self.store else {
             return Ok(0);
         };
-        let rows: Vec<(String, String, Entry)> = {
+        let rows: Vec<store::Row> = {
             let mut entries = self.entries();
             entries
                 .iter_mut()
                 .filter(|(_, e)| e.dirty)
-                .map(|((source, tool), e)| {
+                .map(|(key, e)| {
                     e.dirty = false;
-                    (source.clone(), tool.clone(), e.clone())
+                    (key.clone(), e.clone())
                 })
                 .collect()
         };
@@ -382,10 +408,10 @@ impl LearnedTypes {
 
     /// Marks the entries of rows that could not be written as changed again (unless they
     /// changed meanwhile or are gone).
-    fn mark_dirty(&self, rows: &[(String, String, Entry)]) {
+    fn mark_dirty(&self, rows: &[store::Row]) {
         let mut entries = self.entries();
-        for (source, tool, _) in rows {
-            if let Some(e) = entries.get_mut(&(source.clone(), tool.clone())) {
+        for (key, _) in rows {
+            if let Some(e) = entries.get_mut(key) {
                 e.dirty = true;
             }
         }
@@ -410,14 +436,14 @@ impl LearnedTypes {
         self.epoch.load(Ordering::Acquire)
     }
 
-    /// Every entry as (source, tool, entry), in name order.
-    pub fn list(&self) -> Vec<(String, String, Entry)> {
+    /// Every entry with its key, in key order (principal, source, tool).
+    pub fn list(&self) -> Vec<(Key, Entry)> {
         let mut all: Vec<_> = self
             .entries()
             .iter()
-            .map(|((s, t), e)| (s.clone(), t.clone(), e.clone()))
+            .map(|(k, e)| (k.clone(), e.clone()))
             .collect();
-        all.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+        all.sort_by(|a, b| a.0.cmp(&b.0));
         all
     }
 
@@ -442,15 +468,21 @@ impl LearnedTypes {
             out,
             "# HELP airlock_learned_type_drift_total Results that contradicted their tool's declared output schema, per tool (since it was learned afresh).\n# TYPE airlock_learned_type_drift_total counter"
         );
-        for (source, tool, entry) in list.iter().filter(|(_, _, e)| e.checked > 0) {
-            let label = format!("{source}.{tool}")
+        // Per tool, over the principals that learned it (the operator's view).
+        let mut drifted: BTreeMap<String, u64> = BTreeMap::new();
+        for (key, entry) in list.iter().filter(|(_, e)| e.checked > 0) {
+            *drifted
+                .entry(format!("{}.{}", key.source, key.tool))
+                .or_default() += entry.drifted();
+        }
+        for (tool, drifted) in drifted {
+            let label = tool
                 .replace('\\', "\\\\")
                 .replace('"', "\\\"")
                 .replace('\n', "\\n");
             let _ = writeln!(
                 out,
-                "airlock_learned_type_drift_total{{tool=\"{label}\"}} {}",
-                entry.drifted()
+                "airlock_learned_type_drift_total{{tool=\"{label}\"}} {drifted}"
             );
         }
         out
@@ -552,10 +584,10 @@ mod tests {
         let types = LearnedTypes::in_memory();
         let c = contract(None);
         for v in [json!({"a": 1}), json!({"a": 2, "b": "x"})] {
-            types.record("s", "t", &c, Observation::of(&v, &c));
+            types.record("p", "s", "t", &c, Observation::of(&v, &c));
         }
         let e = types
-            .get("s", "t", &c.version)
+            .get("p", "s", "t", &c.version)
             .unwrap_or_else(|| panic!("learned"));
         assert_eq!(e.results, 2);
         assert_eq!(
@@ -564,10 +596,16 @@ mod tests {
         );
         let changed = ToolContract::of(&json!({"type": "object", "properties": {"q": {}}}), None);
         assert_ne!(changed.version, c.version);
-        assert_eq!(types.get("s", "t", &changed.version), None);
-        types.record("s", "t", &changed, Observation::of(&json!("x"), &changed));
+        assert_eq!(types.get("p", "s", "t", &changed.version), None);
+        types.record(
+            "p",
+            "s",
+            "t",
+            &changed,
+            Observation::of(&json!("x"), &changed),
+        );
         let e = types
-            .get("s", "t", &changed.version)
+            .get("p", "s", "t", &changed.version)
             .unwrap_or_else(|| panic!("learned"));
         assert_eq!((e.results, e.schema()), (1, json!({"type": "string"})));
     }
@@ -578,14 +616,16 @@ mod tests {
     fn the_epoch_moves_with_the_type() {
         let types = LearnedTypes::in_memory();
         let c = contract(None);
-        types.record("s", "t", &c, Observation::of(&json!({"a": 1}), &c));
+        types.record("p", "s", "t", &c, Observation::of(&json!({"a": 1}), &c));
         let first = types.epoch();
-        types.record("s", "t", &c, Observation::of(&json!({"a": 2}), &c));
+        types.record("p", "s", "t", &c, Observation::of(&json!({"a": 2}), &c));
         assert_eq!(types.epoch(), first);
-        types.record("s", "t", &c, Observation::of(&json!({"a": "x"}), &c));
+        types.record("p", "s", "t", &c, Observation::of(&json!({"a": "x"}), &c));
         assert!(types.epoch() > first);
         let second = types.epoch();
-        types.forget("s", "t").unwrap_or_else(|e| panic!("{e}"));
+        types
+            .forget("p", "s", "t")
+            .unwrap_or_else(|e| panic!("{e}"));
         assert!(types.epoch() > second);
     }
 
@@ -594,10 +634,10 @@ mod tests {
         let types = LearnedTypes::in_memory();
         let c = contract(Some(json!({"type": "array"})));
         for v in [json!([]), json!(null), json!([1]), json!(null), json!("x")] {
-            types.record("s", "t", &c, Observation::of(&v, &c));
+            types.record("p", "s", "t", &c, Observation::of(&v, &c));
         }
         let e = types
-            .get("s", "t", &c.version)
+            .get("p", "s", "t", &c.version)
             .unwrap_or_else(|| panic!("learned"));
         assert_eq!(
             e.drift_lines(),
@@ -618,20 +658,67 @@ mod tests {
     }
 
     #[test]
+    fn each_principal_learns_its_own_and_forgets_only_its_own() {
+        let types = LearnedTypes::in_memory();
+        let c = contract(None);
+        types.record(
+            "a",
+            "s",
+            "t",
+            &c,
+            Observation::of(&json!({"planted": 1}), &c),
+        );
+        assert!(types.has("a", "s", "t"));
+        assert!(!types.has("b", "s", "t"));
+        assert_eq!(types.get("b", "s", "t", &c.version), None);
+        assert!(
+            !types
+                .forget("b", "s", "t")
+                .unwrap_or_else(|e| panic!("{e}"))
+        );
+        assert!(types.has("a", "s", "t"));
+    }
+
+    /// A file of the version that kept one type per tool, whoever's calls taught it, is
+    /// upgraded: those rows cannot be given to a principal, so they go.
+    #[test]
+    fn a_version_1_file_is_upgraded_without_its_ownerless_rows() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        {
+            let conn = rusqlite::Connection::open(dir.path().join(store::FILE_NAME))
+                .unwrap_or_else(|e| panic!("{e}"));
+            conn.execute_batch(
+                "CREATE TABLE learned (source TEXT NOT NULL, tool TEXT NOT NULL, version TEXT NOT NULL, shape TEXT NOT NULL, results INTEGER NOT NULL, since_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, checked INTEGER NOT NULL, drift TEXT NOT NULL, PRIMARY KEY (source, tool)) WITHOUT ROWID;
+                 INSERT INTO learned VALUES ('s', 't', 'v', '{}', 1, 1, 1, 0, '{}');
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let types = LearnedTypes::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(types.list().is_empty());
+        let c = contract(None);
+        types.record("a", "s", "t", &c, Observation::of(&json!(1), &c));
+        assert_eq!(types.flush().unwrap_or_else(|e| panic!("{e}")), 1);
+    }
+
+    #[test]
     fn learned_types_survive_a_restart_and_forget_is_at_once() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let c = contract(None);
         {
             let types = LearnedTypes::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
             types.record(
+                "p",
                 "s",
                 "t",
                 &c,
                 Observation::of(&json!({"at": "2026-11-20"}), &c),
             );
-            types.record("s", "u", &c, Observation::of(&json!(1), &c));
+            types.record("p", "s", "u", &c, Observation::of(&json!(1), &c));
             // One tool at once (a type error), the other by the batch writer.
-            types.persist("s", "t").unwrap_or_else(|e| panic!("{e}"));
+            types
+                .persist("p", "s", "t")
+                .unwrap_or_else(|e| panic!("{e}"));
             let reopened = store::LearnedStore::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
             let (rows, _) = reopened.load().unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(rows.len(), 1);
@@ -640,16 +727,24 @@ mod tests {
         }
         let types = LearnedTypes::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
         let e = types
-            .get("s", "t", &c.version)
+            .get("p", "s", "t", &c.version)
             .unwrap_or_else(|| panic!("survived"));
         assert_eq!(
             e.schema(),
             json!({"type": "object", "properties": {"at": {"type": "string", "format": "date"}}, "required": ["at"]})
         );
-        assert!(types.forget("s", "u").unwrap_or_else(|e| panic!("{e}")));
-        assert!(!types.forget("s", "u").unwrap_or_else(|e| panic!("{e}")));
+        assert!(
+            types
+                .forget("p", "s", "u")
+                .unwrap_or_else(|e| panic!("{e}"))
+        );
+        assert!(
+            !types
+                .forget("p", "s", "u")
+                .unwrap_or_else(|e| panic!("{e}"))
+        );
         let types = LearnedTypes::open(dir.path()).unwrap_or_else(|e| panic!("{e}"));
-        assert!(types.has("s", "t") && !types.has("s", "u"));
+        assert!(types.has("p", "s", "t") && !types.has("p", "s", "u"));
         let mode = std::os::unix::fs::MetadataExt::mode(
             &std::fs::metadata(dir.path().join(store::FILE_NAME)).unwrap_or_else(|e| panic!("{e}")),
         );

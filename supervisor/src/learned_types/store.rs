@@ -1,10 +1,11 @@
 //! The learned types' SQLite file: `learned.sqlite` in the daemon's state directory (created
 //! 0700, refused when group or others may write it), the file 0600, WAL, `synchronous =
-//! NORMAL` (a committed row survives the daemon being killed). One row per tool: its source,
-//! name, schema version and shape (JSON), counts and drift; never a value. Other processes
+//! NORMAL` (a committed row survives the daemon being killed). One row per principal and tool:
+//! the principal whose calls taught it, the tool's source, name, schema version and shape
+//! (JSON), counts and drift; never a value. Other processes
 //! may read it while the daemon runs (the tests do); only the daemon writes.
 
-use super::{Entry, LearnedError};
+use super::{Entry, Key, LearnedError};
 use rusqlite::{Connection, OpenFlags, params};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -16,10 +17,16 @@ use std::time::Duration;
 pub const FILE_NAME: &str = "learned.sqlite";
 
 /// `PRAGMA user_version` of the schema below; a newer file is refused.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// Version 1 kept one type per tool, learned from every principal's calls: who taught what is
+/// not known, so those rows are dropped and each principal's types learned afresh.
+const UPGRADES: &[(i64, &str)] = &[(1, "DROP TABLE IF EXISTS learned;")];
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS learned (
+    -- The principal whose calls' results it was learned from, and whose SDK alone shows it.
+    principal TEXT NOT NULL,
     source TEXT NOT NULL,
     tool TEXT NOT NULL,
     -- The tool's schema version (a hash of its input and output schemas): a changed tool
@@ -34,15 +41,15 @@ CREATE TABLE IF NOT EXISTS learned (
     -- description → results).
     checked INTEGER NOT NULL,
     drift TEXT NOT NULL,
-    PRIMARY KEY (source, tool)
+    PRIMARY KEY (principal, source, tool)
 ) WITHOUT ROWID;
 ";
 
 /// A row larger than this is not written (the shape bounds keep rows far smaller).
 pub const MAX_ROW_BYTES: usize = 1 << 20;
 
-/// One row: source, tool and what is learned of it.
-pub type Row = (String, String, Entry);
+/// One row: whose type of which tool, and what is learned of it.
+pub type Row = (Key, Entry);
 
 #[derive(Debug)]
 pub struct LearnedStore {
@@ -87,7 +94,7 @@ impl LearnedStore {
             conn.busy_timeout(Duration::from_secs(2))?;
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, &[])
+            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, UPGRADES)
         })();
         prepared.map_err(|e| fail(&e))?;
         Ok(LearnedStore {
@@ -112,29 +119,31 @@ impl LearnedStore {
     pub fn load(&self) -> Result<(Vec<Row>, usize), LearnedError> {
         self.with(|c| {
             let mut statement = c.prepare(
-                "SELECT source, tool, version, shape, results, since_ms, updated_ms, checked, drift FROM learned ORDER BY source, tool",
+                "SELECT principal, source, tool, version, shape, results, since_ms, updated_ms, checked, drift FROM learned ORDER BY principal, source, tool",
             )?;
             let rows = statement.query_map([], |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
+                    Key {
+                        principal: r.get::<_, String>(0)?,
+                        source: r.get::<_, String>(1)?,
+                        tool: r.get::<_, String>(2)?,
+                    },
                     r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
+                    r.get::<_, String>(4)?,
                     r.get::<_, i64>(5)?,
                     r.get::<_, i64>(6)?,
                     r.get::<_, i64>(7)?,
-                    r.get::<_, String>(8)?,
+                    r.get::<_, i64>(8)?,
+                    r.get::<_, String>(9)?,
                 ))
             })?;
             let mut out = Vec::new();
             let mut unreadable = 0;
             for row in rows {
-                let (source, tool, version, shape, results, since, updated, checked, drift) = row?;
+                let (key, version, shape, results, since, updated, checked, drift) = row?;
                 match (serde_json::from_str(&shape), serde_json::from_str(&drift)) {
                     (Ok(shape), Ok(drift)) => out.push((
-                        source,
-                        tool,
+                        key,
                         Entry {
                             version,
                             shape,
@@ -158,25 +167,25 @@ impl LearnedStore {
         if rows.is_empty() {
             return Ok(());
         }
-        let encoded: Vec<(&String, &String, &Entry, String, String)> = rows
+        let encoded: Vec<(&Key, &Entry, String, String)> = rows
             .iter()
-            .filter_map(|(source, tool, entry)| {
+            .filter_map(|(key, entry)| {
                 let shape = serde_json::to_string(&entry.shape).ok()?;
                 let drift = serde_json::to_string(&entry.drift).ok()?;
-                (shape.len() + drift.len() <= MAX_ROW_BYTES)
-                    .then_some((source, tool, entry, shape, drift))
+                (shape.len() + drift.len() <= MAX_ROW_BYTES).then_some((key, entry, shape, drift))
             })
             .collect();
         self.with(|c| {
             let tx = c.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO learned (source, tool, version, shape, results, since_ms, updated_ms, checked, drift) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                    "INSERT OR REPLACE INTO learned (principal, source, tool, version, shape, results, since_ms, updated_ms, checked, drift) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                 )?;
-                for (source, tool, entry, shape, drift) in &encoded {
+                for (key, entry, shape, drift) in &encoded {
                     insert.execute(params![
-                        source,
-                        tool,
+                        key.principal,
+                        key.source,
+                        key.tool,
                         entry.version,
                         shape,
                         i64_of(entry.results),
@@ -191,12 +200,12 @@ impl LearnedStore {
         })
     }
 
-    /// Deletes the row of `source`'s `tool`.
-    pub fn delete(&self, source: &str, tool: &str) -> Result<(), LearnedError> {
+    /// Deletes the row of `key`.
+    pub fn delete(&self, key: &Key) -> Result<(), LearnedError> {
         self.with(|c| {
             c.execute(
-                "DELETE FROM learned WHERE source = ?1 AND tool = ?2",
-                params![source, tool],
+                "DELETE FROM learned WHERE principal = ?1 AND source = ?2 AND tool = ?3",
+                params![key.principal, key.source, key.tool],
             )
             .map(|_| ())
         })

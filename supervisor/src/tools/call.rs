@@ -592,7 +592,7 @@ impl Admitted {
         if let Some((types, contract, observation, withheld)) = learning
             && (result.is_ok() || withheld)
         {
-            types.record(source, name, contract, observation);
+            types.record(&scope.principal.name, source, name, contract, observation);
         }
         let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);
         // 11. What the worker gets is what is recorded: after the scan, never a credential.

@@ -44,12 +44,14 @@ impl CatalogueView {
                 let full = format!("{namespace}.{}", t.name);
                 if tool.is_some_and(|wanted| wanted != full)
                     || !principal.allows_tool(&full)
-                    || !types.has(namespace, &t.name)
+                    || !types.has(&principal.name, namespace, &t.name)
                 {
                     continue;
                 }
                 let contract = t.contract();
-                if let Some(entry) = types.get(namespace, &t.name, &contract.version) {
+                if let Some(entry) =
+                    types.get(&principal.name, namespace, &t.name, &contract.version)
+                {
                     reports.push(LearnedReport::of(full, &entry, contract.declared.is_some()));
                 }
             }
@@ -147,27 +149,28 @@ fn sdk_tools(
                 .filter(move |t| principal.allows_tool(&format!("{namespace}.{}", t.name)))
                 .map(|t| {
                     let mut tool = t.sdk_tool(namespace);
-                    tool.learned = learned_output(learning, namespace, t);
+                    tool.learned = learned_output(learning, &principal.name, namespace, t);
                     tool
                 })
         })
         .collect()
 }
 
-/// What is learned of `tool`'s results, as the SDK shows it. A tool with a declared output
-/// schema shows it only when its results contradict the declaration.
+/// What `principal`'s calls taught of `tool`'s results, as its SDK shows it. A tool with a
+/// declared output schema shows it only when its results contradict the declaration.
 fn learned_output(
     learning: &Learning,
+    principal: &str,
     namespace: &str,
     tool: &ToolDescriptor,
 ) -> Option<LearnedOutput> {
     let types = learning.learns(namespace)?;
     // Most tools have learned nothing: no schema hashing for them.
-    if !types.has(namespace, &tool.name) {
+    if !types.has(principal, namespace, &tool.name) {
         return None;
     }
     let contract = tool.contract();
-    let entry = types.get(namespace, &tool.name, &contract.version)?;
+    let entry = types.get(principal, namespace, &tool.name, &contract.version)?;
     if contract.declared.is_some() && entry.drift.is_empty() {
         return None;
     }
@@ -391,7 +394,13 @@ mod tests {
         assert!(before.sdk.files.files["servers/s/mine.ts"].contains("MineOutput = unknown"));
         let contract = list("mine")[0].contract();
         let result = json!({"id": 7, "created": "2026-11-20T10:00:00Z"});
-        types.record("s", "mine", &contract, Observation::of(&result, &contract));
+        types.record(
+            "me",
+            "s",
+            "mine",
+            &contract,
+            Observation::of(&result, &contract),
+        );
         let view = catalogue.view(&registry, &me).await;
         let file = &view.sdk.files.files["servers/s/mine.ts"];
         assert!(file.contains("// learned from 1 result since "), "{file}");
@@ -402,6 +411,16 @@ mod tests {
         assert!(theirs.sdk.files.files.keys().all(|p| !p.contains("mine")));
         assert!(theirs.learned(&other, None).is_empty());
         assert!(theirs.learned(&other, Some("s.mine")).is_empty());
+        // Another principal that may call the same tool learned nothing from `me`'s calls:
+        // what `me`'s results taught stays in `me`'s SDK.
+        let also = Principal::new("also", vec![], &["s.mine"]);
+        let shared = catalogue.view(&registry, &also).await;
+        assert!(
+            shared.sdk.files.files["servers/s/mine.ts"].contains("MineOutput = unknown"),
+            "{}",
+            shared.sdk.files.files["servers/s/mine.ts"]
+        );
+        assert!(shared.learned(&also, None).is_empty());
         let off = ToolCatalogue::new(Learning::new(Some(types), ["s".to_owned()]));
         let view = off.view(&registry, &me).await;
         assert!(view.sdk.files.files["servers/s/mine.ts"].contains("MineOutput = unknown"));

@@ -68,7 +68,7 @@ pub(super) fn forget(
     if !principal.allows_tool(tool) {
         return error(&LearnedError::NotLearned(tool.to_owned()));
     }
-    match types.forget(namespace, name) {
+    match types.forget(&principal.name, namespace, name) {
         Ok(true) => json_response(StatusCode::OK, &json!({ "tool": tool, "forgotten": true })),
         Ok(false) => error(&LearnedError::NotLearned(tool.to_owned())),
         Err(e) => error(&e),
