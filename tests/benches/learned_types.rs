@@ -104,6 +104,7 @@ fn main() {
         let types = LearnedTypes::in_memory();
         // Warm: the tool's learned type already holds this shape, as after its first call.
         types.record(
+            "local",
             "bench",
             "t",
             &undeclared,
@@ -123,7 +124,7 @@ fn main() {
         let merge = best(budget, || {
             let o = observation.clone();
             let started = Instant::now();
-            types.record("bench", "t", &undeclared, o);
+            types.record("local", "bench", "t", &undeclared, o);
             started.elapsed()
         });
         let per_kb = |d: Duration| d.as_secs_f64() * 1e6 / kb;
