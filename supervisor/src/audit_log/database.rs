@@ -165,7 +165,9 @@ pub fn open_for_writing(path: &Path) -> Result<Connection, AuditLogError> {
     }
     // NORMAL in WAL mode: a committed batch survives a daemon crash; only an OS crash or power
     // loss may lose the last batches, never corrupt the file. FULL would fsync every batch.
-    conn.execute_batch("PRAGMA synchronous = NORMAL")
+    // secure_delete: whatever SQLite deletes from the file (a row, a freed page) is overwritten
+    // with zeros, not left readable in free pages.
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA secure_delete = ON;")
         .map_err(sql)?;
     let version = user_version(&conn).map_err(sql)?;
     if version > SCHEMA_VERSION {

@@ -1373,3 +1373,15 @@ fn a_version_2_log_is_read_and_gets_approvals() {
     assert_eq!(all_approvals(dir.path())[0].approval_id, "ap_1");
     assert_eq!(all(dir.path()).len(), 1);
 }
+
+/// The writer's connection wipes what it deletes (`secure_delete` is a setting of the
+/// connection, not of the file, so it is read from the writer's own).
+#[test]
+fn the_writer_wipes_what_it_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = database::open_for_writing(&dir.path().join(FILE_NAME)).unwrap();
+    let on: i64 = conn
+        .query_row("PRAGMA secure_delete", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(on, 1);
+}
