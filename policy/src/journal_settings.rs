@@ -24,12 +24,20 @@ pub struct JournalSettings {
     pub directory: Option<PathBuf>,
     /// A session not used for this long is deleted (key `session_ttl_hours`).
     pub session_ttl_hours: u64,
-    /// Recorded results past this total are evicted, oldest session first, never a session
-    /// with a running execution (key `max_size`).
+    /// Everything the journal keeps, all principals together (key `max_size`): a write that
+    /// would pass it deletes its own principal's least recently used idle sessions, or is
+    /// refused; never another principal's.
     pub max_size_bytes: u64,
-    /// One session's recorded results may not pass this; a call whose result would is still
-    /// answered, but not recorded (key `max_session_size`).
+    /// Everything one session keeps (results, code, responses, answers) may not pass this; a
+    /// call whose result would is still answered, but not recorded; a program or answers
+    /// that would are refused (key `max_session_size`).
     pub max_session_size_bytes: u64,
+    /// Everything the journal keeps for one principal (key `max_principal_size`; at most
+    /// `max_size` applies).
+    pub max_principal_size_bytes: u64,
+    /// Sessions one principal may hold at once; a new one past it is refused (key
+    /// `max_sessions`).
+    pub max_sessions: u64,
 }
 
 impl JournalSettings {
@@ -40,12 +48,19 @@ impl JournalSettings {
         "session_ttl_hours",
         "max_size",
         "max_session_size",
+        "max_principal_size",
+        "max_sessions",
     ];
     pub const DEFAULT_SESSION_TTL_HOURS: u64 = 7 * 24;
     /// A year: a session is a working context, not an archive.
     pub const MAX_SESSION_TTL_HOURS: u64 = 365 * 24;
     pub const DEFAULT_MAX_SIZE_BYTES: u64 = GIB;
     pub const DEFAULT_MAX_SESSION_SIZE_BYTES: u64 = 64 * MIB;
+    /// A quarter of the default `max_size`: four principals filling theirs leave room.
+    pub const DEFAULT_MAX_PRINCIPAL_SIZE_BYTES: u64 = 256 * MIB;
+    pub const DEFAULT_MAX_SESSIONS: u64 = 256;
+    /// Largest `max_sessions`: each is a row the daemon reads when it evicts.
+    pub const MAX_SESSIONS: u64 = 100_000;
     /// Smallest size caps: one large tool result must fit.
     pub const MIN_SIZE_BYTES: u64 = MIB;
     pub const MAX_SIZE_BYTES: u64 = 1024 * GIB;
@@ -73,6 +88,14 @@ impl JournalSettings {
             },
             max_size_bytes: size("max_size", defaults.max_size_bytes)?,
             max_session_size_bytes: size("max_session_size", defaults.max_session_size_bytes)?,
+            max_principal_size_bytes: size(
+                "max_principal_size",
+                defaults.max_principal_size_bytes,
+            )?,
+            max_sessions: match table.get("max_sessions") {
+                Some(field) => field.u64_in(1..=Self::MAX_SESSIONS)?,
+                None => defaults.max_sessions,
+            },
         })
     }
 }
@@ -85,6 +108,8 @@ impl Default for JournalSettings {
             session_ttl_hours: Self::DEFAULT_SESSION_TTL_HOURS,
             max_size_bytes: Self::DEFAULT_MAX_SIZE_BYTES,
             max_session_size_bytes: Self::DEFAULT_MAX_SESSION_SIZE_BYTES,
+            max_principal_size_bytes: Self::DEFAULT_MAX_PRINCIPAL_SIZE_BYTES,
+            max_sessions: Self::DEFAULT_MAX_SESSIONS,
         }
     }
 }
@@ -111,7 +136,7 @@ mod tests {
     #[test]
     fn every_key_is_read() {
         let settings = journal(
-            "[journal]\nenabled = false\ndirectory = \"/var/lib/airlock/journal\"\nsession_ttl_hours = 2\nmax_size = \"2GiB\"\nmax_session_size = \"8MiB\"\n",
+            "[journal]\nenabled = false\ndirectory = \"/var/lib/airlock/journal\"\nsession_ttl_hours = 2\nmax_size = \"2GiB\"\nmax_session_size = \"8MiB\"\nmax_principal_size = \"16MiB\"\nmax_sessions = 9\n",
         )
         .unwrap();
         assert_eq!(
@@ -122,6 +147,8 @@ mod tests {
                 session_ttl_hours: 2,
                 max_size_bytes: 2 << 30,
                 max_session_size_bytes: 8 << 20,
+                max_principal_size_bytes: 16 << 20,
+                max_sessions: 9,
             }
         );
     }
@@ -148,6 +175,16 @@ mod tests {
                 "[journal]\nmax_size = \"1KiB\"\n",
                 "journal.max_size",
                 "1MiB",
+            ),
+            (
+                "[journal]\nmax_principal_size = \"10KiB\"\n",
+                "journal.max_principal_size",
+                "1MiB",
+            ),
+            (
+                "[journal]\nmax_sessions = 0\n",
+                "journal.max_sessions",
+                "1..=",
             ),
             ("[journal]\nttl = 1\n", "ttl", "session_ttl_hours"),
         ];

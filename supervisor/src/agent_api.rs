@@ -128,6 +128,9 @@ wire_code! {
         OriginNotAllowed => "origin_not_allowed",
         /// A `POST` without `Content-Type: application/json`.
         UnsupportedMediaType => "unsupported_media_type",
+        /// What the request would keep passes a bound of the journal (`[journal]`
+        /// `max_sessions`, `max_session_size`, `max_principal_size`, `max_size`).
+        JournalFull => "journal_full",
     }
 }
 

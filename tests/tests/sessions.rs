@@ -181,10 +181,10 @@ flaky
 }
 
 /// What a re-run is compared with is kept in the journal: a daemon started after the last run
-/// still tells a re-run that took another path, and past the journal's `max_size` a session
-/// that is not running is evicted.
+/// still tells a re-run that took another path, and past the journal's `max_size` a run that
+/// would keep more is refused (its principal has no idle session to give up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn divergence_survives_a_restart_and_eviction_takes_idle_sessions() {
+async fn divergence_survives_a_restart_and_a_full_journal_refuses_clearly() {
     let ledger = Arc::new(Ledger::default());
     let state = tempfile::tempdir().unwrap();
     let on_state = |max_size: Option<u64>| {
@@ -209,18 +209,25 @@ async fn divergence_survives_a_restart_and_eviction_takes_idle_sessions() {
     let note = r.tool_calls[0].divergence.as_deref().unwrap_or_default();
     assert!(note.contains("other arguments"), "{:?}", r.tool_calls[0]);
     second.stop().await;
-    // A journal of at most one byte: the session is evicted when its execution ends (the first
-    // execution of a daemon runs eviction), not while it runs.
+    // A journal of at most one byte (a policy that lowered `max_size`): the principal has no
+    // other session to give up, so the run is refused, naming the key, and nothing is lost.
     let third = TestDaemon::start_with(on_state(Some(1))).await;
-    let r = third.exec_in(&code("b"), &session, None).await.unwrap();
-    assert_eq!((r.status, r.replayed_calls), (Status::Ok, 1), "{r:?}");
+    match third.exec_in(&code("b"), &session, None).await {
+        Err(ClientError::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status.as_u16(), 429);
+            assert!(message.contains("max_size"), "{message}");
+        }
+        other => panic!("expected a 429, got {other:?}"),
+    }
     let (status, body) = third
         .client()
         .await
         .get(&format!("/v1/sessions/{session}"))
         .await
         .unwrap();
-    assert_eq!(status.as_u16(), 404, "{body}");
+    assert_eq!(status.as_u16(), 200, "{body}");
     assert_eq!(ledger.records().len(), 2);
 }
 

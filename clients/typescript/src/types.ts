@@ -525,7 +525,8 @@ export type ApiErrorCode =
   | "too_many_waiting"
   | "host_not_allowed"
   | "origin_not_allowed"
-  | "unsupported_media_type";
+  | "unsupported_media_type"
+  | "journal_full";
 
 /** Every non-2xx answer's body. */
 export interface ErrorBody {

@@ -315,6 +315,7 @@ impl ExecutionService {
             None if approvals => Some(WaitScope {
                 tools: ClientTools::new(Vec::new())?,
                 answers: ClientAnswers::default(),
+                kept: Default::default(),
                 stateless: false,
                 decisions: Decisions::default(),
             }),
@@ -427,11 +428,14 @@ impl ExecutionService {
                         live_calls: 0,
                         resumed_by: None,
                     };
+                    let busy = journal.busy_sessions();
                     journal
-                        .noted(journal.store().begin_execution(&execution))
-                        .map_err(|e| {
-                            SubmitError::Session(SessionError::Unavailable(e.to_string()))
-                        })?;
+                        .noted(
+                            journal
+                                .store()
+                                .begin_execution(&execution, journal.room(&busy)),
+                        )
+                        .map_err(|e| SubmitError::Session(e.into()))?;
                 }
                 // Calls an earlier execution of the session left in flight are recorded before
                 // this one reads the records, or it would send them again; the session is
@@ -663,19 +667,19 @@ impl ExecutionService {
         events: &str,
         ttl_ms: u64,
     ) {
-        let kept = serde_json::to_string(response)
-            .map_err(|e| e.to_string())
-            .and_then(|json| {
-                journal
-                    .store()
-                    .save_response(
-                        &response.id,
-                        &json,
-                        events,
-                        super::determinism::now_ms().saturating_add(ttl_ms),
-                    )
-                    .map_err(|e| e.to_string())
-            });
+        let expires_ms = super::determinism::now_ms().saturating_add(ttl_ms);
+        let busy = journal.busy_sessions();
+        let save = |response: &ExecutionResponse, events: &str| -> Result<(), String> {
+            let json = serde_json::to_string(response).map_err(|e| e.to_string())?;
+            journal
+                .store()
+                .save_response(&response.id, &json, events, expires_ms, journal.room(&busy))
+                .map_err(|e| e.to_string())
+        };
+        // Too large to keep whole (a bound of the journal): its outline, with why, so a client
+        // that follows it still learns how it ended.
+        let kept =
+            save(response, events).or_else(|e| save(&outline(response, &e), "").map_err(|_| e));
         if let Err(e) = kept {
             tracing::warn!(error = %e, execution = %response.id, "could not keep an execution's response");
         }
@@ -909,6 +913,22 @@ fn kept_is_current(status: &str, response: &str) -> bool {
         .ok()
         .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned));
     kept.as_deref() == Some(status)
+}
+
+/// What is kept of a response too large for the journal: how it ended, without its value,
+/// output and trace, and why.
+fn outline(response: &ExecutionResponse, why: &str) -> ExecutionResponse {
+    let mut outline = ExecutionResponse {
+        result: serde_json::Value::Null,
+        stdout: String::new(),
+        stderr: String::new(),
+        tool_calls: Vec::new(),
+        ..response.clone()
+    };
+    outline.warnings.push(format!(
+        "the daemon kept only this outline of the response ({why}): its value, output and trace are gone; run the program again to see them"
+    ));
+    outline
 }
 
 /// An execution admitted and about to start.

@@ -12,15 +12,16 @@ use super::service::{ExecutionService, Launch, Started, SubmitError, limits};
 use crate::agent_api::{
     ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
     ExecutionRequest, ExecutionResponse, PeerInfo, PendingApproval, PendingCall, ReplayMode,
-    RequestLanguage, Status,
+    RequestLanguage, Status, ToolError, ToolErrorCode,
 };
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{ApprovalRow, WaitingRow};
+use crate::journal::store::{AnswerRow, ApprovalRow, WaitingRow};
 use crate::journal::{SessionError, SessionRun};
 use crate::tools::approval::{Decision, Decisions, Verdict, new_approval_id};
-use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, WaitScope};
+use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, KeptAnswer, WaitScope};
 use airlock_policy::Principal;
 use airlock_proto::Determinism;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -61,16 +62,8 @@ impl ExecutionService {
             return;
         }
         let now = super::determinism::now_ms();
+        let busy = run.journal.busy_sessions();
         let result = (|| -> Result<(), String> {
-            let waiting = store
-                .count_waiting(&response.principal)
-                .map_err(|e| e.to_string())?;
-            if waiting >= u64::from(kept.max_waiting) {
-                return Err(format!(
-                    "principal `{}` already has {waiting} executions waiting, its limit (limits.max_waiting_executions)",
-                    response.principal
-                ));
-            }
             let asked: Vec<ApprovalRow> = response
                 .pending_approvals
                 .iter()
@@ -110,7 +103,11 @@ impl ExecutionService {
                 seed: kept.determinism.seed,
                 expires_ms: now.saturating_add(kept.ttl_ms),
             };
-            store.save_waiting(&row).map_err(|e| e.to_string())
+            // Counted and bounded with the write: two runs that end at once cannot both
+            // take the last place.
+            store
+                .save_waiting(&row, kept.max_waiting, run.journal.room(&busy))
+                .map_err(|e| e.to_string())
         })();
         if let Err(e) = result {
             tracing::warn!(error = %e, execution = %response.id, "could not keep a waiting execution");
@@ -196,13 +193,20 @@ impl ExecutionService {
             }
         };
         let specs = serde_json::from_str(&waiting.client_tools).map_err(|e| unavailable(&e))?;
-        let mut answers: ClientAnswers =
+        // Answers a daemon of an earlier version kept in the row; this one keeps them in rows
+        // of their own, scanned ([`scanned_answers`]).
+        let answers: ClientAnswers =
             serde_json::from_str(&waiting.answers).map_err(|e| unavailable(&e))?;
-        if let Some(results) = results {
-            let pending: Vec<PendingCall> =
-                serde_json::from_str(&waiting.pending).map_err(|e| unavailable(&e))?;
-            answers.add(results, &pending, now)?;
-        }
+        let fresh = match results {
+            Some(results) => {
+                let pending: Vec<PendingCall> =
+                    serde_json::from_str(&waiting.pending).map_err(|e| unavailable(&e))?;
+                let mut fresh = ClientAnswers::default();
+                fresh.add(results, &pending, now)?;
+                scanned_answers(fresh, &generation)
+            }
+            None => Vec::new(),
+        };
         let decisions = decisions(&store.approvals_of(id).map_err(|e| unavailable(&e))?);
         let tools = ClientTools::new(specs)?;
         let limits = limits(&principal, &execution.code, execution.timeout_ms)?;
@@ -210,17 +214,26 @@ impl ExecutionService {
             Some(peer) => peer,
             None => serde_json::from_str(&waiting.peer).map_err(|e| unavailable(&e))?,
         };
-        let answers_json = serde_json::to_string(&answers).map_err(|e| unavailable(&e))?;
-        // Taken by this request alone: a second one for the same id is refused.
+        // Taken by this request alone: a second one for the same id is refused. Only the new
+        // answers are written (each earlier one is a row already), within the journal's
+        // bounds: answers that do not fit are refused, and it waits on.
+        let busy = journal.busy_sessions();
         if !store
-            .claim_waiting(id, &answers_json)
-            .map_err(|e| unavailable(&e))?
+            .claim_waiting(id, &fresh, journal.room(&busy))
+            .map_err(|e| SubmitError::Session(e.into()))?
         {
             return Err(SubmitError::NotWaiting {
                 id: id.to_owned(),
                 status: "running".into(),
             });
         }
+        let kept = match store.answers(id) {
+            Ok(rows) => kept_answers(rows),
+            Err(e) => {
+                let _ = store.end_waiting(id, "error", now);
+                return Err(unavailable(&e).into());
+            }
+        };
         let session = journal.session(&execution.session, &principal.name)?;
         let determinism = Determinism {
             clock_ms: waiting.clock_ms,
@@ -244,6 +257,7 @@ impl ExecutionService {
                 Arc::new(WaitScope {
                     tools,
                     answers,
+                    kept,
                     stateless: false,
                     decisions,
                 }),
@@ -362,7 +376,12 @@ impl ExecutionService {
         }
         let pending: Vec<PendingCall> = serde_json::from_str(&waiting.pending).unwrap_or_default();
         let answers: ClientAnswers = serde_json::from_str(&waiting.answers).unwrap_or_default();
-        if pending.iter().any(|p| answers.get(p.id, &p.tool).is_none()) {
+        let kept = store.answered(execution).unwrap_or_default();
+        let answered = |p: &PendingCall| {
+            answers.get(p.id, &p.tool).is_some()
+                || kept.iter().any(|(id, tool)| *id == p.id && *tool == p.tool)
+        };
+        if !pending.iter().all(answered) {
             // The agent's answers are still to come: they run it.
             return "waiting";
         }
@@ -573,6 +592,56 @@ fn decisions(rows: &[ApprovalRow]) -> Decisions {
     decisions
 }
 
+/// The agent's new answers as the journal keeps them: scanned under the policy in force, and
+/// encoded, once ([`crate::tools::call::scan_client_answer`]).
+fn scanned_answers(fresh: ClientAnswers, generation: &PolicyGeneration) -> Vec<AnswerRow> {
+    let mut rows: Vec<AnswerRow> = fresh
+        .by_id
+        .into_iter()
+        .map(|(call, answer)| {
+            let (result, redactions) = crate::tools::call::scan_client_answer(
+                &generation.scanner,
+                &generation.policy.secret_scanning,
+                &answer.tool,
+                answer.result,
+            );
+            AnswerRow {
+                call,
+                tool: answer.tool,
+                // A `ToolError` always serialises.
+                result: result.map_err(|e| serde_json::to_string(&e).unwrap_or_default()),
+                redactions: serde_json::to_string(&redactions).unwrap_or_else(|_| "[]".into()),
+                clock_ms: answer.clock_ms,
+            }
+        })
+        .collect();
+    rows.sort_by_key(|r| r.call);
+    rows
+}
+
+/// The kept answers, as the calls take them.
+fn kept_answers(rows: Vec<AnswerRow>) -> HashMap<u32, KeptAnswer> {
+    rows.into_iter()
+        .map(|row| {
+            let result = row.result.map_err(|json| {
+                serde_json::from_str::<ToolError>(&json).unwrap_or_else(|e| {
+                    ToolError::new(
+                        ToolErrorCode::Internal,
+                        format!("the kept answer to this call cannot be read: {e}"),
+                    )
+                })
+            });
+            let answer = KeptAnswer {
+                tool: row.tool,
+                result,
+                redactions: serde_json::from_str(&row.redactions).unwrap_or_default(),
+                clock_ms: row.clock_ms,
+            };
+            (row.call, answer)
+        })
+        .collect()
+}
+
 /// What keeping a waiting execution needs.
 pub(super) struct Keeping {
     pub(super) scope: Arc<WaitScope>,
@@ -605,6 +674,7 @@ pub(super) fn client_request(
     Ok(Some(WaitScope {
         tools,
         answers,
+        kept: Default::default(),
         stateless,
         decisions: Decisions::default(),
     }))

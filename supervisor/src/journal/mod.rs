@@ -20,6 +20,7 @@ pub mod canonical;
 pub mod log;
 pub mod sqlite;
 pub mod store;
+pub mod usage;
 
 use crate::agent_api::{ReplayMode, ToolError, ToolErrorCode};
 use airlock_policy::JournalSettings;
@@ -31,7 +32,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use store::{
-    CallKey, CallRow, CallState, JournalStore, LogRecord, Outcome, SessionRow, StoreError,
+    Bounds, CallKey, CallRow, CallState, Full, JournalStore, LogRecord, Outcome, Room, SessionRow,
+    StoreError,
 };
 use tracing::warn;
 
@@ -90,6 +92,18 @@ pub enum SessionError {
     Disabled,
     #[error("the daemon cannot use its journal: {0}")]
     Unavailable(String),
+    /// A bound of the journal would be passed (nothing is wrong with it).
+    #[error("{0}")]
+    Full(Full),
+}
+
+impl From<StoreError> for SessionError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Full(full) => SessionError::Full(full),
+            other => SessionError::Unavailable(other.to_string()),
+        }
+    }
 }
 
 impl SessionError {
@@ -104,6 +118,25 @@ impl SessionError {
             SessionError::Unavailable(_) => {
                 "leave \"session\" out to run one-shot meanwhile; the operator sees the cause in /v1/health and the airlockd log"
             }
+            SessionError::Full(full) => full_hint(full),
+        }
+    }
+}
+
+/// What to do about a bound of the journal.
+pub fn full_hint(full: &Full) -> &'static str {
+    match full {
+        Full::Sessions { .. } => {
+            "delete sessions you no longer need (DELETE /v1/sessions/<id>, airlock session delete <id>); unused ones are deleted after [journal] session_ttl_hours"
+        }
+        Full::Waiting { .. } => {
+            "answer or cancel (DELETE /v1/executions/<id>) the executions that wait, or use the stateless form (client_results), which keeps nothing"
+        }
+        Full::Session { .. } => {
+            "start a new session (\"session\": \"new\"), or keep less in this one: a smaller program, smaller answers, fewer or smaller results"
+        }
+        Full::Principal { .. } | Full::Total { .. } => {
+            "delete sessions you no longer need (airlock session delete <id>), and answer or cancel executions that wait: your idle sessions were deleted, oldest first, and that was not enough; the operator sets [journal] max_principal_size and max_size"
         }
     }
 }
@@ -221,7 +254,9 @@ impl Journal {
     /// Folds the intent log into the store. A fold that wrote something and succeeded ends a
     /// failure in health; one that fails is one.
     pub fn fold(&self) -> Result<(), StoreError> {
-        match self.log.fold(|records| self.store.apply(records)) {
+        let busy = self.busy_sessions();
+        let room = self.room(&busy);
+        match self.log.fold(|records| self.store.apply(records, room)) {
             Ok(true) => self.noted(Ok(())),
             Ok(false) => Ok(()),
             Err(e) => self.noted(Err(e)),
@@ -244,6 +279,50 @@ impl Journal {
         result
     }
 
+    /// The bounds of `[journal]`.
+    pub fn bounds(&self) -> Bounds {
+        Bounds {
+            total_bytes: self.settings.max_size_bytes,
+            principal_bytes: self.settings.max_principal_size_bytes,
+            session_bytes: self.settings.max_session_size_bytes,
+            principal_sessions: self.settings.max_sessions,
+        }
+    }
+
+    /// The bounds, with `busy` as the sessions that may not be evicted.
+    pub fn room<'a>(&self, busy: &'a [String]) -> Room<'a> {
+        Room {
+            bounds: self.bounds(),
+            busy,
+        }
+    }
+
+    /// The sessions that may not be evicted now: those with an execution running, or calls
+    /// of an ended one still settling.
+    pub fn busy_sessions(&self) -> Vec<String> {
+        self.busy
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Deletes `principal`'s session `id` with everything kept in it, and wipes it from the
+    /// write-ahead log too; false if it has none by that id.
+    pub fn delete_session(&self, id: &str, principal: &str) -> Result<bool, SessionError> {
+        match self.session(id, principal) {
+            Ok(_) => {}
+            Err(SessionError::NotFound(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        let deleted = self.noted(self.store.delete_session(id))?;
+        if let Err(e) = self.store.checkpoint() {
+            warn!(error = %e, "the journal could not checkpoint its write-ahead log");
+        }
+        Ok(deleted)
+    }
+
     fn note<T>(&self, result: &Result<T, StoreError>, success_ends_failure: bool) {
         let mut failure = self
             .failure
@@ -252,6 +331,8 @@ impl Journal {
         match result {
             Ok(_) if success_ends_failure => *failure = None,
             Ok(_) => {}
+            // A bound, not a failure: the journal works.
+            Err(StoreError::Full(_)) => {}
             Err(e) => {
                 if failure.is_none() {
                     warn!(error = %e, "the journal failed; calls of sessions fail with journal_unavailable until it works again");
@@ -295,8 +376,8 @@ impl Journal {
             bytes: 0,
             calls: 0,
         };
-        self.noted(self.store.create_session(&row))
-            .map_err(|e| SessionError::Unavailable(e.to_string()))?;
+        let busy = self.busy_sessions();
+        self.noted(self.store.create_session(&row, self.room(&busy)))?;
         Ok(row)
     }
 
@@ -417,11 +498,10 @@ impl Journal {
             return;
         }
         let ttl_ms = self.settings.session_ttl_hours.saturating_mul(3_600_000);
-        match self.noted_read(self.store.evict(
-            now.saturating_sub(ttl_ms),
-            self.settings.max_size_bytes,
-            &busy,
-        )) {
+        match self.noted_read(
+            self.store
+                .evict(now.saturating_sub(ttl_ms), self.room(&busy)),
+        ) {
             Ok(evicted) if !evicted.is_empty() => {
                 tracing::info!(
                     sessions = evicted.len(),
@@ -477,7 +557,7 @@ pub struct SessionRun {
     /// The session's records as they were when the execution started, when it read them at
     /// once (each is taken out when its call is looked up: an execution looks a key up once).
     records: Option<Mutex<HashMap<CallKey, CallRow>>>,
-    /// The session's recorded results, in bytes (read when the execution started, counted
+    /// The bytes the session keeps (read when the execution started, its results counted
     /// since), for `[journal] max_session_size`.
     bytes: AtomicU64,
     pub replayed: AtomicU32,
@@ -785,7 +865,9 @@ mod tests {
         let (key, _) = first.key("t.x", &args);
         first.sent(&key, false).unwrap();
         let row = journal.session(&row.id, "p").unwrap();
-        assert_eq!((row.calls, row.bytes), (3, 14));
+        assert_eq!(row.calls, 3);
+        // Its row, its execution-less calls' rows and keys, and the two results.
+        assert!(row.bytes > 14, "{}", row.bytes);
         let too_many = SessionRow {
             calls: PRELOAD_MAX_CALLS + 1,
             ..row.clone()

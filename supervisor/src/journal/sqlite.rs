@@ -18,10 +18,12 @@
 //!   row is a few hundred bytes.
 
 use super::store::{
-    ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore, LogRecord,
-    Outcome, SessionRow, StoreError, WaitingRow,
+    AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, Full,
+    JournalStore, LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
 };
+use super::usage::{self, Refusal};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use sha2::{Digest, Sha256};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -31,19 +33,28 @@ use std::time::Duration;
 /// Name of the database file in the journal directory.
 pub const FILE_NAME: &str = "journal.sqlite";
 
-/// `PRAGMA user_version` of the schema below; a newer file is refused. Version 2 added
-/// `calls.attempt` ([`UPGRADES`]).
-const SCHEMA_VERSION: i64 = 2;
+/// `PRAGMA user_version` of the schema below; a newer file is refused. Version 1 counted
+/// results only; 2 added `calls.attempt`; 3 counts everything ([`usage`]) and keeps answers
+/// in a table of their own.
+const SCHEMA_VERSION: i64 = 3;
 
-/// What brings a file of an older version to this one (see [`crate::state_schema::migrate`]).
-const UPGRADES: &[(i64, &str)] = &[(
-    1,
-    "ALTER TABLE calls ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;",
-)];
+/// What brings a file of an older version to the next (see [`crate::state_schema::migrate`]);
+/// a file from before version 3 is then counted ([`migrate`]).
+const UPGRADES: &[(i64, &str)] = &[
+    (
+        1,
+        "ALTER TABLE calls ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;",
+    ),
+    (
+        2,
+        "ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 128;",
+    ),
+];
 
 /// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
-/// executions (foreign keys, `ON DELETE CASCADE`). A session's size is the sum of its
-/// results, computed when asked (listing, eviction), so a call writes only its own row.
+/// executions (foreign keys, `ON DELETE CASCADE`). `sessions.bytes` is everything kept under
+/// a session, kept by triggers ([`usage`]), so a write is checked against the bounds in its
+/// own transaction.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -51,7 +62,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_ms INTEGER NOT NULL,
     used_ms INTEGER NOT NULL,
     clock_ms INTEGER NOT NULL,
-    seed BLOB NOT NULL
+    seed BLOB NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 128
 );
 CREATE INDEX IF NOT EXISTS sessions_by_principal ON sessions (principal, used_ms);
 CREATE TABLE IF NOT EXISTS calls (
@@ -133,7 +145,22 @@ CREATE TABLE IF NOT EXISTS responses (
     expires_ms INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS responses_by_expiry ON responses (expires_ms);
+-- The client's answers to a waiting execution's calls, one row each, as the program gets them
+-- (scanned when posted): `ok` 1 with the result's JSON, 0 with a ToolError's JSON.
+CREATE TABLE IF NOT EXISTS answers (
+    execution TEXT NOT NULL REFERENCES executions (id) ON DELETE CASCADE,
+    call INTEGER NOT NULL,
+    tool TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    result TEXT NOT NULL,
+    redactions TEXT NOT NULL,
+    clock_ms INTEGER NOT NULL,
+    UNIQUE (execution, call)
+);
 ";
+
+/// How many bytes the write-ahead log may keep on disk after a checkpoint.
+const WAL_KEEP_BYTES: u64 = 4 << 20;
 
 /// How long opening the file waits for another process's lock before it gives up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -167,6 +194,26 @@ fn u64_of(v: i64) -> u64 {
 
 fn i64_of(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Brings the file to [`SCHEMA_VERSION`]: the tables and the triggers that count what they
+/// keep; a file of version 1 or 2 gets the columns it lacks ([`UPGRADES`]), and what it
+/// holds is counted, in one transaction.
+fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+    let schema = format!("{SCHEMA}\n{}", usage::triggers());
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if (1..3).contains(&found) {
+        let upgrade: String = UPGRADES
+            .iter()
+            .filter(|(from, _)| *from >= found)
+            .map(|(_, statements)| *statements)
+            .collect();
+        return conn.execute_batch(&format!(
+            "BEGIN; {upgrade}\n{schema}\n{}\nPRAGMA user_version = {SCHEMA_VERSION}; COMMIT;",
+            usage::count_existing()
+        ));
+    }
+    crate::state_schema::migrate(conn, &schema, SCHEMA_VERSION, UPGRADES)
 }
 
 impl SqliteStore {
@@ -219,10 +266,16 @@ impl SqliteStore {
             conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")?;
             // No checkpoint inside a call's commit (a checkpoint syncs the file): the journal
             // checkpoints when an execution of a session ends ([`JournalStore::checkpoint`]).
-            conn.execute_batch(
-                "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
-            )?;
-            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, UPGRADES)
+            // secure_delete: a deleted row (a session, code replaced by its hash, an answer) is
+            // overwritten with zeros in the file, not left readable in a free page; the
+            // checkpoint empties the write-ahead log ([`JournalStore::checkpoint`]), which
+            // then keeps at most `WAL_KEEP_BYTES` on disk.
+            conn.execute_batch(&format!(
+                "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+                 PRAGMA wal_autocheckpoint = 0; PRAGMA secure_delete = ON; \
+                 PRAGMA journal_size_limit = {WAL_KEEP_BYTES};"
+            ))?;
+            migrate(&conn)
         })();
         match prepared {
             Ok(()) => {}
@@ -261,6 +314,62 @@ impl SqliteStore {
             message: e.to_string(),
         })
     }
+
+    /// [`SqliteStore::with`] for a write held to bounds: a bound it would pass is
+    /// [`StoreError::Full`].
+    fn with_room<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, Refusal>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut conn).map_err(|e| match e {
+            Refusal::Full(full) => StoreError::Full(full),
+            Refusal::Sql(e) => StoreError::Sqlite {
+                path: self.path.display().to_string(),
+                message: e.to_string(),
+            },
+        })
+    }
+}
+
+/// The principal and session of execution `id`, if it exists.
+fn owner_of(c: &Connection, id: &str) -> rusqlite::Result<Option<(String, String)>> {
+    c.prepare_cached("SELECT principal, session FROM executions WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+}
+
+/// Replaces the code of execution `id` with its hash once nothing can run it again (it
+/// ended), as the audit log keeps code: what an agent pasted into a program does not stay
+/// in the journal after its execution. (Its hash still tells two runs' programs apart.)
+fn forget_code(c: &Connection, id: &str) -> rusqlite::Result<()> {
+    let code: Option<String> = c
+        .prepare_cached("SELECT code FROM executions WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?;
+    if let Some(code) = code
+        && !code.starts_with(CODE_HASH_PREFIX)
+    {
+        let hash = format!(
+            "{CODE_HASH_PREFIX}{}",
+            super::canonical::hex(&Sha256::digest(code.as_bytes()))
+        );
+        c.prepare_cached("UPDATE executions SET code = ?2 WHERE id = ?1")?
+            .execute(params![id, hash])?;
+    }
+    Ok(())
+}
+
+/// What the code of an ended execution is replaced with: this, then the SHA-256 of the code.
+pub const CODE_HASH_PREFIX: &str = "sha256:";
+
+/// Statuses after which nothing runs an execution's code again: everything but `running`
+/// (resumed after a restart as `interrupted`), `waiting` and `interrupted`.
+fn ended(status: &str) -> bool {
+    !matches!(status, "running" | "waiting" | "interrupted")
 }
 
 const APPROVAL_COLUMNS: &str = "id, execution, principal, call, tool, args, args_hash, \
@@ -304,8 +413,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     })
 }
 
-const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, \
-     (SELECT coalesce(sum(length(result)), 0) FROM calls WHERE calls.session = sessions.id), \
+const SESSION_COLUMNS: &str = "id, principal, created_ms, used_ms, clock_ms, seed, bytes, \
      (SELECT count(*) FROM calls WHERE calls.session = sessions.id)";
 
 /// A call's row from its first six columns: state, result, clock_ms, read_only, sends,
@@ -349,10 +457,134 @@ fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
 const EXECUTION_COLUMNS: &str = "id, session, principal, status, language, code, timeout_ms, \
      replay, started_ms, finished_ms, replayed_calls, live_calls, resumed_by";
 
+/// Forgets what waiting execution `id` kept to go on: its wait and its answers.
+fn forget_wait(c: &Connection, id: &str) -> rusqlite::Result<()> {
+    c.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
+    c.execute("DELETE FROM answers WHERE execution = ?1", [id])?;
+    Ok(())
+}
+
+/// The bytes an answer's row counts ([`usage`]).
+fn answer_bytes(a: &AnswerRow) -> u64 {
+    let result = match &a.result {
+        Ok(text) | Err(text) => text.len(),
+    };
+    (64 + a.tool.len() + result + a.redactions.len()) as u64
+}
+
+/// Says which sessions a write deleted to make room for its principal.
+fn log_evicted(principal: &str, evicted: &[String]) {
+    if !evicted.is_empty() {
+        tracing::info!(
+            principal,
+            sessions = evicted.len(),
+            "the journal deleted the principal's least recently used idle sessions to make room for a write"
+        );
+    }
+}
+
+/// What a fold of the intent log has counted so far: the results it may keep without asking
+/// the store again ([`usage::make_room`] when one would pass a bound).
+#[derive(Default)]
+struct Tally {
+    /// Each session's principal (`None`: the session is gone).
+    principals: std::collections::HashMap<String, Option<String>>,
+    /// Bytes that may still be added without a bound being passed: per session, per
+    /// principal, and in all.
+    left: std::collections::HashMap<String, u64>,
+    left_principal: std::collections::HashMap<String, u64>,
+    left_total: Option<u64>,
+}
+
+impl Tally {
+    /// Whether a result of `bytes` in `session` may be kept (room made if need be).
+    fn fits(
+        &mut self,
+        c: &Connection,
+        session: &str,
+        bytes: u64,
+        room: Room<'_>,
+    ) -> rusqlite::Result<bool> {
+        if !self.principals.contains_key(session) {
+            let principal: Option<String> = c
+                .prepare_cached("SELECT principal FROM sessions WHERE id = ?1")?
+                .query_row([session], |r| r.get(0))
+                .optional()?;
+            self.principals.insert(session.to_owned(), principal);
+        }
+        let Some(Some(principal)) = self.principals.get(session).cloned() else {
+            // Gone: the update finds nothing to change.
+            return Ok(true);
+        };
+        let limit = room.bounds.principal_bytes.min(room.bounds.total_bytes);
+        if !self.left.contains_key(session) || !self.left_principal.contains_key(&principal) {
+            let (mine, all) = usage::usage(c, &principal)
+                .map(|(_, b)| b)
+                .and_then(|mine| {
+                    let all: i64 =
+                        c.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
+                            r.get(0)
+                        })?;
+                    Ok((mine, u64_of(all)))
+                })?;
+            let in_session: i64 = c
+                .prepare_cached("SELECT bytes FROM sessions WHERE id = ?1")?
+                .query_row([session], |r| r.get(0))?;
+            self.left.insert(
+                session.to_owned(),
+                room.bounds.session_bytes.saturating_sub(u64_of(in_session)),
+            );
+            self.left_principal
+                .insert(principal.clone(), limit.saturating_sub(mine));
+            self.left_total = Some(room.bounds.total_bytes.saturating_sub(all));
+        }
+        let left = self.left[session];
+        let fits = bytes <= left
+            && bytes <= self.left_principal[&principal]
+            && bytes <= self.left_total.unwrap_or(0);
+        if !fits {
+            if bytes > left {
+                return Ok(false);
+            }
+            // Its principal's own idle sessions may make room; counted afresh after.
+            match usage::make_room(c, &principal, Some(session), bytes, false, room) {
+                Ok(evicted) => log_evicted(&principal, &evicted),
+                Err(Refusal::Full(full)) => {
+                    tracing::warn!(%full, session, "a call's result was not kept in the journal; a re-run makes the call again");
+                    return Ok(false);
+                }
+                Err(Refusal::Sql(e)) => return Err(e),
+            }
+            self.left.clear();
+            self.left_principal.clear();
+            self.left_total = None;
+            // The result is written next; what is left is read again after it.
+            return Ok(true);
+        }
+        if let Some(l) = self.left.get_mut(session) {
+            *l -= bytes;
+        }
+        if let Some(p) = self.left_principal.get_mut(&principal) {
+            *p -= bytes;
+        }
+        self.left_total = self.left_total.map(|t| t - bytes);
+        Ok(true)
+    }
+}
+
 impl JournalStore for SqliteStore {
-    fn create_session(&self, s: &SessionRow) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.execute(
+    fn create_session(&self, s: &SessionRow, room: Room<'_>) -> Result<(), StoreError> {
+        self.with_room(|c| {
+            let tx = c.transaction()?;
+            let evicted = usage::make_room(
+                &tx,
+                &s.principal,
+                None,
+                usage::SESSION_ROW_BYTES,
+                true,
+                room,
+            )?;
+            tx.execute(
                 "INSERT INTO sessions (id, principal, created_ms, used_ms, clock_ms, seed) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
@@ -363,8 +595,10 @@ impl JournalStore for SqliteStore {
                     i64_of(s.clock_ms),
                     &s.seed[..]
                 ],
-            )
-            .map(|_| ())
+            )?;
+            tx.commit()?;
+            log_evicted(&s.principal, &evicted);
+            Ok(())
         })
     }
 
@@ -448,9 +682,10 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn apply(&self, records: &[LogRecord]) -> Result<(), StoreError> {
+    fn apply(&self, records: &[LogRecord], room: Room<'_>) -> Result<(), StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
+            let mut tally = Tally::default();
             for record in records {
                 match record {
                     LogRecord::Sent {
@@ -494,6 +729,12 @@ impl JournalStore for SqliteStore {
                             Outcome::Failed | Outcome::Unsettled => ("failed", None, None),
                         };
                         // An answer makes the next send a new attempt (a new key).
+                        if let Some(result) = result
+                            && !tally.fits(&tx, session, result.len() as u64, room)?
+                        {
+                            // Not kept: the call stays `sent`, and a re-run makes it again.
+                            continue;
+                        }
                         tx.prepare_cached(
                             "UPDATE calls SET state = ?5, result = ?6, clock_ms = ?7, \
                              updated_ms = ?8, attempt = attempt + ?9 WHERE session = ?1 \
@@ -539,9 +780,13 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn begin_execution(&self, e: &ExecutionRow) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.execute(
+    fn begin_execution(&self, e: &ExecutionRow, room: Room<'_>) -> Result<(), StoreError> {
+        self.with_room(|c| {
+            let tx = c.transaction()?;
+            let adding = 128 + (e.id.len() + e.code.len()) as u64;
+            let evicted =
+                usage::make_room(&tx, &e.principal, Some(&e.session), adding, false, room)?;
+            tx.execute(
                 &format!(
                     "INSERT INTO executions ({EXECUTION_COLUMNS}) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
@@ -561,8 +806,10 @@ impl JournalStore for SqliteStore {
                     e.live_calls,
                     e.resumed_by
                 ],
-            )
-            .map(|_| ())
+            )?;
+            tx.commit()?;
+            log_evicted(&e.principal, &evicted);
+            Ok(())
         })
     }
 
@@ -595,6 +842,9 @@ impl JournalStore for SqliteStore {
                  live_calls = ?5, call_order = ?6 WHERE id = ?1",
                 params![id, status, i64_of(finished_ms), replayed, live, order],
             )?;
+            if ended(status) {
+                forget_code(&tx, id)?;
+            }
             tx.commit()
         })
     }
@@ -619,11 +869,14 @@ impl JournalStore for SqliteStore {
 
     fn mark_resumed(&self, id: &str, by: &str) -> Result<(), StoreError> {
         self.with(|c| {
-            c.execute(
+            let tx = c.transaction()?;
+            tx.execute(
                 "UPDATE executions SET status = 'resumed', resumed_by = ?2 WHERE id = ?1",
                 params![id, by],
-            )
-            .map(|_| ())
+            )?;
+            // The execution that resumed it has the code now.
+            forget_code(&tx, id)?;
+            tx.commit()
         })
     }
 
@@ -677,12 +930,55 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn save_waiting(&self, w: &WaitingRow) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.execute(
-                "INSERT OR REPLACE INTO waiting (execution, principal, client_tools, answers, \
+    fn save_waiting(
+        &self,
+        w: &WaitingRow,
+        max_waiting: u32,
+        room: Room<'_>,
+    ) -> Result<(), StoreError> {
+        self.with_room(|c| {
+            let tx = c.transaction()?;
+            let held: i64 = tx.query_row(
+                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
+                 WHERE waiting.principal = ?1 AND executions.status = 'waiting' \
+                 AND waiting.execution != ?2",
+                params![w.principal, w.execution],
+                |r| r.get(0),
+            )?;
+            let held = u64_of(held);
+            if held >= u64::from(max_waiting) {
+                return Err(Full::Waiting {
+                    principal: w.principal.clone(),
+                    held,
+                }
+                .into());
+            }
+            let old: i64 = tx.query_row(
+                "SELECT coalesce(sum(64 + octet_length(client_tools) + octet_length(answers) \
+                 + octet_length(pending) + octet_length(peer)), 0) FROM waiting \
+                 WHERE execution = ?1",
+                [&w.execution],
+                |r| r.get(0),
+            )?;
+            let new = 64
+                + (w.client_tools.len() + w.answers.len() + w.pending.len() + w.peer.len()) as u64;
+            let session = owner_of(&tx, &w.execution)?.map(|(_, session)| session);
+            let evicted = usage::make_room(
+                &tx,
+                &w.principal,
+                session.as_deref(),
+                new.saturating_sub(u64_of(old)),
+                false,
+                room,
+            )?;
+            // An upsert, not a REPLACE: a replaced row would leave the count without the
+            // delete trigger.
+            tx.execute(
+                "INSERT INTO waiting (execution, principal, client_tools, answers, \
                  pending, peer, clock_ms, seed, expires_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 ON CONFLICT (execution) DO UPDATE SET principal = ?2, client_tools = ?3, \
+                 answers = ?4, pending = ?5, peer = ?6, clock_ms = ?7, seed = ?8, expires_ms = ?9",
                 params![
                     w.execution,
                     w.principal,
@@ -694,8 +990,10 @@ impl JournalStore for SqliteStore {
                     &w.seed[..],
                     i64_of(w.expires_ms)
                 ],
-            )
-            .map(drop)
+            )?;
+            tx.commit()?;
+            log_evicted(&w.principal, &evicted);
+            Ok(())
         })
     }
 
@@ -728,29 +1026,87 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn claim_waiting(&self, id: &str, answers: &str) -> Result<bool, StoreError> {
-        self.with(|c| {
+    fn claim_waiting(
+        &self,
+        id: &str,
+        answers: &[AnswerRow],
+        room: Room<'_>,
+    ) -> Result<bool, StoreError> {
+        self.with_room(|c| {
             let tx = c.transaction()?;
             let claimed = tx.execute(
                 "UPDATE executions SET status = 'running', finished_ms = NULL \
                  WHERE id = ?1 AND status = 'waiting'",
                 [id],
             )? == 1;
-            if claimed {
-                tx.execute(
-                    "UPDATE waiting SET answers = ?2 WHERE execution = ?1",
-                    params![id, answers],
-                )?;
+            if !claimed {
+                return Ok(false);
+            }
+            let Some((principal, session)) = owner_of(&tx, id)? else {
+                return Ok(false);
+            };
+            let adding: u64 = answers.iter().map(answer_bytes).sum();
+            let evicted = usage::make_room(&tx, &principal, Some(&session), adding, false, room)?;
+            for a in answers {
+                let (ok, result) = match &a.result {
+                    Ok(text) => (true, text),
+                    Err(error) => (false, error),
+                };
+                tx.prepare_cached(
+                    "INSERT INTO answers (execution, call, tool, ok, result, redactions, clock_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (execution, call) DO UPDATE \
+                     SET tool = ?3, ok = ?4, result = ?5, redactions = ?6, clock_ms = ?7",
+                )?
+                .execute(params![
+                    id,
+                    a.call,
+                    a.tool,
+                    ok,
+                    result,
+                    a.redactions,
+                    i64_of(a.clock_ms)
+                ])?;
             }
             tx.commit()?;
-            Ok(claimed)
+            log_evicted(&principal, &evicted);
+            Ok(true)
+        })
+    }
+
+    fn answers(&self, id: &str) -> Result<Vec<AnswerRow>, StoreError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "SELECT call, tool, ok, result, redactions, clock_ms FROM answers \
+                 WHERE execution = ?1 ORDER BY call",
+            )?
+            .query_map([id], |r| {
+                let ok: bool = r.get(2)?;
+                let result: String = r.get(3)?;
+                Ok(AnswerRow {
+                    call: r.get(0)?,
+                    tool: r.get(1)?,
+                    result: if ok { Ok(result) } else { Err(result) },
+                    redactions: r.get(4)?,
+                    clock_ms: u64_of(r.get(5)?),
+                })
+            })?
+            .collect()
+        })
+    }
+
+    fn answered(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError> {
+        self.with(|c| {
+            c.prepare_cached("SELECT call, tool FROM answers WHERE execution = ?1 ORDER BY call")?
+                .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
         })
     }
 
     fn drop_waiting(&self, id: &str) -> Result<(), StoreError> {
         self.with(|c| {
-            c.execute("DELETE FROM waiting WHERE execution = ?1", [id])
-                .map(drop)
+            let tx = c.transaction()?;
+            forget_wait(&tx, id)?;
+            tx.commit()
         })
     }
 
@@ -760,14 +1116,39 @@ impl JournalStore for SqliteStore {
         response: &str,
         events: &str,
         expires_ms: u64,
+        room: Room<'_>,
     ) -> Result<(), StoreError> {
-        self.with(|c| {
-            c.execute(
-                "INSERT OR REPLACE INTO responses (execution, response, events, expires_ms) \
-                 VALUES (?1, ?2, ?3, ?4)",
+        self.with_room(|c| {
+            let tx = c.transaction()?;
+            let Some((principal, session)) = owner_of(&tx, id)? else {
+                return Ok(());
+            };
+            let old: i64 = tx.query_row(
+                "SELECT coalesce(sum(64 + octet_length(response) + octet_length(events)), 0) \
+                 FROM responses WHERE execution = ?1",
+                [id],
+                |r| r.get(0),
+            )?;
+            let adding = (64 + response.len() + events.len()) as u64;
+            let evicted = usage::make_room(
+                &tx,
+                &principal,
+                Some(&session),
+                adding.saturating_sub(u64_of(old)),
+                false,
+                room,
+            )?;
+            // An upsert, not a REPLACE: a replaced row would leave the count without the
+            // delete trigger.
+            tx.execute(
+                "INSERT INTO responses (execution, response, events, expires_ms) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (execution) DO UPDATE SET \
+                 response = ?2, events = ?3, expires_ms = ?4",
                 params![id, response, events, i64_of(expires_ms)],
-            )
-            .map(drop)
+            )?;
+            tx.commit()?;
+            log_evicted(&principal, &evicted);
+            Ok(())
         })
     }
 
@@ -898,7 +1279,8 @@ impl JournalStore for SqliteStore {
                 params![id, status, i64_of(now_ms)],
             )? == 1;
             if ended {
-                tx.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
+                forget_wait(&tx, id)?;
+                forget_code(&tx, id)?;
             }
             tx.commit()?;
             Ok(ended)
@@ -952,7 +1334,8 @@ impl JournalStore for SqliteStore {
                     "UPDATE executions SET status = 'expired', finished_ms = ?2 WHERE id = ?1",
                     params![id, i64_of(now_ms)],
                 )?;
-                tx.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
+                forget_wait(&tx, id)?;
+                forget_code(&tx, id)?;
             }
             tx.execute(
                 "DELETE FROM responses WHERE expires_ms < ?1",
@@ -963,51 +1346,21 @@ impl JournalStore for SqliteStore {
         })
     }
 
-    fn evict(
-        &self,
-        unused_before_ms: u64,
-        max_bytes: u64,
-        busy: &[String],
-    ) -> Result<Vec<String>, StoreError> {
+    fn evict(&self, unused_before_ms: u64, room: Room<'_>) -> Result<Vec<String>, StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            let sessions: Vec<(String, u64, u64)> = {
-                let mut stmt = tx.prepare(
-                    "SELECT id, used_ms, (SELECT coalesce(sum(length(result)), 0) FROM calls \
-                     WHERE calls.session = sessions.id) FROM sessions ORDER BY used_ms",
-                )?;
-                stmt.query_map([], |r| {
-                    Ok((r.get(0)?, u64_of(r.get(1)?), u64_of(r.get(2)?)))
-                })?
-                .collect::<rusqlite::Result<_>>()?
-            };
-            let mut total: u64 = sessions.iter().map(|(_, _, bytes)| bytes).sum();
-            let mut evicted = Vec::new();
-            // A session with an execution that waits keeps what its re-run replays.
-            let waiting: Vec<String> = {
-                let mut stmt =
-                    tx.prepare("SELECT DISTINCT session FROM executions WHERE status = 'waiting'")?;
-                stmt.query_map([], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?
-            };
-            for (id, used, bytes) in sessions {
-                if busy.contains(&id) || waiting.contains(&id) {
-                    continue;
-                }
-                if used >= unused_before_ms && total <= max_bytes {
-                    break;
-                }
-                tx.execute("DELETE FROM sessions WHERE id = ?1", [&id])?;
-                total = total.saturating_sub(bytes);
-                evicted.push(id);
-            }
+            let evicted = usage::sweep(&tx, unused_before_ms, room)?;
             tx.commit()?;
             Ok(evicted)
         })
     }
 
+    fn usage(&self, principal: &str) -> Result<(u64, u64), StoreError> {
+        self.with(|c| usage::usage(c, principal))
+    }
+
     fn checkpoint(&self) -> Result<(), StoreError> {
-        self.with(|c| c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())))
+        self.with(|c| c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))
     }
 
     fn size_bytes(&self) -> Result<u64, StoreError> {
@@ -1032,359 +1385,5 @@ impl JournalStore for SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn store() -> (tempfile::TempDir, SqliteStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("j")).unwrap();
-        (dir, store)
-    }
-
-    fn session(id: &str, used_ms: u64) -> SessionRow {
-        SessionRow {
-            id: id.into(),
-            principal: "local".into(),
-            created_ms: used_ms,
-            used_ms,
-            clock_ms: 5,
-            seed: [9; 32],
-            bytes: 0,
-            calls: 0,
-        }
-    }
-
-    fn sent(s: &SqliteStore, session: &str, key: &CallKey, execution: &str, read_only: bool) {
-        s.apply(&[LogRecord::Sent {
-            session: session.into(),
-            key: key.clone(),
-            execution: execution.into(),
-            read_only,
-            at_ms: 2,
-        }])
-        .unwrap();
-    }
-
-    fn answered(s: &SqliteStore, session: &str, key: &CallKey, result: &str, clock_ms: u64) {
-        s.apply(&[LogRecord::Outcome {
-            session: session.into(),
-            key: key.clone(),
-            outcome: Outcome::Ok {
-                result: result.into(),
-                clock_ms,
-            },
-            at_ms: 3,
-        }])
-        .unwrap();
-    }
-
-    /// Execution `id` of session `s1`, running.
-    fn running(id: &str) -> ExecutionRow {
-        ExecutionRow {
-            id: id.into(),
-            session: "s1".into(),
-            principal: "local".into(),
-            status: "running".into(),
-            language: "typescript".into(),
-            code: "1".into(),
-            timeout_ms: None,
-            replay: "all".into(),
-            started_ms: 1,
-            finished_ms: None,
-            replayed_calls: 0,
-            live_calls: 0,
-            resumed_by: None,
-        }
-    }
-
-    fn key(n: u32) -> CallKey {
-        CallKey {
-            tool: "t.x".into(),
-            args_hash: "h".into(),
-            occurrence: n,
-        }
-    }
-
-    #[test]
-    fn the_file_is_private_and_a_call_goes_from_sent_to_ok() {
-        let (dir, s) = store();
-        let mode = std::fs::metadata(dir.path().join("j").join(FILE_NAME))
-            .unwrap()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        s.create_session(&session("s1", 1)).unwrap();
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
-        sent(&s, "s1", &key(0), "ex1", true);
-        assert_eq!(
-            s.lookup("s1", &key(0)).unwrap().unwrap().state,
-            CallState::Sent
-        );
-        answered(&s, "s1", &key(0), "{\"n\":1}", 77);
-        let ok = CallState::Ok {
-            result: "{\"n\":1}".into(),
-            clock_ms: 77,
-        };
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
-        assert_eq!(row.state, ok);
-        assert!(row.read_only);
-        assert_eq!(row.sends, 1);
-        assert_eq!(s.records("s1").unwrap(), vec![(key(0), row.clone())]);
-        assert_eq!(s.session("s1").unwrap().unwrap().bytes, 7);
-        // Sent again (a replay asked for fresh reads): the old result no longer counts.
-        sent(&s, "s1", &key(0), "ex2", true);
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
-        assert_eq!((row.state, row.sends), (CallState::Sent, 2));
-        assert_eq!(s.session("s1").unwrap().unwrap().bytes, 0);
-        let other = CallKey {
-            args_hash: "other".into(),
-            ..key(0)
-        };
-        assert_eq!(s.lookup("s1", &other).unwrap(), None);
-    }
-
-    /// A journal a daemon of the previous version wrote (schema version 1, no `attempt`) is
-    /// brought up to date when it is opened, its records kept, each call at its first attempt.
-    #[test]
-    fn a_version_1_journal_is_upgraded_with_its_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let directory = dir.path().join("j");
-        drop(SqliteStore::open(&directory).unwrap());
-        {
-            let c = Connection::open(directory.join(FILE_NAME)).unwrap();
-            c.execute_batch(
-                "PRAGMA locking_mode = NORMAL; DROP TABLE calls; CREATE TABLE calls (
-                    session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-                    tool TEXT NOT NULL, args_hash TEXT NOT NULL, occurrence INTEGER NOT NULL,
-                    state TEXT NOT NULL, result TEXT, clock_ms INTEGER,
-                    read_only INTEGER NOT NULL, sends INTEGER NOT NULL DEFAULT 1,
-                    execution TEXT NOT NULL, updated_ms INTEGER NOT NULL,
-                    PRIMARY KEY (session, tool, occurrence, args_hash)) WITHOUT ROWID;
-                 INSERT INTO sessions VALUES ('s1', 'local', 1, 1, 5, x'00');
-                 INSERT INTO calls VALUES ('s1', 't.x', 'h', 0, 'ok', '1', 7, 0, 1, 'ex1', 2);
-                 PRAGMA user_version = 1;",
-            )
-            .unwrap();
-        }
-        let s = SqliteStore::open(&directory).unwrap();
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
-        assert_eq!(
-            (row.state, row.attempt),
-            (
-                CallState::Ok {
-                    result: "1".into(),
-                    clock_ms: 7
-                },
-                0
-            )
-        );
-        // An answer makes the next send a new attempt; a failure without one does not.
-        sent(&s, "s1", &key(0), "ex2", false);
-        answered(&s, "s1", &key(0), "2", 8);
-        assert_eq!(s.lookup("s1", &key(0)).unwrap().unwrap().attempt, 1);
-        sent(&s, "s1", &key(0), "ex3", false);
-        s.apply(&[LogRecord::Outcome {
-            session: "s1".into(),
-            key: key(0),
-            outcome: Outcome::Unsettled,
-            at_ms: 4,
-        }])
-        .unwrap();
-        let row = s.lookup("s1", &key(0)).unwrap().unwrap();
-        assert_eq!(
-            (row.state, row.attempt, row.sends),
-            (CallState::Failed, 1, 3)
-        );
-    }
-
-    #[test]
-    fn running_executions_become_interrupted_and_deleting_a_session_takes_everything() {
-        let (_dir, s) = store();
-        s.create_session(&session("s1", 1)).unwrap();
-        s.begin_execution(&running("ex1")).unwrap();
-        assert_eq!(s.interrupt_running().unwrap(), 1);
-        let listed = s.executions("local", Some("interrupted"), 10).unwrap();
-        assert_eq!(listed.len(), 1);
-        assert_eq!(listed[0].code, "1");
-        assert!(s.executions("other", None, 10).unwrap().is_empty());
-        sent(&s, "s1", &key(0), "ex1", false);
-        assert!(s.delete_session("s1").unwrap());
-        assert!(!s.delete_session("s1").unwrap());
-        // What the intent log still held for it is dropped when folded, not an error.
-        sent(&s, "s1", &key(1), "ex1", false);
-        answered(&s, "s1", &key(1), "1", 0);
-        assert!(s.records("s1").unwrap().is_empty());
-        assert_eq!(s.execution("ex1").unwrap(), None);
-        assert_eq!(s.lookup("s1", &key(0)).unwrap(), None);
-    }
-
-    #[test]
-    fn only_the_last_finished_execution_keeps_its_call_order() {
-        let (_dir, s) = store();
-        s.create_session(&session("s1", 1)).unwrap();
-        assert!(s.last_call_order("s1").unwrap().is_empty());
-        let order = |n: usize| -> Vec<(String, String)> {
-            (0..n).map(|i| ("t.x".into(), format!("h{i}"))).collect()
-        };
-        for (id, n) in [("e1", 3), ("e2", 2)] {
-            s.begin_execution(&running(id)).unwrap();
-            s.finish_execution(id, "ok", 10, 0, 0, &order(n)).unwrap();
-            assert_eq!(s.last_call_order("s1").unwrap(), order(n));
-        }
-        let kept: i64 = s
-            .with(|c| {
-                c.query_row(
-                    "SELECT count(*) FROM executions WHERE call_order IS NOT NULL",
-                    [],
-                    |r| r.get(0),
-                )
-            })
-            .unwrap();
-        assert_eq!(kept, 1);
-    }
-
-    /// The size as the two `PRAGMA`s say it now, bypassing what `size_bytes` keeps.
-    fn size_now(s: &SqliteStore) -> u64 {
-        s.with(size_of).unwrap()
-    }
-
-    #[test]
-    fn the_size_is_read_again_when_rows_change() {
-        let (_dir, s) = store();
-        let empty = s.size_bytes().unwrap();
-        assert_eq!(empty, size_now(&s));
-        s.create_session(&session("big", 1)).unwrap();
-        sent(&s, "big", &key(0), "e", false);
-        answered(&s, "big", &key(0), &"x".repeat(64 * 1024), 0);
-        let grown = s.size_bytes().unwrap();
-        assert!(grown > empty, "{grown} after 64 KiB, {empty} before");
-        assert_eq!(grown, size_now(&s));
-        assert_eq!(s.size_bytes().unwrap(), grown);
-        // Rows deleted: the pages stay in the file (no VACUUM), and the size still agrees.
-        assert!(s.delete_session("big").unwrap());
-        assert_eq!(s.size_bytes().unwrap(), size_now(&s));
-    }
-
-    #[test]
-    fn eviction_takes_stale_then_oldest_sessions_but_never_a_busy_one() {
-        let (_dir, s) = store();
-        for (id, used) in [("old", 1), ("mid", 50), ("new", 100)] {
-            s.create_session(&session(id, used)).unwrap();
-            sent(&s, id, &key(0), "e", false);
-            answered(&s, id, &key(0), &"x".repeat(100), 0);
-        }
-        assert!(s.size_bytes().unwrap() > 300);
-        // "old" is stale but busy: kept; "mid" goes to bring the total under 250.
-        let evicted = s.evict(10, 250, &["old".to_owned()]).unwrap();
-        assert_eq!(evicted, vec!["mid".to_owned()]);
-        assert_eq!(s.sessions("local").unwrap().len(), 2);
-        assert_eq!(s.evict(10, 1000, &[]).unwrap(), vec!["old".to_owned()]);
-    }
-
-    fn waiting(execution: &str, expires_ms: u64) -> WaitingRow {
-        WaitingRow {
-            execution: execution.into(),
-            principal: "local".into(),
-            client_tools: "[]".into(),
-            answers: "{}".into(),
-            pending: "[]".into(),
-            peer: "{}".into(),
-            clock_ms: 5,
-            seed: [3; 32],
-            expires_ms,
-        }
-    }
-
-    /// A waiting execution is taken by one request at a time, counted per principal, kept by
-    /// eviction, waits again after a restart cut off its re-run, and expires.
-    #[test]
-    fn waiting_executions_are_claimed_once_survive_restarts_and_expire() {
-        let (_dir, s) = store();
-        s.create_session(&session("s1", 1)).unwrap();
-        for id in ["w1", "w2"] {
-            s.begin_execution(&running(id)).unwrap();
-            s.save_waiting(&waiting(id, 100)).unwrap();
-            s.finish_execution(id, "waiting", 2, 0, 0, &[]).unwrap();
-        }
-        assert_eq!(s.count_waiting("local").unwrap(), 2);
-        assert_eq!(s.waiting_totals().unwrap(), (2, 0));
-        assert_eq!(s.waiting("w1").unwrap().unwrap().seed, [3; 32]);
-        // Kept whatever its age: its re-run replays what the session recorded.
-        assert!(s.evict(u64::MAX, 0, &[]).unwrap().is_empty());
-        assert!(s.claim_waiting("w1", "{\"by_id\":{}}").unwrap());
-        assert!(!s.claim_waiting("w1", "{}").unwrap(), "claimed twice");
-        assert_eq!(s.count_waiting("local").unwrap(), 1);
-        // The daemon died during the re-run: it waits again, its answers kept.
-        assert_eq!(s.interrupt_running().unwrap(), 0);
-        assert_eq!(s.execution("w1").unwrap().unwrap().status, "waiting");
-        assert_eq!(s.waiting("w1").unwrap().unwrap().answers, "{\"by_id\":{}}");
-        assert!(s.end_waiting("w2", "cancelled", 50).unwrap());
-        assert!(!s.end_waiting("w2", "cancelled", 50).unwrap());
-        assert_eq!(s.expire_waiting(99).unwrap(), Vec::<String>::new());
-        assert_eq!(s.expire_waiting(101).unwrap(), vec!["w1".to_owned()]);
-        assert_eq!(s.execution("w1").unwrap().unwrap().status, "expired");
-        assert!(s.waiting("w1").unwrap().is_none());
-    }
-
-    /// An approval is asked for once per call, decided once, expires undecided, and its
-    /// execution's kept response goes with its time.
-    #[test]
-    fn approvals_are_asked_once_decided_once_and_expire() {
-        let (_dir, s) = store();
-        s.create_session(&session("s1", 1)).unwrap();
-        s.begin_execution(&running("e1")).unwrap();
-        let ask = |id: &str, call: u32| ApprovalRow {
-            id: id.into(),
-            execution: "e1".into(),
-            principal: "local".into(),
-            call,
-            tool: "pay.send".into(),
-            args: "{}".into(),
-            args_hash: "h".into(),
-            excerpt: None,
-            line: Some(2),
-            requested_ms: 10,
-            expires_ms: 20,
-            decision: None,
-            decided_by: None,
-            reason: None,
-            decided_ms: None,
-        };
-        let first = s.ask_approvals(&[ask("a1", 1), ask("a2", 2)]).unwrap();
-        assert_eq!(
-            first.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
-            ["a1", "a2"]
-        );
-        // Asked again by a re-run: the same approval, not a new one.
-        let again = s.ask_approvals(&[ask("a9", 1)]).unwrap();
-        assert_eq!(again[0].id, "a1");
-        assert_eq!(s.undecided_approvals(None).unwrap().len(), 2);
-        assert_eq!(s.undecided_approvals(Some("other")).unwrap().len(), 0);
-        assert_eq!(s.waiting_totals().unwrap().1, 2);
-        assert!(
-            s.decide_approval("a1", "approved", Some("alice"), None, 15)
-                .unwrap()
-        );
-        assert!(
-            !s.decide_approval("a1", "denied", Some("bob"), None, 16)
-                .unwrap()
-        );
-        let a1 = s.approval("a1").unwrap().unwrap();
-        assert_eq!(
-            (a1.decision.as_deref(), a1.decided_by.as_deref()),
-            (Some("approved"), Some("alice"))
-        );
-        let expired = s.expire_approvals(21).unwrap();
-        assert_eq!(
-            expired.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
-            ["a2"]
-        );
-        assert_eq!(
-            s.approval("a2").unwrap().unwrap().decision.as_deref(),
-            Some("expired")
-        );
-        s.save_response("e1", "{}", "", 30).unwrap();
-        assert!(s.response("e1").unwrap().is_some());
-        s.expire_waiting(31).unwrap();
-        assert!(s.response("e1").unwrap().is_none());
-    }
-}
+#[path = "sqlite_tests.rs"]
+mod tests;

@@ -16,6 +16,70 @@ pub enum StoreError {
     Log { path: String, message: String },
     #[error("journal directory {path}: {message}")]
     Directory { path: String, message: String },
+    /// The write would pass a bound (not a failure of the journal: it works, and is full for
+    /// this principal or session).
+    #[error("{0}")]
+    Full(Full),
+}
+
+/// The bounds every write to the journal is held to (`[journal]`): what it keeps counts as
+/// [`super::usage`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Everything the journal keeps, all principals together (`max_size`).
+    pub total_bytes: u64,
+    /// Everything kept for one principal (`max_principal_size`, at most `max_size`).
+    pub principal_bytes: u64,
+    /// Everything kept in one session (`max_session_size`).
+    pub session_bytes: u64,
+    /// Sessions one principal may hold (`max_sessions`).
+    pub principal_sessions: u64,
+}
+
+/// A bounded write: the bounds, and the sessions that may not be evicted to make room (those
+/// with an execution running, or calls still settling).
+#[derive(Debug, Clone, Copy)]
+pub struct Room<'a> {
+    pub bounds: Bounds,
+    pub busy: &'a [String],
+}
+
+/// Which bound a write would pass. Each names its key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Full {
+    #[error("principal `{principal}` holds {held} sessions, its limit ([journal] max_sessions)")]
+    Sessions { principal: String, held: u64 },
+    #[error(
+        "principal `{principal}` has {held} executions waiting, its limit (limits.max_waiting_executions)"
+    )]
+    Waiting { principal: String, held: u64 },
+    #[error(
+        "the session would keep {would} bytes in the journal, over its limit of {limit} ([journal] max_session_size)"
+    )]
+    Session { would: u64, limit: u64 },
+    #[error(
+        "principal `{principal}` would keep {would} bytes in the journal, over its limit of {limit} ([journal] max_principal_size)"
+    )]
+    Principal {
+        principal: String,
+        would: u64,
+        limit: u64,
+    },
+    #[error("the journal would keep {would} bytes, over its limit of {limit} ([journal] max_size)")]
+    Total { would: u64, limit: u64 },
+}
+
+/// A client tool's answer as a waiting execution keeps it: scanned once, when it was posted,
+/// and kept as the program gets it, so a re-run hands it on as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnswerRow {
+    pub call: u32,
+    pub tool: String,
+    /// The result's JSON text, or the error (JSON of a `ToolError`).
+    pub result: Result<String, String>,
+    /// What the scan redacted (JSON array of `Redaction`s).
+    pub redactions: String,
+    pub clock_ms: u64,
 }
 
 /// One session: a principal's run of executions whose tool calls are recorded together.
@@ -29,7 +93,8 @@ pub struct SessionRow {
     pub clock_ms: u64,
     #[serde(skip)]
     pub seed: [u8; 32],
-    /// Bytes of recorded results (computed when read).
+    /// Bytes the journal keeps for it: its calls' records and results, its executions' code,
+    /// kept responses, waits, answers and approvals ([`super::usage`]).
     pub bytes: u64,
     /// Recorded calls (computed when read).
     pub calls: u64,
@@ -199,7 +264,8 @@ pub struct ApprovalRow {
 
 /// The store of sessions, their recorded calls and their executions.
 pub trait JournalStore: Send + Sync + std::fmt::Debug {
-    fn create_session(&self, session: &SessionRow) -> Result<(), StoreError>;
+    /// Adds a session, within `room` (its principal's `max_sessions` and bytes).
+    fn create_session(&self, session: &SessionRow, room: Room<'_>) -> Result<(), StoreError>;
     fn session(&self, id: &str) -> Result<Option<SessionRow>, StoreError>;
     /// A principal's sessions, most recently used first.
     fn sessions(&self, principal: &str) -> Result<Vec<SessionRow>, StoreError>;
@@ -220,11 +286,13 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// enough, instead of one lookup per call).
     fn records(&self, session: &str) -> Result<Vec<(CallKey, CallRow)>, StoreError>;
     /// Applies records of the intent log ([`super::log`]), in order, in one transaction.
-    /// Records of a session that no longer exists are dropped.
-    fn apply(&self, records: &[LogRecord]) -> Result<(), StoreError>;
+    /// Records of a session that no longer exists are dropped, and so is a result that does
+    /// not fit in `room` (its call stays `sent`: a re-run makes it again, with its key).
+    fn apply(&self, records: &[LogRecord], room: Room<'_>) -> Result<(), StoreError>;
     fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
 
-    fn begin_execution(&self, execution: &ExecutionRow) -> Result<(), StoreError>;
+    /// Adds an execution (its code counts), within `room`.
+    fn begin_execution(&self, execution: &ExecutionRow, room: Room<'_>) -> Result<(), StoreError>;
     /// Records how an execution ended, and the calls (tool, arguments hash) it made in call
     /// order: its session's last run, which the next run is compared with (only the session's
     /// last finished execution keeps its order).
@@ -254,12 +322,28 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn interrupt_running(&self) -> Result<u64, StoreError>;
 
     /// Keeps (or replaces) what a waiting execution needs to go on; its execution row says
-    /// `waiting`.
-    fn save_waiting(&self, waiting: &WaitingRow) -> Result<(), StoreError>;
+    /// `waiting`. Within `room`, and refused when its principal has `max_waiting` executions
+    /// waiting already (this one not counted).
+    fn save_waiting(
+        &self,
+        waiting: &WaitingRow,
+        max_waiting: u32,
+        room: Room<'_>,
+    ) -> Result<(), StoreError>;
     fn waiting(&self, id: &str) -> Result<Option<WaitingRow>, StoreError>;
-    /// Takes a waiting execution to run it again with `answers` (its status becomes
-    /// `running`); false when it was not waiting (another request took it first, or it ended).
-    fn claim_waiting(&self, id: &str, answers: &str) -> Result<bool, StoreError>;
+    /// Takes a waiting execution to run it again with its kept answers and `answers` (its
+    /// status becomes `running`); false when it was not waiting (another request took it
+    /// first, or it ended). Answers that do not fit in `room` are refused, and it waits on.
+    fn claim_waiting(
+        &self,
+        id: &str,
+        answers: &[AnswerRow],
+        room: Room<'_>,
+    ) -> Result<bool, StoreError>;
+    /// The answers kept for waiting execution `id`, by call.
+    fn answers(&self, id: &str) -> Result<Vec<AnswerRow>, StoreError>;
+    /// The calls of waiting execution `id` that have an answer (call id, tool).
+    fn answered(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError>;
     /// Forgets what an execution that no longer waits kept.
     fn drop_waiting(&self, id: &str) -> Result<(), StoreError>;
     /// How many of `principal`'s executions wait now.
@@ -278,6 +362,7 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
         response: &str,
         events: &str,
         expires_ms: u64,
+        room: Room<'_>,
     ) -> Result<(), StoreError>;
     /// The kept response of execution `id` and its events.
     fn response(&self, id: &str) -> Result<Option<(String, String)>, StoreError>;
@@ -305,17 +390,16 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// Ends waiting execution `id` with `status` (`cancelled`); false if it was not waiting.
     fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError>;
 
-    /// Deletes sessions unused since `unused_before_ms`, then the least recently used ones
-    /// until the recorded results total at most `max_bytes`; never one in `busy`. Returns
-    /// the ids deleted.
-    fn evict(
-        &self,
-        unused_before_ms: u64,
-        max_bytes: u64,
-        busy: &[String],
-    ) -> Result<Vec<String>, StoreError>;
-    /// Moves what was written since the last checkpoint into the main file (SQLite's WAL),
-    /// off the path of each call.
+    /// Deletes sessions unused since `unused_before_ms`; then, of each principal over its
+    /// bound, its own least recently used sessions until it fits; then, while everything
+    /// together is over `max_size`, those of the principal keeping the most. Never one in
+    /// `room.busy` or with an execution that waits. Returns the ids deleted.
+    fn evict(&self, unused_before_ms: u64, room: Room<'_>) -> Result<Vec<String>, StoreError>;
+    /// How many sessions `principal` holds, and the bytes the journal keeps for it.
+    fn usage(&self, principal: &str) -> Result<(u64, u64), StoreError>;
+    /// Moves what was written since the last checkpoint into the main file (SQLite's WAL) and
+    /// empties the log, off the path of each call: what was deleted or replaced is then gone
+    /// from the log too.
     fn checkpoint(&self) -> Result<(), StoreError>;
     /// Bytes the journal takes on disk (its database pages).
     fn size_bytes(&self) -> Result<u64, StoreError>;

@@ -154,11 +154,20 @@ pub struct Admitted {
     refused: Option<ToolError>,
     /// In a session: the call's journal key and what the journal said of it.
     journal: Option<(CallKey, Lookup)>,
-    /// A client tool's call: its answer (and the clock then), or `None` while the agent has
-    /// given none.
-    client: Option<Option<(Result<Value, ToolError>, u64)>>,
+    /// A client tool's call: its answer, or `None` while the agent has given none.
+    client: Option<Option<ClientReply>>,
     /// It needs an approver's decision, and has none yet.
     awaits_approval: bool,
+}
+
+/// A client tool's answer, as the call takes it.
+#[derive(Debug)]
+enum ClientReply {
+    /// Given with the request: scanned and encoded on the way (stages 9 and 10), and the
+    /// clock then.
+    Given(Result<Value, ToolError>, u64),
+    /// Kept by a waiting execution: scanned and encoded when it was posted.
+    Kept(client::KeptAnswer),
 }
 
 /// A call after [`Admitted::answer_at_arrival`].
@@ -272,12 +281,15 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
         None
     };
     if let (None, Some(name), Some(client)) = (&refused, client_name, &scope.client) {
-        let answer = client.answer(id, name).map(|a| {
-            let result = a
-                .result
-                .clone()
-                .map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
-            (result, a.clock_ms)
+        let answer = client.answer(id, name).map(|reply| match reply {
+            client::Reply::Given(a) => {
+                let result = a
+                    .result
+                    .clone()
+                    .map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
+                ClientReply::Given(result, a.clock_ms)
+            }
+            client::Reply::Kept(kept) => ClientReply::Kept(kept.clone()),
         });
         return Admitted {
             scope: scope.clone(),
@@ -368,16 +380,33 @@ impl Admitted {
         if self.refused.is_none()
             && let Some(client) = self.client.take()
         {
-            let Some((result, clock_ms)) = client else {
-                let name = self
-                    .tool
-                    .split_once('.')
-                    .map_or(self.tool.as_str(), |(_, name)| name);
-                return Arrival::Held(Held::Client(PendingCall {
-                    id: self.id,
-                    tool: name.to_owned(),
-                    args: self.args.clone(),
-                }));
+            let (result, clock_ms) = match client {
+                Some(ClientReply::Given(result, clock_ms)) => (result, clock_ms),
+                // Scanned and encoded when it was posted: handed on as it is, so a re-run
+                // costs a copy of each earlier answer, not another scan of it.
+                Some(ClientReply::Kept(kept)) => {
+                    return Arrival::Answered(CallAnswer {
+                        id: self.id,
+                        result: kept.result,
+                        redactions: kept.redactions,
+                        coercions: Vec::new(),
+                        clock_ms: kept.clock_ms,
+                        replayed: false,
+                        divergence: None,
+                        warning: None,
+                    });
+                }
+                None => {
+                    let name = self
+                        .tool
+                        .split_once('.')
+                        .map_or(self.tool.as_str(), |(_, name)| name);
+                    return Arrival::Held(Held::Client(PendingCall {
+                        id: self.id,
+                        tool: name.to_owned(),
+                        args: self.args.clone(),
+                    }));
+                }
             };
             let ctx = self.context();
             // Scanned like any tool's answer (stages 9 and 10) before the worker sees it.
@@ -827,6 +856,27 @@ fn scan_tool_result(
             (Err(error), redactions)
         }
     }
+}
+
+/// A client tool's answer as a waiting execution keeps it: scanned (stage 9, under the
+/// policy's action for the `client` namespace) and encoded (stage 10) once, when the agent
+/// posts it, so no secret it carried is kept and a re-run does not scan it again. `tool` is
+/// the tool's name in the namespace.
+pub fn scan_client_answer(
+    scanner: &SecretScanner,
+    scanning: &SecretScanning,
+    tool: &str,
+    result: Result<Value, String>,
+) -> (Result<String, ToolError>, Vec<Redaction>) {
+    let on_secret = scanning.action(client::NAMESPACE);
+    let result = result.map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
+    let (result, redactions) = scan_tool_result(
+        scanner,
+        &format!("{}.{tool}", client::NAMESPACE),
+        on_secret,
+        result,
+    );
+    (result.and_then(encode_result), redactions)
 }
 
 /// Serialises a tool's result for the worker, refusing what cannot fit in one frame.

@@ -8,7 +8,9 @@
 //! What the request declares is untrusted: names are identifiers, lists and texts are bounded,
 //! and a schema that does not compile fails only its own tool's calls.
 
-use crate::agent_api::{ClientResult, ClientToolSpec, PendingCall, ToolError, ToolErrorCode};
+use crate::agent_api::{
+    ClientResult, ClientToolSpec, PendingCall, Redaction, ToolError, ToolErrorCode,
+};
 use crate::sdk::sdk_files::SdkTool;
 use crate::tools::ToolDescriptor;
 use crate::tools::approval::Decisions;
@@ -299,12 +301,38 @@ fn pending_ids(pending: &[PendingCall]) -> String {
         .join(", ")
 }
 
+/// A client tool's answer as a waiting execution keeps it (posted with
+/// `POST /v1/executions/<id>/results`): scanned once, when it was posted, and kept as the
+/// program gets it, so a re-run hands it on without parsing, scanning or encoding it again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptAnswer {
+    pub tool: String,
+    /// The result's JSON text, or the error the call gets.
+    pub result: Result<String, ToolError>,
+    /// What the scan redacted from it.
+    pub redactions: Vec<Redaction>,
+    pub clock_ms: u64,
+}
+
+/// The answer a client tool's call gets.
+#[derive(Debug, Clone, Copy)]
+pub enum Reply<'a> {
+    /// As the request gave it (the stateless form): scanned on the way to the worker.
+    Given(&'a ClientAnswer),
+    /// As a waiting execution kept it: scanned already.
+    Kept(&'a KeptAnswer),
+}
+
 /// What the calls of one execution that may wait need: the declared client tools and their
 /// answers so far, and the decisions on calls that need approval.
 #[derive(Debug)]
 pub struct WaitScope {
     pub tools: ClientTools,
+    /// Answers given with the request (the stateless form), or kept by a daemon of an earlier
+    /// version in the waiting execution's row.
     pub answers: ClientAnswers,
+    /// The answers a waiting execution keeps, by call id.
+    pub kept: HashMap<u32, KeptAnswer>,
     /// The stateless form: answers are matched by id alone (the agent does not name tools).
     pub stateless: bool,
     pub decisions: Decisions,
@@ -312,11 +340,13 @@ pub struct WaitScope {
 
 impl WaitScope {
     /// The answer to call `id` of client tool `name`, if the agent gave one.
-    pub fn answer(&self, id: u32, name: &str) -> Option<&ClientAnswer> {
+    pub fn answer(&self, id: u32, name: &str) -> Option<Reply<'_>> {
         if self.stateless {
-            self.answers.get_any(id)
-        } else {
-            self.answers.get(id, name)
+            return self.answers.get_any(id).map(Reply::Given);
+        }
+        match self.kept.get(&id).filter(|k| k.tool == name) {
+            Some(kept) => Some(Reply::Kept(kept)),
+            None => self.answers.get(id, name).map(Reply::Given),
         }
     }
 }

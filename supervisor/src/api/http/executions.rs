@@ -298,6 +298,9 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
             StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorCode::JournalUnavailable,
         ),
+        SubmitError::Session(SessionError::Full(_)) => {
+            (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::JournalFull)
+        }
         SubmitError::NotInterrupted { .. } | SubmitError::NotWaiting { .. } => {
             (StatusCode::CONFLICT, ApiErrorCode::Conflict)
         }

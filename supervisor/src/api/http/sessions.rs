@@ -42,6 +42,7 @@ pub(super) fn session_error(e: &SessionError) -> Response<ApiBody> {
             StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorCode::JournalUnavailable,
         ),
+        SessionError::Full(_) => (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::JournalFull),
     };
     error_response(status, code, e.to_string(), Some(e.hint().into()))
 }
@@ -103,9 +104,9 @@ pub(super) fn delete(state: &HttpState, principal: &Principal, id: &str) -> Resp
             Some("cancel it (DELETE /v1/executions/<id>) or wait for it to end".into()),
         );
     }
-    match journal.store().delete_session(id) {
+    match journal.delete_session(id, &principal.name) {
         Ok(_) => json_response(StatusCode::OK, &json!({ "id": id, "deleted": true })),
-        Err(e) => store_failed(&e),
+        Err(e) => session_error(&e),
     }
 }
 
