@@ -47,22 +47,35 @@ fn store_operations() {
     use airlock_supervisor::journal::log::IntentLog;
     use airlock_supervisor::journal::sqlite::SqliteStore;
     use airlock_supervisor::journal::store::{
-        CallKey, JournalStore, LogRecord, Outcome, SessionRow,
+        Bounds, CallKey, JournalStore, LogRecord, Outcome, Room, SessionRow,
     };
     use std::time::Instant;
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
+    // The default bounds: what a daemon holds every write to.
+    let room = Room {
+        bounds: Bounds {
+            total_bytes: 1 << 30,
+            principal_bytes: 256 << 20,
+            session_bytes: 64 << 20,
+            principal_sessions: 256,
+        },
+        busy: &[],
+    };
     store
-        .create_session(&SessionRow {
-            id: "s".into(),
-            principal: "p".into(),
-            created_ms: 0,
-            used_ms: 0,
-            clock_ms: 0,
-            seed: [0; 32],
-            bytes: 0,
-            calls: 0,
-        })
+        .create_session(
+            &SessionRow {
+                id: "s".into(),
+                principal: "p".into(),
+                created_ms: 0,
+                used_ms: 0,
+                clock_ms: 0,
+                seed: [0; 32],
+                bytes: 0,
+                calls: 0,
+            },
+            room,
+        )
         .unwrap();
     let n = 2000u32;
     let args: Vec<serde_json::Value> = (0..n)
@@ -111,7 +124,7 @@ fn store_operations() {
     }
     let outcome = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     let t = Instant::now();
-    log.fold(|records| store.apply(records)).unwrap();
+    log.fold(|records| store.apply(records, room)).unwrap();
     let fold = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     // For comparison: the same records committed one transaction each, as before the log.
     let t = Instant::now();
@@ -120,8 +133,8 @@ fn store_operations() {
             occurrence: 1,
             ..k.clone()
         };
-        store.apply(&[sent_record(&again)]).unwrap();
-        store.apply(&[outcome_record(&again)]).unwrap();
+        store.apply(&[sent_record(&again)], room).unwrap();
+        store.apply(&[outcome_record(&again)], room).unwrap();
     }
     let committed = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
     let t = Instant::now();

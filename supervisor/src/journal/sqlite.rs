@@ -18,12 +18,11 @@
 //!   row is a few hundred bytes.
 
 use super::store::{
-    AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, Full,
-    JournalStore, LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
+    AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore,
+    LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
 };
-use super::usage::{self, Refusal};
+use super::usage::{self, Refusal, Tally, log_evicted};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use sha2::{Digest, Sha256};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -335,66 +334,6 @@ impl SqliteStore {
     }
 }
 
-/// The principal and session of execution `id`, if it exists.
-fn owner_of(c: &Connection, id: &str) -> rusqlite::Result<Option<(String, String)>> {
-    c.prepare_cached("SELECT principal, session FROM executions WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()
-}
-
-/// Replaces the code of execution `id` with its hash once nothing can run it again (it
-/// ended), as the audit log keeps code: what an agent pasted into a program does not stay
-/// in the journal after its execution. (Its hash still tells two runs' programs apart.)
-fn forget_code(c: &Connection, id: &str) -> rusqlite::Result<()> {
-    let code: Option<String> = c
-        .prepare_cached("SELECT code FROM executions WHERE id = ?1")?
-        .query_row([id], |r| r.get(0))
-        .optional()?;
-    if let Some(code) = code
-        && !code.starts_with(CODE_HASH_PREFIX)
-    {
-        let hash = format!(
-            "{CODE_HASH_PREFIX}{}",
-            super::canonical::hex(&Sha256::digest(code.as_bytes()))
-        );
-        c.prepare_cached("UPDATE executions SET code = ?2 WHERE id = ?1")?
-            .execute(params![id, hash])?;
-    }
-    Ok(())
-}
-
-/// What the code of an ended execution is replaced with: this, then the SHA-256 of the code.
-pub const CODE_HASH_PREFIX: &str = "sha256:";
-
-/// Statuses after which nothing runs an execution's code again: everything but `running`
-/// (resumed after a restart as `interrupted`), `waiting` and `interrupted`.
-fn ended(status: &str) -> bool {
-    !matches!(status, "running" | "waiting" | "interrupted")
-}
-
-const APPROVAL_COLUMNS: &str = "id, execution, principal, call, tool, args, args_hash, \
-    excerpt, line, requested_ms, expires_ms, decision, decided_by, reason, decided_ms";
-
-fn approval_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRow> {
-    Ok(ApprovalRow {
-        id: r.get(0)?,
-        execution: r.get(1)?,
-        principal: r.get(2)?,
-        call: r.get(3)?,
-        tool: r.get(4)?,
-        args: r.get(5)?,
-        args_hash: r.get(6)?,
-        excerpt: r.get(7)?,
-        line: r.get(8)?,
-        requested_ms: u64_of(r.get(9)?),
-        expires_ms: u64_of(r.get(10)?),
-        decision: r.get(11)?,
-        decided_by: r.get(12)?,
-        reason: r.get(13)?,
-        decided_ms: r.get::<_, Option<i64>>(14)?.map(u64_of),
-    })
-}
-
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
     let seed: Vec<u8> = r.get(5)?;
     let mut fixed = [0u8; 32];
@@ -456,121 +395,6 @@ fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
 
 const EXECUTION_COLUMNS: &str = "id, session, principal, status, language, code, timeout_ms, \
      replay, started_ms, finished_ms, replayed_calls, live_calls, resumed_by";
-
-/// Forgets what waiting execution `id` kept to go on: its wait and its answers.
-fn forget_wait(c: &Connection, id: &str) -> rusqlite::Result<()> {
-    c.execute("DELETE FROM waiting WHERE execution = ?1", [id])?;
-    c.execute("DELETE FROM answers WHERE execution = ?1", [id])?;
-    Ok(())
-}
-
-/// The bytes an answer's row counts ([`usage`]).
-fn answer_bytes(a: &AnswerRow) -> u64 {
-    let result = match &a.result {
-        Ok(text) | Err(text) => text.len(),
-    };
-    (64 + a.tool.len() + result + a.redactions.len()) as u64
-}
-
-/// Says which sessions a write deleted to make room for its principal.
-fn log_evicted(principal: &str, evicted: &[String]) {
-    if !evicted.is_empty() {
-        tracing::info!(
-            principal,
-            sessions = evicted.len(),
-            "the journal deleted the principal's least recently used idle sessions to make room for a write"
-        );
-    }
-}
-
-/// What a fold of the intent log has counted so far: the results it may keep without asking
-/// the store again ([`usage::make_room`] when one would pass a bound).
-#[derive(Default)]
-struct Tally {
-    /// Each session's principal (`None`: the session is gone).
-    principals: std::collections::HashMap<String, Option<String>>,
-    /// Bytes that may still be added without a bound being passed: per session, per
-    /// principal, and in all.
-    left: std::collections::HashMap<String, u64>,
-    left_principal: std::collections::HashMap<String, u64>,
-    left_total: Option<u64>,
-}
-
-impl Tally {
-    /// Whether a result of `bytes` in `session` may be kept (room made if need be).
-    fn fits(
-        &mut self,
-        c: &Connection,
-        session: &str,
-        bytes: u64,
-        room: Room<'_>,
-    ) -> rusqlite::Result<bool> {
-        if !self.principals.contains_key(session) {
-            let principal: Option<String> = c
-                .prepare_cached("SELECT principal FROM sessions WHERE id = ?1")?
-                .query_row([session], |r| r.get(0))
-                .optional()?;
-            self.principals.insert(session.to_owned(), principal);
-        }
-        let Some(Some(principal)) = self.principals.get(session).cloned() else {
-            // Gone: the update finds nothing to change.
-            return Ok(true);
-        };
-        let limit = room.bounds.principal_bytes.min(room.bounds.total_bytes);
-        if !self.left.contains_key(session) || !self.left_principal.contains_key(&principal) {
-            let (mine, all) = usage::usage(c, &principal)
-                .map(|(_, b)| b)
-                .and_then(|mine| {
-                    let all: i64 =
-                        c.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
-                            r.get(0)
-                        })?;
-                    Ok((mine, u64_of(all)))
-                })?;
-            let in_session: i64 = c
-                .prepare_cached("SELECT bytes FROM sessions WHERE id = ?1")?
-                .query_row([session], |r| r.get(0))?;
-            self.left.insert(
-                session.to_owned(),
-                room.bounds.session_bytes.saturating_sub(u64_of(in_session)),
-            );
-            self.left_principal
-                .insert(principal.clone(), limit.saturating_sub(mine));
-            self.left_total = Some(room.bounds.total_bytes.saturating_sub(all));
-        }
-        let left = self.left[session];
-        let fits = bytes <= left
-            && bytes <= self.left_principal[&principal]
-            && bytes <= self.left_total.unwrap_or(0);
-        if !fits {
-            if bytes > left {
-                return Ok(false);
-            }
-            // Its principal's own idle sessions may make room; counted afresh after.
-            match usage::make_room(c, &principal, Some(session), bytes, false, room) {
-                Ok(evicted) => log_evicted(&principal, &evicted),
-                Err(Refusal::Full(full)) => {
-                    tracing::warn!(%full, session, "a call's result was not kept in the journal; a re-run makes the call again");
-                    return Ok(false);
-                }
-                Err(Refusal::Sql(e)) => return Err(e),
-            }
-            self.left.clear();
-            self.left_principal.clear();
-            self.left_total = None;
-            // The result is written next; what is left is read again after it.
-            return Ok(true);
-        }
-        if let Some(l) = self.left.get_mut(session) {
-            *l -= bytes;
-        }
-        if let Some(p) = self.left_principal.get_mut(&principal) {
-            *p -= bytes;
-        }
-        self.left_total = self.left_total.map(|t| t - bytes);
-        Ok(true)
-    }
-}
 
 impl JournalStore for SqliteStore {
     fn create_session(&self, s: &SessionRow, room: Room<'_>) -> Result<(), StoreError> {
@@ -936,94 +760,11 @@ impl JournalStore for SqliteStore {
         max_waiting: u32,
         room: Room<'_>,
     ) -> Result<(), StoreError> {
-        self.with_room(|c| {
-            let tx = c.transaction()?;
-            let held: i64 = tx.query_row(
-                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
-                 WHERE waiting.principal = ?1 AND executions.status = 'waiting' \
-                 AND waiting.execution != ?2",
-                params![w.principal, w.execution],
-                |r| r.get(0),
-            )?;
-            let held = u64_of(held);
-            if held >= u64::from(max_waiting) {
-                return Err(Full::Waiting {
-                    principal: w.principal.clone(),
-                    held,
-                }
-                .into());
-            }
-            let old: i64 = tx.query_row(
-                "SELECT coalesce(sum(64 + octet_length(client_tools) + octet_length(answers) \
-                 + octet_length(pending) + octet_length(peer)), 0) FROM waiting \
-                 WHERE execution = ?1",
-                [&w.execution],
-                |r| r.get(0),
-            )?;
-            let new = 64
-                + (w.client_tools.len() + w.answers.len() + w.pending.len() + w.peer.len()) as u64;
-            let session = owner_of(&tx, &w.execution)?.map(|(_, session)| session);
-            let evicted = usage::make_room(
-                &tx,
-                &w.principal,
-                session.as_deref(),
-                new.saturating_sub(u64_of(old)),
-                false,
-                room,
-            )?;
-            // An upsert, not a REPLACE: a replaced row would leave the count without the
-            // delete trigger.
-            tx.execute(
-                "INSERT INTO waiting (execution, principal, client_tools, answers, \
-                 pending, peer, clock_ms, seed, expires_ms) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
-                 ON CONFLICT (execution) DO UPDATE SET principal = ?2, client_tools = ?3, \
-                 answers = ?4, pending = ?5, peer = ?6, clock_ms = ?7, seed = ?8, expires_ms = ?9",
-                params![
-                    w.execution,
-                    w.principal,
-                    w.client_tools,
-                    w.answers,
-                    w.pending,
-                    w.peer,
-                    i64_of(w.clock_ms),
-                    &w.seed[..],
-                    i64_of(w.expires_ms)
-                ],
-            )?;
-            tx.commit()?;
-            log_evicted(&w.principal, &evicted);
-            Ok(())
-        })
+        self.save_waiting_sqlite(w, max_waiting, room)
     }
 
     fn waiting(&self, id: &str) -> Result<Option<WaitingRow>, StoreError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT execution, principal, client_tools, answers, pending, peer, clock_ms, \
-                 seed, expires_ms FROM waiting WHERE execution = ?1",
-                [id],
-                |r| {
-                    let seed: Vec<u8> = r.get(7)?;
-                    let mut fixed = [0u8; 32];
-                    if seed.len() == fixed.len() {
-                        fixed.copy_from_slice(&seed);
-                    }
-                    Ok(WaitingRow {
-                        execution: r.get(0)?,
-                        principal: r.get(1)?,
-                        client_tools: r.get(2)?,
-                        answers: r.get(3)?,
-                        pending: r.get(4)?,
-                        peer: r.get(5)?,
-                        clock_ms: u64_of(r.get(6)?),
-                        seed: fixed,
-                        expires_ms: u64_of(r.get(8)?),
-                    })
-                },
-            )
-            .optional()
-        })
+        self.waiting_sqlite(id)
     }
 
     fn claim_waiting(
@@ -1032,82 +773,19 @@ impl JournalStore for SqliteStore {
         answers: &[AnswerRow],
         room: Room<'_>,
     ) -> Result<bool, StoreError> {
-        self.with_room(|c| {
-            let tx = c.transaction()?;
-            let claimed = tx.execute(
-                "UPDATE executions SET status = 'running', finished_ms = NULL \
-                 WHERE id = ?1 AND status = 'waiting'",
-                [id],
-            )? == 1;
-            if !claimed {
-                return Ok(false);
-            }
-            let Some((principal, session)) = owner_of(&tx, id)? else {
-                return Ok(false);
-            };
-            let adding: u64 = answers.iter().map(answer_bytes).sum();
-            let evicted = usage::make_room(&tx, &principal, Some(&session), adding, false, room)?;
-            for a in answers {
-                let (ok, result) = match &a.result {
-                    Ok(text) => (true, text),
-                    Err(error) => (false, error),
-                };
-                tx.prepare_cached(
-                    "INSERT INTO answers (execution, call, tool, ok, result, redactions, clock_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (execution, call) DO UPDATE \
-                     SET tool = ?3, ok = ?4, result = ?5, redactions = ?6, clock_ms = ?7",
-                )?
-                .execute(params![
-                    id,
-                    a.call,
-                    a.tool,
-                    ok,
-                    result,
-                    a.redactions,
-                    i64_of(a.clock_ms)
-                ])?;
-            }
-            tx.commit()?;
-            log_evicted(&principal, &evicted);
-            Ok(true)
-        })
+        self.claim_waiting_sqlite(id, answers, room)
     }
 
     fn answers(&self, id: &str) -> Result<Vec<AnswerRow>, StoreError> {
-        self.with(|c| {
-            c.prepare_cached(
-                "SELECT call, tool, ok, result, redactions, clock_ms FROM answers \
-                 WHERE execution = ?1 ORDER BY call",
-            )?
-            .query_map([id], |r| {
-                let ok: bool = r.get(2)?;
-                let result: String = r.get(3)?;
-                Ok(AnswerRow {
-                    call: r.get(0)?,
-                    tool: r.get(1)?,
-                    result: if ok { Ok(result) } else { Err(result) },
-                    redactions: r.get(4)?,
-                    clock_ms: u64_of(r.get(5)?),
-                })
-            })?
-            .collect()
-        })
+        self.answers_sqlite(id)
     }
 
     fn answered(&self, id: &str) -> Result<Vec<(u32, String)>, StoreError> {
-        self.with(|c| {
-            c.prepare_cached("SELECT call, tool FROM answers WHERE execution = ?1 ORDER BY call")?
-                .query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
-        })
+        self.answered_sqlite(id)
     }
 
     fn drop_waiting(&self, id: &str) -> Result<(), StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            forget_wait(&tx, id)?;
-            tx.commit()
-        })
+        self.drop_waiting_sqlite(id)
     }
 
     fn save_response(
@@ -1118,116 +796,27 @@ impl JournalStore for SqliteStore {
         expires_ms: u64,
         room: Room<'_>,
     ) -> Result<(), StoreError> {
-        self.with_room(|c| {
-            let tx = c.transaction()?;
-            let Some((principal, session)) = owner_of(&tx, id)? else {
-                return Ok(());
-            };
-            let old: i64 = tx.query_row(
-                "SELECT coalesce(sum(64 + octet_length(response) + octet_length(events)), 0) \
-                 FROM responses WHERE execution = ?1",
-                [id],
-                |r| r.get(0),
-            )?;
-            let adding = (64 + response.len() + events.len()) as u64;
-            let evicted = usage::make_room(
-                &tx,
-                &principal,
-                Some(&session),
-                adding.saturating_sub(u64_of(old)),
-                false,
-                room,
-            )?;
-            // An upsert, not a REPLACE: a replaced row would leave the count without the
-            // delete trigger.
-            tx.execute(
-                "INSERT INTO responses (execution, response, events, expires_ms) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (execution) DO UPDATE SET \
-                 response = ?2, events = ?3, expires_ms = ?4",
-                params![id, response, events, i64_of(expires_ms)],
-            )?;
-            tx.commit()?;
-            log_evicted(&principal, &evicted);
-            Ok(())
-        })
+        self.save_response_sqlite(id, response, events, expires_ms, room)
     }
 
     fn response(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT response, events FROM responses WHERE execution = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-        })
+        self.response_sqlite(id)
     }
 
     fn ask_approvals(&self, asked: &[ApprovalRow]) -> Result<Vec<ApprovalRow>, StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let mut out = Vec::with_capacity(asked.len());
-            for a in asked {
-                tx.execute(
-                    "INSERT OR IGNORE INTO approvals (id, execution, principal, call, tool, args, \
-                     args_hash, excerpt, line, requested_ms, expires_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                    params![
-                        a.id,
-                        a.execution,
-                        a.principal,
-                        a.call,
-                        a.tool,
-                        a.args,
-                        a.args_hash,
-                        a.excerpt,
-                        a.line,
-                        i64_of(a.requested_ms),
-                        i64_of(a.expires_ms)
-                    ],
-                )?;
-                out.push(tx.query_row(
-                    &format!(
-                        "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE execution = ?1 AND call = ?2 \
-                         AND tool = ?3 AND args_hash = ?4"
-                    ),
-                    params![a.execution, a.call, a.tool, a.args_hash],
-                    approval_row,
-                )?);
-            }
-            tx.commit()?;
-            Ok(out)
-        })
+        self.ask_approvals_sqlite(asked)
     }
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, StoreError> {
-        self.with(|c| {
-            c.query_row(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
-                [id],
-                approval_row,
-            )
-            .optional()
-        })
+        self.approval_sqlite(id)
     }
 
     fn approvals_of(&self, execution: &str) -> Result<Vec<ApprovalRow>, StoreError> {
-        self.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE execution = ?1 ORDER BY call"
-            ))?;
-            stmt.query_map([execution], approval_row)?.collect()
-        })
+        self.approvals_of_sqlite(execution)
     }
 
     fn undecided_approvals(&self, principal: Option<&str>) -> Result<Vec<ApprovalRow>, StoreError> {
-        self.with(|c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE decision IS NULL \
-                 AND (?1 IS NULL OR principal = ?1) ORDER BY requested_ms, id LIMIT 1000"
-            ))?;
-            stmt.query_map([principal], approval_row)?.collect()
-        })
+        self.undecided_approvals_sqlite(principal)
     }
 
     fn decide_approval(
@@ -1238,112 +827,27 @@ impl JournalStore for SqliteStore {
         reason: Option<&str>,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE approvals SET decision = ?2, decided_by = ?3, reason = ?4, decided_ms = ?5 \
-                 WHERE id = ?1 AND decision IS NULL",
-                params![id, decision, by, reason, i64_of(now_ms)],
-            )
-            .map(|n| n == 1)
-        })
+        self.decide_approval_sqlite(id, decision, by, reason, now_ms)
     }
 
     fn expire_approvals(&self, now_ms: u64) -> Result<Vec<ApprovalRow>, StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let expired: Vec<ApprovalRow> = {
-                let mut stmt = tx.prepare(&format!(
-                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE decision IS NULL \
-                     AND expires_ms < ?1"
-                ))?;
-                stmt.query_map([i64_of(now_ms)], approval_row)?
-                    .collect::<rusqlite::Result<_>>()?
-            };
-            for a in &expired {
-                tx.execute(
-                    "UPDATE approvals SET decision = 'expired', decided_ms = ?2 WHERE id = ?1",
-                    params![a.id, i64_of(now_ms)],
-                )?;
-            }
-            tx.commit()?;
-            Ok(expired)
-        })
+        self.expire_approvals_sqlite(now_ms)
     }
 
     fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let ended = tx.execute(
-                "UPDATE executions SET status = ?2, finished_ms = ?3 \
-                 WHERE id = ?1 AND status = 'waiting'",
-                params![id, status, i64_of(now_ms)],
-            )? == 1;
-            if ended {
-                forget_wait(&tx, id)?;
-                forget_code(&tx, id)?;
-            }
-            tx.commit()?;
-            Ok(ended)
-        })
+        self.end_waiting_sqlite(id, status, now_ms)
     }
 
     fn count_waiting(&self, principal: &str) -> Result<u64, StoreError> {
-        self.with(|c| {
-            c.query_row(
-                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
-                 WHERE waiting.principal = ?1 AND executions.status = 'waiting'",
-                [principal],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(u64_of)
-        })
+        self.count_waiting_sqlite(principal)
     }
 
     fn waiting_totals(&self) -> Result<(u64, u64), StoreError> {
-        self.with(|c| {
-            let executions = c.query_row(
-                "SELECT count(*) FROM waiting JOIN executions ON executions.id = waiting.execution \
-                 WHERE executions.status = 'waiting'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?;
-            // The `approvals_undecided` index answers this.
-            let approvals = c.query_row(
-                "SELECT count(*) FROM approvals WHERE decision IS NULL",
-                [],
-                |r| r.get::<_, i64>(0),
-            )?;
-            Ok((u64_of(executions), u64_of(approvals)))
-        })
+        self.waiting_totals_sqlite()
     }
 
     fn expire_waiting(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let expired: Vec<String> = {
-                let mut stmt = tx.prepare(
-                    "SELECT execution FROM waiting JOIN executions \
-                     ON executions.id = waiting.execution \
-                     WHERE executions.status = 'waiting' AND waiting.expires_ms < ?1",
-                )?;
-                stmt.query_map([i64_of(now_ms)], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?
-            };
-            for id in &expired {
-                tx.execute(
-                    "UPDATE executions SET status = 'expired', finished_ms = ?2 WHERE id = ?1",
-                    params![id, i64_of(now_ms)],
-                )?;
-                forget_wait(&tx, id)?;
-                forget_code(&tx, id)?;
-            }
-            tx.execute(
-                "DELETE FROM responses WHERE expires_ms < ?1",
-                [i64_of(now_ms)],
-            )?;
-            tx.commit()?;
-            Ok(expired)
-        })
+        self.expire_waiting_sqlite(now_ms)
     }
 
     fn evict(&self, unused_before_ms: u64, room: Room<'_>) -> Result<Vec<String>, StoreError> {
@@ -1383,6 +887,11 @@ impl JournalStore for SqliteStore {
         })
     }
 }
+
+mod waits;
+
+pub use waits::CODE_HASH_PREFIX;
+use waits::{ended, forget_code};
 
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]

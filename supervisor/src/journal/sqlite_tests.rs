@@ -1,6 +1,6 @@
 //! The SQLite store's own tests.
 use super::*;
-use crate::journal::store::Bounds;
+use crate::journal::store::{Bounds, Full};
 use crate::journal::usage;
 
 /// Bounds no test here reaches.
@@ -388,7 +388,10 @@ fn everything_a_session_keeps_counts() {
         redactions: "[]".into(),
         clock_ms: 3,
     };
-    assert!(s.claim_waiting("e1", &[answer.clone()], room()).unwrap());
+    assert!(
+        s.claim_waiting("e1", std::slice::from_ref(&answer), room())
+            .unwrap()
+    );
     assert!(bytes_of(&s, "s1") >= before + 20_000);
     assert_eq!(s.answers("e1").unwrap(), vec![answer]);
     assert_eq!(s.answered("e1").unwrap(), vec![(1, "t".to_owned())]);
@@ -554,7 +557,10 @@ fn waiting_executions_are_claimed_once_survive_restarts_and_expire() {
         redactions: "[]".into(),
         clock_ms: 3,
     };
-    assert!(s.claim_waiting("w1", &[answer.clone()], room()).unwrap());
+    assert!(
+        s.claim_waiting("w1", std::slice::from_ref(&answer), room())
+            .unwrap()
+    );
     assert!(
         !s.claim_waiting("w1", &[], room()).unwrap(),
         "claimed twice"

@@ -14,6 +14,7 @@
 
 use super::store::{Full, Room};
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 
 /// Bytes a session row counts for itself (its id, principal, clock, seed and times).
 pub const SESSION_ROW_BYTES: u64 = 128;
@@ -295,4 +296,108 @@ fn principals(c: &Connection) -> rusqlite::Result<Vec<(String, u64)>> {
             Ok((r.get(0)?, u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0)))
         })?
         .collect()
+}
+
+/// Says which sessions a write deleted to make room for its principal.
+pub fn log_evicted(principal: &str, evicted: &[String]) {
+    if !evicted.is_empty() {
+        tracing::info!(
+            principal,
+            sessions = evicted.len(),
+            "the journal deleted the principal's least recently used idle sessions to make room for a write"
+        );
+    }
+}
+
+/// What a fold of the intent log has counted so far: the results it may keep without asking
+/// the store again ([`usage::make_room`] when one would pass a bound).
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Each session's principal (`None`: the session is gone).
+    principals: HashMap<String, Option<String>>,
+    /// Bytes that may still be added without a bound being passed: per session, per
+    /// principal, and in all.
+    left: HashMap<String, u64>,
+    left_principal: HashMap<String, u64>,
+    left_total: Option<u64>,
+}
+
+impl Tally {
+    /// Whether a result of `bytes` in `session` may be kept (room made if need be).
+    pub fn fits(
+        &mut self,
+        c: &Connection,
+        session: &str,
+        bytes: u64,
+        room: Room<'_>,
+    ) -> rusqlite::Result<bool> {
+        if !self.principals.contains_key(session) {
+            let principal: Option<String> = c
+                .prepare_cached("SELECT principal FROM sessions WHERE id = ?1")?
+                .query_row([session], |r| r.get(0))
+                .optional()?;
+            self.principals.insert(session.to_owned(), principal);
+        }
+        let Some(Some(principal)) = self.principals.get(session).cloned() else {
+            // Gone: the update finds nothing to change.
+            return Ok(true);
+        };
+        let limit = room.bounds.principal_bytes.min(room.bounds.total_bytes);
+        if !self.left.contains_key(session) || !self.left_principal.contains_key(&principal) {
+            let (mine, all) = usage(c, &principal).map(|(_, b)| b).and_then(|mine| {
+                let all: i64 =
+                    c.query_row("SELECT coalesce(sum(bytes), 0) FROM sessions", [], |r| {
+                        r.get(0)
+                    })?;
+                Ok((mine, u64_of_sql(all)))
+            })?;
+            let in_session: i64 = c
+                .prepare_cached("SELECT bytes FROM sessions WHERE id = ?1")?
+                .query_row([session], |r| r.get(0))?;
+            self.left.insert(
+                session.to_owned(),
+                room.bounds
+                    .session_bytes
+                    .saturating_sub(u64_of_sql(in_session)),
+            );
+            self.left_principal
+                .insert(principal.clone(), limit.saturating_sub(mine));
+            self.left_total = Some(room.bounds.total_bytes.saturating_sub(all));
+        }
+        let left = self.left[session];
+        let fits = bytes <= left
+            && bytes <= self.left_principal[&principal]
+            && bytes <= self.left_total.unwrap_or(0);
+        if !fits {
+            if bytes > left {
+                return Ok(false);
+            }
+            // Its principal's own idle sessions may make room; counted afresh after.
+            match make_room(c, &principal, Some(session), bytes, false, room) {
+                Ok(evicted) => log_evicted(&principal, &evicted),
+                Err(Refusal::Full(full)) => {
+                    tracing::warn!(%full, session, "a call's result was not kept in the journal; a re-run makes the call again");
+                    return Ok(false);
+                }
+                Err(Refusal::Sql(e)) => return Err(e),
+            }
+            self.left.clear();
+            self.left_principal.clear();
+            self.left_total = None;
+            // The result is written next; what is left is read again after it.
+            return Ok(true);
+        }
+        if let Some(l) = self.left.get_mut(session) {
+            *l -= bytes;
+        }
+        if let Some(p) = self.left_principal.get_mut(&principal) {
+            *p -= bytes;
+        }
+        self.left_total = self.left_total.map(|t| t - bytes);
+        Ok(true)
+    }
+}
+
+fn u64_of_sql(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
 }
