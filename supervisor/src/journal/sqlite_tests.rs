@@ -501,7 +501,10 @@ fn a_file_of_an_older_version_is_upgraded_and_counted_when_opened() {
         )
         .unwrap();
         let row = s.lookup("s1", &key(0)).unwrap().unwrap();
-        assert_eq!((row.state, row.attempt, row.sends), (CallState::Failed, 1, 3));
+        assert_eq!(
+            (row.state, row.attempt, row.sends),
+            (CallState::Failed, 1, 3)
+        );
         assert!(bytes_of(&s, "s1") > usage::SESSION_ROW_BYTES);
     }
 }
