@@ -158,6 +158,25 @@ impl RealDaemon {
         self.child.as_ref().expect("running").id()
     }
 
+    /// Runs `code` through the real CLI (`airlock exec --json -e`) and returns the response it
+    /// printed; panics with the CLI's output and the daemon's log when it printed none.
+    pub fn exec_json(&self, code: &str) -> serde_json::Value {
+        let out = Command::new(binaries::airlock_cli())
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(["exec", "--json", "-e", code])
+            .output()
+            .expect("run the airlock CLI");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.log()
+            )
+        })
+    }
+
     /// What the daemon logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("airlockd.log")).unwrap_or_default()

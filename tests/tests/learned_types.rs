@@ -198,22 +198,17 @@ async fn a_program_that_failed_on_a_guessed_shape_succeeds_with_the_learned_type
     d.stop().await;
 }
 
-/// What one principal's calls taught is shown only where the tool is visible: another
-/// principal that may not call the tool finds no learned type, no SDK file, no search hit,
-/// and cannot forget it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn learned_types_stay_with_the_principals_that_may_call_the_tool() {
-    let test = "learned_types_stay_with_the_principals_that_may_call_the_tool";
+/// A daemon with server-everything where uid 65534 is a second principal that may call
+/// `pattern`, after this principal's call of `get_tiny_image` taught its type; `None` (the
+/// skip reported) where that cannot run.
+async fn taught_with_another(test: &str, state: &Path, pattern: &str) -> Option<TestDaemon> {
     if !another_principal::can_run(test) {
-        return;
+        return None;
     }
-    let _serial = serial().await;
-    let state = tempfile::tempdir().unwrap();
-    let Some(options) = with_everything(test, state.path()) else {
-        return;
-    };
+    let options = with_everything(test, state)?;
+    let pattern = pattern.to_owned();
     let d = TestDaemon::start_with(
-        options.policy(|p| another_principal::admit(p, &["everything.echo"])),
+        options.policy(move |p| another_principal::admit(p, &[pattern.as_str()])),
     )
     .await;
     another_principal::open_socket(&d);
@@ -221,6 +216,20 @@ async fn learned_types_stay_with_the_principals_that_may_call_the_tool() {
         .exec("const r = await tools.everything.get_tiny_image({});\nr;")
         .await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
+    Some(d)
+}
+
+/// What one principal's calls taught is shown only where the tool is visible: another
+/// principal that may not call the tool finds no learned type, no SDK file, no search hit,
+/// and cannot forget it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learned_types_stay_with_the_principals_that_may_call_the_tool() {
+    let test = "learned_types_stay_with_the_principals_that_may_call_the_tool";
+    let _serial = serial().await;
+    let state = tempfile::tempdir().unwrap();
+    let Some(d) = taught_with_another(test, state.path(), "everything.echo").await else {
+        return;
+    };
     let (ok, text) = another_principal::cli(&d, &["sdk", "learned"]).await;
     assert!(ok, "{text}");
     assert!(!text.contains("get_tiny_image"), "{text}");
@@ -255,23 +264,11 @@ async fn learned_types_stay_with_the_principals_that_may_call_the_tool() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn learned_types_are_each_principal_s_own() {
     let test = "learned_types_are_each_principal_s_own";
-    if !another_principal::can_run(test) {
-        return;
-    }
     let _serial = serial().await;
     let state = tempfile::tempdir().unwrap();
-    let Some(options) = with_everything(test, state.path()) else {
+    let Some(d) = taught_with_another(test, state.path(), "everything.get_tiny_image").await else {
         return;
     };
-    let d = TestDaemon::start_with(
-        options.policy(|p| another_principal::admit(p, &["everything.get_tiny_image"])),
-    )
-    .await;
-    another_principal::open_socket(&d);
-    let r = d
-        .exec("const r = await tools.everything.get_tiny_image({});\nr;")
-        .await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
     let mine = get(&mut d.client().await, "/v1/sdk/learned").await.1;
     assert!(mine.contains("everything.get_tiny_image"), "{mine}");
     // The other principal may call the tool, and sees its SDK file, without the type.

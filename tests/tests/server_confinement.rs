@@ -376,13 +376,7 @@ fn links_and_data_directories_of_their_own_are_protected_too() {
         let code = format!(
             "try {{ await tools.{server}.attempts({{}}); 'started' }} catch (e: any) {{ e.message }}"
         );
-        let out = Command::new(binaries::airlock_cli())
-            .arg("--socket")
-            .arg(&daemon.socket)
-            .args(["exec", "--json", "-e", &code])
-            .output()
-            .unwrap();
-        let response: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let response = daemon.exec_json(&code);
         let said = response["result"].as_str().unwrap_or_default();
         assert!(
             said.contains("which no server may reach"),
@@ -419,14 +413,10 @@ fn a_command_the_server_s_account_cannot_reach_names_the_account() {
         command.display()
     );
     let mut daemon = RealDaemon::start(root, &policy, |_| {});
-    let out = Command::new(binaries::airlock_cli())
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .args(["exec", "--json", "-e", "await tools.hidden.attempts({})"])
-        .output()
-        .unwrap();
+    let said = daemon
+        .exec_json("await tools.hidden.attempts({})")
+        .to_string();
     daemon.kill();
-    let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains("to run as user \\\"nobody\\\"")
             && said.contains("must let that account pass"),

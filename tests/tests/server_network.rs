@@ -128,21 +128,9 @@ fn a_network_list_lets_through_what_it_names_and_refuses_the_rest() {
          const b: any = await tools.open.attempts({{ inherited_fds: true }});\n\
          ({{ listed: typeof a === 'string' ? JSON.parse(a) : a, open: typeof b === 'string' ? JSON.parse(b) : b }})"
     );
-    let out = Command::new(binaries::airlock_cli())
-        .arg("--socket")
-        .arg(&daemon.socket)
-        .args(["exec", "--json", "-e", &code])
-        .output()
-        .unwrap();
+    let response = daemon.exec_json(&code);
     let log = daemon.log();
     daemon.kill();
-    let response: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}\n{log}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
     assert_eq!(response["status"], "ok", "{response:#}\n{log}");
     let report = &response["result"]["listed"];
     let said = |key: &str| report[key].as_str().unwrap_or("missing").to_owned();
