@@ -16,7 +16,6 @@
 
 use airlock_tests::binaries;
 use airlock_tests::real_daemon::{RealDaemon, policy};
-use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, TcpListener};
 use std::os::unix::process::CommandExt;
