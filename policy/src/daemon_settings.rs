@@ -35,6 +35,17 @@ pub struct DaemonSettings {
     /// its own `user` (a name or a uid); `None`: `nobody`. Ignored by a daemon that does not
     /// run as root (its servers run as its own user).
     pub server_user: Option<String>,
+    /// Connections open at once, all principals together (`max_connections`); one more is
+    /// answered `503` and closed before anything of it is read. Each principal's own
+    /// `limits.max_connections` bounds its part.
+    pub max_connections: u32,
+    /// How long a connection may take to send a request's head, and stay idle between
+    /// requests (`idle_timeout`), before it is closed.
+    pub idle_timeout_ms: u64,
+    /// How long an answer may wait for its reader (`write_timeout`): a connection that reads
+    /// none of it for that long is closed, so a slow reader holds no more than the socket's
+    /// buffer and the one answer being written.
+    pub write_timeout_ms: u64,
 }
 
 /// `[daemon] worker_start`.
@@ -60,6 +71,9 @@ impl DaemonSettings {
         "worker_start",
         "state_directory",
         "server_user",
+        "max_connections",
+        "idle_timeout",
+        "write_timeout",
     ];
     /// Default `socket_mode`.
     pub const DEFAULT_SOCKET_MODE: u32 = 0o660;
@@ -75,6 +89,18 @@ impl DaemonSettings {
     pub const DEFAULT_MAX_CONCURRENT_EXECUTIONS: usize = 64;
     /// Largest `max_concurrent_executions`.
     pub const MAX_CONCURRENT_EXECUTIONS: usize = 4096;
+    /// Default `max_connections`.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 1024;
+    /// Largest `max_connections`.
+    pub const MAX_CONNECTIONS: u32 = 65_536;
+    /// Default `idle_timeout` (30 s).
+    pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 30_000;
+    /// Default `write_timeout` (30 s).
+    pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 30_000;
+    /// Smallest connection timeout (1 s).
+    pub const MIN_CONNECTION_TIMEOUT_MS: u64 = 1_000;
+    /// Largest connection timeout (1 h).
+    pub const MAX_CONNECTION_TIMEOUT_MS: u64 = 3_600_000;
     /// Longest socket path: `sun_path` holds 108 bytes including the terminating NUL.
     pub const MAX_SOCKET_PATH_BYTES: usize = 107;
 
@@ -122,6 +148,16 @@ impl DaemonSettings {
                 None => defaults.state_directory,
             },
             server_user: table.get("server_user").map(|f| account(&f)).transpose()?,
+            max_connections: match table.get("max_connections") {
+                Some(field) => field.u32_in(1..=Self::MAX_CONNECTIONS)?,
+                None => defaults.max_connections,
+            },
+            idle_timeout_ms: connection_timeout(table, "idle_timeout", defaults.idle_timeout_ms)?,
+            write_timeout_ms: connection_timeout(
+                table,
+                "write_timeout",
+                defaults.write_timeout_ms,
+            )?,
         })
     }
 }
@@ -138,6 +174,9 @@ impl Default for DaemonSettings {
             worker_start: WorkerStart::default(),
             state_directory: None,
             server_user: None,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            idle_timeout_ms: Self::DEFAULT_IDLE_TIMEOUT_MS,
+            write_timeout_ms: Self::DEFAULT_WRITE_TIMEOUT_MS,
         }
     }
 }
@@ -162,6 +201,20 @@ pub(crate) fn account(field: &Field<'_>) -> Result<String, PolicyError> {
         return Err(field.invalid(format!("\"{text}\" is neither a user name nor a uid")));
     }
     Ok(text.to_owned())
+}
+
+/// A connection timeout: a duration from 1 s to 1 h.
+fn connection_timeout(
+    table: &TableReader<'_>,
+    key: &str,
+    default: u64,
+) -> Result<u64, PolicyError> {
+    match table.get(key) {
+        Some(field) => field.duration_ms_in(
+            DaemonSettings::MIN_CONNECTION_TIMEOUT_MS..=DaemonSettings::MAX_CONNECTION_TIMEOUT_MS,
+        ),
+        None => Ok(default),
+    }
 }
 
 fn usize_in(field: &Field<'_>, min: usize, max: usize) -> Result<usize, PolicyError> {
@@ -217,5 +270,43 @@ fn socket_mode(field: &Field<'_>) -> Result<u32, PolicyError> {
             field.as_written()
         ))),
         _ => Err(field.wrong_type("an octal mode string such as \"0660\"")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::document::test_support::{assert_refused, parse};
+
+    #[test]
+    fn connection_limits_and_timeouts_have_defaults_and_are_read() {
+        let defaults = parse("").unwrap().daemon;
+        assert_eq!(defaults.max_connections, 1024);
+        assert_eq!(defaults.idle_timeout_ms, 30_000);
+        assert_eq!(defaults.write_timeout_ms, 30_000);
+        let read =
+            parse("[daemon]\nmax_connections = 10\nidle_timeout = \"2m\"\nwrite_timeout = 5\n")
+                .unwrap()
+                .daemon;
+        assert_eq!(read.max_connections, 10);
+        assert_eq!(read.idle_timeout_ms, 120_000);
+        assert_eq!(read.write_timeout_ms, 5_000, "an integer is seconds");
+    }
+
+    #[test]
+    fn connection_limits_and_timeouts_out_of_bounds_name_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("max_connections = 0", "daemon.max_connections", "1..=65536"),
+            ("idle_timeout = \"0s\"", "daemon.idle_timeout", "1s..=1h"),
+            ("idle_timeout = \"2h\"", "daemon.idle_timeout", "1s..=1h"),
+            ("write_timeout = 0", "daemon.write_timeout", "1s..=1h"),
+            (
+                "write_timeout = true",
+                "daemon.write_timeout",
+                "a duration such as",
+            ),
+        ];
+        for &(line, key, detail) in cases {
+            assert_refused(&format!("[daemon]\n{line}\n"), "2", key, detail);
+        }
     }
 }

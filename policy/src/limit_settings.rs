@@ -42,6 +42,16 @@ pub struct LimitSettings {
     /// How long an execution may wait for client tool results (or be kept detached) before it
     /// expires and what the daemon kept of it is dropped (key `waiting_ttl`).
     pub waiting_ttl_ms: u64,
+    /// Executions of one principal that run at once (each holds a worker); more wait in the
+    /// principal's queue. The daemon's `max_concurrent_executions` is shared fairly besides.
+    pub max_running_executions: u32,
+    /// Executions of one principal that may wait for a slot at once; one more is refused with
+    /// `429` and `Retry-After`. `0`: an execution that cannot start at once is refused. Each
+    /// queued execution's program is held in memory, so this bounds that memory too.
+    pub max_queued_executions: u32,
+    /// Connections one principal may hold open at once; one more is answered `429` and closed
+    /// before anything of it is read.
+    pub max_connections: u32,
 }
 
 /// One limit a principal may only lower: its key, how to read it from limits, how to show it.
@@ -49,7 +59,7 @@ type Ceiling = (&'static str, fn(&LimitSettings) -> u64, fn(u64) -> String);
 
 /// Every limit but `timeout_ms`, which is a default, not a ceiling: it only has to stay within
 /// the principal's own `max_timeout_ms`, which `read_over` checks.
-const CEILINGS: [Ceiling; 8] = [
+const CEILINGS: [Ceiling; 11] = [
     ("max_timeout_ms", |l| l.max_timeout_ms, count),
     ("memory", |l| l.memory_bytes, format_byte_size),
     ("stack", |l| l.stack_bytes, format_byte_size),
@@ -62,6 +72,17 @@ const CEILINGS: [Ceiling; 8] = [
         count,
     ),
     ("waiting_ttl", |l| l.waiting_ttl_ms, format_duration_ms),
+    (
+        "max_running_executions",
+        |l| u64::from(l.max_running_executions),
+        count,
+    ),
+    (
+        "max_queued_executions",
+        |l| u64::from(l.max_queued_executions),
+        count,
+    ),
+    ("max_connections", |l| u64::from(l.max_connections), count),
 ];
 
 /// A count or a number of milliseconds, as written in the policy.
@@ -81,6 +102,9 @@ impl LimitSettings {
         "max_code",
         "max_waiting_executions",
         "waiting_ttl",
+        "max_running_executions",
+        "max_queued_executions",
+        "max_connections",
     ];
     /// Default `timeout_ms` (30 s); lowered to `max_timeout_ms` if that is smaller.
     pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -127,6 +151,19 @@ impl LimitSettings {
     pub const MIN_WAITING_TTL_MS: u64 = SECOND_MS;
     /// Largest `waiting_ttl` (30 days): a waiting worker is not an archive.
     pub const MAX_WAITING_TTL_MS: u64 = 30 * DAY_MS;
+    /// Default `max_running_executions`: a quarter of the daemon's default slots, so four busy
+    /// principals still leave room.
+    pub const DEFAULT_MAX_RUNNING_EXECUTIONS: u32 = 16;
+    /// Largest `max_running_executions` (the daemon's largest `max_concurrent_executions`).
+    pub const MAX_RUNNING_EXECUTIONS: u32 = 4096;
+    /// Default `max_queued_executions`.
+    pub const DEFAULT_MAX_QUEUED_EXECUTIONS: u32 = 32;
+    /// Largest `max_queued_executions`: each holds its program (up to `max_code`) in memory.
+    pub const MAX_QUEUED_EXECUTIONS: u32 = 4096;
+    /// Default `max_connections`.
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 64;
+    /// Largest `max_connections` (the daemon's largest `max_connections`).
+    pub const MAX_CONNECTIONS: u32 = 65_536;
 
     pub(crate) fn read(table: &TableReader<'_>) -> Result<Self, PolicyError> {
         Self::read_over(table, &LimitSettings::default())
@@ -214,6 +251,18 @@ impl LimitSettings {
                 }
                 None => defaults.waiting_ttl_ms,
             },
+            max_running_executions: match table.get("max_running_executions") {
+                Some(field) => field.u32_in(1..=Self::MAX_RUNNING_EXECUTIONS)?,
+                None => defaults.max_running_executions,
+            },
+            max_queued_executions: match table.get("max_queued_executions") {
+                Some(field) => field.u32_in(0..=Self::MAX_QUEUED_EXECUTIONS)?,
+                None => defaults.max_queued_executions,
+            },
+            max_connections: match table.get("max_connections") {
+                Some(field) => field.u32_in(1..=Self::MAX_CONNECTIONS)?,
+                None => defaults.max_connections,
+            },
         })
     }
 }
@@ -230,6 +279,9 @@ impl Default for LimitSettings {
             max_code_bytes: Self::DEFAULT_MAX_CODE_BYTES,
             max_waiting_executions: Self::DEFAULT_MAX_WAITING_EXECUTIONS,
             waiting_ttl_ms: Self::DEFAULT_WAITING_TTL_MS,
+            max_running_executions: Self::DEFAULT_MAX_RUNNING_EXECUTIONS,
+            max_queued_executions: Self::DEFAULT_MAX_QUEUED_EXECUTIONS,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -361,5 +413,63 @@ mod tests {
         assert!(message.contains("(1d)"), "{message}");
         principal_limits("", "max_waiting_executions = 16").unwrap();
         assert!(principal_limits("", "max_waiting_executions = 17").is_err());
+    }
+
+    #[test]
+    fn principal_share_limits_have_defaults_and_are_read() {
+        let defaults = LimitSettings::default();
+        assert_eq!(defaults.max_running_executions, 16);
+        assert_eq!(defaults.max_queued_executions, 32);
+        assert_eq!(defaults.max_connections, 64);
+        let read = limits(
+            "[limits]\nmax_running_executions = 2\nmax_queued_executions = 0\nmax_connections = 5\n",
+        )
+        .unwrap();
+        assert_eq!(read.max_running_executions, 2);
+        assert_eq!(read.max_queued_executions, 0, "0: nothing waits for a slot");
+        assert_eq!(read.max_connections, 5);
+        let lowered = principal_limits(
+            "[limits]\nmax_connections = 8\n",
+            "max_connections = 2\nmax_running_executions = 1",
+        )
+        .unwrap();
+        assert_eq!(lowered.max_connections, 2);
+        assert_eq!(lowered.max_running_executions, 1);
+        let message =
+            principal_limits("[limits]\nmax_connections = 8\n", "max_connections = 9").unwrap_err();
+        assert!(
+            message.contains("principal[0].limits.max_connections: 9 is more than the policy's limits.max_connections (8)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn principal_share_limits_out_of_bounds_name_the_key() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "max_running_executions = 0",
+                "limits.max_running_executions",
+                "1..=4096",
+            ),
+            (
+                "max_running_executions = 4097",
+                "limits.max_running_executions",
+                "1..=4096",
+            ),
+            (
+                "max_queued_executions = -1",
+                "limits.max_queued_executions",
+                "0..=4096",
+            ),
+            (
+                "max_queued_executions = \"8\"",
+                "limits.max_queued_executions",
+                "expected an integer",
+            ),
+            ("max_connections = 0", "limits.max_connections", "1..=65536"),
+        ];
+        for &(line, key, detail) in cases {
+            assert_refused(&format!("[limits]\n{line}\n"), "2", key, detail);
+        }
     }
 }

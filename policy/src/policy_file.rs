@@ -776,6 +776,7 @@ groups = [2000]
                 worker_start: crate::WorkerStart::Exec,
                 state_directory: Some("/var/lib/airlock".into()),
                 server_user: None,
+                ..DaemonSettings::default()
             }
         );
         assert_eq!(
@@ -790,6 +791,7 @@ groups = [2000]
                 max_code_bytes: 1_000_000,
                 max_waiting_executions: 4,
                 waiting_ttl_ms: 7_200_000,
+                ..LimitSettings::default()
             }
         );
         let agents = &policy.principals[0];
@@ -920,7 +922,8 @@ users = [1000, 1001]
             message,
             "/etc/airlock/policy.toml:4:1: unknown key `pol_size` in [daemon] (expected one of: \
              socket, socket_mode, pool_size, worker_path, shutdown_grace_ms, \
-             max_concurrent_executions, worker_start, state_directory, server_user); did you mean `pool_size`?"
+             max_concurrent_executions, worker_start, state_directory, server_user, max_connections, \
+             idle_timeout, write_timeout); did you mean `pool_size`?"
         );
         error_at("[limits]\nmemroy = \"1GiB\"\n", 2, 1, "[limits]");
         let message = error_at("deamon = {}\n", 1, 1, "deamon");

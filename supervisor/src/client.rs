@@ -37,6 +37,8 @@ pub enum ClientError {
 #[derive(Debug)]
 pub struct Client {
     sender: SendRequest<Full<Bytes>>,
+    /// The socket, to read why the daemon closed a connection it does not serve.
+    path: PathBuf,
 }
 
 impl Client {
@@ -61,7 +63,10 @@ impl Client {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(Client { sender })
+        Ok(Client {
+            sender,
+            path: path.to_owned(),
+        })
     }
 
     /// Whether the daemon closed the connection (a kept connection is then not reused).
@@ -74,8 +79,14 @@ impl Client {
         &mut self,
         req: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, ClientError> {
-        self.sender.ready().await?;
-        Ok(self.sender.send_request(req).await?)
+        let sent = match self.sender.ready().await {
+            Ok(()) => self.sender.send_request(req).await,
+            Err(e) => Err(e),
+        };
+        match sent {
+            Ok(response) => Ok(response),
+            Err(e) => Err(refusal(&self.path).await.unwrap_or(ClientError::Http(e))),
+        }
     }
 
     /// Sends `req` and reads the whole answer: its status and body text.
@@ -261,4 +272,29 @@ pub fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
             hint: None,
         },
     }
+}
+
+/// Why the daemon closed a connection without serving it, if it did: a connection it does not
+/// serve (a peer no principal admits, a principal with all its connections open) gets its
+/// answer written at once, before anything is read, and is closed; a request sent on it may
+/// fail to be written before the answer could be read. A new connection reads that answer
+/// again; one the daemon serves answers nothing unasked, so this gives up after a short wait.
+async fn refusal(path: &Path) -> Option<ClientError> {
+    use tokio::io::AsyncReadExt;
+    let mut stream = UnixStream::connect(path).await.ok()?;
+    let mut answer = Vec::new();
+    let mut limited = (&mut stream).take(64 * 1024);
+    let read = limited.read_to_end(&mut answer);
+    tokio::time::timeout(std::time::Duration::from_millis(500), read)
+        .await
+        .ok()?
+        .ok()?;
+    let text = std::str::from_utf8(&answer).ok()?;
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok())
+        .and_then(|code| StatusCode::from_u16(code).ok())?;
+    let (_, body) = text.split_once("\r\n\r\n")?;
+    Some(api_error(status, body.as_bytes()))
 }

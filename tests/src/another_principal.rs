@@ -79,6 +79,24 @@ pub async fn get(d: &TestDaemon, path: &str) -> (u16, String) {
     .expect("the other principal's thread was joined")
 }
 
+/// `n` connections to the daemon's socket made as uid 65534 (from a thread of its own that
+/// has taken that uid, as [`get`] does): the daemon reads that uid as their peer's, whoever
+/// then uses them. Each is an `Err` where the connect itself failed. Root only.
+pub fn connect(
+    socket: &std::path::Path,
+    n: usize,
+) -> Vec<std::io::Result<std::os::unix::net::UnixStream>> {
+    let socket = socket.to_owned();
+    std::thread::spawn(move || {
+        as_nobody_in_this_thread();
+        (0..n)
+            .map(|_| std::os::unix::net::UnixStream::connect(&socket))
+            .collect()
+    })
+    .join()
+    .expect("the other principal's thread did not panic")
+}
+
 /// Takes uid and gid 65534, without supplementary groups, for the calling thread only: the
 /// raw system calls, not libc's wrappers, which would change every thread of the process.
 fn as_nobody_in_this_thread() {

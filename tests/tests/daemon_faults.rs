@@ -98,7 +98,11 @@ fn assert_serves(rt: &tokio::runtime::Runtime, daemon: &RealDaemon) {
 fn a_daemon_sigkilled_under_load_leaves_no_process_behind_and_serves_again_on_its_socket() {
     let _serial = serial();
     let dir = tempdir();
-    let extra = fault_server_entry("fault", 120_000, &["--linger"]);
+    // 24 at once, of one principal: more than its default share.
+    let extra = format!(
+        "{}[limits]\nmax_running_executions = 24\n",
+        fault_server_entry("fault", 120_000, &["--linger"])
+    );
     let mut daemon = RealDaemon::start(
         dir.path(),
         &real_daemon::policy(dir.path(), 2, &extra),

@@ -255,6 +255,7 @@ pub async fn run(
         started: Instant::now(),
         mcp: crate::api::mcp::service(),
         paths,
+        connections: Arc::default(),
     });
     crate::daemon::systemd::notify_ready();
     let watchdog = crate::daemon::systemd::spawn_watchdog();

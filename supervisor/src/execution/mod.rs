@@ -3,7 +3,8 @@
 //! call to the call pipeline ([`crate::tools::call`]), and the response (`response`) turns
 //! whatever happened into what the agent reads, with errors that say what to do next
 //! (`error`). The service (`service`) is what front doors submit programs to: admission,
-//! limits, slots, metrics and the audit trail, detached executions and what is kept of them;
+//! limits, slots (`slots`: shared fairly between principals, each with a bounded queue),
+//! metrics and the audit trail, detached executions and what is kept of them;
 //! `waiting` is the part of the service for executions that wait for someone outside the
 //! daemon (client-owned tools, approvals) and go on by re-running from the record;
 //! `determinism` gives each run its clock and seeds; the registry (`registry`) knows the
@@ -20,6 +21,7 @@ mod response;
 mod result_preview;
 mod run;
 pub mod service;
+pub mod slots;
 pub mod waiting;
 
 pub use registry::{CancelError, EventLog, LiveExecutions, StopSignals};

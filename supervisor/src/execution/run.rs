@@ -109,6 +109,9 @@ pub struct ExecutionJob {
     pub resumed_from: Option<String>,
     /// The request's client-owned tools and the answers they have.
     pub client: Option<Arc<WaitScope>>,
+    /// The niceness its worker runs with (`execution::slots::Slot::nice`): its principal's
+    /// share of the CPUs.
+    pub nice: i32,
 }
 
 /// Runs one execution to completion. Events, if wanted, are sent as they happen; the
@@ -205,35 +208,32 @@ pub struct StartedWorker {
     sent: Result<Instant, ChannelError>,
 }
 
-/// Gives the program to a pre-started worker at once, if one is idle and an execution slot
-/// is free without waiting, before the rest of the execution is set up (its registry entry,
-/// span and state), so that the worker runs while the daemon does that. `None` leaves it all
-/// to [`run_execution`], which waits for a slot and a worker.
+/// Gives the program to a pre-started worker at once, if one is idle (the caller holds the
+/// execution's slot already), before the rest of the execution is set up (its registry
+/// entry, span and state), so that the worker runs while the daemon does that. `None` leaves
+/// it to [`run_execution`], which waits for a worker.
 pub(super) async fn start_early(
-    slots: &Arc<tokio::sync::Semaphore>,
     pool: &WorkerPool,
     job: &mut ExecutionJob,
     queued: Instant,
-) -> Option<(tokio::sync::OwnedSemaphorePermit, StartedWorker)> {
-    let slot = Arc::clone(slots).try_acquire_owned().ok()?;
+) -> Option<StartedWorker> {
     let checked_out = Instant::now();
-    // Without a worker the slot goes back as it drops.
     let (mut worker, checkout) = pool.take_idle()?;
     job.queue_wait = checked_out.saturating_duration_since(queued);
     let sent = send_start(&mut worker, job).await;
-    Some((
-        slot,
-        StartedWorker {
-            worker,
-            checkout,
-            checked_out,
-            sent,
-        },
-    ))
+    Some(StartedWorker {
+        worker,
+        checkout,
+        checked_out,
+        sent,
+    })
 }
 
 /// Writes the execution's `Start` to its worker; `Ok` is when it was written.
 async fn send_start(worker: &mut ReadyWorker, job: &ExecutionJob) -> Result<Instant, ChannelError> {
+    if job.nice > 0 {
+        worker.process.lower_priority(job.nice);
+    }
     let start = SupervisorMessage::Start(StartExecution {
         execution_id: job.id.clone(),
         language: job.language,

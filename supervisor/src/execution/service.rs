@@ -7,6 +7,7 @@
 
 use super::registry::{CancelError, EventLog, LiveExecutions, StopSignals};
 use super::run::{ExecutionEnv, ExecutionJob, run_execution, start_early};
+use super::slots::{Slots, Ticket};
 use super::waiting::{Keeping, client_request};
 use crate::agent_api::{
     ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, PeerInfo, ReplayMode,
@@ -30,13 +31,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 /// Admission, slots, ids, rates, metrics, the audit trail and the live executions.
 #[derive(Debug)]
 pub struct ExecutionService {
-    slots: Arc<Semaphore>,
-    max_slots: usize,
+    /// `max_concurrent_executions`, shared fairly between principals.
+    slots: Arc<Slots>,
     next_id: AtomicU64,
     executions_total: AtomicU64,
     /// Per-principal execution and tool-call rates.
@@ -85,6 +86,14 @@ pub enum SubmitError {
         /// Whole seconds until the next one is allowed (at least 1).
         retry_after_s: u64,
     },
+    #[error(
+        "principal `{principal}` has {running} executions running and {max_queued} waiting for a slot, its limit (limits.max_queued_executions)"
+    )]
+    QueueFull {
+        principal: String,
+        running: usize,
+        max_queued: u32,
+    },
     #[error("the daemon is shutting down and accepts no new executions")]
     ShuttingDown,
     #[error("{0}")]
@@ -123,6 +132,9 @@ impl SubmitError {
             }
             SubmitError::RateLimited { retry_after_s, .. } => format!(
                 "retry in {retry_after_s} s, or do more per program; the operator sets principal.executions_per_minute"
+            ),
+            SubmitError::QueueFull { .. } => format!(
+                "retry in {QUEUE_FULL_RETRY_S} s, once one of your executions has ended; cancel those you no longer need (DELETE /v1/executions/<id>)"
             ),
             SubmitError::ShuttingDown => "retry once the daemon is back".into(),
             SubmitError::Session(e) => e.hint().into(),
@@ -269,8 +281,7 @@ impl ExecutionService {
         journal: JournalState,
     ) -> ExecutionService {
         ExecutionService {
-            slots: Arc::new(Semaphore::new(max_concurrent_executions)),
-            max_slots: max_concurrent_executions,
+            slots: Arc::new(Slots::new(max_concurrent_executions)),
             next_id: AtomicU64::new(1),
             executions_total: AtomicU64::new(0),
             rates: RateLimiter::default(),
@@ -399,6 +410,23 @@ impl ExecutionService {
             detached,
             provisional_session,
         } = launch;
+        // Its place before anything is kept of it: a slot now, or in its principal's queue.
+        let ticket = match self.slots.enter(
+            &principal.name,
+            principal.limits.max_running_executions,
+            principal.limits.max_queued_executions,
+        ) {
+            None => return Err(SubmitError::ShuttingDown),
+            Some(Err(full)) => {
+                self.metrics.rate_limited();
+                return Err(SubmitError::QueueFull {
+                    principal: principal.name.clone(),
+                    running: full.running,
+                    max_queued: full.max_queued,
+                });
+            }
+            Some(Ok(ticket)) => ticket,
+        };
         let tool_call_rate = self.rates.bucket(
             &principal.name,
             RateKind::ToolCalls,
@@ -477,11 +505,18 @@ impl ExecutionService {
             session,
             resumed_from,
             client,
+            nice: match &ticket {
+                Ticket::Now(slot) => slot.nice(),
+                Ticket::Queued(_) => 0,
+            },
         };
         let id = job.id.clone();
         // The program goes to its worker now, if one is ready and a slot is free; all that
         // follows is the daemon's own book-keeping, which then overlaps the worker's run.
-        let early = start_early(&self.slots, &generation.pool, &mut job, queued).await;
+        let early = match &ticket {
+            Ticket::Now(_) => start_early(&generation.pool, &mut job, queued).await,
+            Ticket::Queued(_) => None,
+        };
         let audit = AuditContext {
             code: CodeHash::of(&job.code),
             accepted,
@@ -544,7 +579,6 @@ impl ExecutionService {
         };
         let env = ExecutionEnv::of(&generation);
         let service = self.clone();
-        let slots = self.slots.clone();
         // Run by the door that waits for it, or in a task of its own once nobody does
         // ([`Attached`]), so that it ends properly and reaches the audit log whatever the door
         // does meanwhile (a client that hangs up stops the program, which is still recorded).
@@ -553,14 +587,20 @@ impl ExecutionService {
             // The execution runs to its end under the policy it started with.
             let _generation = generation;
             let session = job.session.clone();
-            let (_slot, early) = match early {
-                Some((slot, worker)) => (slot, Some(worker)),
-                None => match slots.acquire_owned().await {
-                    Ok(slot) => {
-                        job.queue_wait = queued.elapsed();
-                        (slot, None)
-                    }
-                    Err(_) => {
+            let slot = match ticket {
+                Ticket::Now(slot) => Some(slot),
+                Ticket::Queued(queued) => queued.slot().await,
+            };
+            if early.is_none() {
+                job.queue_wait = queued.elapsed();
+            }
+            let _slot = match slot {
+                Some(slot) => {
+                    job.nice = slot.nice();
+                    slot
+                }
+                None => {
+                    {
                         // The daemon stops: it never ran.
                         if let Some(run) = &session {
                             let _ = run.journal.store().finish_execution(
@@ -575,7 +615,7 @@ impl ExecutionService {
                         }
                         return Err(SubmitError::ShuttingDown);
                     }
-                },
+                }
             };
             service.executions_total.fetch_add(1, Ordering::Relaxed);
             let keeping = job.client.clone().map(|scope| Keeping {
@@ -850,9 +890,9 @@ impl ExecutionService {
     /// Executions running now, and started in all.
     pub fn counts(&self) -> (usize, u64, usize) {
         (
-            self.max_slots - self.slots.available_permits(),
+            self.slots.running(),
             self.executions_total.load(Ordering::Relaxed),
-            self.max_slots,
+            self.slots.total(),
         )
     }
 
@@ -958,6 +998,10 @@ pub(super) struct Launch {
     /// and nothing else of it waits): if no call did, the session goes when it ends.
     pub(super) provisional_session: bool,
 }
+
+/// When an agent whose queue is full should try again (`Retry-After`): slots free as
+/// executions end, which the daemon cannot foresee.
+pub const QUEUE_FULL_RETRY_S: u64 = 1;
 
 /// How long a session's next execution waits for the calls an earlier one left in flight (each
 /// is bounded by its own call timeout; this bounds the wait for all of them).

@@ -475,6 +475,23 @@ impl WorkerProcess {
         self.pid
     }
 
+    /// Lowers the worker's CPU priority to niceness `nice` (a worker is single-threaded, so
+    /// its one thread is the process). Raising one's own child's niceness needs no privilege;
+    /// a failure only leaves it at the priority it had, and is logged.
+    pub fn lower_priority(&self, nice: i32) {
+        if self.exit.is_some() {
+            return;
+        }
+        let Ok(pid) = libc::id_t::try_from(self.pid) else {
+            return;
+        };
+        // SAFETY: setpriority(2) with integers only, on our child that is not reaped yet (its
+        // pid cannot have been reused).
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, nice) } != 0 {
+            tracing::debug!(pid = self.pid, nice, error = %io::Error::last_os_error(), "cannot lower a worker's priority");
+        }
+    }
+
     /// The process's peak resident set size (`VmHWM`), while it is still running.
     ///
     /// Read from /proc rather than taken from `getrusage`/`wait4`: Linux carries `ru_maxrss`

@@ -284,7 +284,7 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
         SubmitError::InvalidTimeout { .. } => {
             (StatusCode::BAD_REQUEST, ApiErrorCode::InvalidTimeout)
         }
-        SubmitError::RateLimited { .. } => {
+        SubmitError::RateLimited { .. } | SubmitError::QueueFull { .. } => {
             (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::RateLimited)
         }
         SubmitError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, ApiErrorCode::ShuttingDown),
@@ -316,11 +316,14 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
         ),
     };
     let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
-    if let SubmitError::RateLimited { retry_after_s, .. } = e {
-        resp.headers_mut().insert(
-            hyper::header::RETRY_AFTER,
-            HeaderValue::from(*retry_after_s),
-        );
+    let retry_after_s = match e {
+        SubmitError::RateLimited { retry_after_s, .. } => Some(*retry_after_s),
+        SubmitError::QueueFull { .. } => Some(crate::execution::service::QUEUE_FULL_RETRY_S),
+        _ => None,
+    };
+    if let Some(seconds) = retry_after_s {
+        resp.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from(seconds));
     }
     resp
 }

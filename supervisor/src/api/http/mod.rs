@@ -2,7 +2,11 @@
 //!
 //! Every connection is identified by the kernel (`SO_PEERCRED`, `SO_PEERGROUPS`), never by
 //! anything the client says; the policy's principals decide whether it may talk to us at
-//! all. A connection no principal admits gets one clear `403` and is closed.
+//! all. A connection no principal admits gets one clear `403`, written before anything of it
+//! is read, and is closed at once; so does a principal's connection past its share
+//! (`connections`: `429`, or `503` past the daemon's), and every connection has deadlines:
+//! for a request's head and between requests (`[daemon] idle_timeout`), and for its reader
+//! to take the answer (`write_timeout`).
 //!
 //! - this file: connections and peers;
 //! - `routes`: the routes (health, metrics, reload, the SDK and search, cancel);
@@ -24,6 +28,7 @@
 //! the generation in force ([`crate::generation`]); it decides nothing itself.
 
 mod approvals;
+pub mod connections;
 mod executions;
 mod handles;
 mod health;
@@ -42,13 +47,15 @@ pub mod fuzz;
 pub use health::{ExecutionCounts, Health};
 pub use responses::{ApiBody, error_response, json_response};
 
+use crate::agent_api::ApiErrorCode;
 use crate::agent_api::PeerInfo;
 use crate::execution::ExecutionService;
 use crate::generation::Generations;
+use connections::WriteDeadline;
 use std::convert::Infallible;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 use tracing::{debug, warn};
 use wake::WakesWorker;
@@ -63,6 +70,8 @@ pub struct HttpState {
     pub mcp: McpService,
     /// Where the daemon keeps its state (`GET /v1/policy/explain`).
     pub paths: policy::DaemonPaths,
+    /// The open connections, by principal.
+    pub connections: Arc<connections::ConnectionCounts>,
 }
 
 impl std::fmt::Debug for HttpState {
@@ -153,14 +162,58 @@ pub async fn serve_connection(
             return;
         }
     };
-    if !peer.admitted {
+    let generation = state.generations.current();
+    let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
         state.executions.metrics.connection_refused();
         warn!(uid = peer.info.uid, gid = peer.info.gid, pid = ?peer.info.pid, "connection refused: no principal admits this peer");
-    }
-    // An admitted peer's execution requests wake a pre-started worker as their first bytes
-    // are read, before hyper has parsed them.
-    let generations = peer.admitted.then(|| state.generations.clone());
-    let io = hyper_util::rt::TokioIo::new(WakesWorker::new(stream, generations));
+        let message = format!(
+            "uid {} (gid {}) is not admitted by any principal in the policy ({})",
+            peer.info.uid, peer.info.gid, generation.policy.origin
+        );
+        refuse(
+            &stream,
+            403,
+            ApiErrorCode::NotAdmitted,
+            &message,
+            "the operator must add this user or one of its groups to a [[principal]] entry in the policy",
+        )
+        .await;
+        return;
+    };
+    let daemon = &generation.policy.daemon;
+    let _held = match state.connections.take(
+        &principal.name,
+        principal.limits.max_connections,
+        daemon.max_connections,
+    ) {
+        Ok(held) => held,
+        Err(refusal) => {
+            state.executions.metrics.connection_refused();
+            debug!(principal = %principal.name, error = %refusal, "connection refused");
+            let status = match refusal {
+                connections::Refusal::Principal { .. } => 429,
+                connections::Refusal::Daemon { .. } => 503,
+            };
+            refuse(
+                &stream,
+                status,
+                ApiErrorCode::RateLimited,
+                &refusal.to_string(),
+                refusal.hint(),
+            )
+            .await;
+            return;
+        }
+    };
+    let idle_timeout = Duration::from_millis(daemon.idle_timeout_ms);
+    let write_timeout = Duration::from_millis(daemon.write_timeout_ms);
+    drop(generation);
+    // Its execution requests wake a pre-started worker as their first bytes are read, before
+    // hyper has parsed them.
+    let io = hyper_util::rt::TokioIo::new(WriteDeadline::new(
+        WakesWorker::new(stream, Some(state.generations.clone())),
+        write_timeout,
+    ));
     let svc_state = state.clone();
     let svc_peer = peer.clone();
     let service = hyper::service::service_fn(move |req| {
@@ -168,8 +221,12 @@ pub async fn serve_connection(
         let peer = svc_peer.clone();
         async move { Ok::<_, Infallible>(routes::route(state, peer, req).await) }
     });
+    // The head's deadline runs from the moment hyper waits for a request, so it is also how
+    // long a kept connection may stay idle.
     let conn = hyper::server::conn::http1::Builder::new()
-        .keep_alive(peer.admitted)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(idle_timeout)
+        .keep_alive(true)
         .serve_connection(io, service);
     tokio::pin!(conn);
     loop {
@@ -184,3 +241,29 @@ pub async fn serve_connection(
         }
     }
 }
+
+/// Answers a connection that is not served, without reading anything of it; the caller then
+/// drops it, which closes it. The answer is a few hundred bytes into a new connection's empty
+/// socket buffer, so it is written at once; a connection that cannot take it within
+/// [`REFUSAL_WRITE`] is closed without it.
+async fn refuse(stream: &UnixStream, status: u16, code: ApiErrorCode, message: &str, hint: &str) {
+    let answer = connections::refusal_bytes(status, code.as_str(), message, hint);
+    let write = async {
+        loop {
+            // A new stream's readiness is known only once the reactor has seen it.
+            stream.writable().await?;
+            match stream.try_write(&answer) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                other => return other,
+            }
+        }
+    };
+    match tokio::time::timeout(REFUSAL_WRITE, write).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => debug!(error = %e, "the refusal could not be written"),
+        Err(_) => debug!("the refusal could not be written in time"),
+    }
+}
+
+/// How long a refused connection may take to accept its answer.
+const REFUSAL_WRITE: Duration = Duration::from_millis(100);
