@@ -42,6 +42,9 @@ pub struct DaemonSettings {
     /// How long a connection may take to send a request's head, and stay idle between
     /// requests (`idle_timeout`), before it is closed.
     pub idle_timeout_ms: u64,
+    /// How long a request's body may take to arrive once its head has (`body_timeout`); a
+    /// slower one is answered `400` and the connection closed.
+    pub body_timeout_ms: u64,
     /// How long an answer may wait for its reader (`write_timeout`): a connection that reads
     /// none of it for that long is closed, so a slow reader holds no more than the socket's
     /// buffer and the one answer being written.
@@ -73,6 +76,7 @@ impl DaemonSettings {
         "server_user",
         "max_connections",
         "idle_timeout",
+        "body_timeout",
         "write_timeout",
     ];
     /// Default `socket_mode`.
@@ -95,6 +99,8 @@ impl DaemonSettings {
     pub const MAX_CONNECTIONS: u32 = 65_536;
     /// Default `idle_timeout` (30 s).
     pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 30_000;
+    /// Default `body_timeout` (30 s).
+    pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 30_000;
     /// Default `write_timeout` (30 s).
     pub const DEFAULT_WRITE_TIMEOUT_MS: u64 = 30_000;
     /// Smallest connection timeout (1 s).
@@ -153,6 +159,7 @@ impl DaemonSettings {
                 None => defaults.max_connections,
             },
             idle_timeout_ms: connection_timeout(table, "idle_timeout", defaults.idle_timeout_ms)?,
+            body_timeout_ms: connection_timeout(table, "body_timeout", defaults.body_timeout_ms)?,
             write_timeout_ms: connection_timeout(
                 table,
                 "write_timeout",
@@ -176,6 +183,7 @@ impl Default for DaemonSettings {
             server_user: None,
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             idle_timeout_ms: Self::DEFAULT_IDLE_TIMEOUT_MS,
+            body_timeout_ms: Self::DEFAULT_BODY_TIMEOUT_MS,
             write_timeout_ms: Self::DEFAULT_WRITE_TIMEOUT_MS,
         }
     }
@@ -283,6 +291,7 @@ mod tests {
         assert_eq!(defaults.max_connections, 1024);
         assert_eq!(defaults.idle_timeout_ms, 30_000);
         assert_eq!(defaults.write_timeout_ms, 30_000);
+        assert_eq!(defaults.body_timeout_ms, 30_000);
         let read =
             parse("[daemon]\nmax_connections = 10\nidle_timeout = \"2m\"\nwrite_timeout = 5\n")
                 .unwrap()
@@ -299,6 +308,7 @@ mod tests {
             ("idle_timeout = \"0s\"", "daemon.idle_timeout", "1s..=1h"),
             ("idle_timeout = \"2h\"", "daemon.idle_timeout", "1s..=1h"),
             ("write_timeout = 0", "daemon.write_timeout", "1s..=1h"),
+            ("body_timeout = \"61m\"", "daemon.body_timeout", "1s..=1h"),
             (
                 "write_timeout = true",
                 "daemon.write_timeout",

@@ -54,6 +54,7 @@ const KEYS: &[&str] = &[
     "max_code",
     "write_timeout",
     "idle_timeout",
+    "body_timeout",
     "max_connections",
     "max_queued_executions",
     "max_running_executions",

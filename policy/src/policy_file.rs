@@ -923,7 +923,7 @@ users = [1000, 1001]
             "/etc/airlock/policy.toml:4:1: unknown key `pol_size` in [daemon] (expected one of: \
              socket, socket_mode, pool_size, worker_path, shutdown_grace_ms, \
              max_concurrent_executions, worker_start, state_directory, server_user, max_connections, \
-             idle_timeout, write_timeout); did you mean `pool_size`?"
+             idle_timeout, body_timeout, write_timeout); did you mean `pool_size`?"
         );
         error_at("[limits]\nmemroy = \"1GiB\"\n", 2, 1, "[limits]");
         let message = error_at("deamon = {}\n", 1, 1, "deamon");

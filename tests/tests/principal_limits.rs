@@ -299,3 +299,30 @@ async fn a_client_that_stops_reading_its_answer_is_dropped_after_the_write_timeo
     // The daemon serves on.
     assert_eq!(d.exec("1 + 1").await.result, serde_json::json!(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_refused_and_its_connection_closed() {
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.daemon.body_timeout_ms = 1_000;
+    }))
+    .await;
+    let socket = d.socket.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        // The head promises 100 bytes; 10 come, then nothing.
+        stream
+            .write_all(
+                b"POST /v1/executions HTTP/1.1\r\nHost: airlock\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"code\": ",
+            )
+            .unwrap();
+        let (answer, closed) = read_for(&mut stream, Duration::from_secs(5));
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer:?}");
+        assert!(answer.contains("body_timeout"), "{answer}");
+        assert!(closed, "the connection is still open: {answer}");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "closed only after {took:?}");
+    })
+    .await
+    .unwrap();
+}

@@ -42,7 +42,10 @@ pub(super) async fn execute(
         .unwrap_or(usize::MAX)
         .saturating_mul(2)
         .saturating_add(1024 * 1024);
-    let body = match Limited::new(req.into_body(), body_limit).collect().await {
+    let body = match Limited::new(super::responses::timed_body(req), body_limit)
+        .collect()
+        .await
+    {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             if e.downcast_ref::<http_body_util::LengthLimitError>()

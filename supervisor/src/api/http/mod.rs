@@ -5,8 +5,9 @@
 //! all. A connection no principal admits gets one clear `403`, written before anything of it
 //! is read, and is closed at once; so does a principal's connection past its share
 //! (`connections`: `429`, or `503` past the daemon's), and every connection has deadlines:
-//! for a request's head and between requests (`[daemon] idle_timeout`), and for its reader
-//! to take the answer (`write_timeout`).
+//! for a request's head and between requests (`[daemon] idle_timeout`), for its body
+//! (`body_timeout`, `responses::timed_body`), and for its reader to take the answer
+//! (`write_timeout`).
 //!
 //! - this file: connections and peers;
 //! - `routes`: the routes (health, metrics, reload, the SDK and search, cancel);

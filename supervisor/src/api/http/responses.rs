@@ -59,7 +59,7 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
     what: &str,
     hint: &str,
 ) -> Result<T, Response<ApiBody>> {
-    let body = match http_body_util::Limited::new(req.into_body(), limit)
+    let body = match http_body_util::Limited::new(timed_body(req), limit)
         .collect()
         .await
     {
@@ -85,6 +85,72 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
         }
     };
     serde_json::from_slice(&body).map_err(|e| invalid_json(&e, what, hint))
+}
+
+/// How long a request's body may take to arrive once its head has (`[daemon] body_timeout`),
+/// put in every request's extensions by the routes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BodyTimeout(pub(super) std::time::Duration);
+
+/// The body of `req`, which fails once it has taken longer than the request's
+/// [`BodyTimeout`] to arrive (a request without one gets the policy's default).
+pub(super) fn timed_body(req: hyper::Request<hyper::body::Incoming>) -> TimedBody {
+    let timeout = req.extensions().get::<BodyTimeout>().map_or(
+        std::time::Duration::from_millis(airlock_policy::DaemonSettings::DEFAULT_BODY_TIMEOUT_MS),
+        |t| t.0,
+    );
+    TimedBody {
+        inner: req.into_body(),
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        timeout,
+    }
+}
+
+/// A request body with a deadline ([`timed_body`]): a client that sends a head and then its
+/// body slowly, or not at all, holds its connection only that long.
+pub(super) struct TimedBody {
+    inner: hyper::body::Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    timeout: std::time::Duration,
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BodyError {
+    #[error(
+        "the body did not arrive within {0:?} ([daemon] body_timeout); send the whole body at once"
+    )]
+    TimedOut(std::time::Duration),
+    #[error("{0}")]
+    Read(#[from] hyper::Error),
+}
+
+impl Body for TimedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Pending => {
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Err(BodyError::TimedOut(self.timeout))));
+                }
+                Poll::Pending
+            }
+            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(BodyError::from))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// `400 invalid_json` for a body that is not the JSON of `what`, with the hint of what to send.

@@ -40,6 +40,10 @@ pub(super) async fn route(
         return refused;
     }
     let generation = state.generations.current();
+    let mut req = req;
+    req.extensions_mut().insert(super::responses::BodyTimeout(
+        std::time::Duration::from_millis(generation.policy.daemon.body_timeout_ms),
+    ));
     let Some(principal) = generation.admit(peer.info.uid, peer.info.gid, &peer.groups) else {
         return error_response(
             StatusCode::FORBIDDEN,
