@@ -326,3 +326,35 @@ async fn a_body_that_does_not_arrive_in_time_is_refused_and_its_connection_close
     .await
     .unwrap();
 }
+
+/// The daemon raises its soft descriptor limit to the hard one as it starts, so that
+/// `[daemon] max_connections`, not `EMFILE`, bounds its connections (a shell's soft limit is
+/// often 1,024).
+#[test]
+fn the_daemon_raises_its_descriptor_limit_to_the_hard_one() {
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let policy = airlock_tests::real_daemon::policy(dir.path(), 0, "");
+    let daemon = airlock_tests::real_daemon::RealDaemon::start(dir.path(), &policy, |cmd| {
+        // SAFETY: setrlimit with a struct on this stack, in the child before exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 256,
+                    rlim_max: 4096,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    });
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.pid())).unwrap();
+    let open_files = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let soft: Vec<&str> = open_files.split_whitespace().collect();
+    assert_eq!(soft.get(3), Some(&"4096"), "{open_files}");
+}

@@ -139,6 +139,7 @@ pub async fn run(
         warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon non-dumpable");
     }
     let policy = config.policy;
+    raise_descriptor_limit(policy.daemon.max_connections);
     let daemon_settings = policy.daemon.clone();
     for warning in &policy.warnings {
         warn!("{warning}");
@@ -431,6 +432,43 @@ fn server_host(
         protected.push(PathBuf::from(credentials));
     }
     ServerHost::new(worker, &state, protected)
+}
+
+/// Descriptors the daemon needs besides its connections: the pool's and running workers'
+/// sockets and pidfds, tool servers' pipes, the audit log, the journal, the listener.
+const DESCRIPTORS_BESIDES_CONNECTIONS: u64 = 512;
+
+/// Raises the daemon's soft `RLIMIT_NOFILE` to its hard limit (often 1,024 against 524,288
+/// outside systemd, whose unit sets 65,536), so that `[daemon] max_connections` is what
+/// bounds connections, not `EMFILE`; warns when even the hard limit leaves too little room.
+/// The daemon only uses epoll, so descriptors above 1,024 are fine for it.
+fn raise_descriptor_limit(max_connections: u32) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads the struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit = raised;
+        }
+    }
+    let needed = u64::from(max_connections) + DESCRIPTORS_BESIDES_CONNECTIONS;
+    if limit.rlim_cur < needed {
+        warn!(
+            open_files = limit.rlim_cur,
+            needed,
+            "the descriptor limit (RLIMIT_NOFILE) is below [daemon] max_connections plus what workers and servers need: raise it (LimitNOFILE=) or lower max_connections"
+        );
+    }
 }
 
 fn is_executable(path: &std::path::Path) -> bool {
