@@ -10,9 +10,10 @@
 //!
 //! Slots are not CPU: a principal's running programs share the CPUs with everyone else's. So
 //! that one principal's many busy programs do not crowd out another's few, each slot carries
-//! its rank among its principal's running executions, and the worker of the k-th runs with
-//! the scheduler weight of about 1/k of a first one ([`Slot::nice`]): a principal's CPU
-//! weight grows with the logarithm of what it runs, not in proportion.
+//! its rank among its principal's running executions, and the worker of the k-th (k ≥ 2) runs
+//! with about 1/(k(k−1)) of the scheduler weight of a first one ([`Slot::nice`]): all of a
+//! principal's running workers together weigh no more than about two first ones, however
+//! many it runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -60,12 +61,17 @@ pub struct Slot {
 
 impl Slot {
     /// The niceness for this slot's worker: 0 for a principal's first running execution, and
-    /// for the k-th, the nice level whose scheduler weight is nearest 1/k of nice 0's.
+    /// for the k-th, the nice level whose scheduler weight is nearest 1/(k(k−1)) of nice 0's
+    /// (these sum to 1 over k ≥ 2).
     pub fn nice(&self) -> i32 {
-        let k = u64::try_from(self.rank.max(1)).unwrap_or(u64::MAX);
+        let k = u64::try_from(self.rank).unwrap_or(u64::MAX);
+        if k <= 1 {
+            return 0;
+        }
+        let share = k.saturating_mul(k - 1);
         let mut best = (0, u64::MAX);
         for (nice, weight) in (0..).zip(NICE_WEIGHTS) {
-            let distance = weight.saturating_mul(k).abs_diff(NICE_WEIGHTS[0]);
+            let distance = weight.saturating_mul(share).abs_diff(NICE_WEIGHTS[0]);
             if distance < best.1 {
                 best = (nice, distance);
             }
@@ -342,12 +348,12 @@ mod tests {
     }
 
     #[test]
-    fn a_principals_kth_worker_gets_about_a_kth_of_the_weight() {
+    fn a_principals_workers_together_weigh_about_two_first_ones() {
         let slots = Arc::new(Slots::new(64));
         let held: Vec<_> = (0..20).map(|_| now(slots.enter("a", 100, 0))).collect();
         let nice: Vec<i32> = held.iter().map(super::Slot::nice).collect();
-        assert_eq!(&nice[..8], &[0, 3, 5, 6, 7, 8, 9, 9]);
-        assert_eq!(nice[19], 13);
+        assert_eq!(&nice[..9], &[0, 3, 8, 11, 13, 15, 17, 18, 19]);
+        assert_eq!(nice[19], 19);
         assert_eq!(now(slots.enter("b", 100, 0)).nice(), 0, "another's first");
     }
 
