@@ -251,7 +251,8 @@ hints"#,
 }
 
 /// `GET /metrics` counts every principal's executions and tool calls: only the operator
-/// (root, the daemon's user) reads it; another principal gets `403 not_permitted`.
+/// (root, the daemon's user) reads it; another principal gets `403 not_permitted`, and a
+/// `GET /v1/health` without the daemon-wide counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metrics_are_the_operators_alone() {
     if !another_principal::can_run("the_metrics_are_the_operators_alone") {
@@ -274,9 +275,24 @@ async fn the_metrics_are_the_operators_alone() {
             .contains("only root and the daemon's own user"),
         "{body}"
     );
-    // What it may read, it still reads as itself.
+    // What it may read, it still reads as itself: its health, without the counts and the
+    // policy's warnings, which are every principal's.
     let (status, body) = another_principal::get(&d, "/v1/health").await;
     assert_eq!(status, 200, "{body}");
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    for daemon_wide in [
+        "executions",
+        "pool",
+        "policy_warnings",
+        "policy_files",
+        "last_reload",
+    ] {
+        assert!(health.get(daemon_wide).is_none(), "{daemon_wide}: {health}");
+    }
+    let (_, mine) = get(&d, "/v1/health").await;
+    let mine: Value = serde_json::from_str(&mine).unwrap();
+    assert_eq!(mine["executions"]["total"], 1, "{mine}");
     let (status, metrics) = get(&d, "/metrics").await;
     assert_eq!(status, 200, "{metrics}");
     assert!(

@@ -17,19 +17,28 @@ pub struct Health {
     pub uptime_s: u64,
     /// The main policy file in force (or `<embedded default>`).
     pub policy: String,
-    /// Every file of the policy in force: the main file, then the drop-ins.
-    pub policy_files: Vec<String>,
     /// 1 at start, one more per successful reload.
     pub policy_generation: u64,
     /// When the policy in force was loaded (seconds since the Unix epoch).
     pub policy_loaded_at: u64,
-    pub policy_warnings: Vec<String>,
-    /// The last reload attempt, failed or not; `null` before the first.
-    pub last_reload: Option<ReloadReport>,
     /// The audit trail: `ok`, `degraded` (with the reason, naming the file) or `disabled`.
     pub audit: AuditStatus,
     /// Sessions' replay journal: `ok`, `disabled` or `unavailable` (with the reason).
     pub journal: JournalHealth,
+    /// What only the operator (root, the daemon's user) is shown: every principal's counts,
+    /// the policy's files, warnings (which name principals and tools) and last reload.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonWide>,
+}
+
+/// The parts of `GET /v1/health` that are every principal's, for the operator.
+#[derive(Debug, Serialize)]
+pub struct DaemonWide {
+    /// Every file of the policy in force: the main file, then the drop-ins.
+    pub policy_files: Vec<String>,
+    pub policy_warnings: Vec<String>,
+    /// The last reload attempt, failed or not; `null` before the first.
+    pub last_reload: Option<ReloadReport>,
     pub pool: PoolStatus,
     pub executions: ExecutionCounts,
 }
@@ -41,28 +50,34 @@ pub struct ExecutionCounts {
     pub max_concurrent: usize,
 }
 
-/// `GET /v1/health`.
-pub(super) fn health(state: &HttpState) -> Health {
+/// `GET /v1/health`; with the daemon-wide parts for the `operator` only (another principal
+/// learns nothing there of the others' executions or of the policy's warnings).
+pub(super) fn health(state: &HttpState, operator: bool) -> Health {
     let generation = state.generations.current();
-    let (running, total, max_concurrent) = state.executions.counts();
+    let daemon = operator.then(|| {
+        let (running, total, max_concurrent) = state.executions.counts();
+        DaemonWide {
+            policy_files: generation.policy.files().map(str::to_owned).collect(),
+            policy_warnings: warning_lines(&generation.policy.warnings),
+            last_reload: state.generations.last_reload(),
+            pool: generation.pool.status(),
+            executions: ExecutionCounts {
+                running,
+                total,
+                max_concurrent,
+            },
+        }
+    });
     Health {
         status: "ok",
         version: env!("CARGO_PKG_VERSION"),
         uptime_s: state.started.elapsed().as_secs(),
         policy: generation.policy.origin.clone(),
-        policy_files: generation.policy.files().map(str::to_owned).collect(),
         policy_generation: generation.number,
         policy_loaded_at: generation.loaded_at,
-        policy_warnings: warning_lines(&generation.policy.warnings),
-        last_reload: state.generations.last_reload(),
         audit: state.executions.audit.status(),
         journal: state.executions.journal.health(),
-        pool: generation.pool.status(),
-        executions: ExecutionCounts {
-            running,
-            total,
-            max_concurrent,
-        },
+        daemon,
     }
 }
 

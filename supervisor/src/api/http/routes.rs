@@ -71,7 +71,10 @@ pub(super) async fn route(
         return state.mcp.handle(req).await;
     }
     match (req.method(), path.as_str()) {
-        (&Method::GET, "/v1/health") => json_response(StatusCode::OK, &health::health(&state)),
+        (&Method::GET, "/v1/health") => {
+            let operator = state.generations.may_reload(peer.info.uid);
+            json_response(StatusCode::OK, &health::health(&state, operator))
+        }
         (&Method::GET, "/metrics") => {
             // The counts are every principal's (executions, tools, approvals, drift per
             // tool): the operator's, as the tool servers' states are.
