@@ -334,12 +334,18 @@ impl SqliteStore {
     }
 }
 
-fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
-    let seed: Vec<u8> = r.get(5)?;
+/// Column `index` of `r`, a 32-byte seed (all zeros if the file holds another length).
+fn seed_at(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<[u8; 32]> {
+    let seed: Vec<u8> = r.get(index)?;
     let mut fixed = [0u8; 32];
     if seed.len() == fixed.len() {
         fixed.copy_from_slice(&seed);
     }
+    Ok(fixed)
+}
+
+fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionRow> {
+    let fixed = seed_at(r, 5)?;
     Ok(SessionRow {
         id: r.get(0)?,
         principal: r.get(1)?,

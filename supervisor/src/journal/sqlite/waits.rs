@@ -1,7 +1,7 @@
 //! The journal's waiting executions, their answers, kept responses and approvals: the part of
 //! [`SqliteStore`]'s [`super::JournalStore`] methods about executions that wait.
 
-use super::{SqliteStore, i64_of, u64_of};
+use super::{SqliteStore, i64_of, seed_at, u64_of};
 use crate::journal::store::{AnswerRow, ApprovalRow, Full, Room, StoreError, WaitingRow};
 use crate::journal::usage::{self, log_evicted};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -105,11 +105,7 @@ impl SqliteStore {
                  seed, expires_ms FROM waiting WHERE execution = ?1",
                 [id],
                 |r| {
-                    let seed: Vec<u8> = r.get(7)?;
-                    let mut fixed = [0u8; 32];
-                    if seed.len() == fixed.len() {
-                        fixed.copy_from_slice(&seed);
-                    }
+                    let fixed = seed_at(r, 7)?;
                     Ok(WaitingRow {
                         execution: r.get(0)?,
                         principal: r.get(1)?,
