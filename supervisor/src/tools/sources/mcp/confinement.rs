@@ -160,7 +160,7 @@ impl ServerHost {
 /// default (a root daemon's `server_user` or `nobody`). A daemon that is not root cannot
 /// switch: a `user` other than its own refuses the server.
 fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, String> {
-    let Some(name) = confinement.user.as_ref().or(host.server_user.as_ref()) else {
+    let Some(name) = account(confinement, host) else {
         return Ok(None);
     };
     let user = match name.parse::<u32>() {
@@ -189,6 +189,15 @@ fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>,
         uid: user.uid.as_raw(),
         gid: user.gid.as_raw(),
     }))
+}
+
+/// The account a server is to run as, as the policy names it: its `user`, else the host's
+/// default ([`ServerHost::server_user`]).
+pub(crate) fn account<'a>(
+    confinement: &'a Confinement,
+    host: &'a ServerHost,
+) -> Option<&'a String> {
+    confinement.user.as_ref().or(host.server_user.as_ref())
 }
 
 /// A uid with no entry in the user database: its own number as its group.

@@ -894,17 +894,11 @@ impl McpServer {
                     inherit_env,
                 };
                 let (transport, mut child, status) = self.spawn_stdio(&started, events)?;
-                let mut egress = None;
-                if let Some(status) = status {
-                    match self.confinement_status(status).await {
-                        Ok(listener) => egress = listener.map(|l| self.serve_egress(l)),
-                        Err(e) => {
-                            let _ = child.kill().await;
-                            return Err(e);
-                        }
-                    }
-                }
-                let egress = match egress.transpose() {
+                let confined = match status {
+                    Some(status) => self.confined(status).await,
+                    None => Ok(None),
+                };
+                let egress = match confined {
                     Ok(egress) => egress,
                     Err(e) => {
                         let _ = child.kill().await;
@@ -1132,6 +1126,18 @@ impl McpServer {
         }
     }
 
+    /// A confined server once its launcher is done: its egress proxy running, if it has a
+    /// `network` list.
+    async fn confined(
+        &self,
+        status: std::os::unix::net::UnixStream,
+    ) -> Result<Option<AbortOnDrop>, ToolError> {
+        self.confinement_status(status)
+            .await?
+            .map(|listener| self.serve_egress(listener))
+            .transpose()
+    }
+
     /// The egress proxy of this server (see [`egress`]) on the listener its launcher made.
     fn serve_egress(&self, listener: std::net::TcpListener) -> Result<AbortOnDrop, ToolError> {
         let proxy = egress::Egress {
@@ -1150,12 +1156,7 @@ impl McpServer {
         let name = &self.config.name;
         // A root daemon's server runs as another account, whose rights (not the daemon's)
         // decide what it can enter and run.
-        let account = self
-            .config
-            .confinement
-            .user
-            .as_ref()
-            .or(self.host.server_user.as_ref())
+        let account = confinement::account(&self.config.confinement, &self.host)
             .filter(|_| airlock_policy::account::effective_uid() == 0);
         if let Some(account) = account
             && error.ends_with("(os error 13)")
