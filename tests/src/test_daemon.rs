@@ -188,6 +188,24 @@ impl TestDaemon {
         }
     }
 
+    /// `POST path` with a JSON body: the status and the body as JSON (panics, with the body,
+    /// when the answer is not JSON).
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let (status, text) = self
+            .client()
+            .await
+            .post(path, body.to_string().into())
+            .await
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("POST {path} answered {status} with no JSON ({e}): {text}"));
+        (status.as_u16(), value)
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(&self.socket)
             .await

@@ -79,17 +79,9 @@ async fn daemon_with(ledger: Option<&Arc<Ledger>>) -> TestDaemon {
     TestDaemon::start_with(options).await
 }
 
-/// `POST path` with a JSON body: the status and the body as JSON (panics on any other body).
+/// `POST path` with a JSON body: the status and the body as JSON.
 async fn post(d: &TestDaemon, path: &str, body: &Value) -> (u16, Value) {
-    let (status, text) = d
-        .client()
-        .await
-        .post(path, body.to_string().into())
-        .await
-        .unwrap();
-    let value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("POST {path} answered {status} with no JSON ({e}): {text}"));
-    (status.as_u16(), value)
+    d.post_json(path, body).await
 }
 
 /// `POST /v1/executions` with `client_tools` (and whatever else `extra` holds); the answer must

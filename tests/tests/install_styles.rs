@@ -14,7 +14,7 @@ use airlock_policy::{
 };
 use airlock_supervisor::agent_api::Status;
 use airlock_supervisor::secrets::store::SecretStore;
-use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_supervisor::tools::sources::mcp::{McpServer, ServerHost};
 use airlock_tests::{DaemonOptions, TestDaemon, mcp_peers};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -412,12 +412,7 @@ async fn uvx_starts_confined() {
 /// The scratch directory (`HOME`) of server `name` as the test daemon makes it, emptied: its
 /// package manager's cache from an earlier run gone, so the next start downloads.
 fn fresh_scratch(name: &str) {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    let dir = std::env::temp_dir()
-        .join(format!("airlock-{uid}"))
-        .join("servers")
-        .join(name);
+    let dir = ServerHost::discover().scratch_root.join(name);
     match std::fs::remove_dir_all(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", dir.display()),
         _ => {}

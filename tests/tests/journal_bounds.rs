@@ -18,15 +18,7 @@ const GITHUB_TOKEN: &str = concat!("ghp_", "hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES
 
 /// `POST path` with a JSON body: the status and the body as JSON.
 async fn post(d: &TestDaemon, path: &str, body: &Value) -> (u16, Value) {
-    let (status, text) = d
-        .client()
-        .await
-        .post(path, body.to_string().into())
-        .await
-        .unwrap();
-    let value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("POST {path} answered {status} with no JSON ({e}): {text}"));
-    (status.as_u16(), value)
+    d.post_json(path, body).await
 }
 
 /// Asserts a refusal of a bound: 429, `journal_full`, naming `key`, with what to do next.
