@@ -131,6 +131,9 @@ wire_code! {
         /// What the request would keep passes a bound of the journal (`[journal]`
         /// `max_sessions`, `max_session_size`, `max_principal_size`, `max_size`).
         JournalFull => "journal_full",
+        /// The program's code holds what the secret scanner takes for a secret, and the
+        /// execution would keep its code in the journal (it runs in a session).
+        SecretInCode => "secret_in_code",
     }
 }
 

@@ -201,15 +201,49 @@ async fn a_principal_filling_the_journal_never_evicts_another_principals_session
     assert!(ok, "the other principal's session is gone: {text}");
 }
 
-/// 7. An ended execution's code is kept only as its hash, and a client's answer only as
-/// scanned: a token pasted into either is not in the journal's files.
+/// 7. Code that would be kept in the journal (it runs in a session, or may wait) is scanned
+/// first and refused when it holds a secret; a client's answer is kept only as scanned: a
+/// token pasted into either is not in the journal's files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn code_and_answers_leave_no_secret_in_the_journal() {
     let d = TestDaemon::start().await;
     let state = d.state_directory();
     let code = format!("const key = \"{GITHUB_TOKEN}\"; key.length");
-    let r = d.exec_in(&code, "new", None).await.unwrap();
+    // Outside a session nothing keeps the code: it runs.
+    let r = d.exec(&code).await;
     assert!(r.error.is_none(), "{r:?}");
+    // In a session, and in an execution that waits for its client (kept while it waits, which
+    // is where the token sat in the journal before), it is refused, naming the rule and line.
+    let (status, r) = post(
+        &d,
+        "/v1/executions",
+        &json!({ "code": code, "session": "new" }),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert_eq!(r["error"]["code"], json!("secret_in_code"), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("line 1") && message.contains("github"),
+        "{r}"
+    );
+    assert!(!message.contains(GITHUB_TOKEN), "{r}");
+    assert!(r["error"]["hint"].as_str().is_some(), "{r}");
+    let waits = format!("{CHUNKS}\n// {GITHUB_TOKEN}");
+    let (status, r) = post(
+        &d,
+        "/v1/executions",
+        &json!({ "code": waits, "client_tools": chunk_tool() }),
+    )
+    .await;
+    assert_eq!(status, 422, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("line "),
+        "{r}"
+    );
     assert!(
         !files_hold(&state, GITHUB_TOKEN),
         "the code's token is kept"

@@ -526,7 +526,8 @@ export type ApiErrorCode =
   | "host_not_allowed"
   | "origin_not_allowed"
   | "unsupported_media_type"
-  | "journal_full";
+  | "journal_full"
+  | "secret_in_code";
 
 /** Every non-2xx answer's body. */
 export interface ErrorBody {

@@ -118,6 +118,10 @@ pub enum SubmitError {
     Internal(String),
     #[error("{what} need the journal, and {why}")]
     NeedsJournal { what: &'static str, why: String },
+    #[error(
+        "line {line} of the program holds what looks like a secret (rule `{rule}`), and an execution in a session keeps its code in the journal"
+    )]
+    SecretInCode { rule: String, line: usize },
 }
 
 impl SubmitError {
@@ -169,7 +173,26 @@ impl SubmitError {
             SubmitError::NeedsJournal { .. } => {
                 "wait for the response instead (leave \"wait\" out), or ask the operator to enable [journal]".into()
             }
+            SubmitError::SecretInCode { .. } => {
+                "take the secret out of the program: credentials belong in the daemon's policy, which gives them to the tools that need them; a run outside a session (no \"session\", no waiting client tools, no \"wait\": false) keeps no code".into()
+            }
         }
+    }
+}
+
+/// Refuses code that holds what the generation's scanner takes for a secret (a known
+/// secret's value in any of its forms, or a shape rule's match), naming the first one's rule
+/// and line, never its text.
+fn refuse_secrets_in_code(generation: &PolicyGeneration, code: &str) -> Result<(), SubmitError> {
+    let (_, findings) = generation.scanner.scan_text(code);
+    match findings.first() {
+        None => Ok(()),
+        Some(finding) => Err(SubmitError::SecretInCode {
+            rule: finding.rule.clone(),
+            line: 1 + code
+                .get(..finding.location.start)
+                .map_or(0, |before| before.matches('\n').count()),
+        }),
     }
 }
 
@@ -344,6 +367,11 @@ impl ExecutionService {
             (None, true) => Some(NEW_SESSION),
             (None, false) => None,
         };
+        // What is kept is scanned first: the journal holds a session's code while it may run
+        // again (waiting, interrupted), and a secret pasted into it must not sit on disk.
+        if wanted.is_some() {
+            refuse_secrets_in_code(&generation, &request.code)?;
+        }
         let session = match wanted {
             None => None,
             Some(wanted) => Some(self.open_session(wanted, &principal.name, replay)?),

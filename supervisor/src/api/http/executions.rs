@@ -317,6 +317,9 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
             StatusCode::SERVICE_UNAVAILABLE,
             ApiErrorCode::JournalUnavailable,
         ),
+        SubmitError::SecretInCode { .. } => {
+            (StatusCode::UNPROCESSABLE_ENTITY, ApiErrorCode::SecretInCode)
+        }
     };
     let mut resp = error_response(status, code, e.to_string(), Some(e.hint()));
     let retry_after_s = match e {
