@@ -322,6 +322,21 @@ async fn a_body_that_does_not_arrive_in_time_is_refused_and_its_connection_close
         assert!(closed, "the connection is still open: {answer}");
         let took = started.elapsed();
         assert!(took < Duration::from_secs(3), "closed only after {took:?}");
+
+        // The MCP door's body is read by rmcp, under the same deadline.
+        let started = Instant::now();
+        let mut stream = UnixStream::connect(&socket).unwrap();
+        stream
+            .write_all(
+                b"POST /mcp HTTP/1.1\r\nHost: airlock\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\": ",
+            )
+            .unwrap();
+        let (answer, closed) = read_for(&mut stream, Duration::from_secs(5));
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer:?}");
+        assert!(answer.contains("body_timeout"), "{answer}");
+        assert!(closed, "the MCP connection is still open: {answer}");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(3), "closed only after {took:?}");
     })
     .await
     .unwrap();

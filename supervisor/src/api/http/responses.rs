@@ -59,10 +59,20 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
     what: &str,
     hint: &str,
 ) -> Result<T, Response<ApiBody>> {
-    let body = match http_body_util::Limited::new(timed_body(req), limit)
-        .collect()
-        .await
-    {
+    let body = whole_body(timed_body(req), limit, what, hint).await?;
+    serde_json::from_slice(&body).map_err(|e| invalid_json(&e, what, hint))
+}
+
+/// Reads all of `body`, at most `limit` bytes (`what` it is, for the message), or the error
+/// answer: `413 request_too_large` past the limit, `400 bad_request` for a body that failed
+/// (or did not arrive within `body_timeout`).
+pub(super) async fn whole_body(
+    body: TimedBody,
+    limit: usize,
+    what: &str,
+    hint: &str,
+) -> Result<Bytes, Response<ApiBody>> {
+    let body = match http_body_util::Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()
@@ -84,7 +94,7 @@ pub(super) async fn json_body<T: serde::de::DeserializeOwned>(
             ));
         }
     };
-    serde_json::from_slice(&body).map_err(|e| invalid_json(&e, what, hint))
+    Ok(body)
 }
 
 /// How long a request's body may take to arrive once its head has (`[daemon] body_timeout`),
@@ -99,11 +109,7 @@ pub(super) fn timed_body(req: hyper::Request<hyper::body::Incoming>) -> TimedBod
         std::time::Duration::from_millis(airlock_policy::DaemonSettings::DEFAULT_BODY_TIMEOUT_MS),
         |t| t.0,
     );
-    TimedBody {
-        inner: req.into_body(),
-        deadline: Box::pin(tokio::time::sleep(timeout)),
-        timeout,
-    }
+    TimedBody::new(req.into_body(), timeout)
 }
 
 /// A request body with a deadline ([`timed_body`]): a client that sends a head and then its
@@ -123,6 +129,17 @@ pub(super) enum BodyError {
     TimedOut(std::time::Duration),
     #[error("{0}")]
     Read(#[from] hyper::Error),
+}
+
+impl TimedBody {
+    /// `body`, failing once it has taken longer than `timeout` to arrive.
+    pub(super) fn new(body: hyper::body::Incoming, timeout: std::time::Duration) -> TimedBody {
+        TimedBody {
+            inner: body,
+            deadline: Box::pin(tokio::time::sleep(timeout)),
+            timeout,
+        }
+    }
 }
 
 impl Body for TimedBody {

@@ -61,7 +61,22 @@ pub(super) async fn route(
     if path == "/mcp" {
         // The MCP door finds the daemon and its caller, admitted above, in the request's
         // extensions.
-        let mut req = req;
+        // Its body is read here, under `body_timeout` and the door's size bound as every
+        // other route's is, and handed to rmcp whole.
+        let (parts, body) = req.into_parts();
+        let timeout = std::time::Duration::from_millis(generation.policy.daemon.body_timeout_ms);
+        let body = match super::responses::whole_body(
+            super::responses::TimedBody::new(body, timeout),
+            crate::api::mcp::MAX_REQUEST_BODY_BYTES,
+            "an MCP request",
+            "send one JSON-RPC message per POST, whole",
+        )
+        .await
+        {
+            Ok(body) => http_body_util::Full::new(body),
+            Err(refused) => return refused,
+        };
+        let mut req = Request::from_parts(parts, body);
         req.extensions_mut().insert(crate::api::mcp::Admitted {
             state: state.clone(),
             peer,

@@ -22,4 +22,4 @@ mod server;
 mod tools;
 
 pub use instructions::instructions;
-pub use server::{Admitted, McpDoor, service};
+pub use server::{Admitted, MAX_REQUEST_BODY_BYTES, McpDoor, service};

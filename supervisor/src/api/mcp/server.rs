@@ -28,14 +28,18 @@ use tokio::sync::mpsc;
 /// The Streamable HTTP service at `/mcp`. Stateless: each POST is answered on its own (with
 /// JSON, or with an event stream when progress notifications precede the answer), so the
 /// daemon keeps nothing per client and a restart loses nothing.
+/// The largest body `/mcp` takes, as `POST /v1/executions/<id>/results` does: one client
+/// result may fill a frame to the worker (16 MiB). Programs are held to the principal's
+/// `max_code` by the service.
+pub const MAX_REQUEST_BODY_BYTES: usize = 32 * 1024 * 1024;
+
 pub fn service() -> StreamableHttpService<McpDoor, NeverSessionManager> {
     let mut config = StreamableHttpServerConfig::default();
     config.legacy_session_mode = false;
     config.json_response = true;
     config.sse_keep_alive = None;
-    // As `POST /v1/executions/<id>/results` takes: one client result may fill a frame to the
-    // worker (16 MiB). Programs are held to the principal's max_code by the service.
-    config.max_request_body_bytes = 32 * 1024 * 1024;
+    // The route reads the body first, to this bound; rmcp's own is the same.
+    config.max_request_body_bytes = MAX_REQUEST_BODY_BYTES;
     // `Host` and `Origin` were checked by the route before the request got here, as for every
     // route of the socket (`api::http::local_only`): rmcp's own check is switched off, so
     // there is one rule and one answer for a foreign name.
