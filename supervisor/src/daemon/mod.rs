@@ -257,6 +257,7 @@ pub async fn run(
         mcp: crate::api::mcp::service(),
         paths,
         connections: Arc::default(),
+        kept_events: Default::default(),
     });
     crate::daemon::systemd::notify_ready();
     let watchdog = crate::daemon::systemd::spawn_watchdog();

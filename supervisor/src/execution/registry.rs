@@ -95,11 +95,14 @@ impl EventLog {
         self.last.send_replace((seq, done));
     }
 
-    /// The events numbered after `after`, and whether the log is complete.
-    pub fn after(&self, after: u64) -> (Vec<(u64, ExecutionEvent)>, bool) {
+    /// The first `max` events numbered after `after`, and whether the log is complete. A
+    /// reader takes a few at a time, so that many slow readers do not each hold a copy of the
+    /// whole log.
+    pub fn after(&self, after: u64, max: usize) -> (Vec<(u64, ExecutionEvent)>, bool) {
         let inner = self.lock();
         let start = inner.events.partition_point(|(seq, _)| *seq <= after);
-        (inner.events[start..].to_vec(), self.ended())
+        let end = start.saturating_add(max).min(inner.events.len());
+        (inner.events[start..end].to_vec(), self.ended())
     }
 
     /// Whether the final result is logged: the execution has ended, though it may not have
@@ -405,7 +408,7 @@ mod log_tests {
         });
         log.push(console("a"));
         log.push(console("b"));
-        let (events, done) = log.after(1);
+        let (events, done) = log.after(1, usize::MAX);
         assert_eq!(events.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [2, 3]);
         assert!(!done);
         let snapshot = log.snapshot("e");
@@ -414,9 +417,9 @@ mod log_tests {
         for _ in 0..MAX_LOGGED_EVENTS {
             log.push(console("x"));
         }
-        assert_eq!(log.after(0).0.len(), MAX_LOGGED_EVENTS);
+        assert_eq!(log.after(0, usize::MAX).0.len(), MAX_LOGGED_EVENTS);
         log.push(ExecutionEvent::Result(Box::new(snapshot)));
-        let (events, done) = log.after(0);
+        let (events, done) = log.after(0, usize::MAX);
         assert_eq!(events.len(), MAX_LOGGED_EVENTS + 1);
         assert!(done);
         assert!(

@@ -15,6 +15,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Response, StatusCode};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use tokio::sync::mpsc;
 
 /// `GET /v1/executions/<id>`.
@@ -53,7 +55,8 @@ pub(super) fn events(
                 let mut seen = after;
                 let mut changed = log.subscribe();
                 loop {
-                    let (events, done) = log.after(seen);
+                    let (events, done) = log.after(seen, EVENTS_PER_READ);
+                    let more = events.len() == EVENTS_PER_READ;
                     for (seq, event) in &events {
                         seen = *seq;
                         if tx
@@ -68,6 +71,9 @@ pub(super) fn events(
                             return;
                         }
                     }
+                    if more {
+                        continue;
+                    }
                     // Complete, and the reader asked for what comes after its end; or the
                     // reader wants only what is there now.
                     if done || !follow {
@@ -80,37 +86,21 @@ pub(super) fn events(
             });
         }
         Ok(Tracked::Kept { response, events }) => {
-            let mut lines = String::new();
-            let mut last = 0;
-            let mut has_result = false;
-            for line in events.lines() {
-                let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
-                    continue;
-                };
-                let seq = value
-                    .get("seq")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                last = last.max(seq);
-                has_result |= value.get("event").and_then(|e| e.as_str()) == Some("result");
-                if seq > after {
-                    lines.push_str(line);
-                    lines.push('\n');
+            // One copy of the body for all its readers at once, however slowly each reads.
+            let body = state
+                .kept_events
+                .body(&principal.name, id, || KeptBody::of(&response, &events));
+            drop((response, events));
+            tokio::spawn(async move {
+                let mut from = body.start_after(after);
+                while from < body.bytes.len() {
+                    let to = body.bytes.len().min(from + CHUNK_BYTES);
+                    if tx.send(body.bytes.slice(from..to)).await.is_err() {
+                        return;
+                    }
+                    from = to;
                 }
-            }
-            // A response kept without its events (a waiting one's) is its only event.
-            if !has_result
-                && let Ok(response) = serde_json::from_str::<ExecutionResponse>(&response)
-            {
-                let seq = last + 1;
-                if seq > after {
-                    lines.push_str(&numbered_line(
-                        seq,
-                        &ExecutionEvent::Result(Box::new(response)),
-                    ));
-                }
-            }
-            let _ = tx.try_send(Bytes::from(lines));
+            });
         }
         Ok(Tracked::Attached) => {
             return error_response(
@@ -140,6 +130,95 @@ pub(super) fn events(
         HeaderValue::from_static("application/x-ndjson"),
     );
     resp
+}
+
+/// Most events of a running execution's log a reader copies at once.
+const EVENTS_PER_READ: usize = 32;
+/// The pieces a kept log's body is sent in.
+const CHUNK_BYTES: usize = 64 * 1024;
+
+/// The bodies of kept event logs being sent, by principal and execution: however many
+/// readers follow one kept execution at once, its body is in memory once (a reader holds
+/// it while it sends; the last one to finish frees it).
+#[derive(Debug, Default)]
+pub(crate) struct KeptEventBodies {
+    sending: Mutex<HashMap<(String, String), Weak<KeptBody>>>,
+}
+
+impl KeptEventBodies {
+    /// The body being sent of `principal`'s execution `id`, or the one `build` makes.
+    fn body(&self, principal: &str, id: &str, build: impl FnOnce() -> KeptBody) -> Arc<KeptBody> {
+        let key = (principal.to_owned(), id.to_owned());
+        if let Some(body) = self.lock().get(&key).and_then(Weak::upgrade) {
+            return body;
+        }
+        // Built outside the lock: another execution's readers need not wait for it.
+        let built = Arc::new(build());
+        let mut sending = self.lock();
+        if let Some(body) = sending.get(&key).and_then(Weak::upgrade) {
+            return body;
+        }
+        sending.retain(|_, body| body.strong_count() > 0);
+        sending.insert(key, Arc::downgrade(&built));
+        built
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Weak<KeptBody>>> {
+        self.sending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A kept execution's events as NDJSON, each line with its number, ending with its result.
+#[derive(Debug)]
+struct KeptBody {
+    bytes: Bytes,
+    /// Each line's number and where it starts in `bytes`, in order.
+    lines: Vec<(u64, usize)>,
+}
+
+impl KeptBody {
+    /// From the journal's `response` and `events` (NDJSON lines with their numbers).
+    fn of(response: &str, events: &str) -> KeptBody {
+        let mut text = String::new();
+        let mut lines = Vec::new();
+        let mut last = 0;
+        let mut has_result = false;
+        for line in events.lines() {
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let seq = value
+                .get("seq")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            last = last.max(seq);
+            has_result |= value.get("event").and_then(|e| e.as_str()) == Some("result");
+            lines.push((seq, text.len()));
+            text.push_str(line);
+            text.push('\n');
+        }
+        // A response kept without its events (a waiting one's) is its only event.
+        if !has_result && let Ok(response) = serde_json::from_str::<ExecutionResponse>(response) {
+            let seq = last + 1;
+            lines.push((seq, text.len()));
+            text.push_str(&numbered_line(
+                seq,
+                &ExecutionEvent::Result(Box::new(response)),
+            ));
+        }
+        KeptBody {
+            bytes: Bytes::from(text),
+            lines,
+        }
+    }
+
+    /// Where the first line numbered after `after` starts (the end if there is none).
+    fn start_after(&self, after: u64) -> usize {
+        self.lines
+            .iter()
+            .find(|(seq, _)| *seq > after)
+            .map_or(self.bytes.len(), |(_, start)| *start)
+    }
 }
 
 fn not_found(id: &str, e: &crate::journal::SessionError) -> Response<ApiBody> {

@@ -73,6 +73,8 @@ pub struct HttpState {
     pub paths: policy::DaemonPaths,
     /// The open connections, by principal.
     pub connections: Arc<connections::ConnectionCounts>,
+    /// Kept event logs being read (`GET /v1/executions/<id>/events`), one copy each.
+    pub(crate) kept_events: handles::KeptEventBodies,
 }
 
 impl std::fmt::Debug for HttpState {
