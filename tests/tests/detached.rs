@@ -849,3 +849,42 @@ async fn slow_readers_of_a_kept_result_share_one_copy() {
     let lines = ndjson(&text);
     assert_eq!(lines.last().unwrap()["event"], json!("result"));
 }
+
+/// Detached submissions made at once cannot all pass `limits.max_waiting_executions`: each
+/// takes its place before anything else of it is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detached_submissions_made_at_once_keep_to_the_bound() {
+    const MAX: usize = 3;
+    let gate = Gate::new();
+    let d = TestDaemon::start_with(
+        DaemonOptions::default()
+            .source(gate.clone())
+            .policy(|p| p.limits.max_waiting_executions = MAX as u32),
+    )
+    .await;
+    let mut submissions = tokio::task::JoinSet::new();
+    let d = Arc::new(d);
+    // Programs of 2 MB: writing one to its worker takes long enough for the others to come.
+    let code = Arc::new(format!(
+        "await tools.gate.wait({{}})\n// {}",
+        "x".repeat(2_000_000)
+    ));
+    for _ in 0..16 {
+        let (d, code) = (d.clone(), code.clone());
+        submissions.spawn(async move { post(&d, detached(&code)).await });
+    }
+    let statuses = submissions.join_all().await;
+    let accepted = statuses.iter().filter(|(s, _)| *s == 202).count();
+    let refused = statuses
+        .iter()
+        .filter(|(s, v)| *s == 429 && v["error"]["code"] == json!("too_many_waiting"))
+        .count();
+    assert_eq!(
+        (accepted, refused),
+        (MAX, 16 - MAX),
+        "{:?}",
+        statuses.iter().map(|(s, _)| s).collect::<Vec<_>>()
+    );
+    gate.entered(MAX as u64).await;
+    gate.release(MAX);
+}

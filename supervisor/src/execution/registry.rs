@@ -14,6 +14,41 @@ use tokio::sync::{oneshot, watch};
 #[derive(Debug, Default)]
 pub struct LiveExecutions {
     running: Arc<Mutex<HashMap<String, Entry>>>,
+    /// Places taken by detached submissions that are not in `running` yet, by principal
+    /// ([`LiveExecutions::reserve_detached`]). Locked after `running`, never before.
+    reserved: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// A place among a principal's `limits.max_waiting_executions`, taken for a detached
+/// submission before anything else of it is done and held until it is in the table
+/// ([`LiveExecutions::enter`]), so that submissions made at once cannot all pass the count.
+/// Dropped unused (the submission failed), it is given back.
+#[derive(Debug)]
+pub struct DetachedPlace {
+    reserved: Arc<Mutex<HashMap<String, usize>>>,
+    principal: String,
+    held: bool,
+}
+
+impl DetachedPlace {
+    /// Gives the place back (the execution now counts in the table, or never will).
+    fn release(&mut self) {
+        if std::mem::take(&mut self.held) {
+            let mut reserved = lock(&self.reserved);
+            if let Some(n) = reserved.get_mut(&self.principal) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    reserved.remove(&self.principal);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for DetachedPlace {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 #[derive(Debug)]
@@ -254,7 +289,7 @@ impl Drop for LiveEntry {
     }
 }
 
-fn lock(map: &Mutex<HashMap<String, Entry>>) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+fn lock<T>(map: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // The map stays whole whatever panicked while holding it.
     map.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -267,9 +302,11 @@ impl LiveExecutions {
         id: &str,
         principal: &str,
         log: Option<Arc<EventLog>>,
+        place: Option<DetachedPlace>,
     ) -> (LiveEntry, watch::Receiver<bool>) {
         let (cancel, cancelled) = watch::channel(false);
-        lock(&self.running).insert(
+        let mut running = lock(&self.running);
+        running.insert(
             id.to_owned(),
             Entry {
                 principal: principal.to_owned(),
@@ -277,6 +314,12 @@ impl LiveExecutions {
                 log,
             },
         );
+        // Under the table's lock: the execution is counted there from now, and its place no
+        // longer, with no moment where it counts twice or not at all.
+        if let Some(mut place) = place {
+            place.release();
+        }
+        drop(running);
         (
             LiveEntry {
                 id: id.to_owned(),
@@ -311,12 +354,31 @@ impl LiveExecutions {
             .map(|e| e.log.clone())
     }
 
-    /// How many of `principal`'s detached executions run (or wait for a slot) now.
-    pub fn detached(&self, principal: &str) -> usize {
-        lock(&self.running)
+    /// A place for one more detached execution of `principal`, if its detached executions
+    /// (running, waiting for a slot, or submitted and not yet in the table) and the `waiting`
+    /// ones the journal keeps are fewer than `max`.
+    pub fn reserve_detached(
+        &self,
+        principal: &str,
+        waiting: u64,
+        max: u32,
+    ) -> Option<DetachedPlace> {
+        let running = lock(&self.running);
+        let mut reserved = lock(&self.reserved);
+        let detached = running
             .values()
             .filter(|e| e.principal == principal && e.log.is_some())
             .count()
+            + reserved.get(principal).copied().unwrap_or(0);
+        if waiting.saturating_add(detached as u64) >= u64::from(max) {
+            return None;
+        }
+        *reserved.entry(principal.to_owned()).or_default() += 1;
+        Some(DetachedPlace {
+            reserved: self.reserved.clone(),
+            principal: principal.to_owned(),
+            held: true,
+        })
     }
 
     /// How many run now.
@@ -336,7 +398,7 @@ mod tests {
     #[test]
     fn only_the_starting_principal_cancels_and_entries_leave_when_dropped() {
         let live = LiveExecutions::default();
-        let (entry, cancelled) = live.enter("ex_1", "alice", None);
+        let (entry, cancelled) = live.enter("ex_1", "alice", None, None);
         assert_eq!(live.len(), 1);
         assert_eq!(
             live.cancel("ex_1", "bob"),
@@ -361,7 +423,7 @@ mod tests {
             pid: None,
         };
         let log = Arc::new(EventLog::new("alice", peer, None));
-        let (_entry, cancelled) = live.enter("ex_1", "alice", Some(log.clone()));
+        let (_entry, cancelled) = live.enter("ex_1", "alice", Some(log.clone()), None);
         log.push(ExecutionEvent::Started {
             id: "ex_1".into(),
             session: None,

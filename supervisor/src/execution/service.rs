@@ -337,9 +337,11 @@ impl ExecutionService {
                 why: e.to_string(),
             });
         }
-        if stateful_client || detached {
-            self.check_waiting_room(&principal)?;
-        }
+        let place = if stateful_client || detached {
+            self.waiting_room(&principal, detached)?
+        } else {
+            None
+        };
         // A principal whose calls may need an approver's yes: any of its executions may wait
         // for one, so each runs in a session and keeps its wait (without the journal, such a
         // call is denied).
@@ -413,6 +415,7 @@ impl ExecutionService {
             }),
             client: client.map(|c| (Arc::new(c), keeps_waiting)),
             detached,
+            place,
             provisional_session,
         };
         self.launch(launch).await
@@ -436,6 +439,7 @@ impl ExecutionService {
             determinism: given,
             client,
             detached,
+            place,
             provisional_session,
         } = launch;
         // Its place before anything is kept of it: a slot now, or in its principal's queue.
@@ -571,7 +575,9 @@ impl ExecutionService {
             Some((client, gone)) => (Some(client), Some(gone)),
             None => (None, None),
         };
-        let (live, cancel) = self.live.enter(&id, &job.principal.name, log.clone());
+        let (live, cancel) = self
+            .live
+            .enter(&id, &job.principal.name, log.clone(), place);
         // The log's writer holds the execution's place in the registry until the final
         // response is kept in the journal, so a reader never finds it in neither.
         let live = match (log, gone) {
@@ -1022,6 +1028,9 @@ pub(super) struct Launch {
     pub(super) client: Option<(Arc<WaitScope>, bool)>,
     /// Answered at once and run without a client (`"wait": false`).
     pub(super) detached: bool,
+    /// The place a detached submission took among its principal's
+    /// `limits.max_waiting_executions`, held until it is in the live table.
+    pub(super) place: Option<super::registry::DetachedPlace>,
     /// Its session was opened only in case a call needs an approver (the request named none,
     /// and nothing else of it waits): if no call did, the session goes when it ends.
     pub(super) provisional_session: bool,

@@ -8,6 +8,7 @@
 //! This is part of the execution service: it decides nothing about tools (the call pipeline
 //! holds the calls, [`crate::tools::call`]) and speaks no HTTP.
 
+use super::registry::DetachedPlace;
 use super::service::{ExecutionService, Launch, Started, SubmitError, limits};
 use crate::agent_api::{
     ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
@@ -26,22 +27,31 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 impl ExecutionService {
-    /// Whether `principal` may have one more execution waiting (the journal keeps them).
-    pub(super) fn check_waiting_room(&self, principal: &Principal) -> Result<(), SubmitError> {
+    /// Whether `principal` may have one more execution waiting or detached (the journal
+    /// keeps the waiting ones; the live table the detached ones). A detached submission takes
+    /// its place now ([`DetachedPlace`]): submissions made at once cannot all pass the count.
+    pub(super) fn waiting_room(
+        &self,
+        principal: &Principal,
+        detached: bool,
+    ) -> Result<Option<DetachedPlace>, SubmitError> {
         let journal = self.journal.journal()?;
         let max = principal.limits.max_waiting_executions;
         let waiting = journal
             .store()
             .count_waiting(&principal.name)
             .map_err(|e| SessionError::Unavailable(e.to_string()))?;
-        let detached = self.live.detached(&principal.name) as u64;
-        if waiting + detached >= u64::from(max) {
-            return Err(SubmitError::TooManyWaiting {
-                principal: principal.name.clone(),
-                max,
-            });
-        }
-        Ok(())
+        let full = || SubmitError::TooManyWaiting {
+            principal: principal.name.clone(),
+            max,
+        };
+        // Without a place of its own even a waiting one must find one free: the journal
+        // counts it again when it saves the wait.
+        let place = self
+            .live
+            .reserve_detached(&principal.name, waiting, max)
+            .ok_or_else(full)?;
+        Ok(detached.then_some(place))
     }
 
     /// After a run of an execution that keeps its waits: what it needs to go on is kept when
@@ -264,6 +274,8 @@ impl ExecutionService {
                 true,
             )),
             detached,
+            // A waiting execution run again already has its place (its wait).
+            place: None,
             provisional_session: false,
         };
         self.launch(launch).await
