@@ -160,6 +160,15 @@ impl ServerHost {
 /// default (a root daemon's `server_user` or `nobody`). A daemon that is not root cannot
 /// switch: a `user` other than its own refuses the server.
 fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, String> {
+    run_as_from(confinement, host, airlock_policy::account::effective_uid())
+}
+
+/// [`run_as`] for a daemon running as uid `daemon`.
+fn run_as_from(
+    confinement: &Confinement,
+    host: &ServerHost,
+    daemon: u32,
+) -> Result<Option<RunAs>, String> {
     let Some(name) = account(confinement, host) else {
         return Ok(None);
     };
@@ -174,7 +183,6 @@ fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>,
         nix::errno::Errno::ENOENT => format!("its user \"{name}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"),
         e => format!("looking up its user \"{name}\": {e}"),
     })?;
-    let daemon = airlock_policy::account::effective_uid();
     if user.uid.as_raw() == daemon {
         return Ok(None);
     }
@@ -785,6 +793,38 @@ mod tests {
             !granted.contains(&PathBuf::from("/etc/shadow")),
             "{granted:?}"
         );
+    }
+
+    #[test]
+    fn a_daemon_that_is_not_root_refuses_a_server_of_another_user() {
+        let root = tempfile::tempdir().unwrap();
+        let host = host(root.path());
+        let confinement = Confinement {
+            user: Some("root".into()),
+            ..Confinement::default()
+        };
+        // A daemon running as uid 65534 cannot switch to root: the server is refused, naming
+        // the account and both ways out.
+        let refused = run_as_from(&confinement, &host, 65534).unwrap_err();
+        assert!(refused.contains("\"root\" (uid 0)"), "{refused}");
+        assert!(refused.contains("runs as uid 65534"), "{refused}");
+        assert!(refused.contains("remove its `user`"), "{refused}");
+        // Its own account needs no switch; root switches to any.
+        assert!(run_as_from(&confinement, &host, 0).unwrap().is_none());
+        let nobody = Confinement {
+            user: Some("65534".into()),
+            ..Confinement::default()
+        };
+        assert!(run_as_from(&nobody, &host, 65534).unwrap().is_none());
+        let switched = run_as_from(&nobody, &host, 0).unwrap().unwrap();
+        assert_eq!(switched.uid, 65534);
+        // An account that does not exist says so.
+        let missing = Confinement {
+            user: Some("no-such-account-here".into()),
+            ..Confinement::default()
+        };
+        let refused = run_as_from(&missing, &host, 0).unwrap_err();
+        assert!(refused.contains("does not exist on this host"), "{refused}");
     }
 
     #[test]
