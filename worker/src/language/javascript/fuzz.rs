@@ -13,8 +13,8 @@
 //! [`target`] is the one input's checks: `cargo test` replays the seeds through it
 //! (`fuzz_seeds_typescript`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`)
 //! calls it for every input, both on an 8 MiB stack. The worker is a binary, so the libFuzzer
-//! build compiles this file, `typescript.rs` and `tool_references.rs` into its `typescript`
-//! target, in the same module tree (they need only oxc and `airlock-proto`).
+//! build compiles this file, the `typescript/` folder and `tool_references.rs` into its
+//! `typescript` target, in the same module tree (they need only oxc and `airlock-proto`).
 
 use super::typescript::{
     normalised, prepare_program, prepare_program_generated, prepare_program_transforming,
