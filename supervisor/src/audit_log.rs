@@ -55,17 +55,8 @@ pub enum AuditLogError {
         "no directory for the audit log: none of STATE_DIRECTORY, XDG_STATE_HOME or HOME is set (as an absolute path); set [audit] directory in the policy"
     )]
     NoDirectory,
-    #[error("audit log directory {path}: {source}")]
-    Directory {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("audit log directory {0} is not a directory")]
-    NotADirectory(PathBuf),
-    #[error(
-        "audit log directory {path} is writable by group or others (mode {mode:04o}), so they could rewrite the log; run `chmod go-w {path}` or set [audit] directory to a private directory"
-    )]
-    DirectoryWritableByOthers { path: PathBuf, mode: u32 },
+    #[error(transparent)]
+    Directory(#[from] crate::state_files::DirectoryError),
     #[error("audit log {path}: {source}")]
     File {
         path: PathBuf,

@@ -19,8 +19,8 @@
 //!   SQLite), and drift from declared output schemas.
 //!
 //! Leaves: [`agent_api`] (the JSON shapes shared with clients), [`metrics`] (`GET /metrics`),
-//! [`rate_limiter`] (per-principal token buckets), [`state_schema`] (the SQLite state files'
-//! schema versions), [`client`] (a client for the agent API:
+//! [`rate_limiter`] (per-principal token buckets), [`state_files`] (the state files' private
+//! directory and SQLite schema versions), [`client`] (a client for the agent API:
 //! CLI, tests, benchmark).
 
 // Sizes and counts here come from untrusted hands (frames, requests, answers, files): a cast
@@ -47,7 +47,7 @@ pub mod metrics;
 pub mod rate_limiter;
 pub mod sdk;
 pub mod secrets;
-pub mod state_schema;
+pub mod state_files;
 pub mod tools;
 pub mod workers;
 

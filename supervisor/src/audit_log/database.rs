@@ -6,8 +6,8 @@ use super::AuditLogError;
 use super::record::{ApprovalRecord, ExecutionRecord};
 use super::timestamp::unix_ms;
 use rusqlite::{Connection, OpenFlags, params};
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::OpenOptions;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,31 +86,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Creates `directory` (mode 0700) if it is missing; refuses one that group or others may write,
 /// where anyone in that group could replace or delete the log.
 pub fn prepare_directory(directory: &Path) -> Result<(), AuditLogError> {
-    let io = |source| AuditLogError::Directory {
-        path: directory.to_owned(),
-        source,
-    };
-    match std::fs::metadata(directory) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(directory)
-            .map_err(io)?,
-        Err(e) => return Err(io(e)),
-    }
-    let meta = std::fs::metadata(directory).map_err(io)?;
-    if !meta.is_dir() {
-        return Err(AuditLogError::NotADirectory(directory.to_owned()));
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(AuditLogError::DirectoryWritableByOthers {
-            path: directory.to_owned(),
-            mode,
-        });
-    }
-    Ok(())
+    Ok(crate::state_files::prepare_directory(
+        directory,
+        "audit log",
+        "[audit] directory",
+    )?)
 }
 
 /// The rotated file `n` (`audit.sqlite.n`).
@@ -364,9 +344,12 @@ fn remove_if_present(path: &Path) -> std::io::Result<()> {
 /// The database files of `directory`, newest first: `audit.sqlite`, then `audit.sqlite.1`,
 /// `.2`, … as far as they exist (rotated files past a lowered `keep` are read too).
 pub fn files(directory: &Path) -> Result<Vec<PathBuf>, AuditLogError> {
-    let entries = std::fs::read_dir(directory).map_err(|source| AuditLogError::Directory {
-        path: directory.to_owned(),
-        source,
+    let entries = std::fs::read_dir(directory).map_err(|source| {
+        AuditLogError::Directory(crate::state_files::DirectoryError::Io {
+            what: "audit log",
+            path: directory.to_owned(),
+            source,
+        })
     })?;
     let mut rotated: Vec<u32> = entries
         .filter_map(Result::ok)

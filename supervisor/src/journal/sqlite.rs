@@ -37,7 +37,7 @@ pub const FILE_NAME: &str = "journal.sqlite";
 /// in a table of their own.
 const SCHEMA_VERSION: i64 = 3;
 
-/// What brings a file of an older version to the next (see [`crate::state_schema::migrate`]);
+/// What brings a file of an older version to the next (see [`crate::state_files::migrate`]);
 /// a file from before version 3 is then counted ([`migrate`]).
 const UPGRADES: &[(i64, &str)] = &[
     (
@@ -212,18 +212,14 @@ fn migrate(conn: &Connection) -> rusqlite::Result<()> {
             usage::count_existing()
         ));
     }
-    crate::state_schema::migrate(conn, &schema, SCHEMA_VERSION, UPGRADES)
+    crate::state_files::migrate(conn, &schema, SCHEMA_VERSION, UPGRADES)
 }
 
 impl SqliteStore {
     /// Opens (creating if needed) `<directory>/journal.sqlite`.
     pub fn open(directory: &Path) -> Result<SqliteStore, StoreError> {
-        crate::audit_log::database::prepare_directory(directory).map_err(|e| {
-            StoreError::Directory {
-                path: directory.display().to_string(),
-                message: e.to_string(),
-            }
-        })?;
+        crate::state_files::prepare_directory(directory, "journal", "[journal] directory")
+            .map_err(|e| StoreError::Directory(e.to_string()))?;
         let path = directory.join(FILE_NAME);
         let fail = |message: String| StoreError::Sqlite {
             path: path.display().to_string(),

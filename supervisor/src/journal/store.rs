@@ -14,8 +14,9 @@ pub enum StoreError {
     Sqlite { path: String, message: String },
     #[error("journal log {path}: {message}")]
     Log { path: String, message: String },
-    #[error("journal directory {path}: {message}")]
-    Directory { path: String, message: String },
+    /// The state directory cannot be used (the message names it and what to do).
+    #[error("{0}")]
+    Directory(String),
     /// The write would pass a bound (not a failure of the journal: it works, and is full for
     /// this principal or session).
     #[error("{0}")]

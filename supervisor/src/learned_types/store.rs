@@ -68,8 +68,12 @@ fn u64_of(v: i64) -> u64 {
 impl LearnedStore {
     /// Opens (creating if needed) `<directory>/learned.sqlite`.
     pub fn open(directory: &Path) -> Result<LearnedStore, LearnedError> {
-        crate::audit_log::database::prepare_directory(directory)
-            .map_err(|e| LearnedError::Store(e.to_string()))?;
+        crate::state_files::prepare_directory(
+            directory,
+            "learned types",
+            "[daemon] state_directory",
+        )
+        .map_err(|e| LearnedError::Store(e.to_string()))?;
         let path = directory.join(FILE_NAME);
         let fail =
             |e: &dyn std::fmt::Display| LearnedError::Store(format!("{}: {e}", path.display()));
@@ -94,7 +98,7 @@ impl LearnedStore {
             conn.busy_timeout(Duration::from_secs(2))?;
             let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
-            crate::state_schema::migrate(&conn, SCHEMA, SCHEMA_VERSION, UPGRADES)
+            crate::state_files::migrate(&conn, SCHEMA, SCHEMA_VERSION, UPGRADES)
         })();
         prepared.map_err(|e| fail(&e))?;
         Ok(LearnedStore {
