@@ -2,137 +2,230 @@
 //! used redacted, the scanner, the size of one frame; then, for a live call, the journal's
 //! record of its outcome and what the generation learns from it.
 
-use super::{Admitted, CallAnswer, client};
+use super::{CallAnswer, CallScope, client};
 use crate::agent_api::{Coercion, CoercionPlace, CoercionRule, Redaction, RedactionPlace};
-use crate::journal::Lookup;
+use crate::execution::determinism::now_ms;
+use crate::journal::store::CallKey;
 use crate::learned_types::{Observation, ToolContract};
 use crate::secrets::scanner::{KNOWN_SECRET_RULE, SecretScanner};
 use crate::tools::redaction::Redacted;
-use crate::tools::{CallContext, ToolError, ToolErrorCode};
+use crate::tools::{SecretsUsed, SourceAnswer, ToolError, ToolErrorCode};
 use airlock_policy::{SecretAction, SecretScanning};
 use airlock_proto::MAX_FRAME_LEN;
 use serde_json::Value;
 use std::sync::Arc;
 use tracing::warn;
 
-impl Admitted {
-    /// Stages 9-12: redact and scan, size, (a live call of a session that was recorded as
-    /// sent) record the outcome, and (a live call: `contract` is its tool's) learn.
-    /// `answered_at` is the clock of an answer made earlier (a replayed call's, a client
-    /// tool's); `replayed` says it came from the journal.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn finish(
-        self,
-        ctx: &CallContext,
+/// How a call was settled: what its answer is made from.
+#[derive(Debug)]
+pub(super) enum Settled {
+    /// Refused at arrival (stages 1-4, the journal or the approval included).
+    Refused(ToolError),
+    /// Answered from the session's journal: its recorded result, and the clock then.
+    Replayed {
         result: Result<Value, ToolError>,
-        answered_at: Option<u64>,
-        replayed: bool,
-        divergence: Option<String>,
-        sent: bool,
-        contract: Option<Arc<ToolContract>>,
-    ) -> CallAnswer {
-        let Admitted {
-            scope,
-            id,
-            tool,
-            journal,
-            ..
-        } = self;
-        let mut coercions = ctx.coercions.take();
-        // 9. The values the call used, then anything else secret-shaped. Both are listed in
-        // the call's redactions.
-        let known = |place: RedactionPlace, found: Vec<Redacted>| {
-            found.into_iter().map(move |r| Redaction {
-                rule: KNOWN_SECRET_RULE.to_owned(),
-                place,
-                pointer: r.pointer,
-                secret: r.secret,
-            })
-        };
-        let mut used_redactions = Vec::new();
-        let result = match result {
-            Ok(mut value) => {
-                undo_secret_coercions(&mut value, &mut coercions, ctx, &scope.scanner);
-                let found = ctx.secrets.redact_value_noting(&mut value);
-                used_redactions.extend(known(RedactionPlace::Result, found));
-                Ok(value)
-            }
-            Err(mut error) => {
-                let (message, found) = ctx.secrets.redact_text_noting(error.message);
-                error.message = message;
-                used_redactions.extend(known(RedactionPlace::Error, found));
-                if let Some(hint) = error.hint.take() {
-                    let (hint, found) = ctx.secrets.redact_text_noting(hint);
-                    error.hint = Some(hint);
-                    used_redactions.extend(known(RedactionPlace::Error, found));
-                }
-                Err(error)
-            }
-        };
-        let namespace = tool.split('.').next().unwrap_or_default();
-        let on_secret = scope.secret_scanning.action(namespace);
-        // The coercions' values, like the values they came from (the response scans them
-        // again with the arguments).
-        for c in &mut coercions {
-            ctx.secrets.redact_value(&mut c.from);
-            if let Some(to) = c.to.as_mut() {
-                ctx.secrets.redact_value(to);
-            }
+        recorded_at: u64,
+    },
+    /// Answered by the agent with the request (a client tool), and the clock then.
+    Client {
+        result: Result<Value, ToolError>,
+        answered_at: u64,
+    },
+    /// Made: what its source answered, and what the stages before it found.
+    Live(Box<LiveOutcome>),
+}
+
+/// A live call, settled.
+#[derive(Debug)]
+pub(super) struct LiveOutcome {
+    /// What the source answered, or why a stage before it failed the call.
+    pub answer: SourceAnswer,
+    pub passed: Passed,
+    /// The journal recorded the tool at this point with other arguments.
+    pub divergence: Option<String>,
+}
+
+/// What stages 5-8 of a live call found besides the source's answer.
+#[derive(Debug, Default)]
+pub(super) struct Passed {
+    /// Its tool's contract, once it was resolved: stage 12 learns under it.
+    pub contract: Option<Arc<ToolContract>>,
+    /// The coercions made to its arguments (stage 6).
+    pub argument_coercions: Vec<Coercion>,
+    /// Its journal key, once it was recorded as sent: its outcome is recorded too.
+    pub sent: Option<CallKey>,
+    /// What the scanner replaced in its progress messages.
+    pub progress_redactions: Vec<Redaction>,
+}
+
+/// Stages 9-12 of a call settled as `settled`: redact and scan, size, and for a live call,
+/// record the outcome (of a call of a session that was recorded as sent) and learn.
+pub(super) fn finish(scope: &CallScope, id: u32, tool: &str, settled: Settled) -> CallAnswer {
+    match settled {
+        Settled::Refused(error) => {
+            let (result, redactions) = scanned(scope, tool, Err(error));
+            answer(id, result, redactions, now_ms())
         }
-        let (result, mut redactions) = scan_tool_result(&scope.scanner, &tool, on_secret, result);
-        if !used_redactions.is_empty() {
-            warn!(
-                tool,
-                count = used_redactions.len(),
-                "a tool's answer repeated a secret the call handed it; it was redacted before the program saw it"
-            );
-        }
-        redactions.splice(0..0, used_redactions);
-        redactions.extend(ctx.progress.take_redactions());
-        // 12, first half: the shape of what the worker will get (after the scan), walked
-        // without a lock.
-        let (source, name) = tool.split_once('.').unwrap_or((namespace, ""));
-        let learning = match (&result, &contract, scope.learning.learns(source)) {
-            (Ok(value), Some(contract), Some(types)) => {
-                Some((types, contract, Observation::of(value, contract), false))
-            }
-            // A result withheld for breaking the declared output schema is reality
-            // contradicting it: counted as drift, scanned like a result first (only its shape
-            // is kept, but property names are part of it).
-            (Err(_), Some(contract), Some(types)) => ctx.withheld.take().map(|mut value| {
-                ctx.secrets.redact_value(&mut value);
-                let _ = scope.scanner.scan_json(&mut value);
-                (types, contract, Observation::of(&value, contract), true)
-            }),
-            _ => None,
-        };
-        // 10.
-        let result = result.and_then(encode_result);
-        // 12: merged only if the worker gets it (or it was withheld from the worker for
-        // breaking the declared schema), and before the answer leaves.
-        if let Some((types, contract, observation, withheld)) = learning
-            && (result.is_ok() || withheld)
-        {
-            types.record(&scope.principal.name, source, name, contract, observation);
-        }
-        let clock_ms = answered_at.unwrap_or_else(crate::execution::determinism::now_ms);
-        // 11. What the worker gets is what is recorded: after the scan, never a credential.
-        let warning = match (&journal, scope.journal.as_deref(), sent) {
-            (Some((key, Lookup::Live { .. })), Some(run), true) => {
-                run.outcome(key, result.as_ref().map(String::as_str), clock_ms)
-            }
-            _ => None,
-        };
-        CallAnswer {
-            id,
+        Settled::Replayed {
             result,
-            redactions,
-            coercions,
-            clock_ms,
-            replayed,
-            divergence,
-            warning,
+            recorded_at,
+        } => {
+            let (result, redactions) = scanned(scope, tool, result);
+            CallAnswer {
+                replayed: true,
+                ..answer(id, result, redactions, recorded_at)
+            }
         }
+        Settled::Client {
+            result,
+            answered_at,
+        } => {
+            let (result, redactions) = scanned(scope, tool, result);
+            answer(id, result, redactions, answered_at)
+        }
+        Settled::Live(outcome) => live(scope, id, tool, *outcome),
+    }
+}
+
+/// An answer made outside the source (no coercions, no journal record).
+fn answer(
+    id: u32,
+    result: Result<String, ToolError>,
+    redactions: Vec<Redaction>,
+    clock_ms: u64,
+) -> CallAnswer {
+    CallAnswer {
+        id,
+        result,
+        redactions,
+        coercions: Vec::new(),
+        clock_ms,
+        replayed: false,
+        divergence: None,
+        warning: None,
+    }
+}
+
+/// Stages 9 and 10 of an answer that used no secret value: the scanner, under the policy's
+/// action for the tool's namespace, then the size.
+fn scanned(
+    scope: &CallScope,
+    tool: &str,
+    result: Result<Value, ToolError>,
+) -> (Result<String, ToolError>, Vec<Redaction>) {
+    let namespace = tool.split('.').next().unwrap_or_default();
+    let on_secret = scope.secret_scanning.action(namespace);
+    let (result, redactions) = scan_tool_result(&scope.scanner, tool, on_secret, result);
+    (result.and_then(encode_result), redactions)
+}
+
+/// Stages 9-12 of a live call.
+fn live(scope: &CallScope, id: u32, tool: &str, outcome: LiveOutcome) -> CallAnswer {
+    let LiveOutcome {
+        answer:
+            SourceAnswer {
+                result,
+                coercions: result_coercions,
+                withheld,
+                secrets,
+            },
+        passed,
+        divergence,
+    } = outcome;
+    // The arguments' coercions, then the result's, in the order they were made.
+    let mut coercions = passed.argument_coercions;
+    coercions.extend(result_coercions);
+    // 9. The values the call used, then anything else secret-shaped. Both are listed in
+    // the call's redactions.
+    let known = |place: RedactionPlace, found: Vec<Redacted>| {
+        found.into_iter().map(move |r| Redaction {
+            rule: KNOWN_SECRET_RULE.to_owned(),
+            place,
+            pointer: r.pointer,
+            secret: r.secret,
+        })
+    };
+    let mut used_redactions = Vec::new();
+    let result = match result {
+        Ok(mut value) => {
+            undo_secret_coercions(&mut value, &mut coercions, &secrets, &scope.scanner);
+            let found = secrets.redact_value_noting(&mut value);
+            used_redactions.extend(known(RedactionPlace::Result, found));
+            Ok(value)
+        }
+        Err(mut error) => {
+            let (message, found) = secrets.redact_text_noting(error.message);
+            error.message = message;
+            used_redactions.extend(known(RedactionPlace::Error, found));
+            if let Some(hint) = error.hint.take() {
+                let (hint, found) = secrets.redact_text_noting(hint);
+                error.hint = Some(hint);
+                used_redactions.extend(known(RedactionPlace::Error, found));
+            }
+            Err(error)
+        }
+    };
+    let namespace = tool.split('.').next().unwrap_or_default();
+    let on_secret = scope.secret_scanning.action(namespace);
+    // The coercions' values, like the values they came from (the response scans them
+    // again with the arguments).
+    for c in &mut coercions {
+        secrets.redact_value(&mut c.from);
+        if let Some(to) = c.to.as_mut() {
+            secrets.redact_value(to);
+        }
+    }
+    let (result, mut redactions) = scan_tool_result(&scope.scanner, tool, on_secret, result);
+    if !used_redactions.is_empty() {
+        warn!(
+            tool,
+            count = used_redactions.len(),
+            "a tool's answer repeated a secret the call handed it; it was redacted before the program saw it"
+        );
+    }
+    redactions.splice(0..0, used_redactions);
+    redactions.extend(passed.progress_redactions);
+    // 12, first half: the shape of what the worker will get (after the scan), walked
+    // without a lock.
+    let (source, name) = tool.split_once('.').unwrap_or((namespace, ""));
+    let learning = match (&result, &passed.contract, scope.learning.learns(source)) {
+        (Ok(value), Some(contract), Some(types)) => {
+            Some((types, contract, Observation::of(value, contract), false))
+        }
+        // A result withheld for breaking the declared output schema is reality
+        // contradicting it: counted as drift, scanned like a result first (only its shape
+        // is kept, but property names are part of it).
+        (Err(_), Some(contract), Some(types)) => withheld.map(|mut value| {
+            secrets.redact_value(&mut value);
+            let _ = scope.scanner.scan_json(&mut value);
+            (types, contract, Observation::of(&value, contract), true)
+        }),
+        _ => None,
+    };
+    // 10.
+    let result = result.and_then(encode_result);
+    // 12: merged only if the worker gets it (or it was withheld from the worker for
+    // breaking the declared schema), and before the answer leaves.
+    if let Some((types, contract, observation, withheld)) = learning
+        && (result.is_ok() || withheld)
+    {
+        types.record(&scope.principal.name, source, name, contract, observation);
+    }
+    let clock_ms = now_ms();
+    // 11. What the worker gets is what is recorded: after the scan, never a credential.
+    let warning = match (&passed.sent, scope.journal.as_deref()) {
+        (Some(key), Some(run)) => run.outcome(key, result.as_ref().map(String::as_str), clock_ms),
+        _ => None,
+    };
+    CallAnswer {
+        id,
+        result,
+        redactions,
+        coercions,
+        clock_ms,
+        replayed: false,
+        divergence,
+        warning,
     }
 }
 
@@ -142,12 +235,12 @@ impl Admitted {
 fn undo_secret_coercions(
     value: &mut Value,
     coercions: &mut Vec<Coercion>,
-    ctx: &CallContext,
+    secrets: &SecretsUsed,
     scanner: &SecretScanner,
 ) {
     let secret = |c: &Coercion| {
         let mut from = c.from.clone();
-        ctx.secrets.redact_value(&mut from);
+        secrets.redact_value(&mut from);
         from != c.from || !scanner.scan_json(&mut from).is_empty()
     };
     let mut kept = Vec::with_capacity(coercions.len());
@@ -285,13 +378,13 @@ mod tests {
     #[test]
     fn result_coercions_of_secret_values_are_undone_before_redaction() {
         use super::{
-            CallContext, Coercion, CoercionPlace, CoercionRule, SecretScanner,
+            Coercion, CoercionPlace, CoercionRule, SecretScanner, SecretsUsed,
             undo_secret_coercions,
         };
         use crate::secrets::store::SecretValue;
         use serde_json::json;
-        let ctx = CallContext::new("ex", "p", 1);
-        ctx.secrets.add([SecretValue::new("918273645".into())]);
+        let mut secrets = SecretsUsed::default();
+        secrets.add([SecretValue::new("918273645".into())]);
         let scanner = SecretScanner::new([]).unwrap();
         let coercion = |place, pointer: &str, from: Value, to: Value, rule| Coercion {
             place,
@@ -332,7 +425,7 @@ mod tests {
                 CoercionRule::WrapInArray,
             ),
         ];
-        undo_secret_coercions(&mut value, &mut coercions, &ctx, &scanner);
+        undo_secret_coercions(&mut value, &mut coercions, &secrets, &scanner);
         assert_eq!(
             value,
             json!({"pin": "918273645", "n": 2, "tags": ["918273645"]})
@@ -350,7 +443,7 @@ mod tests {
             ]
         );
         // What the pipeline then does: the secret is redacted in its string form.
-        ctx.secrets.redact_value(&mut value);
+        secrets.redact_value(&mut value);
         assert_eq!(value["pin"], json!("[redacted]"));
         assert_eq!(value["tags"], json!(["[redacted]"]));
     }

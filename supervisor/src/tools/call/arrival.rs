@@ -1,8 +1,12 @@
 //! Stages 1-4, at arrival and in call order: budget, policy, readable arguments (then the
 //! journal and the approval), rate; and the answers of calls that need no source.
 
+use super::answer::{Settled, finish};
 use super::json::{json_type, unreadable_json_error};
-use super::{Admitted, Arrival, CallAnswer, CallRequest, CallScope, ClientReply, Held};
+use super::{
+    Admission, Admitted, Arrival, CallAnswer, CallRequest, CallScope, ClientReply, Held,
+    JournalEntry, SourceCall,
+};
 use crate::agent_api::PendingCall;
 use crate::journal::Lookup;
 use crate::tools::client;
@@ -25,7 +29,33 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     let client_name = tool
         .strip_prefix(client::NAMESPACE)
         .and_then(|rest| rest.strip_prefix('.'));
-    let mut refused = if made > scope.max_tool_calls as usize {
+    let admission = match first_refusal(scope, made, &tool, client_name, &args, unreadable) {
+        Some(error) => Admission::Refused(error),
+        None => match client_name {
+            Some(name) => client_admission(scope, id, &tool, name, &args),
+            None => daemon_admission(scope, id, &tool, &args),
+        },
+    };
+    Admitted {
+        scope: scope.clone(),
+        id,
+        tool,
+        args,
+        admission,
+    }
+}
+
+/// Stages 1-3 without the journal: the budget, the policy (not for a client tool, which
+/// needs no grant), readable arguments, an object.
+fn first_refusal(
+    scope: &CallScope,
+    made: usize,
+    tool: &str,
+    client_name: Option<&str>,
+    args: &Value,
+    unreadable: Option<String>,
+) -> Option<ToolError> {
+    if made > scope.max_tool_calls as usize {
         Some(
             ToolError::new(
                 ToolErrorCode::ToolCallLimit,
@@ -38,7 +68,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                 "batch the work into fewer calls, or ask the operator to raise limits.max_tool_calls",
             ),
         )
-    } else if client_name.is_none() && !scope.principal.allows_tool(&tool) {
+    } else if client_name.is_none() && !scope.principal.allows_tool(tool) {
         Some(
             ToolError::new(
                 ToolErrorCode::Denied,
@@ -47,7 +77,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                     scope.principal.name
                 ),
             )
-            .with_hint(denied_hint(scope, &tool)),
+            .with_hint(denied_hint(scope, tool)),
         )
     } else if let Some(reason) = unreadable {
         Some(unreadable_json_error(
@@ -60,87 +90,93 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
                 ToolErrorCode::InvalidArguments,
                 format!(
                     "arguments of `{tool}` must be an object, got {}",
-                    json_type(&args)
+                    json_type(args)
                 ),
             )
             .with_hint(format!("call it as tools.{tool}({{ ... }})")),
         )
-    } else if let Some(name) = client_name {
-        match &scope.client {
-            Some(client) => client.tools.check(name, &args).err(),
-            None => Some(
-                ToolError::new(
-                    ToolErrorCode::UnknownTool,
-                    format!("`tools.{tool}` is a client tool, and this request declares none"),
-                )
-                .with_hint("declare the tools you answer yourself in the request's client_tools"),
-            ),
-        }
     } else {
         None
-    };
-    if let (None, Some(name), Some(client)) = (&refused, client_name, &scope.client) {
-        let answer = client.answer(id, name).map(|reply| match reply {
-            client::Reply::Given(a) => {
-                let result = a
-                    .result
-                    .clone()
-                    .map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
-                ClientReply::Given(result, a.clock_ms)
-            }
-            client::Reply::Kept(kept) => ClientReply::Kept(kept.clone()),
-        });
-        return Admitted {
-            scope: scope.clone(),
-            id,
-            tool,
-            args,
-            refused,
-            journal: None,
-            client: Some(answer),
-            awaits_approval: false,
-        };
     }
+}
+
+/// A client tool's call (`tools.client.<name>`): its own checks (the declared tool and its
+/// schema) in place of 2-4, then the agent's answer, or none yet.
+fn client_admission(scope: &CallScope, id: u32, tool: &str, name: &str, args: &Value) -> Admission {
+    let Some(client) = &scope.client else {
+        return Admission::Refused(
+            ToolError::new(
+                ToolErrorCode::UnknownTool,
+                format!("`tools.{tool}` is a client tool, and this request declares none"),
+            )
+            .with_hint("declare the tools you answer yourself in the request's client_tools"),
+        );
+    };
+    if let Err(e) = client.tools.check(name, args) {
+        return Admission::Refused(e);
+    }
+    match client.answer(id, name) {
+        Some(client::Reply::Given(a)) => {
+            let result = a
+                .result
+                .clone()
+                .map_err(|message| ToolError::new(ToolErrorCode::UpstreamError, message));
+            Admission::Client(ClientReply::Given(result, a.clock_ms))
+        }
+        Some(client::Reply::Kept(kept)) => Admission::Client(ClientReply::Kept(kept.clone())),
+        None => Admission::ClientPending,
+    }
+}
+
+/// A call of the daemon's tools past stage 3: the journal (in a session), the approval,
+/// the rate.
+fn daemon_admission(scope: &CallScope, id: u32, tool: &str, args: &Value) -> Admission {
     // The journal: the key is taken here, in call order, so occurrences count the same way
     // in every run whatever order the calls finish in.
     let mut journal = None;
-    if let (None, Some(run), None) = (&refused, &scope.journal, client_name) {
-        let (key, position) = run.key(&tool, &args);
+    if let Some(run) = &scope.journal {
+        let (key, position) = run.key(tool, args);
         match run.lookup(&key, position) {
-            Ok(lookup) => journal = Some((key, lookup)),
-            Err(e) => refused = Some(e),
+            Ok(Lookup::Replay { result, clock_ms }) => {
+                return Admission::Replay { result, clock_ms };
+            }
+            Ok(Lookup::Live {
+                idempotency_key,
+                divergence,
+                ..
+            }) => {
+                journal = Some(JournalEntry {
+                    key,
+                    idempotency_key,
+                    divergence,
+                });
+            }
+            Err(e) => return Admission::Refused(e),
         }
     }
-    let replayed = matches!(journal, Some((_, Lookup::Replay { .. })));
     // The approval: only for a call that would be made.
-    let mut awaits_approval = false;
-    if refused.is_none() && !replayed && scope.principal.needs_approval(&tool) {
-        match &scope.client {
-            None => {
-                refused = Some(
-                    ToolError::new(
-                        ToolErrorCode::Denied,
-                        format!("`{tool}` needs an approver's yes, and this execution cannot wait for one: the daemon's journal, which keeps waiting executions, is unavailable"),
-                    )
-                    .with_hint("the operator sees why in /v1/health"),
-                );
-            }
-            Some(waits) => {
-                let args_hash = crate::journal::canonical::hash(&args);
-                match waits.decisions.get(id, &tool, &args_hash) {
-                    Some(decision) => refused = decision.refusal(),
-                    None => awaits_approval = true,
+    if scope.principal.needs_approval(tool) {
+        let Some(waits) = &scope.client else {
+            return Admission::Refused(
+                ToolError::new(
+                    ToolErrorCode::Denied,
+                    format!("`{tool}` needs an approver's yes, and this execution cannot wait for one: the daemon's journal, which keeps waiting executions, is unavailable"),
+                )
+                .with_hint("the operator sees why in /v1/health"),
+            );
+        };
+        let args_hash = crate::journal::canonical::hash(args);
+        match waits.decisions.get(id, tool, &args_hash) {
+            Some(decision) => {
+                if let Some(refusal) = decision.refusal() {
+                    return Admission::Refused(refusal);
                 }
             }
+            None => return Admission::AwaitsApproval,
         }
     }
-    if refused.is_none()
-        && !awaits_approval
-        && !replayed
-        && client_name.is_none()
-        && let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take())
-    {
-        refused = Some(
+    if let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take()) {
+        return Admission::Refused(
             ToolError::new(
                 ToolErrorCode::RateLimited,
                 format!(
@@ -154,94 +190,79 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
             )),
         );
     }
-    Admitted {
-        scope: scope.clone(),
-        id,
-        tool,
-        args,
-        refused,
-        journal,
-        client: None,
-        awaits_approval,
-    }
+    Admission::Live(journal)
 }
 
 impl Admitted {
     /// The answer of a call that needs no source, at once and without a task of its own: its
-    /// refusal, or its recorded result scanned again under the policy in force (stages 9 and
-    /// 10). A call that needs its source comes back as it is, for [`Admitted::complete`].
-    pub fn answer_at_arrival(mut self) -> Arrival {
-        if self.refused.is_none()
-            && let Some(client) = self.client.take()
-        {
-            let (result, clock_ms) = match client {
-                Some(ClientReply::Given(result, clock_ms)) => (result, clock_ms),
-                // Scanned and encoded when it was posted: handed on as it is, so a re-run
-                // costs a copy of each earlier answer, not another scan of it.
-                Some(ClientReply::Kept(kept)) => {
-                    return Arrival::Answered(CallAnswer {
-                        id: self.id,
-                        result: kept.result,
-                        redactions: kept.redactions,
-                        coercions: Vec::new(),
-                        clock_ms: kept.clock_ms,
-                        replayed: false,
-                        divergence: None,
-                        warning: None,
-                    });
-                }
-                None => {
-                    let name = self
-                        .tool
-                        .split_once('.')
-                        .map_or(self.tool.as_str(), |(_, name)| name);
-                    return Arrival::Held(Held::Client(PendingCall {
-                        id: self.id,
-                        tool: name.to_owned(),
-                        args: self.args.clone(),
-                    }));
-                }
-            };
-            let ctx = self.context();
+    /// refusal, its recorded result scanned again under the policy in force, or the agent's
+    /// answer (stages 9 and 10); a held call as it waits. A call that needs its source is
+    /// handed on, for [`SourceCall::complete`].
+    pub fn answer_at_arrival(self) -> Arrival {
+        let Admitted {
+            scope,
+            id,
+            tool,
+            args,
+            admission,
+        } = self;
+        let settled = match admission {
+            Admission::Refused(error) => Settled::Refused(error),
             // Scanned like any tool's answer (stages 9 and 10) before the worker sees it.
-            return Arrival::Answered(self.finish(
-                &ctx,
+            Admission::Client(ClientReply::Given(result, answered_at)) => Settled::Client {
                 result,
-                Some(clock_ms),
-                false,
-                None,
-                false,
-                None,
-            ));
-        }
-        if self.refused.is_none() && self.awaits_approval {
-            return Arrival::Held(Held::Approval {
-                id: self.id,
-                tool: self.tool.clone(),
-                args: self.args.clone(),
-            });
-        }
-        let (result, replayed_at) = match (&self.refused, &self.journal, &self.scope.journal) {
-            (Some(error), _, _) => (Err(error.clone()), None),
-            (None, Some((_, Lookup::Replay { result, clock_ms })), Some(run)) => {
-                run.replayed();
-                let parsed = serde_json::from_str::<Value>(result).map_err(|e| {
+                answered_at,
+            },
+            // Scanned and encoded when it was posted: handed on as it is, so a re-run costs a
+            // copy of each earlier answer, not another scan of it.
+            Admission::Client(ClientReply::Kept(kept)) => {
+                return Arrival::Answered(CallAnswer {
+                    id,
+                    result: kept.result,
+                    redactions: kept.redactions,
+                    coercions: Vec::new(),
+                    clock_ms: kept.clock_ms,
+                    replayed: false,
+                    divergence: None,
+                    warning: None,
+                });
+            }
+            Admission::ClientPending => {
+                let name = tool.split_once('.').map_or(tool.as_str(), |(_, name)| name);
+                return Arrival::Held(Held::Client(PendingCall {
+                    id,
+                    tool: name.to_owned(),
+                    args,
+                }));
+            }
+            Admission::AwaitsApproval => return Arrival::Held(Held::Approval { id, tool, args }),
+            Admission::Replay { result, clock_ms } => {
+                if let Some(run) = &scope.journal {
+                    run.replayed();
+                }
+                let parsed = serde_json::from_str::<Value>(&result).map_err(|e| {
                     ToolError::new(
                         ToolErrorCode::JournalUnavailable,
-                        format!(
-                            "the journal's record of `{}` cannot be read: {e}",
-                            self.tool
-                        ),
+                        format!("the journal's record of `{tool}` cannot be read: {e}"),
                     )
                     .with_hint("run the program in a new session")
                 });
-                (parsed, Some(*clock_ms))
+                Settled::Replayed {
+                    result: parsed,
+                    recorded_at: clock_ms,
+                }
             }
-            _ => return Arrival::ToSource(self),
+            Admission::Live(journal) => {
+                return Arrival::ToSource(SourceCall {
+                    scope,
+                    id,
+                    tool,
+                    args,
+                    journal,
+                });
+            }
         };
-        let ctx = self.context();
-        let replayed = replayed_at.is_some();
-        Arrival::Answered(self.finish(&ctx, result, replayed_at, replayed, None, false, None))
+        Arrival::Answered(finish(&scope, id, &tool, settled))
     }
 }
 

@@ -14,7 +14,7 @@
 //! 4. **rate**: the principal's `tool_calls_per_minute`, spent only by a call that would be
 //!    made.
 //!
-//! Then concurrently with the execution's other calls, [`Admitted::complete`]:
+//! Then concurrently with the execution's other calls, [`SourceCall::complete`]:
 //! 5. **resolve**: namespace and tool (may start a lazily started server);
 //! 6. **arguments**: the tool's input schema, so nothing reaches a service for a call that
 //!    cannot be valid; first, where the source's `coerce` is `safe`, near misses (`"100"`
@@ -40,15 +40,20 @@
 //! results, or held for them ([`Arrival::Held`]).
 //!
 //! A source that checks its results against a declared output schema (MCP `outputSchema`)
-//! coerces a result that breaks it trivially in stage 8, under the same policy, and adds the
-//! coercions to the call's context; stage 9 undoes a result coercion whose value was a secret,
-//! so it is redacted as the string it came as.
+//! coerces a result that breaks it trivially in stage 8, under the same policy, and returns
+//! the coercions in its answer; stage 9 undoes a result coercion whose value was a secret, so
+//! it is redacted as the string it came as.
+//!
+//! The pipeline runs one way: a call is admitted ([`Admitted`]), settled once (refused,
+//! replayed, answered by the agent, or made by its source, with everything the source learned
+//! in its [`SourceAnswer`](crate::tools::SourceAnswer)), and its answer made from that one
+//! settled outcome.
 //!
 //! The execution records what comes out (the trace with its coercions, the audit log).
 //!
 //! The rooms: [`arrival`] (stages 1-4, and the answers that need no source), [`source`]
-//! (5-8), [`answer`] (9-12: what every call's answer passes before anyone sees it),
-//! [`json`] (JSON text from the engine that the daemon cannot take).
+//! (5-8), [`answer`] (9-12: what every call's answer passes before anyone sees it, from the
+//! call's settled outcome), [`json`] (JSON text from the engine that the daemon cannot take).
 
 mod answer;
 mod arrival;
@@ -60,8 +65,8 @@ pub use arrival::admit;
 pub use json::{JsonLimit, unreadable_json_error};
 
 use crate::agent_api::{Coercion, PendingCall, Redaction};
+use crate::journal::SessionRun;
 use crate::journal::store::CallKey;
-use crate::journal::{Lookup, SessionRun};
 use crate::learned_types::Learning;
 use crate::rate_limiter::RateBucket;
 use crate::secrets::scanner::SecretScanner;
@@ -154,14 +159,37 @@ pub struct Admitted {
     tool: String,
     /// The arguments as the trace shows them (`null` when they were not readable).
     args: Value,
-    /// The first stage that refused the call, if one did.
-    refused: Option<ToolError>,
-    /// In a session: the call's journal key and what the journal said of it.
-    journal: Option<(CallKey, Lookup)>,
-    /// A client tool's call: its answer, or `None` while the agent has given none.
-    client: Option<Option<ClientReply>>,
-    /// It needs an approver's decision, and has none yet.
-    awaits_approval: bool,
+    /// What the stages at arrival made of it.
+    admission: Admission,
+}
+
+/// What the stages at arrival made of a call.
+#[derive(Debug)]
+enum Admission {
+    /// The first stage that refused it, and why.
+    Refused(ToolError),
+    /// A client tool's call the agent has answered.
+    Client(ClientReply),
+    /// A client tool's call the agent has not answered yet: held.
+    ClientPending,
+    /// A call of a session whose success the journal recorded: that answers it (the
+    /// recorded result, and the clock it was recorded at).
+    Replay { result: String, clock_ms: u64 },
+    /// A call that needs an approver's decision and has none yet: held.
+    AwaitsApproval,
+    /// A call to make: its source's, with its place in the session's journal if it runs in
+    /// one.
+    Live(Option<JournalEntry>),
+}
+
+/// A live call's place in the session's journal (its lookup said: make it).
+#[derive(Debug)]
+struct JournalEntry {
+    key: CallKey,
+    /// What the source passes on ([`crate::tools::CallContext::idempotency_key`]).
+    idempotency_key: String,
+    /// The journal recorded the tool at this point with other arguments.
+    divergence: Option<String>,
 }
 
 /// A client tool's answer, as the call takes it.
@@ -177,12 +205,22 @@ enum ClientReply {
 /// A call after [`Admitted::answer_at_arrival`].
 #[derive(Debug)]
 pub enum Arrival {
-    /// Refused, or replayed: its answer.
+    /// Refused, replayed, or answered by the agent: its answer.
     Answered(CallAnswer),
-    /// It needs its source: [`Admitted::complete`].
-    ToSource(Admitted),
+    /// It needs its source: [`SourceCall::complete`].
+    ToSource(SourceCall),
     /// A call that waits for someone outside the daemon, unanswered.
     Held(Held),
+}
+
+/// A call that passed the stages at arrival and needs its source (stages 5-12).
+#[derive(Debug)]
+pub struct SourceCall {
+    scope: Arc<CallScope>,
+    id: u32,
+    tool: String,
+    args: Value,
+    journal: Option<JournalEntry>,
 }
 
 /// A call that waits.

@@ -4,9 +4,12 @@
 
 use super::load::parse_error;
 use super::{GraphQlApi, Operation, ToolKind};
+use crate::agent_api::Coercion;
 use crate::tools::coercion;
 use crate::tools::sources::http;
-use crate::tools::{CallContext, IDEMPOTENCY_HEADER, ToolError, ToolErrorCode};
+use crate::tools::{
+    CallContext, IDEMPOTENCY_HEADER, SecretsUsed, SourceAnswer, ToolError, ToolErrorCode,
+};
 use graphql_parser::query as gq;
 use serde_json::{Value, json};
 
@@ -32,12 +35,29 @@ impl GraphQlApi {
         }
     }
 
-    pub(super) async fn perform(
+    /// One call. The answer carries the secret values the policy's headers hold, whatever
+    /// the outcome (an error may quote the request).
+    pub(super) async fn perform(&self, tool: &str, args: Value, ctx: &CallContext) -> SourceAnswer {
+        let mut secrets = SecretsUsed::default();
+        let answer = match self.tool_result(tool, args, ctx, &mut secrets).await {
+            Ok((value, coercions)) => SourceAnswer {
+                coercions,
+                ..SourceAnswer::new(Ok(value))
+            },
+            Err(e) => SourceAnswer::new(Err(e)),
+        };
+        answer.with_secrets(secrets)
+    }
+
+    /// The value of one call of `tool` (a field tool's mended to its output schema where the
+    /// policy allows it, with the coercions); the headers' secret values go to `secrets`.
+    async fn tool_result(
         &self,
         tool: &str,
         args: Value,
         ctx: &CallContext,
-    ) -> Result<Value, ToolError> {
+        secrets: &mut SecretsUsed,
+    ) -> Result<(Value, Vec<Coercion>), ToolError> {
         let Some(&index) = self.by_name.get(tool) else {
             return Err(ToolError::new(
                 ToolErrorCode::UnknownTool,
@@ -64,6 +84,7 @@ impl GraphQlApi {
                         json!({"query": query, "variables": args}),
                         mutates,
                         ctx,
+                        secrets,
                     )
                     .await?;
                 let value = data
@@ -74,7 +95,6 @@ impl GraphQlApi {
                     entry.output(),
                     value,
                     self.config.coerce,
-                    &ctx.coercions,
                 ))
             }
             ToolKind::Custom(allowed) => {
@@ -89,21 +109,24 @@ impl GraphQlApi {
                         body[key] = v.clone();
                     }
                 }
-                self.post(&label, body, mutates, ctx).await
+                let data = self.post(&label, body, mutates, ctx, secrets).await?;
+                Ok((data, Vec::new()))
             }
         }
     }
 
     /// Sends one request and returns its `data`, or the GraphQL errors as a `ToolError`.
     /// `mutates`: the document has a mutation, so the call's idempotency key goes with it.
+    /// The headers' secret values go to `secrets`.
     async fn post(
         &self,
         label: &str,
         body: Value,
         mutates: bool,
         ctx: &CallContext,
+        secrets: &mut SecretsUsed,
     ) -> Result<Value, ToolError> {
-        let mut headers = self.headers(ctx)?;
+        let mut headers = self.headers(secrets)?;
         if let Some(key) = &ctx.idempotency_key
             && mutates
         {
@@ -173,12 +196,12 @@ impl GraphQlApi {
         interpret(label, status, &bytes)
     }
 
-    /// The policy's headers, secrets read now (and noted in the call's context).
-    fn headers(&self, ctx: &CallContext) -> Result<reqwest::header::HeaderMap, ToolError> {
+    /// The policy's headers, secrets read now (and added to `secrets`).
+    fn headers(&self, secrets: &mut SecretsUsed) -> Result<reqwest::header::HeaderMap, ToolError> {
         let settings = self.settings();
         let mut map = reqwest::header::HeaderMap::new();
         for (key, value) in &self.config.headers {
-            let resolved = settings.value("headers", key, value, &ctx.secrets)?;
+            let resolved = settings.value("headers", key, value, secrets)?;
             let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
                 .map_err(|_| settings.unavailable(format!("`{key}` is not a valid header name")))?;
             let mut header =

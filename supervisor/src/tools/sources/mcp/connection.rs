@@ -41,6 +41,10 @@ pub(super) struct Connection {
     pub(super) oversized: Arc<std::sync::atomic::AtomicU64>,
     /// A stdio server's process (killed on drop).
     pub(super) process: Option<ServerProcess>,
+    /// The secret values this connection was given (a stdio server's `env`, an HTTP
+    /// server's `headers`): every call on it hands them back with its answer, for redaction;
+    /// its stderr has them redacted before it is logged.
+    pub(super) secrets: Arc<SecretsUsed>,
 }
 
 impl Connection {
@@ -69,7 +73,7 @@ pub(super) struct Live {
     pub(super) oversized: Arc<std::sync::atomic::AtomicU64>,
     pub(super) dropped: Arc<tokio::sync::Notify>,
     pub(super) in_flight: Arc<std::sync::atomic::AtomicUsize>,
-    pub(super) secrets: SecretsUsed,
+    pub(super) secrets: Arc<SecretsUsed>,
     pub(super) peer: Peer<RoleClient>,
     pub(super) catalogue: Catalogue,
     pub(super) progress: Arc<ProgressRoutes>,
@@ -82,7 +86,7 @@ impl Connection {
             oversized: self.oversized.clone(),
             dropped: self.events.dropped.clone(),
             in_flight: self.events.in_flight.clone(),
-            secrets: self.events.secrets.clone(),
+            secrets: self.secrets.clone(),
             peer: self.service.peer().clone(),
             catalogue: self.catalogue.clone(),
             progress: self.events.progress.clone(),
@@ -116,9 +120,6 @@ pub(super) struct ServerEvents {
     pub(super) progress: Arc<ProgressRoutes>,
     /// Set by `notifications/tools/list_changed`; the next use lists the tools again.
     pub(super) tools_changed: Arc<AtomicBool>,
-    /// The secret values this connection was given: every call on it hands them to the
-    /// pipeline for redaction, and its stderr has them redacted before it is logged.
-    pub(super) secrets: SecretsUsed,
     /// Messages dropped for their size (stdio).
     pub(super) oversized: Arc<std::sync::atomic::AtomicU64>,
     /// Signalled when one is dropped.
@@ -134,7 +135,6 @@ impl ServerEvents {
         ServerEvents {
             progress: Arc::new(ProgressRoutes::default()),
             tools_changed: Arc::new(AtomicBool::new(false)),
-            secrets: SecretsUsed::default(),
             oversized: Arc::default(),
             dropped: Arc::default(),
             in_flight: Arc::default(),

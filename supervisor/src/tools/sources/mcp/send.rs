@@ -5,16 +5,19 @@
 use super::McpServer;
 use super::connection::{AbandonedCall, InFlight, Live};
 use super::stdio::MAX_STDIO_MESSAGE;
-use crate::tools::coercion::{CoercionLog, OutputSchema};
+use crate::tools::coercion::OutputSchema;
 use crate::tools::{
-    CallContext, CallDeadline, IDEMPOTENCY_META_KEY, ToolError, ToolErrorCode, ToolProgress,
+    CallContext, CallDeadline, IDEMPOTENCY_META_KEY, SecretsUsed, SourceAnswer, ToolError,
+    ToolErrorCode, ToolProgress,
 };
+use airlock_policy::CoercePolicy;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
     ProgressNotificationParam, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -23,25 +26,53 @@ use std::time::Duration;
 const PROGRESS_GRACE: Duration = Duration::from_millis(200);
 
 impl McpServer {
-    /// One call on the running server (started if needed).
+    /// One call on the running server (started if needed). The answer carries the secret
+    /// values the server was given, whatever the outcome: whatever this server says may echo
+    /// what it was started with.
     pub(super) async fn call_tool(
         &self,
         tool: &str,
         args: Value,
         ctx: &CallContext,
-    ) -> Result<Value, ToolError> {
+    ) -> SourceAnswer {
+        let live = match self.connected().await {
+            Ok(live) => live,
+            Err(e) => return SourceAnswer::new(Err(e)),
+        };
+        let secrets = SecretsUsed::clone(&live.secrets);
+        let answer = match self.tool_result(tool, args, ctx, live, &secrets).await {
+            Ok((result, output)) => to_value(
+                &self.config.name,
+                tool,
+                result,
+                output.as_deref(),
+                self.config.coerce,
+            ),
+            Err(e) => SourceAnswer::new(Err(e)),
+        };
+        answer.with_secrets(secrets)
+    }
+
+    /// The server's answer to one `tools/call` on `live`, with the tool's compiled output
+    /// schema; its progress goes to the agent with `secrets` redacted.
+    async fn tool_result(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+        live: Live,
+        secrets: &SecretsUsed,
+    ) -> Result<(CallToolResult, Option<Arc<OutputSchema>>), ToolError> {
         let Live {
             generation,
             oversized,
             dropped,
             in_flight,
-            secrets,
             peer,
             catalogue,
             progress: routes,
-        } = self.connected().await?;
-        // Whatever this server says may echo what it was started with.
-        ctx.secrets.add_from(&secrets);
+            ..
+        } = live;
         let oversized_before = oversized.load(Ordering::Relaxed);
         let Some(found) = catalogue.tools.iter().find(|t| t.descriptor.name == tool) else {
             return Err(ToolError::new(
@@ -80,7 +111,7 @@ impl McpServer {
                 answer = &mut response => break answer,
                 Some(update) = progress.recv() => {
                     last_progress = Some((update.progress, update.total));
-                    forward(&ctx.progress, update).await;
+                    forward(&ctx.progress, update, secrets).await;
                 }
                 () = &mut notified => {
                     // A message was too big to read. With no other call waiting it can only
@@ -94,7 +125,7 @@ impl McpServer {
             }
         };
         abandoned.peer = None;
-        last_progress_updates(&mut progress, last_progress, &ctx.progress).await;
+        last_progress_updates(&mut progress, last_progress, &ctx.progress, secrets).await;
         let result = match answer {
             Ok(ServerResult::CallToolResult(result)) => result,
             Ok(ServerResult::InputRequiredResult(_)) => {
@@ -137,15 +168,7 @@ impl McpServer {
                 return Err(self.call_failed(tool, &e));
             }
         };
-        let coercions = self.config.coerce.is_safe().then_some(&ctx.coercions);
-        to_value(
-            &self.config.name,
-            tool,
-            result,
-            found.output.as_deref(),
-            coercions,
-            Some(&ctx.withheld),
-        )
+        Ok((result, found.output.clone()))
     }
 
     fn too_large(&self, tool: &str) -> ToolError {
@@ -181,9 +204,13 @@ impl McpServer {
     }
 }
 
-async fn forward(progress: &ToolProgress, update: ProgressNotificationParam) {
+async fn forward(
+    progress: &ToolProgress,
+    update: ProgressNotificationParam,
+    secrets: &SecretsUsed,
+) {
     progress
-        .report(update.progress, update.total, update.message)
+        .report(update.progress, update.total, update.message, secrets)
         .await;
 }
 
@@ -220,11 +247,12 @@ async fn last_progress_updates(
     updates: &mut tokio::sync::mpsc::Receiver<ProgressNotificationParam>,
     mut last: Option<(f64, Option<f64>)>,
     progress: &ToolProgress,
+    secrets: &SecretsUsed,
 ) {
     // Updates that arrived just before the answer still reach the agent, in order.
     while let Ok(update) = updates.try_recv() {
         last = Some((update.progress, update.total));
-        forward(progress, update).await;
+        forward(progress, update, secrets).await;
     }
     // rmcp hands notifications to the handler on their own tasks, so the last updates can
     // land just after the answer. When the last one seen was short of its total, give
@@ -238,7 +266,7 @@ async fn last_progress_updates(
             tokio::select! {
                 Some(update) = updates.recv() => {
                     let finished = update.total.is_some_and(|t| update.progress >= t);
-                    forward(progress, update).await;
+                    forward(progress, update, secrets).await;
                     if finished {
                         break;
                     }
@@ -256,9 +284,9 @@ async fn last_progress_updates(
 ///   parsed as JSON; the value must satisfy the schema, else the call fails with
 ///   `upstream_error` (MCP says clients should check, and the SDK types the result by the
 ///   schema, so a program never gets a value of another shape), unless it breaks it only
-///   trivially and `coercions` (the server's `coerce = "safe"`) takes the coercions that make
-///   it fit ([`crate::tools::coercion`]); a value withheld so goes to `withheld`, for the
-///   pipeline to count as drift;
+///   trivially and `coerce` (the server's) is `safe`: then it is coerced to fit, with the
+///   coercions in the answer ([`crate::tools::coercion`]); a value withheld so is in the
+///   answer as `withheld`, for the pipeline to count as drift;
 /// - otherwise `structuredContent` when present;
 /// - otherwise one text block → its JSON value if it is JSON, else the string;
 /// - otherwise (several blocks, images, resources) → an array of the content blocks as MCP
@@ -268,9 +296,8 @@ fn to_value(
     tool: &str,
     result: CallToolResult,
     output: Option<&OutputSchema>,
-    coercions: Option<&CoercionLog>,
-    withheld: Option<&crate::tools::WithheldResult>,
-) -> Result<Value, ToolError> {
+    coerce: CoercePolicy,
+) -> SourceAnswer {
     let texts = || -> String {
         result
             .content
@@ -281,7 +308,7 @@ fn to_value(
     };
     if result.is_error == Some(true) {
         let message = texts();
-        return Err(ToolError::new(
+        return SourceAnswer::new(Err(ToolError::new(
             ToolErrorCode::UpstreamError,
             format!(
                 "{server}.{tool} failed: {}",
@@ -292,53 +319,15 @@ fn to_value(
                 }
             ),
         )
-        .reported_by_tool());
+        .reported_by_tool()));
     }
     if let Some(output) = output {
-        let broken = |why: String| {
-            ToolError::new(ToolErrorCode::UpstreamError,
-                format!("{server}.{tool} answered with a result that breaks its own outputSchema: {why}"),
-            )
-            .with_hint("this is a problem of the tool server; the result was withheld because the program's types promise that shape")
-        };
-        let value = match (result.structured_content, result.content.as_slice()) {
-            (Some(structured), _) => structured,
-            (None, [ContentBlock::Text(text)]) => serde_json::from_str(&text.text)
-                .map_err(|_| broken("no structuredContent, and its text is not JSON".into()))?,
-            (None, _) => return Err(broken("no structuredContent".into())),
-        };
-        let first_error = output
-            .validator
-            .iter_errors(&value)
-            .next()
-            .map(|error| (error.instance_path().to_string(), error.to_string()));
-        if let Some((at, mut why)) = first_error {
-            if let Some(log) = coercions
-                && let Some((coerced, made)) = output.coerce(&value)
-            {
-                log.add(made);
-                return Ok(coerced);
-            }
-            // The validator's message quotes the offending value, which may be large.
-            if why.chars().count() > 300 {
-                why = format!("{}…", why.chars().take(300).collect::<String>());
-            }
-            let error = broken(format!(
-                "at `{}`: {why}",
-                if at.is_empty() { "/" } else { &at }
-            ));
-            // Withheld from the program, but the pipeline counts it as drift.
-            if let Some(withheld) = withheld {
-                withheld.set(value);
-            }
-            return Err(error);
-        }
-        return Ok(value);
+        return checked(server, tool, result, output, coerce);
     }
     if let Some(structured) = result.structured_content {
-        return Ok(structured);
+        return SourceAnswer::new(Ok(structured));
     }
-    match result.content.as_slice() {
+    SourceAnswer::new(match result.content.as_slice() {
         [] => Ok(Value::Null),
         [ContentBlock::Text(text)] => {
             Ok(serde_json::from_str(&text.text)
@@ -350,6 +339,64 @@ fn to_value(
                 format!("cannot represent the result of {server}.{tool}: {e}"),
             )
         }),
+    })
+}
+
+/// The result of a tool with an `outputSchema` (see [`to_value`]): of that shape, coerced to
+/// it, or withheld.
+fn checked(
+    server: &str,
+    tool: &str,
+    result: CallToolResult,
+    output: &OutputSchema,
+    coerce: CoercePolicy,
+) -> SourceAnswer {
+    let broken = |why: String| {
+        ToolError::new(ToolErrorCode::UpstreamError,
+            format!("{server}.{tool} answered with a result that breaks its own outputSchema: {why}"),
+        )
+        .with_hint("this is a problem of the tool server; the result was withheld because the program's types promise that shape")
+    };
+    let value = match (result.structured_content, result.content.as_slice()) {
+        (Some(structured), _) => structured,
+        (None, [ContentBlock::Text(text)]) => match serde_json::from_str(&text.text) {
+            Ok(value) => value,
+            Err(_) => {
+                return SourceAnswer::new(Err(broken(
+                    "no structuredContent, and its text is not JSON".into(),
+                )));
+            }
+        },
+        (None, _) => return SourceAnswer::new(Err(broken("no structuredContent".into()))),
+    };
+    let first_error = output
+        .validator
+        .iter_errors(&value)
+        .next()
+        .map(|error| (error.instance_path().to_string(), error.to_string()));
+    let Some((at, mut why)) = first_error else {
+        return SourceAnswer::new(Ok(value));
+    };
+    if coerce.is_safe()
+        && let Some((coerced, made)) = output.coerce(&value)
+    {
+        return SourceAnswer {
+            coercions: made,
+            ..SourceAnswer::new(Ok(coerced))
+        };
+    }
+    // The validator's message quotes the offending value, which may be large.
+    if why.chars().count() > 300 {
+        why = format!("{}…", why.chars().take(300).collect::<String>());
+    }
+    let error = broken(format!(
+        "at `{}`: {why}",
+        if at.is_empty() { "/" } else { &at }
+    ));
+    // Withheld from the program, but the pipeline counts it as drift.
+    SourceAnswer {
+        withheld: Some(value),
+        ..SourceAnswer::new(Err(error))
     }
 }
 
@@ -361,17 +408,23 @@ mod tests {
     fn results_map_predictably() {
         let text = |t: &str| CallToolResult::success(vec![ContentBlock::text(t)]);
         assert_eq!(
-            to_value("s", "t", text("{\"a\":1}"), None, None, None).unwrap(),
+            to_value("s", "t", text("{\"a\":1}"), None, CoercePolicy::Off)
+                .result
+                .unwrap(),
             serde_json::json!({"a": 1})
         );
         assert_eq!(
-            to_value("s", "t", text("plain words"), None, None, None).unwrap(),
+            to_value("s", "t", text("plain words"), None, CoercePolicy::Off)
+                .result
+                .unwrap(),
             serde_json::json!("plain words")
         );
         let mut structured = text("ignored");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, None, None, None).unwrap(),
+            to_value("s", "t", structured, None, CoercePolicy::Off)
+                .result
+                .unwrap(),
             serde_json::json!({"n": 2})
         );
         let err = to_value(
@@ -379,15 +432,17 @@ mod tests {
             "t",
             CallToolResult::error(vec![ContentBlock::text("boom")]),
             None,
-            None,
-            None,
+            CoercePolicy::Off,
         )
+        .result
         .unwrap_err();
         assert_eq!(err.code, "upstream_error");
         assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(
-            to_value("s", "t", two, None, None, None).unwrap(),
+            to_value("s", "t", two, None, CoercePolicy::Off)
+                .result
+                .unwrap(),
             serde_json::json!([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
         );
     }
@@ -403,12 +458,22 @@ mod tests {
         let mut structured = text("{\"n\": 1}");
         structured.structured_content = Some(serde_json::json!({"n": 2}));
         assert_eq!(
-            to_value("s", "t", structured, Some(&validator), None, None).unwrap(),
+            to_value("s", "t", structured, Some(&validator), CoercePolicy::Off)
+                .result
+                .unwrap(),
             serde_json::json!({"n": 2})
         );
         // Only the serialised copy: parsed, checked, used.
         assert_eq!(
-            to_value("s", "t", text("{\"n\": 3}"), Some(&validator), None, None).unwrap(),
+            to_value(
+                "s",
+                "t",
+                text("{\"n\": 3}"),
+                Some(&validator),
+                CoercePolicy::Off
+            )
+            .result
+            .unwrap(),
             serde_json::json!({"n": 3})
         );
         for broken in [
@@ -416,7 +481,9 @@ mod tests {
             text("{\"n\": \"3\"}"),
             CallToolResult::success(vec![]),
         ] {
-            let err = to_value("s", "t", broken, Some(&validator), None, None).unwrap_err();
+            let err = to_value("s", "t", broken, Some(&validator), CoercePolicy::Off)
+                .result
+                .unwrap_err();
             assert_eq!(err.code, "upstream_error");
             assert!(
                 err.message.contains("breaks its own outputSchema"),
@@ -426,20 +493,16 @@ mod tests {
             assert!(err.hint.is_some());
         }
         // With coercion allowed, a trivial break is mended and the mend recorded.
-        let log = CoercionLog::default();
-        assert_eq!(
-            to_value(
-                "s",
-                "t",
-                text("{\"n\": \"3\"}"),
-                Some(&validator),
-                Some(&log),
-                None
-            )
-            .unwrap(),
-            serde_json::json!({"n": 3})
+        let mended = to_value(
+            "s",
+            "t",
+            text("{\"n\": \"3\"}"),
+            Some(&validator),
+            CoercePolicy::Safe,
         );
-        let made = log.take();
+        assert_eq!(mended.result.unwrap(), serde_json::json!({"n": 3}));
+        assert_eq!(mended.withheld, None);
+        let made = mended.coercions;
         assert_eq!(made.len(), 1);
         assert_eq!(
             (made[0].pointer.as_str(), &made[0].from),
@@ -447,31 +510,33 @@ mod tests {
         );
         assert_eq!(made[0].place, crate::agent_api::CoercionPlace::Result);
         // Not a near miss: still an error, and the value is kept for the drift count.
-        let withheld = crate::tools::WithheldResult::default();
-        let err = to_value(
+        let withheld = to_value(
             "s",
             "t",
             text("{\"n\": \"three\"}"),
             Some(&validator),
-            Some(&log),
-            Some(&withheld),
-        )
-        .unwrap_err();
-        assert_eq!(withheld.take(), Some(serde_json::json!({"n": "three"})));
+            CoercePolicy::Safe,
+        );
+        assert_eq!(withheld.withheld, Some(serde_json::json!({"n": "three"})));
+        assert!(withheld.coercions.is_empty());
+        let err = withheld.result.unwrap_err();
         assert!(
             err.message.contains("breaks its own outputSchema"),
             "{}",
             err.message
         );
-        assert!(log.take().is_empty());
         let mut wrong = text("{}");
         wrong.structured_content = Some(serde_json::json!({"m": 1}));
-        let err = to_value("s", "t", wrong, Some(&validator), None, None).unwrap_err();
+        let err = to_value("s", "t", wrong, Some(&validator), CoercePolicy::Off)
+            .result
+            .unwrap_err();
         assert!(err.message.contains("at `/`"), "{}", err.message);
         // A large wrong value is not quoted whole.
         let mut huge = text("{}");
         huge.structured_content = Some(serde_json::json!({"n": "x".repeat(100_000)}));
-        let err = to_value("s", "t", huge, Some(&validator), None, None).unwrap_err();
+        let err = to_value("s", "t", huge, Some(&validator), CoercePolicy::Off)
+            .result
+            .unwrap_err();
         assert!(err.message.contains("at `/n`"), "{}", &err.message[..200]);
         assert!(err.message.len() < 1_000, "{} bytes", err.message.len());
     }

@@ -4,7 +4,7 @@
 
 use super::McpServer;
 use super::connection::{AbortOnDrop, Connection, Live, ServerEvents};
-use super::stdio::{ServerProcess, StdioStart};
+use super::stdio::{ServerProcess, Spawned, StdioStart};
 use crate::tools::sources::http;
 use crate::tools::{SecretsUsed, ToolError};
 use airlock_policy::{ServerTransport, SettingValue};
@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransport, StreamableHttpClientTransportConfig,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tracing::{info, warn};
@@ -53,10 +54,12 @@ impl Backoff {
 }
 
 /// The handshake's outcome and, for a stdio server, its process.
-type Handshake = (
-    Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>,
-    Option<ServerProcess>,
-);
+struct Handshake {
+    service: Result<RunningService<RoleClient, ServerEvents>, ClientInitializeError>,
+    process: Option<ServerProcess>,
+    /// The secret values the server was given (its `env` or `headers`).
+    secrets: SecretsUsed,
+}
 
 impl McpServer {
     /// The running server's peer and tool table, starting the server if needed and listing
@@ -165,21 +168,22 @@ impl McpServer {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(events.stderr.clone());
         let legacy = self.legacy_only.load(Ordering::Relaxed);
-        let (service, child) = match self.open(&events, lifecycle(legacy)).await? {
-            (Ok(service), child) => (service, child),
-            (Err(e), _) if !legacy && answered_discover_badly(&e) => {
+        let first = self.open(&events, lifecycle(legacy)).await?;
+        let (service, child, secrets) = match first.service {
+            Ok(service) => (service, first.process, first.secrets),
+            Err(e) if !legacy && answered_discover_badly(&e) => {
                 // A server of the 2025 era must answer an unknown method with an error, which
                 // makes rmcp fall back to `initialize` by itself; some answer `{}` instead.
                 // Such a server gets `initialize` on a new connection, now and from now on.
                 info!(server = %name, error = %e, "the server did not understand server/discover; using initialize");
                 self.legacy_only.store(true, Ordering::Relaxed);
-                let (service, child) = self.open(&events, lifecycle(true)).await?;
-                match service {
-                    Ok(service) => (service, child),
+                let again = self.open(&events, lifecycle(true)).await?;
+                match again.service {
+                    Ok(service) => (service, again.process, again.secrets),
                     Err(e) => return Err(self.handshake_failed(&e, &events).await),
                 }
             }
-            (Err(e), _) => return Err(self.handshake_failed(&e, &events).await),
+            Err(e) => return Err(self.handshake_failed(&e, &events).await),
         };
         let (protocol, lists_changes) = match service.peer().peer_info() {
             Some(info) => (
@@ -213,6 +217,7 @@ impl McpServer {
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
             oversized,
             process: child,
+            secrets: Arc::new(secrets),
         })
     }
 
@@ -238,7 +243,12 @@ impl McpServer {
                     env,
                     inherit_env,
                 };
-                let (transport, mut child, status) = self.spawn_stdio(&started, events)?;
+                let Spawned {
+                    transport,
+                    mut child,
+                    status,
+                    secrets,
+                } = self.spawn_stdio(&started, events)?;
                 let confined = match status {
                     Some(status) => self.confined(status).await,
                     None => Ok(None),
@@ -254,31 +264,38 @@ impl McpServer {
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await;
-                (
+                Handshake {
                     service,
-                    Some(ServerProcess {
+                    process: Some(ServerProcess {
                         child,
                         _egress: egress,
                     }),
-                )
+                    secrets,
+                }
             }
             ServerTransport::Http { url, headers } => {
-                let transport = self.http_transport(url, headers, &events.secrets)?;
+                let mut secrets = SecretsUsed::default();
+                let transport = self.http_transport(url, headers, &mut secrets)?;
                 let service = events
                     .clone()
                     .serve_with_lifecycle(transport, lifecycle)
                     .await;
-                (service, None)
+                Handshake {
+                    service,
+                    process: None,
+                    secrets,
+                }
             }
         })
     }
 
-    /// A Streamable HTTP connection with the policy's headers (secrets resolved now).
+    /// A Streamable HTTP connection with the policy's headers (secrets resolved now, and added
+    /// to `secrets`).
     fn http_transport(
         &self,
         url: &str,
         headers: &[(String, SettingValue)],
-        secrets: &SecretsUsed,
+        secrets: &mut SecretsUsed,
     ) -> Result<StreamableHttpClientTransport<reqwest::Client>, ToolError> {
         let mut custom = HashMap::new();
         let resolved = self.settings().table("headers", headers, secrets)?;

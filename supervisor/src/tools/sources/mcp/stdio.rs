@@ -5,7 +5,7 @@
 use super::connection::{AbortOnDrop, ServerEvents};
 use super::start::START_TIMEOUT;
 use super::{McpServer, confinement, egress, environment};
-use crate::tools::ToolError;
+use crate::tools::{SecretsUsed, ToolError};
 use airlock_policy::{ConfineMode, ServerNetwork, SettingValue};
 use rmcp::service::RoleClient;
 use rmcp::transport::async_rw::AsyncRwTransport;
@@ -72,6 +72,16 @@ impl tokio::io::AsyncRead for LineMeter {
     }
 }
 
+/// A stdio server just spawned.
+pub(super) struct Spawned {
+    pub(super) transport: StdioTransport,
+    pub(super) child: tokio::process::Child,
+    /// The launcher's status socket, for a confined server.
+    pub(super) status: Option<std::os::unix::net::UnixStream>,
+    /// The secret values its environment holds.
+    pub(super) secrets: SecretsUsed,
+}
+
 /// A stdio server's process (killed on drop) and, for a server with a `network` list, its
 /// egress proxy, which ends with it.
 #[derive(Debug)]
@@ -87,16 +97,9 @@ impl McpServer {
         &self,
         started: &StdioStart<'_>,
         events: &ServerEvents,
-    ) -> Result<
-        (
-            StdioTransport,
-            tokio::process::Child,
-            Option<std::os::unix::net::UnixStream>,
-        ),
-        ToolError,
-    > {
-        let secrets = &events.secrets;
-        let given = self.settings().table("env", started.env, secrets)?;
+    ) -> Result<Spawned, ToolError> {
+        let mut secrets = SecretsUsed::default();
+        let given = self.settings().table("env", started.env, &mut secrets)?;
         let env = self.stdio_environment(started, given)?;
         let path = env
             .iter()
@@ -149,7 +152,12 @@ impl McpServer {
             let tail = events.stderr.clone();
             tokio::spawn(async move { tail.read(stderr, secrets).await }.instrument(span));
         }
-        Ok((transport, child, status_read))
+        Ok(Spawned {
+            transport,
+            child,
+            status: status_read,
+            secrets,
+        })
     }
 
     /// The server's environment: the base one, `inherit_env`, what the policy `given`, and

@@ -3,10 +3,13 @@
 //! idempotency key on writing methods; the answer read within bounds, redirects refused.
 
 use super::{BodyKind, Location, OpenApiSource, Operation, Param};
+use crate::agent_api::Coercion;
 use crate::tools::coercion;
 use crate::tools::sources::http;
 use crate::tools::sources::settings::Settings;
-use crate::tools::{CallContext, IDEMPOTENCY_HEADER, ToolError, ToolErrorCode};
+use crate::tools::{
+    CallContext, IDEMPOTENCY_HEADER, SecretsUsed, SourceAnswer, ToolError, ToolErrorCode,
+};
 use airlock_policy::{ApiKeyLocation, OpenApiAuth, SettingValue};
 use reqwest::Url;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -16,12 +19,34 @@ use serde_json::{Map, Value};
 pub const MAX_EXCERPT_BYTES: usize = 1024;
 
 impl OpenApiSource {
+    /// One call. The answer carries the secret values its credentials hold, whatever the
+    /// outcome (an error page may quote the request).
     pub(super) async fn call_tool(
         &self,
         tool: &str,
         args: Value,
         ctx: &CallContext,
-    ) -> Result<Value, ToolError> {
+    ) -> SourceAnswer {
+        let mut secrets = SecretsUsed::default();
+        let answer = match self.operation_result(tool, args, ctx, &mut secrets).await {
+            Ok((value, coercions)) => SourceAnswer {
+                coercions,
+                ..SourceAnswer::new(Ok(value))
+            },
+            Err(e) => SourceAnswer::new(Err(e)),
+        };
+        answer.with_secrets(secrets)
+    }
+
+    /// The value of one call of `tool`, mended to its output schema where the policy allows
+    /// it (with the coercions); the credentials' secret values go to `secrets`.
+    async fn operation_result(
+        &self,
+        tool: &str,
+        args: Value,
+        ctx: &CallContext,
+        secrets: &mut SecretsUsed,
+    ) -> Result<(Value, Vec<Coercion>), ToolError> {
         let full = self.full_name(tool);
         let Some(op) = self.operations.get(tool) else {
             return Err(ToolError::new(
@@ -41,18 +66,18 @@ impl OpenApiSource {
         }
         let empty = Map::new();
         let args = args.as_object().unwrap_or(&empty);
-        let credentials = self.credentials(ctx)?;
+        let credentials = self.credentials(secrets)?;
         let value = self.send(&full, op, args, credentials, ctx).await?;
         Ok(coercion::mend_result(
             op.output(),
             value,
             self.config.coerce,
-            &ctx.coercions,
         ))
     }
 
-    /// The auth values, secrets read from the store now (so a rotated secret is used at once).
-    fn credentials(&self, ctx: &CallContext) -> Result<Option<Credentials>, ToolError> {
+    /// The auth values, secrets read from the store now (so a rotated secret is used at once)
+    /// and added to `secrets`.
+    fn credentials(&self, secrets: &mut SecretsUsed) -> Result<Option<Credentials>, ToolError> {
         let Some(auth) = &self.config.auth else {
             return Ok(None);
         };
@@ -61,13 +86,14 @@ impl OpenApiSource {
             name: &self.config.name,
             store: &self.secrets,
         };
-        let value = |key: &str, setting: &SettingValue| -> Result<String, ToolError> {
-            Ok(settings.value("auth", key, setting, &ctx.secrets)?.value)
+        let mut value = |key: &str, setting: &SettingValue| -> Result<String, ToolError> {
+            Ok(settings.value("auth", key, setting, secrets)?.value)
         };
         Ok(Some(match auth {
             OpenApiAuth::Bearer { token } => Credentials::Bearer(value("token", token)?),
             OpenApiAuth::Basic { username, password } => {
-                Credentials::Basic(value("username", username)?, value("password", password)?)
+                let username = value("username", username)?;
+                Credentials::Basic(username, value("password", password)?)
             }
             OpenApiAuth::ApiKey { location, value: v } => {
                 let v = value("value", v)?;

@@ -452,6 +452,7 @@ fn hostile_schemas_fail_only_their_own_tool() {
         .unwrap();
     let e = rt
         .block_on(source.call_tool("post_many", json!({}), &CallContext::new("e", "p", 1)))
+        .into_result()
         .unwrap_err();
     assert_eq!(e.code, "invalid_schema");
     assert!(
