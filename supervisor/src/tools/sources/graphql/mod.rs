@@ -88,7 +88,8 @@ struct Tool {
     descriptor: ToolDescriptor,
     kind: ToolKind,
     /// The descriptor's output schema, compiled on the first call that needed it: results
-    /// that break it trivially (a custom scalar's) are coerced ([`coercion::mend_result`]).
+    /// that break it trivially (a custom scalar's) are coerced
+    /// ([`crate::tools::coercion::mend_result`]).
     output: OnceLock<Option<OutputSchema>>,
 }
 

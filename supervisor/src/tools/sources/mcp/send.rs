@@ -27,8 +27,8 @@ const PROGRESS_GRACE: Duration = Duration::from_millis(200);
 
 impl McpServer {
     /// One call on the running server (started if needed). The answer carries the secret
-    /// values the server was given, whatever the outcome: whatever this server says may echo
-    /// what it was started with.
+    /// values the server was started with, whatever the outcome: anything it says may echo
+    /// them.
     pub(super) async fn call_tool(
         &self,
         tool: &str,
