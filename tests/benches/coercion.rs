@@ -13,7 +13,7 @@
 
 use airlock_policy::CoercePolicy;
 use airlock_supervisor::tools::arguments::ArgumentSchema;
-use airlock_supervisor::tools::coercion::{CoercionLog, OutputSchema, mend_result};
+use airlock_supervisor::tools::coercion::{OutputSchema, mend_result};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -148,16 +148,13 @@ fn main() {
     }
     // Results: an OpenAPI/GraphQL-style result checked and mended in the source.
     let output = OutputSchema::compile(&schema(false)).unwrap();
-    let log = CoercionLog::default();
     let mend = |value: &Value| {
         median_ns(budget, || {
             std::hint::black_box(mend_result(
                 Some(&output),
                 std::hint::black_box(value.clone()),
                 CoercePolicy::Safe,
-                &log,
             ));
-            log.take();
         })
     };
     println!(

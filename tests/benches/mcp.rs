@@ -234,7 +234,7 @@ fn main() {
                     let ctx = CallContext::new("bench", "bench", 1);
                     for _ in 0..20 {
                         let t = Instant::now();
-                        server.call(tool, args.clone(), &ctx).await.expect("the call succeeds");
+                        server.call(tool, args.clone(), &ctx).await.into_result().expect("the call succeeds");
                         call[i].push(t.elapsed().as_secs_f64() * 1e6);
                     }
                     server.shutdown().await;

@@ -83,7 +83,7 @@ impl ToolSource for Ledger {
             if let Some(key) = &honoured
                 && let Some(answer) = self.answered.lock().expect("ledger lock").get(key)
             {
-                return answer.clone();
+                return answer.clone().into();
             }
             let answer = self.act(tool, args, ctx).await;
             if let Some(key) = honoured {
@@ -92,7 +92,7 @@ impl ToolSource for Ledger {
                     .expect("ledger lock")
                     .insert(key, answer.clone());
             }
-            answer
+            answer.into()
         })
     }
 }

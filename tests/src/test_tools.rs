@@ -2,7 +2,8 @@
 
 use airlock_supervisor::tools::ToolErrorCode;
 use airlock_supervisor::tools::{
-    CallContext, ToolDescriptor, ToolError, ToolFuture, ToolSource, ToolsFuture,
+    CallContext, SecretsUsed, SourceAnswer, ToolDescriptor, ToolError, ToolFuture, ToolSource,
+    ToolsFuture,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -49,11 +50,17 @@ impl ToolSource for TestTools {
                 let steps = args["steps"].as_u64().unwrap_or(1);
                 let message = args["message"].as_str().map(str::to_owned);
                 for step in 1..=steps {
+                    // In-process: the call hands no secret to anything.
                     ctx.progress
-                        .report(step as f64, Some(steps as f64), message.clone())
+                        .report(
+                            step as f64,
+                            Some(steps as f64),
+                            message.clone(),
+                            &SecretsUsed::default(),
+                        )
                         .await;
                 }
-                Ok(json!({ "steps": steps }))
+                Ok(json!({ "steps": steps })).into()
             });
         }
         self.call_impl(tool, args)
@@ -78,7 +85,7 @@ impl TestTools {
 
     fn call_impl<'a>(&'a self, tool: &'a str, args: Value) -> ToolFuture<'a> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        Box::pin(async move {
+        let answer = async move {
             match tool {
                 "echo" => Ok(args),
                 "add" => {
@@ -105,6 +112,7 @@ impl TestTools {
                     format!("no tool {other}"),
                 )),
             }
-        })
+        };
+        Box::pin(async move { SourceAnswer::new(answer.await) })
     }
 }

@@ -153,7 +153,7 @@ impl ToolSource for Gate {
         Box::pin(async move {
             self.entered.send_modify(|k| *k += 1);
             self.permits.acquire().await.unwrap().forget();
-            Ok(args)
+            Ok(args).into()
         })
     }
 }

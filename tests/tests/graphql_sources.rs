@@ -350,6 +350,7 @@ async fn a_missing_credential_fails_the_call_not_the_source() {
             &airlock_supervisor::tools::CallContext::new("e", "p", 1),
         )
         .await
+        .into_result()
         .unwrap_err();
     assert_eq!(err.code, "server_unavailable");
     assert!(err.message.contains("`gh-token`"), "{}", err.message);

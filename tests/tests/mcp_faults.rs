@@ -611,7 +611,11 @@ async fn the_idempotency_key_reaches_the_server_in_meta_and_read_only_hints_are_
     ] {
         let server = Arc::new(McpServer::new(config, Arc::new(SecretStore::empty())));
         let keyed = CallContext::new("e", "p", 1).with_idempotency_key("journal-key-7");
-        let meta = server.call("meta", json!({}), &keyed).await.unwrap();
+        let meta = server
+            .call("meta", json!({}), &keyed)
+            .await
+            .into_result()
+            .unwrap();
         assert_eq!(
             meta[IDEMPOTENCY_META_KEY],
             json!("journal-key-7"),
@@ -622,6 +626,7 @@ async fn the_idempotency_key_reaches_the_server_in_meta_and_read_only_hints_are_
         let meta = server
             .call("meta", json!({}), &CallContext::new("e", "p", 2))
             .await
+            .into_result()
             .unwrap();
         assert!(meta.get(IDEMPOTENCY_META_KEY).is_none(), "{label}: {meta}");
 

@@ -802,15 +802,21 @@ paths:
     .unwrap();
     let keyed = CallContext::new("e", "p", 1).with_idempotency_key("journal-key-7");
     for tool in ["list", "peek", "create", "replace", "amend", "remove"] {
-        source.call(tool, json!({}), &keyed).await.unwrap();
+        source
+            .call(tool, json!({}), &keyed)
+            .await
+            .into_result()
+            .unwrap();
     }
     source
         .call("create", json!({}), &CallContext::new("e", "p", 2))
         .await
+        .into_result()
         .unwrap();
     source
         .call("keyed", json!({"Idempotency-Key": "program-key"}), &keyed)
         .await
+        .into_result()
         .unwrap();
     let sent: Vec<(String, Vec<String>)> = api
         .seen()

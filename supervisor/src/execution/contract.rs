@@ -929,7 +929,7 @@ mod tests {
             args: Value,
             _: &'a crate::tools::CallContext,
         ) -> crate::tools::ToolFuture<'a> {
-            Box::pin(async move { Ok(args) })
+            Box::pin(async move { Ok(args).into() })
         }
     }
 

@@ -18,7 +18,8 @@
 use crate::tools::catalogue::CatalogueView;
 use crate::tools::naming::{near_paths, quote_list};
 use crate::tools::{
-    CallContext, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource, ToolsFuture,
+    CallContext, SourceAnswer, ToolDescriptor, ToolError, ToolErrorCode, ToolFuture, ToolSource,
+    ToolsFuture,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -83,27 +84,31 @@ impl ToolSource for BuiltinTools {
     }
 
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a> {
-        Box::pin(async move {
-            let Some(caller) = &ctx.catalogue else {
-                return Err(ToolError::new(
-                    ToolErrorCode::Internal,
-                    format!(
-                        "tools.{NAMESPACE}.{tool} answers only inside an execution, which knows its caller"
-                    ),
-                ));
-            };
-            match tool {
-                SEARCH_TOOLS => search_tools(&caller.view().await, &args, IN_PROGRAM),
-                READ_SDK => read_sdk(&caller.view().await, &args, IN_PROGRAM),
-                other => Err(ToolError::new(
-                    ToolErrorCode::UnknownTool,
-                    format!("server `{NAMESPACE}` has no tool named `{other}`"),
-                )
-                .with_hint(format!(
-                    "tools on `{NAMESPACE}`: {SEARCH_TOOLS}, {READ_SDK}"
-                ))),
-            }
-        })
+        // Answered in the daemon, from the caller's catalogue: no secret is handed anywhere.
+        Box::pin(async move { SourceAnswer::new(answer(tool, &args, ctx).await) })
+    }
+}
+
+/// The built-in tool `tool`'s answer for the caller the context names.
+async fn answer(tool: &str, args: &Value, ctx: &CallContext) -> Result<Value, ToolError> {
+    let Some(caller) = &ctx.catalogue else {
+        return Err(ToolError::new(
+            ToolErrorCode::Internal,
+            format!(
+                "tools.{NAMESPACE}.{tool} answers only inside an execution, which knows its caller"
+            ),
+        ));
+    };
+    match tool {
+        SEARCH_TOOLS => search_tools(&caller.view().await, args, IN_PROGRAM),
+        READ_SDK => read_sdk(&caller.view().await, args, IN_PROGRAM),
+        other => Err(ToolError::new(
+            ToolErrorCode::UnknownTool,
+            format!("server `{NAMESPACE}` has no tool named `{other}`"),
+        )
+        .with_hint(format!(
+            "tools on `{NAMESPACE}`: {SEARCH_TOOLS}, {READ_SDK}"
+        ))),
     }
 }
 
@@ -333,7 +338,7 @@ mod tests {
             Box::pin(async move { Ok(tools) })
         }
         fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
-            Box::pin(async move { Ok(args) })
+            Box::pin(async move { Ok(args).into() })
         }
     }
 
@@ -368,6 +373,7 @@ mod tests {
                 &CallContext::new("ex", "p", 1),
             )
             .await
+            .into_result()
             .unwrap_err();
         assert_eq!(err.code, ToolErrorCode::Internal);
         let mut ctx = CallContext::new("ex", "p", 1);
@@ -379,9 +385,14 @@ mod tests {
         let found = source
             .call(SEARCH_TOOLS, json!({ "query": "add numbers" }), &ctx)
             .await
+            .into_result()
             .unwrap();
         assert_eq!(found["results"][0]["tool"], "math.add", "{found}");
-        let tree = source.call(READ_SDK, json!({}), &ctx).await.unwrap();
+        let tree = source
+            .call(READ_SDK, json!({}), &ctx)
+            .await
+            .into_result()
+            .unwrap();
         // math's two tools and the two built-ins; clock is not granted.
         assert_eq!(tree["tools"], 4, "{tree}");
     }

@@ -370,7 +370,7 @@ mod tests {
             _: serde_json::Value,
             _: &'a CallContext,
         ) -> ToolFuture<'a> {
-            Box::pin(async { Err(ToolError::new(ToolErrorCode::UnknownTool, "none")) })
+            Box::pin(async { Err(ToolError::new(ToolErrorCode::UnknownTool, "none")).into() })
         }
     }
 

@@ -41,26 +41,6 @@ use crate::agent_api::{Coercion, CoercionPlace, CoercionRule};
 use airlock_policy::CoercePolicy;
 use serde_json::{Map, Number, Value};
 use std::cell::Cell;
-use std::sync::{Arc, Mutex, PoisonError};
-
-/// The coercions made in one call, shared by its context's clones: the pipeline adds the
-/// arguments', a source the result's, and the pipeline takes them for the trace.
-#[derive(Debug, Clone, Default)]
-pub struct CoercionLog(Arc<Mutex<Vec<Coercion>>>);
-
-impl CoercionLog {
-    pub fn add(&self, coercions: impl IntoIterator<Item = Coercion>) {
-        self.lock().extend(coercions);
-    }
-
-    pub fn take(&self) -> Vec<Coercion> {
-        std::mem::take(&mut *self.lock())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Coercion>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// A declared output schema, compiled, and kept for coercing results that break it.
 #[derive(Debug)]
@@ -86,27 +66,23 @@ impl OutputSchema {
 }
 
 /// A result of a source that does not hold its results to their declared output schema
-/// (OpenAPI, GraphQL): one that breaks it only trivially is coerced, with the coercions added
-/// to `log`, when `policy` is `safe`; any other result is handed on as it came (the schema is
-/// the document's promise, not a check).
+/// (OpenAPI, GraphQL): one that breaks it only trivially is coerced, with the coercions made,
+/// when `policy` is `safe`; any other result is handed on as it came (the schema is the
+/// document's promise, not a check).
 pub fn mend_result(
     output: Option<&OutputSchema>,
     value: Value,
     policy: CoercePolicy,
-    log: &CoercionLog,
-) -> Value {
+) -> (Value, Vec<Coercion>) {
     let Some(output) = output else {
-        return value;
+        return (value, Vec::new());
     };
     if !policy.is_safe() || output.validator.is_valid(&value) {
-        return value;
+        return (value, Vec::new());
     }
     match output.coerce(&value) {
-        Some((coerced, made)) => {
-            log.add(made);
-            coerced
-        }
-        None => value,
+        Some((coerced, made)) => (coerced, made),
+        None => (value, Vec::new()),
     }
 }
 

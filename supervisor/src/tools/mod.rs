@@ -1,7 +1,7 @@
 //! Tools: how a program's `tools.<namespace>.<tool>(args)` reaches something real.
 //!
-//! - this file: the [`ToolSource`] trait every source implements, [`ToolDescriptor`] and the
-//!   [`CallContext`] a source gets with each call;
+//! - this file: the [`ToolSource`] trait every source implements, [`ToolDescriptor`], the
+//!   [`CallContext`] a source gets with each call and the [`SourceAnswer`] it hands back;
 //! - [`call`]: the call pipeline every tool call goes through, in order (budget, policy,
 //!   readable arguments, rate, resolve, argument schema, gate, the source, redaction and scan);
 //! - [`registry`]: namespaces → sources, and name resolution with did-you-mean;
@@ -48,7 +48,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 /// A boxed future, so `ToolSource` can be used as a trait object.
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'a>>;
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = SourceAnswer> + Send + 'a>>;
 
 /// The answer to [`ToolSource::tools`].
 /// Shared, so that looking a tool up on every call costs no copy of the catalogue.
@@ -96,22 +96,23 @@ impl ToolDescriptor {
     }
 }
 
-/// What a call knows about its caller, and what the pipeline asks of the source.
-#[derive(Debug, Clone)]
+/// What a call knows about its caller, and what the pipeline asks of the source. The source
+/// borrows it for the call and hands back what it learned in its [`SourceAnswer`]; nothing of
+/// the source's flows back through the context (its progress reporter is the pipeline's own,
+/// which keeps what it redacted from the messages for the call's trace).
+#[derive(Debug)]
 pub struct CallContext {
     pub execution_id: String,
     pub principal: String,
     /// Position of this call within its execution (1-based, call order).
     pub call_id: u32,
-    /// Where the source reports the call's progress (MCP progress notifications).
+    /// Where the source reports the call's progress (MCP progress notifications): the
+    /// pipeline's reporter, which redacts and scans each message on its way to the agent.
     pub progress: ToolProgress,
     /// When the source's `call_timeout_ms` runs out (set by the pipeline's gate). The source
     /// stops waiting for its service then ([`CallContext::before_deadline`], or its protocol's
     /// own cancellation); the pipeline stops waiting for the source shortly after regardless.
     pub deadline: Option<CallDeadline>,
-    /// The secret values this call hands the source's service (credentials, a server's
-    /// environment): the pipeline redacts them from whatever comes back.
-    pub secrets: SecretsUsed,
     /// A key that stays the same when the same call (same session, tool, arguments and
     /// occurrence) is sent again after a crash or a replay, so a service that honours it does
     /// the work once. The pipeline fills it for the calls of a journaled session; `None`
@@ -124,34 +125,52 @@ pub struct CallContext {
     /// the daemon's built-in tools ([`builtin`]) answer from. The pipeline fills it from the
     /// execution's call scope; `None` in a context made outside an execution.
     pub catalogue: Option<catalogue::CallerCatalogue>,
-    /// Whether the source's policy lets the call's values be coerced to the tool's schemas
-    /// (`coerce`), and the coercions made: the pipeline's in the arguments, the source's in
-    /// a result that breaks a declared output schema ([`coercion`]).
-    pub coerce: CoercePolicy,
-    pub coercions: coercion::CoercionLog,
-    /// A result the source withheld because it breaks the tool's declared output schema (the
-    /// program gets an error): kept for the pipeline, which counts it as drift from the
-    /// declared type (stage 12) after scanning it like any result.
-    pub withheld: WithheldResult,
 }
 
-/// See [`CallContext::withheld`]. Shared by the context's clones, like the coercion log.
-#[derive(Debug, Clone, Default)]
-pub struct WithheldResult(std::sync::Arc<std::sync::Mutex<Option<Value>>>);
+/// Everything a source learned from one call, handed back as its answer: the pipeline takes
+/// nothing from a source any other way.
+#[derive(Debug)]
+pub struct SourceAnswer {
+    /// The value the program receives, or why the call failed.
+    pub result: Result<Value, ToolError>,
+    /// Coercions the source made to a result that broke the tool's declared output schema
+    /// trivially, under its `coerce` policy (place `result`, [`coercion`]).
+    pub coercions: Vec<crate::agent_api::Coercion>,
+    /// A result the source withheld because it breaks the tool's declared output schema (the
+    /// program gets an error): the pipeline counts it as drift from the declared type (stage
+    /// 12) after scanning it like any result.
+    pub withheld: Option<Value>,
+    /// The secret values the call handed the source's service (credentials, a server's
+    /// environment): the pipeline redacts them from the answer, the error included.
+    pub secrets: SecretsUsed,
+}
 
-impl WithheldResult {
-    pub fn set(&self, value: Value) {
-        *self.lock() = Some(value);
+impl SourceAnswer {
+    /// An answer with nothing learned beside `result`.
+    pub fn new(result: Result<Value, ToolError>) -> SourceAnswer {
+        SourceAnswer {
+            result,
+            coercions: Vec::new(),
+            withheld: None,
+            secrets: SecretsUsed::default(),
+        }
     }
 
-    pub fn take(&self) -> Option<Value> {
-        self.lock().take()
+    /// The same answer, noting the secret values the call handed its service.
+    pub fn with_secrets(mut self, secrets: SecretsUsed) -> SourceAnswer {
+        self.secrets = secrets;
+        self
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Value>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// The value or error alone (for callers outside the pipeline, which redact nothing).
+    pub fn into_result(self) -> Result<Value, ToolError> {
+        self.result
+    }
+}
+
+impl From<Result<Value, ToolError>> for SourceAnswer {
+    fn from(result: Result<Value, ToolError>) -> SourceAnswer {
+        SourceAnswer::new(result)
     }
 }
 
@@ -164,8 +183,8 @@ pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 pub const IDEMPOTENCY_META_KEY: &str = "airlock/idempotency-key";
 
 impl CallContext {
-    /// A context with no progress listener, no deadline, no secrets yet, no idempotency key
-    /// and no caller's catalogue.
+    /// A context with no progress listener, no deadline, no idempotency key and no caller's
+    /// catalogue.
     pub fn new(execution_id: &str, principal: &str, call_id: u32) -> CallContext {
         CallContext {
             execution_id: execution_id.to_owned(),
@@ -173,12 +192,8 @@ impl CallContext {
             call_id,
             progress: ToolProgress::default(),
             deadline: None,
-            secrets: SecretsUsed::default(),
             idempotency_key: None,
             catalogue: None,
-            coerce: CoercePolicy::Safe,
-            coercions: coercion::CoercionLog::default(),
-            withheld: WithheldResult::default(),
         }
     }
 
@@ -242,9 +257,11 @@ pub trait ToolSource: Send + Sync + 'static {
     fn tools(&self) -> ToolsFuture<'_>;
     /// Performs one call. `args` is the JSON object the program passed, already checked
     /// against the tool's input schema (and coerced to it where [`ToolSource::coerce`] is
-    /// `safe`). A source that holds results to a declared output schema coerces a result
-    /// that breaks it trivially under the same policy and adds the coercions to
-    /// `ctx.coercions` ([`coercion`]).
+    /// `safe`). The answer carries everything the call learned ([`SourceAnswer`]): a source
+    /// that holds results to a declared output schema coerces a result that breaks it
+    /// trivially under the same policy and returns the coercions ([`coercion`]), or withholds
+    /// it; every secret value the call handed its service is in the answer, whatever the
+    /// outcome, so that the pipeline redacts it.
     fn call<'a>(&'a self, tool: &'a str, args: Value, ctx: &'a CallContext) -> ToolFuture<'a>;
 
     /// The concurrency limit and call timeout from the source's policy entry; `None` for

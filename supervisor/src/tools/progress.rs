@@ -1,24 +1,25 @@
 //! A tool call's progress on its way to the agent: the source's own words, so the secret
-//! values the call used are redacted and the scanner runs, as for the call's result.
+//! values the call used are redacted and the scanner runs, as for the call's result. The
+//! pipeline owns the reporter and lends it to the source with the call's context; what it
+//! replaced stays with it, for the call's trace.
 
 use crate::agent_api::{ExecutionEvent, Redaction, RedactionPlace};
 use crate::secrets::scanner::{KNOWN_SECRET_RULE, SecretScanner};
 use crate::tools::SecretsUsed;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// Progress of one tool call, streamed to the agent as `tool_progress` events when it asked
 /// for a stream, and dropped otherwise. A progress message is the tool's own text going
 /// straight to the agent, so it passes the secret scanner first, like the call's result; what
 /// the scanner replaced is kept for the call's `redactions` in the trace.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ToolProgress {
     events: Option<tokio::sync::mpsc::Sender<ExecutionEvent>>,
     call_id: u32,
     tool: String,
     scanner: Option<SecretScanner>,
-    /// The call's secret values, redacted before the scan.
-    secrets: SecretsUsed,
-    redactions: Arc<Mutex<Vec<Redaction>>>,
+    /// What was replaced so far (a source reports through a shared borrow of the context).
+    redactions: Mutex<Vec<Redaction>>,
 }
 
 impl ToolProgress {
@@ -27,15 +28,13 @@ impl ToolProgress {
         call_id: u32,
         tool: String,
         scanner: Option<SecretScanner>,
-        secrets: SecretsUsed,
     ) -> Self {
         ToolProgress {
             events,
             call_id,
             tool,
             scanner,
-            secrets,
-            redactions: Arc::default(),
+            redactions: Mutex::default(),
         }
     }
 
@@ -44,14 +43,22 @@ impl ToolProgress {
         self.events.is_some()
     }
 
-    /// Reports one step. Waits while the agent's stream is full rather than drop the event:
-    /// the stream is bounded, and a slow reader slows only its own execution.
-    pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+    /// Reports one step, with `secrets` the secret values the call has handed its service so
+    /// far (redacted from the message before the scan). Waits while the agent's stream is full
+    /// rather than drop the event: the stream is bounded, and a slow reader slows only its own
+    /// execution.
+    pub async fn report(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+        secrets: &SecretsUsed,
+    ) {
         let Some(events) = &self.events else {
             return;
         };
         let message = message.map(|text| {
-            let (text, found) = self.secrets.redact_text_noting(text);
+            let (text, found) = secrets.redact_text_noting(text);
             if !found.is_empty() {
                 let mut kept = self.redactions.lock().unwrap_or_else(|e| e.into_inner());
                 kept.extend(found.into_iter().map(|r| Redaction {

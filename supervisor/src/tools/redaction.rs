@@ -3,13 +3,13 @@
 //! server printing its environment); the exact values go before the secret scanner looks for
 //! anything else, so the one credential the daemon knows was used never reaches a program.
 //!
-//! Sources add values through their settings (`sources::settings`); the pipeline and the
-//! progress reporter redact. Nothing else may see the values.
+//! Sources add values through their settings (`sources::settings`) and hand them back with
+//! their answer; the pipeline redacts (and the progress reporter, with the values the source
+//! names). Nothing else may see the values.
 
 use crate::secrets::store::{SecretValue, redact};
 use serde_json::Value;
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, PoisonError};
 
 /// One value a call handed its service, with the secret's name in the policy when known.
 #[derive(Debug, Clone)]
@@ -18,9 +18,9 @@ struct Used {
     value: SecretValue,
 }
 
-/// The secret values of one call (shared by its context's clones and its progress reporter).
+/// The secret values of one call (or of a connection, which every call on it uses).
 #[derive(Debug, Clone, Default)]
-pub struct SecretsUsed(Arc<Mutex<Vec<Used>>>);
+pub struct SecretsUsed(Vec<Used>);
 
 /// One place a value was redacted: the JSON pointer of the string (`None` in text), and the
 /// secret's name in the policy when known (for the audit log; never shown to the agent).
@@ -32,23 +32,22 @@ pub struct Redacted {
 
 impl SecretsUsed {
     /// Adds values the call hands its service.
-    pub fn add(&self, values: impl IntoIterator<Item = SecretValue>) {
-        self.lock()
+    pub fn add(&mut self, values: impl IntoIterator<Item = SecretValue>) {
+        self.0
             .extend(values.into_iter().map(|value| Used { name: None, value }));
     }
 
     /// Adds the value of the policy's secret `name`.
-    pub fn add_named(&self, name: &str, value: SecretValue) {
-        self.lock().push(Used {
+    pub fn add_named(&mut self, name: &str, value: SecretValue) {
+        self.0.push(Used {
             name: Some(name.to_owned()),
             value,
         });
     }
 
     /// Adds every value `other` holds (a connection's values, to one call on it).
-    pub fn add_from(&self, other: &SecretsUsed) {
-        let copies = other.lock().clone();
-        self.lock().extend(copies);
+    pub fn add_from(&mut self, other: &SecretsUsed) {
+        self.0.extend(other.0.iter().cloned());
     }
 
     /// `text` with every value replaced by `[redacted]`.
@@ -58,8 +57,7 @@ impl SecretsUsed {
 
     /// `text` with every value replaced by `[redacted]`, and which secrets were in it.
     pub fn redact_text_noting(&self, text: String) -> (String, Vec<Redacted>) {
-        let used = self.lock();
-        let (clean, found) = redact_noting(&text, &used);
+        let (clean, found) = redact_noting(&text, &self.0);
         let found = found
             .into_iter()
             .map(|secret| Redacted {
@@ -81,17 +79,11 @@ impl SecretsUsed {
     /// Every string (and key) of `value` redacted in place, and where: one entry per string
     /// and secret found in it.
     pub fn redact_value_noting(&self, value: &mut Value) -> Vec<Redacted> {
-        let used = self.lock();
         let mut found = Vec::new();
-        if !used.is_empty() {
-            redact_json_noting(value, &used, &mut String::new(), &mut found);
+        if !self.0.is_empty() {
+            redact_json_noting(value, &self.0, &mut String::new(), &mut found);
         }
         found
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Used>> {
-        // A panic elsewhere while holding the lock leaves a list that is still whole.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -182,9 +174,9 @@ mod tests {
 
     #[test]
     fn every_value_added_is_redacted_from_text_and_json() {
-        let used = SecretsUsed::default();
+        let mut used = SecretsUsed::default();
         used.add([SecretValue::new("s3cr3t-one".into())]);
-        used.clone().add([SecretValue::new("two-s3cr3t".into())]);
+        used.add([SecretValue::new("two-s3cr3t".into())]);
         assert_eq!(
             used.redact_text("a s3cr3t-one and two-s3cr3t".into()),
             "a [redacted] and [redacted]"
@@ -197,7 +189,7 @@ mod tests {
 
     #[test]
     fn redactions_say_where_and_which_secret() {
-        let used = SecretsUsed::default();
+        let mut used = SecretsUsed::default();
         used.add_named("gh-token", SecretValue::new("s3cr3t-one".into()));
         used.add([SecretValue::new("two-s3cr3t".into())]);
         let mut value = json!({"a": [1, "x s3cr3t-one"], "b/c": {"d": "two-s3cr3t"}, "e": "clean"});
@@ -220,7 +212,7 @@ mod tests {
         let (text, found) = used.redact_text_noting("said s3cr3t-one".into());
         assert_eq!(text, "said [redacted]");
         assert_eq!(found[0].secret.as_deref(), Some("gh-token"));
-        let copy = SecretsUsed::default();
+        let mut copy = SecretsUsed::default();
         copy.add_from(&used);
         assert_eq!(copy.redact_text("two-s3cr3t".into()), "[redacted]");
     }

@@ -300,7 +300,7 @@ mod tests {
             })
         }
         fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
-            Box::pin(async move { Ok(args) })
+            Box::pin(async move { Ok(args).into() })
         }
     }
 
@@ -437,7 +437,7 @@ mod tests {
             })
         }
         fn call<'a>(&'a self, _: &'a str, args: Value, _: &'a CallContext) -> ToolFuture<'a> {
-            Box::pin(async move { Ok(args) })
+            Box::pin(async move { Ok(args).into() })
         }
     }
 }

@@ -85,7 +85,7 @@ async fn run() -> anyhow::Result<()> {
             "conformance",
             u32::try_from(i + 1).unwrap_or(u32::MAX),
         );
-        match server.call(tool, args, &ctx).await {
+        match server.call(tool, args, &ctx).await.into_result() {
             Ok(value) => println!("{tool}: ok: {value}"),
             Err(e) => {
                 failed += 1;

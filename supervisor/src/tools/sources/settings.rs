@@ -1,7 +1,8 @@
 //! A source's settings from the policy (`env`, `headers`, `auth`), turned into the values its
 //! service gets: literals as written, secrets read from the store at the moment they are used
 //! (so a secret set or rotated while the daemon runs counts at once). Every secret value read
-//! is added to the call's [`SecretsUsed`], so the pipeline redacts it from the answer.
+//! is added to the call's [`SecretsUsed`], which the source hands back with its answer, so the
+//! pipeline redacts it.
 //!
 //! This is the one place a source turns a secret's name into its value; a missing secret
 //! fails the source's calls, never the daemon, and the error names the secret and the key,
@@ -36,7 +37,7 @@ impl Settings<'_> {
         table: &str,
         key: &str,
         setting: &SettingValue,
-        used: &SecretsUsed,
+        used: &mut SecretsUsed,
     ) -> Result<Resolved, ToolError> {
         match setting {
             SettingValue::Literal(text) => Ok(Resolved {
@@ -66,7 +67,7 @@ impl Settings<'_> {
         &self,
         table: &str,
         settings: &[(String, SettingValue)],
-        used: &SecretsUsed,
+        used: &mut SecretsUsed,
     ) -> Result<Vec<(String, String)>, ToolError> {
         settings
             .iter()
@@ -103,9 +104,14 @@ mod tests {
             name: "gh",
             store: &store,
         };
-        let used = SecretsUsed::default();
+        let mut used = SecretsUsed::default();
         let literal = settings
-            .value("env", "MODE", &SettingValue::Literal("fast".into()), &used)
+            .value(
+                "env",
+                "MODE",
+                &SettingValue::Literal("fast".into()),
+                &mut used,
+            )
             .unwrap();
         assert_eq!((literal.value.as_str(), literal.secret), ("fast", false));
         let e = settings
@@ -113,7 +119,7 @@ mod tests {
                 "env",
                 "TOKEN",
                 &SettingValue::Secret("gh-token".into()),
-                &used,
+                &mut used,
             )
             .unwrap_err();
         assert_eq!(e.code, ToolErrorCode::ServerUnavailable);

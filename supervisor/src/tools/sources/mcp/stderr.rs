@@ -164,7 +164,7 @@ mod tests {
     #[tokio::test]
     async fn keeps_the_last_lines_redacted_and_bounded() {
         let tail = StderrTail::default();
-        let secrets = SecretsUsed::default();
+        let mut secrets = SecretsUsed::default();
         secrets.add_named(
             "token",
             crate::secrets::store::SecretValue::new("hunter2-secret".into()),

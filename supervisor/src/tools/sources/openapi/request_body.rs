@@ -24,7 +24,9 @@
 //! {required: [b]}]`, `dependentRequired`) move to the top of the input schema, where the
 //! body's properties now are.
 
-use super::{BodyKind, MAX_PROPERTIES, resolve_local};
+use super::BodyKind;
+use super::load::resolve_local;
+use super::schema::MAX_PROPERTIES;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
