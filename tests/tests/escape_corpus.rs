@@ -189,7 +189,7 @@ const r = await tools.f.echo(args);
                     && r.result == json!(["benign", 1])
                     && r.tool_calls.len() == 1
                     && r.tool_calls[0].args == json!({"text": "benign"})
-                    && r.tool_calls[0].outcome == "ok",
+                    && r.tool_calls[0].outcome.as_str() == "ok",
                 "arguments are read once; that copy is checked and sent",
                 r,
             )
@@ -286,7 +286,8 @@ code
             let e = r.error.as_ref();
             ensure(
                 e.is_some_and(|e| {
-                    e.kind == "result_not_json" && e.message.contains("nested more than 128 levels")
+                    e.kind.as_str() == "result_not_json"
+                        && e.message.contains("nested more than 128 levels")
                 }),
                 "a too-deep result is the program's error, not a protocol failure",
                 r,
@@ -320,7 +321,9 @@ const fixed = await tools.test.echo({ s: "a\ud800b".toWellFormed() });
         check: |r| {
             let e = r.error.as_ref();
             ensure(
-                e.is_some_and(|e| e.kind == "result_not_json" && e.message.contains("surrogate")),
+                e.is_some_and(|e| {
+                    e.kind.as_str() == "result_not_json" && e.message.contains("surrogate")
+                }),
                 "a lone surrogate in the result is the program's error",
                 r,
             )
@@ -410,7 +413,10 @@ codes
         timeout_ms: 5_000,
         check: |r| {
             ensure(
-                r.error.as_ref().is_some_and(|e| e.kind == "contract") && r.tool_calls.is_empty(),
+                r.error
+                    .as_ref()
+                    .is_some_and(|e| e.kind.as_str() == "contract")
+                    && r.tool_calls.is_empty(),
                 "the contract check refuses a look-alike namespace before anything runs",
                 r,
             )
@@ -643,7 +649,7 @@ async fn a_compromised_worker_cannot_harm_the_supervisor() {
         if expect == "timeout" {
             assert_eq!(r.status, Status::Timeout, "{program}: {err:?}");
         } else {
-            assert_eq!(err.kind, "internal", "{program}: {err:?}");
+            assert_eq!(err.kind.as_str(), "internal", "{program}: {err:?}");
             assert!(err.message.contains(expect), "{program}: {}", err.message);
             assert!(err.hint.is_some());
         }

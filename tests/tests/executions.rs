@@ -106,7 +106,7 @@ return { sum, echoed };
     assert_eq!(r.tool_calls[0].id, 1);
     assert_eq!(r.tool_calls[0].tool, "test.add");
     assert_eq!(r.tool_calls[0].args, json!({"a": 2, "b": 3}));
-    assert_eq!(r.tool_calls[0].outcome, "ok");
+    assert_eq!(r.tool_calls[0].outcome.as_str(), "ok");
     assert_eq!(r.tool_calls[1].tool, "test.echo");
 }
 
@@ -157,7 +157,7 @@ try {
             .unwrap()
             .contains("upstream said no")
     );
-    assert_eq!(r.tool_calls[0].outcome, "error");
+    assert_eq!(r.tool_calls[0].outcome.as_str(), "error");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,7 +174,7 @@ async fn unknown_tools_fail_with_suggestions() {
     assert!(err.message.contains("ech"), "{}", err.message);
     let call = &r.tool_calls[0];
     let tool_err = call.error.as_ref().unwrap();
-    assert_eq!(tool_err.code, "unknown_tool");
+    assert_eq!(tool_err.code.as_str(), "unknown_tool");
     assert_eq!(
         tool_err.hint.as_deref(),
         Some("did you mean tools.test.echo?")
@@ -209,7 +209,7 @@ async fn the_tool_call_cap_is_enforced() {
         .await;
     assert_eq!(r.status, Status::Error, "{r:?}");
     assert!(d.tools.calls.load(std::sync::atomic::Ordering::Relaxed) <= 3);
-    assert_eq!(r.error.unwrap().kind, "tool_call_limit");
+    assert_eq!(r.error.unwrap().kind.as_str(), "tool_call_limit");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -478,7 +478,7 @@ async fn a_running_execution_can_be_cancelled_by_id() {
     );
     assert_eq!(r.status, Status::Cancelled, "{r:?}");
     let err = r.error.as_ref().unwrap();
-    assert_eq!(err.kind, "cancelled");
+    assert_eq!(err.kind.as_str(), "cancelled");
     assert!(err.message.contains("cancelled on request"), "{err:?}");
     assert_eq!(r.tool_calls.len(), 1, "{r:?}");
     // It has ended: cancelling again finds nothing.

@@ -146,7 +146,7 @@ async fn syntax_errors_carry_line_and_column() {
     let d = TestDaemon::start().await;
     let r = expect_failure(&d, "const a = 1;\nconst b = ;\n", 5000).await;
     let err = r.error.unwrap();
-    assert_eq!(err.kind, "syntax");
+    assert_eq!(err.kind.as_str(), "syntax");
     assert_eq!(err.line, Some(2), "{err:?}");
     assert!(err.column.is_some());
     assert!(err.hint.is_some());
@@ -162,7 +162,7 @@ async fn runtime_errors_carry_the_position_in_the_submitted_code() {
     )
     .await;
     let err = r.error.unwrap();
-    assert_eq!(err.kind, "runtime");
+    assert_eq!(err.kind.as_str(), "runtime");
     assert_eq!(err.name.as_deref(), Some("TypeError"));
     assert_eq!(err.line, Some(4), "{err:?}");
     // The code around the failing line, so the program can be fixed from the answer alone.
@@ -256,7 +256,7 @@ async fn a_worker_that_breaks_the_protocol_is_stopped() {
         let r = d.exec_timeout(program, 5000).await;
         assert_eq!(r.status, Status::Error, "{program}: {r:?}");
         let err = r.error.unwrap();
-        assert_eq!(err.kind, expect_kind, "{program}: {err:?}");
+        assert_eq!(err.kind.as_str(), expect_kind, "{program}: {err:?}");
         assert!(
             err.message.contains(expect_text),
             "{program}: {}",
@@ -337,7 +337,7 @@ async fn a_panicking_tool_source_fails_only_its_call() {
         );
         assert_eq!(r.status, Status::Ok, "{namespace}: {r:?}");
         assert_eq!(r.result[0], json!("internal"), "{namespace}: {r:?}");
-        assert_eq!(r.tool_calls[0].outcome, "error");
+        assert_eq!(r.tool_calls[0].outcome.as_str(), "error");
     }
     assert_eq!(d.exec("'next'").await.result, json!("next"));
 }

@@ -352,7 +352,7 @@ async fn a_missing_credential_fails_the_call_not_the_source() {
         .await
         .into_result()
         .unwrap_err();
-    assert_eq!(err.code, "server_unavailable");
+    assert_eq!(err.code.as_str(), "server_unavailable");
     assert!(err.message.contains("`gh-token`"), "{}", err.message);
     assert!(recorded.bodies().is_empty());
 }

@@ -102,7 +102,7 @@ async fn deeply_nested_programs_are_refused_and_the_daemon_serves_on() {
         assert_eq!(r.status, Status::Error, "{shape}: {r:?}");
         let e = r.error.as_ref().unwrap();
         // The worker's nesting guard, with what to do about it.
-        assert_eq!(e.kind, "syntax", "{shape}: {e:?}");
+        assert_eq!(e.kind.as_str(), "syntax", "{shape}: {e:?}");
         assert!(
             e.message.contains("nest") && e.message.contains("deep"),
             "{shape}: {e:?}"

@@ -67,7 +67,7 @@ fn fault_servers() -> Vec<i32> {
 /// The error of the execution's only tool call.
 fn only_call_error(r: &ExecutionResponse) -> ToolError {
     assert_eq!(r.tool_calls.len(), 1, "{r:?}");
-    assert_eq!(r.tool_calls[0].outcome, "error", "{r:?}");
+    assert_eq!(r.tool_calls[0].outcome.as_str(), "error", "{r:?}");
     r.tool_calls[0].error.clone().unwrap()
 }
 
@@ -156,7 +156,7 @@ async fn a_server_that_crashes_mid_call_fails_the_call_and_is_started_again() {
     let t = Instant::now();
     let r = d.exec("await tools.fault.crash({})").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "upstream_error", "{err:?}");
+    assert_eq!(err.code.as_str(), "upstream_error", "{err:?}");
     assert!(
         err.message.contains("calling fault.crash failed")
             && err.message.contains("closed before it answered"),
@@ -193,7 +193,7 @@ async fn a_server_that_closes_stdout_mid_message_fails_the_call_and_is_started_a
     let t = Instant::now();
     let r = d.exec("await tools.fault.cut({})").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "upstream_error", "{err:?}");
+    assert_eq!(err.code.as_str(), "upstream_error", "{err:?}");
     assert!(
         err.message.contains("calling fault.cut failed")
             && err.message.contains("closed before it answered"),
@@ -259,7 +259,11 @@ async fn a_timed_out_call_keeps_the_server(args: &[&str]) {
     assert_eq!(server.len(), 1, "{server:?}");
     let r = d.exec("await tools.fault.hang({})").await;
     let call = &r.tool_calls[0];
-    assert_eq!(call.error.as_ref().unwrap().code, "timeout", "{r:?}");
+    assert_eq!(
+        call.error.as_ref().unwrap().code.as_str(),
+        "timeout",
+        "{r:?}"
+    );
     assert!(
         call.duration_ms < (CALL_TIMEOUT_MS + 300) as f64,
         "the timeout reached the program after {} ms",
@@ -323,7 +327,7 @@ async fn a_50_mb_result_fails_the_call_without_hurting_the_daemon() {
     let r = d.exec("(await tools.fault.big({ mb: 50 })).length").await;
     let elapsed = t.elapsed();
     let err = only_call_error(&r);
-    assert_eq!(err.code, "result_too_large", "{err:?}");
+    assert_eq!(err.code.as_str(), "result_too_large", "{err:?}");
     assert_uncaught(&r, &err);
     // Refused when read, not when the call's timeout passes (half of it leaves room for a
     // loaded machine: it took 6.4 s once while two builds ran beside it).
@@ -360,7 +364,7 @@ async fn a_50_mb_result_is_refused_as_too_large() {
     let t = Instant::now();
     let r = d.exec("await tools.fault.big({ mb: 50 })").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "result_too_large", "{err:?}");
+    assert_eq!(err.code.as_str(), "result_too_large", "{err:?}");
     assert!(err.message.contains("over 33 MiB"), "{err:?}");
     // The only call waiting learns of it as soon as the line passes the limit, not at its
     // timeout.
@@ -434,7 +438,7 @@ async fn a_server_that_fails_to_start_is_unavailable_and_backs_off() {
     let d = daemon_with_fault_server(&["--fail-start"]).await;
     let r = d.exec("await tools.fault.echo({ text: 'x' })").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "server_unavailable", "{err:?}");
+    assert_eq!(err.code.as_str(), "server_unavailable", "{err:?}");
     // The contract check lists the tools of the namespaces a program names before it runs,
     // which is the first start attempt; the call then meets the back-off, which repeats why.
     assert!(
@@ -457,7 +461,7 @@ async fn a_server_that_fails_to_start_is_unavailable_and_backs_off() {
 
     let r = d.exec("await tools.fault.echo({ text: 'x' })").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "server_unavailable", "{err:?}");
+    assert_eq!(err.code.as_str(), "server_unavailable", "{err:?}");
     assert!(
         err.message.contains("failed to start 1 time(s) in a row")
             && err.message.contains("next attempt in"),
@@ -488,7 +492,11 @@ async fn a_server_gets_exactly_the_environment_its_entry_gives() {
     let args = ["--require-env", own.as_str()];
     let d = daemon_with_fault_server(&args).await;
     let r = d.exec("await tools.fault.echo({ text: 'x' })").await;
-    assert_eq!(only_call_error(&r).code, "server_unavailable", "{r:?}");
+    assert_eq!(
+        only_call_error(&r).code.as_str(),
+        "server_unavailable",
+        "{r:?}"
+    );
     d.stop().await;
 
     let mut config = fault_server::stdio("fault", &args);
@@ -529,7 +537,7 @@ async fn tool_added_becomes_callable(args: &[&str]) {
     let _serial = serial().await;
     let d = daemon_with_fault_server(args).await;
     let r = d.exec("await tools.fault.added({ a: 1 })").await;
-    assert_eq!(only_call_error(&r).code, "unknown_tool", "{r:?}");
+    assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
     let server = fault_servers();
 
     let r = d
@@ -544,7 +552,7 @@ async fn tool_added_becomes_callable(args: &[&str]) {
             last = Some(r);
             break;
         }
-        assert_eq!(only_call_error(&r).code, "unknown_tool", "{r:?}");
+        assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let r = last.expect("the added tool never became callable");
@@ -563,7 +571,7 @@ async fn the_http_mode_serves_the_daemon_and_its_garbage_fails_the_call() {
     echo_works(&d, "over http").await;
     let r = d.exec("await tools.fault.garbage({})").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "upstream_error", "{err:?}");
+    assert_eq!(err.code.as_str(), "upstream_error", "{err:?}");
     assert!(err.message.contains("this is not JSON-RPC"), "{err:?}");
     echo_works(&d, "after").await;
     d.stop().await;
@@ -578,7 +586,7 @@ async fn a_tool_list_that_never_ends_is_refused() {
     let d = daemon_with_fault_server(&["--endless-pages"]).await;
     let r = d.exec("await tools.fault.page_0({})").await;
     let err = only_call_error(&r);
-    assert_eq!(err.code, "server_unavailable", "{err:?}");
+    assert_eq!(err.code.as_str(), "server_unavailable", "{err:?}");
     assert!(
         err.message
             .contains("tools/list did not end after 100 pages"),

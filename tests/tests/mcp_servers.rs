@@ -59,7 +59,7 @@ const weather = await tools.everything.get_structured_content({ location: "Chica
     );
     assert_eq!(r.tool_calls.len(), 3);
     assert!(
-        r.tool_calls.iter().all(|c| c.outcome == "ok"),
+        r.tool_calls.iter().all(|c| c.outcome.as_str() == "ok"),
         "{:?}",
         r.tool_calls
     );
@@ -476,7 +476,7 @@ const status = await tools.git.git_status({{ repo_path: repo }});
         ))
         .await;
     let error = r.error.as_ref().expect("the program is refused");
-    assert_eq!(error.kind, "contract", "{r:?}");
+    assert_eq!(error.kind.as_str(), "contract", "{r:?}");
     assert!(
         error
             .hint

@@ -88,7 +88,10 @@ async fn an_http_server_that_restarts_is_reconnected() {
     let _back = HttpServerEverything::start_on(port, "reconnect").unwrap();
     let stale = d.exec(r#"await tools.remote.echo({ message: "4" })"#).await;
     assert_eq!(stale.status, Status::Error, "{stale:?}");
-    assert_eq!(stale.tool_calls[0].error.as_ref().unwrap().code, "timeout");
+    assert_eq!(
+        stale.tool_calls[0].error.as_ref().unwrap().code.as_str(),
+        "timeout"
+    );
     let fresh = d.exec(r#"await tools.remote.echo({ message: "5" })"#).await;
     assert_eq!(fresh.status, Status::Ok, "{fresh:?}");
 }

@@ -497,7 +497,7 @@ fn the_github_rest_document_loads_with_all_its_operations() {
             ArgumentSchema::compile(&t.input_schema)
                 .check(&t.name, &json!({}))
                 .err()
-                .filter(|e| e.code == "invalid_schema")
+                .filter(|e| e.code.as_str() == "invalid_schema")
                 .map(|e| e.message)
         })
         .collect();
@@ -565,7 +565,7 @@ fn every_readme_oas_example_loads() {
                                 failures.push(format!("{name}: tool {}: {p}", t.name));
                             } else if let Err(e) =
                                 ArgumentSchema::compile(&t.input_schema).check(&t.name, &json!({}))
-                                && e.code == "invalid_schema"
+                                && e.code.as_str() == "invalid_schema"
                             {
                                 failures.push(format!("{name}: tool {}: {}", t.name, e.message));
                             }

@@ -293,7 +293,7 @@ async fn tool_calls_per_minute_and_principal_limits_apply_to_the_principal() {
         .exec("for (let i = 0; i < 40; i++) console.log('x'.repeat(100))")
         .await;
     assert_eq!(r.status, Status::Error, "{r:?}");
-    assert_eq!(r.error.unwrap().kind, "output_limit");
+    assert_eq!(r.error.unwrap().kind.as_str(), "output_limit");
 }
 
 #[test]

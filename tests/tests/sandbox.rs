@@ -42,7 +42,9 @@ async fn every_escape_attempt_is_refused_and_reported() {
         let r = d.exec_timeout(attack, 5000).await;
         let err = r.error.clone();
         let ok = r.status == Status::Error
-            && err.as_ref().is_some_and(|e| e.kind == "sandbox_violation");
+            && err
+                .as_ref()
+                .is_some_and(|e| e.kind.as_str() == "sandbox_violation");
         if !ok {
             failures.push(format!(
                 "{attack}: status {:?}, result {}, error {:?}",

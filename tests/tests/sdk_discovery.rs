@@ -156,7 +156,7 @@ async fn wrong_literal_tool_calls_are_refused_before_running() {
         "{r:?}"
     );
     let e = r.error.as_ref().unwrap();
-    assert_eq!(e.kind, "contract", "{e:?}");
+    assert_eq!(e.kind.as_str(), "contract", "{e:?}");
     assert_eq!(e.message, "`tools.test` has no tool `ad`");
     assert_eq!(e.hint.as_deref(), Some("did you mean tools.test.add()?"));
     assert_eq!(e.line, Some(3));
@@ -189,7 +189,7 @@ async fn a_wrong_name_is_answered_only_with_what_the_principal_may_call() {
     .await;
     let refusal = |r: &airlock_supervisor::agent_api::ExecutionResponse| {
         let e = r.error.clone().unwrap_or_else(|| panic!("{r:?}"));
-        assert_eq!(e.kind, "contract", "{e:?}");
+        assert_eq!(e.kind.as_str(), "contract", "{e:?}");
         format!("{} {}", e.message, e.hint.unwrap_or_default())
     };
     // A near name the principal may not call is not suggested.
@@ -610,7 +610,7 @@ async fn the_builtins_are_checked_and_counted_like_any_tool() {
         .await;
     assert_eq!(r.status, Status::Error, "{r:?}");
     let e = r.error.as_ref().unwrap();
-    assert_eq!(e.kind, "contract", "{e:?}");
+    assert_eq!(e.kind.as_str(), "contract", "{e:?}");
     assert_eq!(
         e.message,
         "tools.airlock.search_tools: the required argument `query` is missing"

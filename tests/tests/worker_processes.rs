@@ -69,7 +69,7 @@ async fn a_worker_killed_from_outside_is_reported() {
     let r = exec.await.unwrap();
     assert_eq!(r.status, Status::Error);
     let err = r.error.unwrap();
-    assert_eq!(err.kind, "worker_crashed");
+    assert_eq!(err.kind.as_str(), "worker_crashed");
     assert!(err.message.contains("SIGKILL"), "{}", err.message);
     assert_eq!(d.exec("'next'").await.result, json!("next"));
     d.stop().await;

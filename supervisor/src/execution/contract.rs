@@ -1040,7 +1040,7 @@ mod tests {
     #[test]
     fn unknown_tools_and_namespaces_suggest_near_names() {
         let e = run(vec![call("math", "addd", 2, 7)]).unwrap();
-        assert_eq!(e.kind, "contract");
+        assert_eq!(e.kind.as_str(), "contract");
         assert_eq!(e.message, "`tools.math` has no tool `addd`");
         assert_eq!(e.hint.as_deref(), Some("did you mean tools.math.add()?"));
         assert_eq!((e.line, e.column), (Some(2), Some(7)));

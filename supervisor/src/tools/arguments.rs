@@ -202,7 +202,7 @@ mod tests {
         let e = sum_schema()
             .check("m.sum", &json!({"a": "two", "b": 2}))
             .unwrap_err();
-        assert_eq!(e.code, "invalid_arguments");
+        assert_eq!(e.code.as_str(), "invalid_arguments");
         assert!(e.message.contains("`a`"), "{}", e.message);
         assert!(e.message.contains("number"), "{}", e.message);
         assert!(e.message.contains("\"two\""), "{}", e.message);
@@ -241,7 +241,7 @@ mod tests {
         let e = s
             .check_coercing("m.sum", json!({"a": "1", "b": 2}), CoercePolicy::Off)
             .unwrap_err();
-        assert_eq!(e.code, "invalid_arguments");
+        assert_eq!(e.code.as_str(), "invalid_arguments");
         assert_eq!(
             e.hint.as_deref(),
             Some("m.sum takes { a: number, b: number, label?: string }")
@@ -264,7 +264,7 @@ mod tests {
     fn a_broken_schema_fails_only_its_own_calls() {
         let s = ArgumentSchema::compile(&json!({"type": 12}));
         let e = s.check("m.broken", &json!({})).unwrap_err();
-        assert_eq!(e.code, "invalid_schema");
+        assert_eq!(e.code.as_str(), "invalid_schema");
     }
 
     #[test]

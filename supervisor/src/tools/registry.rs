@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn unknown_tool_suggests_the_nearest_names() {
         let err = resolve(&registry(), "github.search_issue").err().unwrap();
-        assert_eq!(err.code, "unknown_tool");
+        assert_eq!(err.code.as_str(), "unknown_tool");
         assert_eq!(
             err.hint.as_deref(),
             Some("did you mean tools.github.search_issues?")

@@ -5,7 +5,7 @@ use crate::args::ExecArgs;
 use crate::daemon::{answer_json, connect, path_segment};
 use crate::{EXIT_PROGRAM_FAILED, EXIT_TIMEOUT, EXIT_WAITING};
 use airlock_supervisor::agent_api::{
-    ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION,
+    CallOutcome, ConsoleStream, ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION,
     RequestLanguage, Status,
 };
 use airlock_supervisor::client::{Client, ClientError};
@@ -294,7 +294,11 @@ impl Report {
         if let Some(hint) = &err.hint {
             let _ = writeln!(out, "  hint: {hint}");
         }
-        for call in response.tool_calls.iter().filter(|c| c.outcome != "ok") {
+        for call in response
+            .tool_calls
+            .iter()
+            .filter(|c| c.outcome != CallOutcome::Ok)
+        {
             let msg = call
                 .error
                 .as_ref()

@@ -169,7 +169,7 @@ fn graphql_input_objects_and_enums_go_to_defs() {
             &json!({"input": {"repositoryId": "R1", "title": "x", "state": "SHUT"}}),
         )
         .unwrap_err();
-    assert_eq!(err.code, "invalid_arguments");
+    assert_eq!(err.code.as_str(), "invalid_arguments");
     let search = &find(&tools, "search").descriptor.input_schema;
     assert_eq!(search["required"], json!(["query", "type"]));
 }
@@ -311,7 +311,7 @@ fn graphql_documents_nested_without_end_fail_cleanly_on_a_small_stack() {
         .expect("the parser overflowed a 2 MiB stack");
     for result in outcome {
         let e = result.unwrap_err();
-        assert_eq!(e.code, "invalid_arguments");
+        assert_eq!(e.code.as_str(), "invalid_arguments");
         assert!(
             e.message.contains("Recursion limit exceeded"),
             "{}",
@@ -350,7 +350,7 @@ fn graphql_custom_documents_are_checked() {
     );
     assert!(!check_custom_document("gh.mutate", "{ a }", Operation::Mutation).unwrap());
     let e = check_custom_document("gh.query", "{ viewer { login }", Operation::Query).unwrap_err();
-    assert_eq!(e.code, "invalid_arguments");
+    assert_eq!(e.code.as_str(), "invalid_arguments");
     assert!(e.message.contains("does not parse at 1:"), "{}", e.message);
 }
 
@@ -416,7 +416,7 @@ fn graphql_errors_become_tool_errors() {
         br#"{"data": null, "errors": [{"message": "Could not resolve", "path": ["repository", 0]}]}"#,
     )
     .unwrap_err();
-    assert_eq!(e.code, "upstream_error");
+    assert_eq!(e.code.as_str(), "upstream_error");
     assert_eq!(
         e.message,
         "gh.t failed: Could not resolve (at repository.0)"

@@ -436,7 +436,7 @@ mod tests {
         )
         .result
         .unwrap_err();
-        assert_eq!(err.code, "upstream_error");
+        assert_eq!(err.code.as_str(), "upstream_error");
         assert!(err.message.contains("s.t failed: boom"), "{}", err.message);
         let two = CallToolResult::success(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
         assert_eq!(
@@ -484,7 +484,7 @@ mod tests {
             let err = to_value("s", "t", broken, Some(&validator), CoercePolicy::Off)
                 .result
                 .unwrap_err();
-            assert_eq!(err.code, "upstream_error");
+            assert_eq!(err.code.as_str(), "upstream_error");
             assert!(
                 err.message.contains("breaks its own outputSchema"),
                 "{}",

@@ -416,7 +416,7 @@ mod tests {
             Arc::new(SecretStore::empty()),
         );
         let first = server.tools().await.unwrap_err();
-        assert_eq!(first.code, "server_unavailable");
+        assert_eq!(first.code.as_str(), "server_unavailable");
         assert!(first.message.contains("`broken`"), "{}", first.message);
         let second = server.tools().await.unwrap_err();
         assert!(

@@ -214,7 +214,7 @@ fn arguments_are_checked_against_the_built_schema() {
     let e = schema
         .check("api.put_pets_petId", &json!({ "petId": "one", "name": 1 }))
         .unwrap_err();
-    assert_eq!(e.code, "invalid_arguments");
+    assert_eq!(e.code.as_str(), "invalid_arguments");
     let e = schema
         .check("api.put_pets_petId", &json!({ "petId": 1 }))
         .unwrap_err();
@@ -454,7 +454,7 @@ fn hostile_schemas_fail_only_their_own_tool() {
         .block_on(source.call_tool("post_many", json!({}), &CallContext::new("e", "p", 1)))
         .into_result()
         .unwrap_err();
-    assert_eq!(e.code, "invalid_schema");
+    assert_eq!(e.code.as_str(), "invalid_schema");
     assert!(
         e.message.starts_with("api.post_many cannot be called: "),
         "{}",
