@@ -20,7 +20,7 @@ pub const SERVERS_AS_ME: &str = "server_user = \"root\"\n";
 /// more settings). Its tool servers run as the test's own user (`server_user = "root"` when
 /// that is root): the test's binaries may lie where `nobody`, a root daemon's default, cannot
 /// reach them (a checkout under a 0700 directory). The default is tested on its own
-/// (tests/tests/server_confinement.rs).
+/// (tests/tests/e2e/server_confinement.rs).
 pub fn policy(dir: &Path, pool_size: usize, extra: &str) -> String {
     let state = dir.join("state");
     format!(

@@ -45,7 +45,7 @@ return { admins: admins.map(a => a.name), n: n + 1 };
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_example_runs() {
     let d = TestDaemon::start().await;
-    let code = include_str!("../../examples/hello.ts");
+    let code = include_str!("../../../examples/hello.ts");
     let r = d.exec(code).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(r.result["planets"], json!(["Earth", "Mars", "Jupiter"]));
