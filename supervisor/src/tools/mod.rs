@@ -156,6 +156,22 @@ impl SourceAnswer {
         }
     }
 
+    /// The answer of a call whose value may have been mended to the tool's output schema
+    /// (`result` carries the coercions made), with the secret values it handed its service.
+    pub fn mended(
+        result: Result<(Value, Vec<crate::agent_api::Coercion>), ToolError>,
+        secrets: SecretsUsed,
+    ) -> SourceAnswer {
+        let answer = match result {
+            Ok((value, coercions)) => SourceAnswer {
+                coercions,
+                ..SourceAnswer::new(Ok(value))
+            },
+            Err(e) => SourceAnswer::new(Err(e)),
+        };
+        answer.with_secrets(secrets)
+    }
+
     /// The same answer, noting the secret values the call handed its service.
     pub fn with_secrets(mut self, secrets: SecretsUsed) -> SourceAnswer {
         self.secrets = secrets;

@@ -39,14 +39,8 @@ impl GraphQlApi {
     /// the outcome (an error may quote the request).
     pub(super) async fn perform(&self, tool: &str, args: Value, ctx: &CallContext) -> SourceAnswer {
         let mut secrets = SecretsUsed::default();
-        let answer = match self.tool_result(tool, args, ctx, &mut secrets).await {
-            Ok((value, coercions)) => SourceAnswer {
-                coercions,
-                ..SourceAnswer::new(Ok(value))
-            },
-            Err(e) => SourceAnswer::new(Err(e)),
-        };
-        answer.with_secrets(secrets)
+        let result = self.tool_result(tool, args, ctx, &mut secrets).await;
+        SourceAnswer::mended(result, secrets)
     }
 
     /// The value of one call of `tool` (a field tool's mended to its output schema where the

@@ -28,14 +28,8 @@ impl OpenApiSource {
         ctx: &CallContext,
     ) -> SourceAnswer {
         let mut secrets = SecretsUsed::default();
-        let answer = match self.operation_result(tool, args, ctx, &mut secrets).await {
-            Ok((value, coercions)) => SourceAnswer {
-                coercions,
-                ..SourceAnswer::new(Ok(value))
-            },
-            Err(e) => SourceAnswer::new(Err(e)),
-        };
-        answer.with_secrets(secrets)
+        let result = self.operation_result(tool, args, ctx, &mut secrets).await;
+        SourceAnswer::mended(result, secrets)
     }
 
     /// The value of one call of `tool`, mended to its output schema where the policy allows
