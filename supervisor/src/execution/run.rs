@@ -21,7 +21,7 @@ use crate::tools::catalogue::{CallerCatalogue, ToolCatalogue};
 use crate::tools::client::WaitScope;
 use crate::workers::pool::WorkerChannel;
 use crate::workers::pool::{
-    AFTER_ANSWER, ChannelError, Checkout, ReadyWorker, SPIN_FOR_WORKER, WorkerPool, message_name,
+    AFTER_ANSWER, ChannelError, Checkout, ReadyWorker, WorkerPool, message_name,
 };
 use crate::workers::process::WorkerExit;
 use airlock_policy::{Principal, SecretScanning};
@@ -463,18 +463,11 @@ impl Run {
             }
         };
         tokio::pin!(stop_requested);
-        // Alone, the daemon waits for the worker's answers awake (see `SPIN_FOR_WORKER`),
-        // until one takes longer than that: from then on the program is doing real work and
-        // the daemon sleeps as usual, so no execution costs more than one spin's CPU.
-        let mut spin = env.pool.in_use() <= 1;
         // Set once the program is being stopped (its deadline, a cancel, a client that hung
         // up) with calls in flight: from then on a re-run in the session waits for them (see
         // `settle_or_abort`), even before this loop ends.
         let mut settling: Option<Settling> = None;
         let exit = loop {
-            if spin && calls.is_empty() && !held {
-                spin = channel.spin_for_message(SPIN_FOR_WORKER);
-            }
             tokio::select! {
                 msg = channel.recv() => match msg {
                     Ok(WorkerMessage::Done { outcome, stats }) => {
