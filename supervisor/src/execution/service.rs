@@ -15,7 +15,7 @@ use crate::agent_api::{
 };
 use crate::audit_log::{AuditLog, CodeHash, ExecutionRecord};
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{ExecutionRow, SessionRow};
+use crate::journal::store::{ExecutionRow, ExecutionState, SessionRow};
 use crate::journal::{Journal, JournalState, SessionError, SessionRun};
 use crate::metrics::Metrics;
 use crate::rate_limiter::{RateKind, RateLimiter};
@@ -103,7 +103,7 @@ pub enum SubmitError {
     #[error(
         "execution `{id}` is {status}, not interrupted: only an interrupted execution can be resumed"
     )]
-    NotInterrupted { id: String, status: String },
+    NotInterrupted { id: String, status: ExecutionState },
     #[error("{0}")]
     ClientTools(#[from] ClientToolsError),
     #[error(
@@ -113,7 +113,7 @@ pub enum SubmitError {
     #[error("there is no waiting execution `{0}` of yours")]
     UnknownWaiting(String),
     #[error("execution `{id}` is {status}, not waiting for client tool results")]
-    NotWaiting { id: String, status: String },
+    NotWaiting { id: String, status: ExecutionState },
     #[error("the execution's task failed: {0}")]
     Internal(String),
     #[error("{what} need the journal, and {why}")]
@@ -158,10 +158,16 @@ impl SubmitError {
                 "the id is the `id` of a response with status \"waiting\"; GET /v1/executions?status=waiting lists yours"
                     .into()
             }
-            SubmitError::NotWaiting { status, .. } if status == "running" => {
+            SubmitError::NotWaiting {
+                status: ExecutionState::Running,
+                ..
+            } => {
                 "its answers are being run now (another request posted them); wait for that response".into()
             }
-            SubmitError::NotWaiting { status, .. } if status == "expired" => {
+            SubmitError::NotWaiting {
+                status: ExecutionState::Expired,
+                ..
+            } => {
                 "it waited past limits.waiting_ttl; send the program again".into()
             }
             SubmitError::NotWaiting { .. } => {
@@ -477,7 +483,7 @@ impl ExecutionService {
                         id: id.clone(),
                         session: row.id.clone(),
                         principal: principal.name.clone(),
-                        status: "running".into(),
+                        status: ExecutionState::Running,
                         language: language.as_str().into(),
                         code: code.clone(),
                         timeout_ms,
@@ -639,7 +645,7 @@ impl ExecutionService {
                         if let Some(run) = &session {
                             let _ = run.journal.store().finish_execution(
                                 &run.execution,
-                                "cancelled",
+                                ExecutionState::Cancelled,
                                 super::determinism::now_ms(),
                                 0,
                                 0,
@@ -759,21 +765,21 @@ impl ExecutionService {
         }
     }
 
-    /// Cancels `principal`'s execution `id`: a running one is asked to stop (`cancelling`); a
-    /// waiting one ends at once (`cancelled`), and its answers can no longer be posted.
-    pub fn cancel(&self, id: &str, principal: &str) -> Result<&'static str, CancelError> {
+    /// Cancels `principal`'s execution `id`: a running one is asked to stop; a waiting one
+    /// ends at once, and its answers can no longer be posted.
+    pub fn cancel(&self, id: &str, principal: &str) -> Result<Cancelling, CancelError> {
         if self.live.cancel(id, principal).is_ok() {
-            return Ok("cancelling");
+            return Ok(Cancelling::Asked);
         }
         if let Ok(journal) = self.journal.journal() {
             let store = journal.store();
             if let Ok(Some(row)) = store.execution(id)
                 && row.principal == principal
                 && store
-                    .end_waiting(id, "cancelled", super::determinism::now_ms())
+                    .end_waiting(id, ExecutionState::Cancelled, super::determinism::now_ms())
                     .unwrap_or(false)
             {
-                return Ok("cancelled");
+                return Ok(Cancelling::Ended);
             }
         }
         Err(CancelError::NotFound(id.to_owned()))
@@ -797,7 +803,7 @@ impl ExecutionService {
                 match store.response(id).map_err(unavailable)? {
                     // A kept response is current unless the execution has moved on since
                     // (a waiting one answered and running again, or cut off).
-                    Some((response, events)) if kept_is_current(&row.status, &response) => {
+                    Some((response, events)) if kept_is_current(row.status, &response) => {
                         Ok(Tracked::Kept { response, events })
                     }
                     _ => Ok(Tracked::Row(row)),
@@ -843,13 +849,13 @@ impl ExecutionService {
     fn session_finished(&self, run: &SessionRun, response: &mut ExecutionResponse) {
         let store = run.journal.store();
         let now = super::determinism::now_ms();
-        let status = format!("{:?}", response.status).to_lowercase();
+        let status = ExecutionState::ended_as(response.status);
         let replayed = run.replayed.load(Ordering::Relaxed);
         let live = run.live.load(Ordering::Relaxed);
         let recorded = store
             .finish_execution(
                 &run.execution,
-                &status,
+                status,
                 now,
                 replayed,
                 live,
@@ -891,7 +897,7 @@ impl ExecutionService {
             Ok(_) => return Err(SubmitError::UnknownExecution(id.to_owned())),
             Err(e) => return Err(SessionError::Unavailable(e.to_string()).into()),
         };
-        if row.status != "interrupted" {
+        if row.status != ExecutionState::Interrupted {
             return Err(SubmitError::NotInterrupted {
                 id: row.id,
                 status: row.status,
@@ -982,11 +988,30 @@ pub enum Tracked {
 }
 
 /// Whether a kept response still says what the execution's row says.
-fn kept_is_current(status: &str, response: &str) -> bool {
+fn kept_is_current(status: ExecutionState, response: &str) -> bool {
     let kept = serde_json::from_str::<serde_json::Value>(response)
         .ok()
         .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned));
-    kept.as_deref() == Some(status)
+    kept.as_deref() == Some(status.as_str())
+}
+
+/// What [`ExecutionService::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelling {
+    /// A running execution was asked to stop; it ends `cancelled` once its worker has.
+    Asked,
+    /// A waiting execution ended `cancelled` there and then.
+    Ended,
+}
+
+impl Cancelling {
+    /// What `DELETE /v1/executions/<id>` answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cancelling::Asked => "cancelling",
+            Cancelling::Ended => ExecutionState::Cancelled.as_str(),
+        }
+    }
 }
 
 /// What is kept of a response too large for the journal: how it ended, without its value,

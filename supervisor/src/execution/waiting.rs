@@ -16,7 +16,7 @@ use crate::agent_api::{
     RequestLanguage, Status, ToolError, ToolErrorCode,
 };
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{AnswerRow, ApprovalRow, WaitingRow};
+use crate::journal::store::{AnswerRow, ApprovalRow, ExecutionState, WaitingRow};
 use crate::journal::{SessionError, SessionRun};
 use crate::tools::approval::{Decision, Decisions, Verdict, new_approval_id};
 use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, KeptAnswer, WaitScope};
@@ -187,14 +187,14 @@ impl ExecutionService {
         let waiting = store.waiting(id).map_err(|e| unavailable(&e))?;
         let now = super::determinism::now_ms();
         let waiting = match waiting {
-            Some(w) if execution.status == "waiting" && w.expires_ms < now => {
+            Some(w) if execution.status == ExecutionState::Waiting && w.expires_ms < now => {
                 store.expire_waiting(now).map_err(|e| unavailable(&e))?;
                 return Err(SubmitError::NotWaiting {
                     id: id.to_owned(),
-                    status: "expired".into(),
+                    status: ExecutionState::Expired,
                 });
             }
-            Some(w) if execution.status == "waiting" => w,
+            Some(w) if execution.status == ExecutionState::Waiting => w,
             _ => {
                 return Err(SubmitError::NotWaiting {
                     id: id.to_owned(),
@@ -234,13 +234,13 @@ impl ExecutionService {
         {
             return Err(SubmitError::NotWaiting {
                 id: id.to_owned(),
-                status: "running".into(),
+                status: ExecutionState::Running,
             });
         }
         let kept = match store.answers(id) {
             Ok(rows) => kept_answers(rows),
             Err(e) => {
-                let _ = store.end_waiting(id, "error", now);
+                let _ = store.end_waiting(id, ExecutionState::Error, now);
                 return Err(unavailable(&e).into());
             }
         };
@@ -371,9 +371,9 @@ impl ExecutionService {
         self: &Arc<Self>,
         execution: &str,
         generation: Arc<PolicyGeneration>,
-    ) -> &'static str {
+    ) -> ExecutionState {
         let Ok(journal) = self.journal.journal() else {
-            return "waiting";
+            return ExecutionState::Waiting;
         };
         let store = journal.store();
         let (Ok(Some(row)), Ok(Some(waiting)), Ok(approvals)) = (
@@ -381,10 +381,10 @@ impl ExecutionService {
             store.waiting(execution),
             store.approvals_of(execution),
         ) else {
-            return "waiting";
+            return ExecutionState::Waiting;
         };
-        if row.status != "waiting" || approvals.iter().any(|a| a.decision.is_none()) {
-            return "waiting";
+        if row.status != ExecutionState::Waiting || approvals.iter().any(|a| a.decision.is_none()) {
+            return ExecutionState::Waiting;
         }
         let pending: Vec<PendingCall> = serde_json::from_str(&waiting.pending).unwrap_or_default();
         let answers: ClientAnswers = serde_json::from_str(&waiting.answers).unwrap_or_default();
@@ -395,12 +395,16 @@ impl ExecutionService {
         };
         if !pending.iter().all(answered) {
             // The agent's answers are still to come: they run it.
-            return "waiting";
+            return ExecutionState::Waiting;
         }
         let Some(principal) = generation.principal(&row.principal) else {
             tracing::warn!(execution, principal = %row.principal, "a decided execution's principal is no longer in the policy; it is cancelled");
-            let _ = store.end_waiting(execution, "cancelled", super::determinism::now_ms());
-            return "cancelled";
+            let _ = store.end_waiting(
+                execution,
+                ExecutionState::Cancelled,
+                super::determinism::now_ms(),
+            );
+            return ExecutionState::Cancelled;
         };
         match self
             .go_on(execution, None, None, principal, generation, None, true)
@@ -408,11 +412,11 @@ impl ExecutionService {
         {
             Ok(started) => {
                 drop(started);
-                "running"
+                ExecutionState::Running
             }
             Err(e) => {
                 tracing::warn!(execution, error = %e, "a decided execution could not go on");
-                "waiting"
+                ExecutionState::Waiting
             }
         }
     }
@@ -523,7 +527,7 @@ pub struct Decided {
     pub execution: String,
     /// The execution's status now: `running` (it goes on), `waiting` (something else still
     /// holds it), `cancelled`.
-    pub status: &'static str,
+    pub status: ExecutionState,
 }
 
 /// Why a decision was not taken. Each says what to do.

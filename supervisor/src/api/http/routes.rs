@@ -165,7 +165,7 @@ pub(super) async fn route(
             match state.executions.cancel(&id, &principal.name) {
                 Ok(status) => json_response(
                     StatusCode::ACCEPTED,
-                    &serde_json::json!({ "id": id, "status": status }),
+                    &serde_json::json!({ "id": id, "status": status.as_str() }),
                 ),
                 Err(e) => error_response(
                     StatusCode::NOT_FOUND,
