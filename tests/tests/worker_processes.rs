@@ -356,8 +356,8 @@ async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
 }
 
 /// An execution that finds every execution slot taken waits for one before it takes a worker:
-/// the program goes to a pre-started worker as it is admitted only when a slot is free
-/// (`start_early`), so `max_concurrent_executions` holds for the early start too.
+/// a worker is taken only once the execution holds its slot (`execution/worker.rs`), so
+/// `max_concurrent_executions` bounds the workers taken too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_execution_waiting_for_a_slot_takes_no_worker() {
     let _serial = serial().await;

@@ -8,8 +8,10 @@
 //! This is part of the execution service: it decides nothing about tools (the call pipeline
 //! holds the calls, [`crate::tools::call`]) and speaks no HTTP.
 
+use super::attached::Started;
+use super::plan::{Plan, SessionPlan, limits};
 use super::registry::DetachedPlace;
-use super::service::{ExecutionService, Launch, Started, SubmitError, limits};
+use super::service::{ExecutionService, SubmitError};
 use crate::agent_api::{
     ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
     ExecutionRequest, ExecutionResponse, PeerInfo, PendingApproval, PendingCall, ReplayMode,
@@ -61,7 +63,8 @@ impl ExecutionService {
     pub(super) fn keep_or_forget_waiting(
         &self,
         run: &SessionRun,
-        kept: &Keeping,
+        plan: &Plan,
+        scope: &WaitScope,
         response: &mut ExecutionResponse,
     ) {
         let store = run.journal.store();
@@ -88,7 +91,7 @@ impl ExecutionService {
                     excerpt: a.excerpt.clone(),
                     line: a.line,
                     requested_ms: now,
-                    expires_ms: now.saturating_add(kept.approval_ttl_ms),
+                    expires_ms: now.saturating_add(plan.generation.policy.approvals.ttl_ms),
                     decision: None,
                     decided_by: None,
                     reason: None,
@@ -105,18 +108,22 @@ impl ExecutionService {
             let row = WaitingRow {
                 execution: response.id.clone(),
                 principal: response.principal.clone(),
-                client_tools: serde_json::to_string(&kept.scope.tools.specs).map_err(json)?,
-                answers: serde_json::to_string(&kept.scope.answers).map_err(json)?,
+                client_tools: serde_json::to_string(&scope.tools.specs).map_err(json)?,
+                answers: serde_json::to_string(&scope.answers).map_err(json)?,
                 pending: serde_json::to_string(&response.pending_calls).map_err(json)?,
                 peer: serde_json::to_string(&response.peer).map_err(json)?,
-                clock_ms: kept.determinism.clock_ms,
-                seed: kept.determinism.seed,
-                expires_ms: now.saturating_add(kept.ttl_ms),
+                clock_ms: plan.determinism.clock_ms,
+                seed: plan.determinism.seed,
+                expires_ms: now.saturating_add(plan.principal.limits.waiting_ttl_ms),
             };
             // Counted and bounded with the write: two runs that end at once cannot both
             // take the last place.
             store
-                .save_waiting(&row, kept.max_waiting, run.journal.room(&busy))
+                .save_waiting(
+                    &row,
+                    plan.principal.limits.max_waiting_executions,
+                    run.journal.room(&busy),
+                )
                 .map_err(|e| e.to_string())
         })();
         if let Err(e) = result {
@@ -249,36 +256,40 @@ impl ExecutionService {
             clock_ms: waiting.clock_ms,
             seed: waiting.seed,
         };
-        let launch = Launch {
-            id: Some(execution.id),
+        let plan = Plan {
+            id: execution.id,
+            continued: true,
             code: execution.code,
             language: RequestLanguage::from_name(&execution.language),
             timeout_ms: execution.timeout_ms,
             limits,
             peer,
+            tool_call_rate: self.tool_call_rate(&principal),
             principal,
             generation,
-            events,
-            resumed_from: None,
+            // Its own clock and seed, every time it runs.
+            determinism,
             // Everything the earlier runs did is answered from the record.
-            session: Some((journal, session, determinism, ReplayMode::All)),
-            determinism: Some(determinism),
-            client: Some((
-                Arc::new(WaitScope {
-                    tools,
-                    answers,
-                    kept,
-                    stateless: false,
-                    decisions,
-                }),
-                true,
-            )),
+            session: Some(SessionPlan {
+                journal,
+                row: session,
+                replay: ReplayMode::All,
+            }),
+            resumed_from: None,
+            client: Some(Arc::new(WaitScope {
+                tools,
+                answers,
+                kept,
+                stateless: false,
+                decisions,
+            })),
+            keeps_waiting: true,
             detached,
             // A waiting execution run again already has its place (its wait).
             place: None,
             provisional_session: false,
         };
-        self.launch(launch).await
+        self.launch(plan, events).await
     }
 
     /// An approver's decision on approval `id` (`POST /v1/approvals/<id>`). The approver must
@@ -656,16 +667,6 @@ fn kept_answers(rows: Vec<AnswerRow>) -> HashMap<u32, KeptAnswer> {
             (row.call, answer)
         })
         .collect()
-}
-
-/// What keeping a waiting execution needs.
-pub(super) struct Keeping {
-    pub(super) scope: Arc<WaitScope>,
-    pub(super) determinism: Determinism,
-    /// `limits.waiting_ttl`, `[approvals] ttl`, `limits.max_waiting_executions`.
-    pub(super) ttl_ms: u64,
-    pub(super) approval_ttl_ms: u64,
-    pub(super) max_waiting: u32,
 }
 
 /// The request's client-owned tools and the answers it carries (the stateless form), checked.
