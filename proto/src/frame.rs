@@ -116,21 +116,6 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Whether [`FrameDecoder::next_payload`] has something to return without more bytes: a
-    /// whole payload, or a header whose length it will refuse.
-    pub fn has_payload(&self) -> bool {
-        let avail = &self.buf[self.start..];
-        if avail.len() < HEADER_LEN {
-            return false;
-        }
-        let mut header = [0u8; HEADER_LEN];
-        header.copy_from_slice(&avail[..HEADER_LEN]);
-        match payload_len(header, self.max) {
-            Ok(len) => avail.len() >= HEADER_LEN + len,
-            Err(_) => true,
-        }
-    }
-
     /// Returns the next complete payload, `Ok(None)` when more bytes are needed, or an error
     /// for a length over the maximum (checked as soon as the header is complete, before the
     /// payload is buffered).
@@ -353,7 +338,6 @@ mod tests {
             },
             SupervisorMessage::Cancel,
             SupervisorMessage::Proceed,
-            SupervisorMessage::StayAwake,
         ];
         for msg in msgs {
             let frame = encode(&msg).unwrap();
@@ -400,30 +384,6 @@ mod tests {
             dec.next_payload(),
             Err(FrameError::TooLarge { .. })
         ));
-    }
-
-    #[test]
-    fn has_payload_says_whether_next_payload_needs_more_bytes() {
-        let frame = encode(&SupervisorMessage::StayAwake).unwrap();
-        let mut dec = FrameDecoder::new(MAX_FRAME_LEN);
-        assert!(!dec.has_payload());
-        dec.feed(&frame[..2]);
-        assert!(!dec.has_payload());
-        dec.feed(&frame[2..frame.len() - 1]);
-        assert!(!dec.has_payload(), "one byte short");
-        dec.feed(&frame[frame.len() - 1..]);
-        dec.feed(&frame[..1]);
-        assert!(dec.has_payload());
-        assert!(dec.next_payload().unwrap().is_some());
-        assert!(
-            !dec.has_payload(),
-            "only the next frame's first byte is left"
-        );
-        // A length it will refuse is something to report, not a reason to wait.
-        let mut dec = FrameDecoder::new(16);
-        dec.feed(&17u32.to_le_bytes());
-        assert!(dec.has_payload());
-        assert!(dec.next_payload().is_err());
     }
 
     #[test]

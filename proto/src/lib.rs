@@ -40,13 +40,7 @@ pub use message::{
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
 /// supervisor refuses a worker whose version differs, because a worker binary left over from
 /// another build would otherwise misread every message.
-pub const PROTOCOL_VERSION: u32 = 8;
-
-/// How long a pre-started worker told [`SupervisorMessage::StayAwake`] waits for its `Start`
-/// without sleeping. The daemon's admission takes tens of microseconds; past this, the
-/// execution went elsewhere (or the machine is loaded, and sleeping costs little), and the
-/// worker goes back to sleep in `read`. The daemon does not tell a worker again within it.
-pub const STAY_AWAKE: std::time::Duration = std::time::Duration::from_millis(1);
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;

@@ -72,13 +72,6 @@ pub enum SupervisorMessage {
     /// The answer to [`WorkerMessage::ToolReferences`] when the contract check passes:
     /// evaluate the program.
     Proceed,
-    /// To a pre-started worker that has not been given `Start`: an execution is on its way,
-    /// so stay awake for a moment instead of sleeping in `read`. The daemon sends it as a
-    /// request arrives, so that the worker's wake-up overlaps the daemon's admission instead
-    /// of following the `Start` (a process woken from sleep on another core takes tens of
-    /// microseconds to run). It carries nothing and may be followed by no `Start` at all (the
-    /// execution took another worker, or was refused); the worker then goes back to sleep.
-    StayAwake,
 }
 
 /// The literal tool calls of one program, in source order.

@@ -338,9 +338,9 @@ async fn its_one_pooled_worker_killed() -> TestDaemon {
     d
 }
 
-/// A pooled worker killed while it waits: the request that wakes it (`StayAwake`) finds it
-/// dead, drops it instead of handing it the program, and still runs; the pool refills and
-/// the next execution takes a pre-started worker again.
+/// A pooled worker killed while it waits: the execution that takes it finds it dead, drops it
+/// instead of handing it the program, and still runs; the pool refills and the next execution
+/// takes a pre-started worker again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
     let _serial = serial().await;
@@ -355,44 +355,9 @@ async fn a_pooled_worker_killed_while_idle_is_not_given_the_program() {
     assert!(r.stats.worker_from_pool, "{:?}", r.stats);
 }
 
-/// `wake_next`, as a request arrives, finds the worker the next checkout would take dead
-/// (killed while idle): it drops it from the pool there and then, so it is neither woken nor
-/// kept for the checkout, and the pool starts a replacement.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waking_a_pooled_worker_that_died_drops_it_from_the_pool() {
-    use airlock_supervisor::workers::pool::WorkerPool;
-    use airlock_supervisor::workers::process::{Spawner, StartMode, WorkerCeiling};
-    let _serial = serial().await;
-    let spawner = Spawner::start(airlock_tests::binaries::worker(), StartMode::Exec).unwrap();
-    let ceiling = WorkerCeiling {
-        memory_ceiling_bytes: 1 << 30,
-        cpu_seconds: 10,
-    };
-    let pool = WorkerPool::start(spawner, ceiling, 1);
-    let idle_is = |n: usize| {
-        let pool = pool.clone();
-        move || pool.status().idle == n
-    };
-    assert!(wait_until(10, idle_is(1)), "{:?}", pool.status());
-    let idle = worker_children(std::process::id());
-    assert_eq!(idle.len(), 1, "{idle:?}");
-    // SAFETY: signalling our own child.
-    assert_eq!(unsafe { libc::kill(idle[0], libc::SIGKILL) }, 0);
-    assert!(wait_until(5, || !worker_children(std::process::id())
-        .contains(&idle[0])));
-    assert_eq!(pool.status().idle, 1, "the pool has not noticed yet");
-
-    pool.wake_next();
-    // A replacement takes milliseconds to start; the dead one is gone at once.
-    assert_eq!(pool.status().idle, 0, "{:?}", pool.status());
-    assert!(wait_until(10, idle_is(1)), "{:?}", pool.status());
-    assert!(!worker_children(std::process::id()).contains(&idle[0]));
-    pool.close().await;
-}
-
 /// An execution that finds every execution slot taken waits for one before it takes a worker:
-/// the program goes to a pre-started worker as it is admitted only when a slot is free
-/// (`start_early`), so `max_concurrent_executions` holds for the early start too.
+/// a worker is taken only once the execution holds its slot (`execution/worker.rs`), so
+/// `max_concurrent_executions` bounds the workers taken too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_execution_waiting_for_a_slot_takes_no_worker() {
     let _serial = serial().await;
@@ -434,31 +399,4 @@ async fn an_execution_waiting_for_a_slot_takes_no_worker() {
     assert!(r.stats.queue_ms >= 300.0, "{:?}", r.stats);
     let r = busy.await.unwrap();
     assert_eq!(r.status, Status::Timeout, "{:?}", r.error);
-}
-
-/// The HTTP door wakes the next pre-started worker as an execution request's first bytes are
-/// read, before the request is complete (`api/http/wake.rs`): here that wake finds the worker
-/// dead (killed while idle) and replaces it, which nothing else would do before a handler ran.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_execution_requests_first_bytes_wake_the_next_worker() {
-    use tokio::io::AsyncWriteExt;
-    let _serial = serial().await;
-    let d = its_one_pooled_worker_killed().await;
-    // Nothing replaces it while no request comes.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(worker_children(std::process::id()).is_empty());
-
-    let mut half = tokio::net::UnixStream::connect(&d.socket).await.unwrap();
-    half.write_all(b"POST /v1/executions HTTP/1.1\r\n")
-        .await
-        .unwrap();
-    assert!(
-        wait_until(10, || !worker_children(std::process::id()).is_empty()),
-        "the request's first bytes did not wake (and so replace) the pooled worker"
-    );
-    drop(half);
-    d.wait_for_idle_workers(1).await;
-    let r = d.exec("1 + 1").await;
-    assert_eq!(r.result, json!(2));
-    assert!(r.stats.worker_from_pool, "{:?}", r.stats);
 }

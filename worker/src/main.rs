@@ -9,9 +9,7 @@
 //! 2. [`LanguageRuntime::start`]: start the language's engine while the process can still
 //!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
-//! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte. (A
-//!    `StayAwake` before it, sent as a request reaches the daemon, only makes the worker wait
-//!    for it without sleeping, for at most [`STAY_AWAKE`].)
+//! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
 //! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
 //!    supervisor closes the socket.
 //!
@@ -42,7 +40,7 @@ type Program = language::javascript::Engine;
 #[cfg(feature = "escape-probe")]
 mod escape_probe;
 
-use airlock_proto::{PROTOCOL_VERSION, STAY_AWAKE, SupervisorMessage, WorkerMessage};
+use airlock_proto::{PROTOCOL_VERSION, SupervisorMessage, WorkerMessage};
 use std::process::ExitCode;
 
 /// Exit codes the supervisor interprets when no `Done` message arrived.
@@ -125,19 +123,14 @@ fn main() -> ExitCode {
     }
 
     // The first untrusted bytes.
-    let start = loop {
-        match ipc.recv() {
-            Ok(SupervisorMessage::Start(start)) => break start,
-            // A request is arriving at the daemon: its `Start` will follow within
-            // microseconds, so wait for it awake (bounded: it may go to another worker).
-            Ok(SupervisorMessage::StayAwake) => ipc.stay_awake(STAY_AWAKE),
-            // The supervisor closed the pool or was told to shut down before using this worker.
-            Ok(SupervisorMessage::Cancel)
-            | Err(airlock_proto::frame::blocking::IoFrameError::Closed) => {
-                return ExitCode::SUCCESS;
-            }
-            Ok(_) | Err(_) => return ExitCode::from(exit_code::IPC_FAILED),
+    let start = match ipc.recv() {
+        Ok(SupervisorMessage::Start(start)) => start,
+        // The supervisor closed the pool or was told to shut down before using this worker.
+        Ok(SupervisorMessage::Cancel)
+        | Err(airlock_proto::frame::blocking::IoFrameError::Closed) => {
+            return ExitCode::SUCCESS;
         }
+        Ok(_) | Err(_) => return ExitCode::from(exit_code::IPC_FAILED),
     };
 
     #[cfg(feature = "escape-probe")]

@@ -157,7 +157,6 @@ pub const ALLOWED: &[SyscallRule] = &[
     rule(libc::SYS_rt_sigprocmask, "rt_sigprocmask", "glibc blocks signals around abort and exit"),
     rule(libc::SYS_sigaltstack, "sigaltstack", "Rust's stack-overflow guard installs and removes its alternate stack"),
     // Process information and exit.
-    rule(libc::SYS_sched_yield, "sched_yield", "spin-lock back-off in std and glibc, and the wait awake for Start (it gives the CPU to anything else runnable on it)"),
     rule(libc::SYS_getpid, "getpid", "glibc and std identify the process (no information beyond the pid)"),
     rule_if(libc::SYS_getrusage, "getrusage", RUSAGE_SELF_ONLY, "a forked worker reports its own peak RSS in Done (its own usage only)"),
     rule(libc::SYS_exit, "exit", "thread exit"),

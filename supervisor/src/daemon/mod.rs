@@ -138,57 +138,139 @@ pub async fn run(
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, zero, zero, zero, zero) } != 0 {
         warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon non-dumpable");
     }
-    let policy = config.policy;
-    raise_descriptor_limit(policy.daemon.max_connections);
-    let daemon_settings = policy.daemon.clone();
-    for warning in &policy.warnings {
+    raise_descriptor_limit(config.policy.daemon.max_connections);
+    for warning in &config.policy.warnings {
         warn!("{warning}");
     }
-    // Before anything starts: a daemon that cannot keep its audit trail does not serve. (Opening
-    // touches the disk once, at startup; records are written by the log's own thread.) The
-    // audit settings are read once: a reload does not move the record.
-    // One place for everything the daemon keeps, read once at start: the embedder's, else the
-    // policy's `[daemon] state_directory`, else systemd's or the user's state directory. The
-    // audit log and the journal go there unless their own tables name a directory; learned
-    // types and tool servers' scratch directories always do.
-    let state = config
-        .state_directory
-        .clone()
-        .or_else(|| policy.daemon.state_directory.clone())
-        .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
-    let audit = AuditLog::open(&policy.audit, state.as_deref()).map_err(DaemonError::Audit)?;
-    // The journal, read once like the audit settings. One that cannot be opened costs only
-    // sessions: the daemon serves one-shot executions and says why in /v1/health.
-    let journal = JournalState::open(&policy.journal, state.as_deref());
-    // Learned output types; without a file they are learned in memory only.
-    let learned = Arc::new(open_learned_types(state.as_deref()));
-    let paths = DaemonPaths {
-        state_directory: state.clone(),
-        audit: policy
-            .audit
-            .enabled
-            .then(|| policy.audit.directory.clone().or_else(|| state.clone()))
-            .flatten(),
-        journal: matches!(journal, JournalState::Ready(_))
-            .then(|| policy.journal.directory.clone().or_else(|| state.clone()))
-            .flatten(),
-        learned: (!learned.is_in_memory())
-            .then(|| {
-                state
-                    .as_ref()
-                    .map(|s| s.join(crate::learned_types::store::FILE_NAME))
-            })
-            .flatten(),
-        servers: server_host(
-            &config.worker_path,
-            state.clone(),
-            None,
-            Vec::new(),
-            Vec::new(),
-        )
-        .scratch_root,
+    let daemon_settings = config.policy.daemon.clone();
+    let sighup = config.reload_on_sighup.as_ref().and_then(Sighup::take);
+    let kept = Kept::open(&config)?;
+    let learned_writer = tokio::spawn(crate::learned_types::run_writer(Arc::downgrade(
+        &kept.learned,
+    )));
+    let learned = kept.learned.clone();
+    let (generations, executions, paths) = start_serving(config, kept)?;
+    let state = Arc::new(HttpState {
+        generations: generations.clone(),
+        executions: executions.clone(),
+        started: Instant::now(),
+        mcp: crate::api::mcp::service(),
+        paths,
+        connections: Arc::default(),
+        kept_events: Default::default(),
+    });
+    crate::daemon::systemd::notify_ready();
+    let mut background = Background {
+        watchdog: crate::daemon::systemd::spawn_watchdog(),
+        reloader: sighup.map(|hup| tokio::spawn(reload_on_sighup(hup, generations.clone()))),
+        // Approvals nobody decided in time, and executions that waited too long, end here.
+        sweeper: tokio::spawn(sweep_waits(executions.clone(), generations.clone())),
+        learned_writer,
     };
-    let learned_writer = tokio::spawn(crate::learned_types::run_writer(Arc::downgrade(&learned)));
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let connections = accept(&listener, &state, shutdown_rx, shutdown).await;
+    info!("shutting down: no new connections; waiting for running executions");
+    crate::daemon::systemd::notify_stopping();
+    background.stop_serving().await;
+    drop(listener);
+    let _ = shutdown_tx.send(true);
+    drain(
+        connections,
+        &executions,
+        Duration::from_millis(daemon_settings.shutdown_grace_ms),
+    )
+    .await;
+    let generation = generations.current();
+    generation.pool.close().await;
+    generation.shutdown_sources().await;
+    background.stop(&learned);
+    debug!("shutdown complete");
+    Ok(())
+}
+
+/// What the daemon keeps on disk, opened once at start: the audit trail, the journal and the
+/// learned types, and where each is.
+struct Kept {
+    audit: AuditLog,
+    journal: JournalState,
+    learned: Arc<crate::learned_types::LearnedTypes>,
+    /// The daemon's state directory, when it has one.
+    state: Option<PathBuf>,
+    paths: DaemonPaths,
+}
+
+impl Kept {
+    fn open(config: &DaemonConfig) -> Result<Kept, DaemonError> {
+        let policy = &config.policy;
+        // Before anything starts: a daemon that cannot keep its audit trail does not serve.
+        // (Opening touches the disk once, at startup; records are written by the log's own
+        // thread.) The audit settings are read once: a reload does not move the record.
+        // One place for everything the daemon keeps, read once at start: the embedder's, else
+        // the policy's `[daemon] state_directory`, else systemd's or the user's state
+        // directory. The audit log and the journal go there unless their own tables name a
+        // directory; learned types and tool servers' scratch directories always do.
+        let state = config
+            .state_directory
+            .clone()
+            .or_else(|| policy.daemon.state_directory.clone())
+            .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok());
+        let audit = AuditLog::open(&policy.audit, state.as_deref()).map_err(DaemonError::Audit)?;
+        // The journal, read once like the audit settings. One that cannot be opened costs
+        // only sessions: the daemon serves one-shot executions and says why in /v1/health.
+        let journal = JournalState::open(&policy.journal, state.as_deref());
+        // Learned output types; without a file they are learned in memory only.
+        let learned = Arc::new(open_learned_types(state.as_deref()));
+        let paths = DaemonPaths {
+            state_directory: state.clone(),
+            audit: policy
+                .audit
+                .enabled
+                .then(|| policy.audit.directory.clone().or_else(|| state.clone()))
+                .flatten(),
+            journal: matches!(journal, JournalState::Ready(_))
+                .then(|| policy.journal.directory.clone().or_else(|| state.clone()))
+                .flatten(),
+            learned: (!learned.is_in_memory())
+                .then(|| {
+                    state
+                        .as_ref()
+                        .map(|s| s.join(crate::learned_types::store::FILE_NAME))
+                })
+                .flatten(),
+            servers: server_host(
+                &config.worker_path,
+                state.clone(),
+                None,
+                Vec::new(),
+                Vec::new(),
+            )
+            .scratch_root,
+        };
+        Ok(Kept {
+            audit,
+            journal,
+            learned,
+            state,
+            paths,
+        })
+    }
+}
+
+/// Starts what serves: the worker spawner and pool, the first generation of the policy (its
+/// sources), and the execution service over what the daemon keeps.
+fn start_serving(
+    config: DaemonConfig,
+    kept: Kept,
+) -> Result<(Arc<Generations>, Arc<ExecutionService>, DaemonPaths), DaemonError> {
+    let Kept {
+        audit,
+        journal,
+        learned,
+        state,
+        paths,
+    } = kept;
+    let policy = config.policy;
+    let daemon_settings = policy.daemon.clone();
     let start_mode = match policy.daemon.worker_start {
         airlock_policy::WorkerStart::Fork => StartMode::Fork,
         airlock_policy::WorkerStart::Exec => StartMode::Exec,
@@ -205,7 +287,7 @@ pub async fn run(
         extra: config.tools,
         host: server_host(
             &config.worker_path,
-            state.clone(),
+            state,
             config.policy_path.as_deref(),
             // The audit log and the journal may have directories of their own, outside the
             // state directory: no server may reach those either.
@@ -213,7 +295,7 @@ pub async fn run(
             paths.audit.iter().chain(&paths.journal).cloned().collect(),
         )
         .with_server_user(server_user(&policy.daemon)),
-        learned: Some(learned.clone()),
+        learned: Some(learned),
     };
     // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
     let generation =
@@ -250,26 +332,16 @@ pub async fn run(
         audit,
         journal,
     ));
-    let state = Arc::new(HttpState {
-        generations: generations.clone(),
-        executions: executions.clone(),
-        started: Instant::now(),
-        mcp: crate::api::mcp::service(),
-        paths,
-        connections: Arc::default(),
-        kept_events: Default::default(),
-    });
-    crate::daemon::systemd::notify_ready();
-    let watchdog = crate::daemon::systemd::spawn_watchdog();
-    let reloader = config
-        .reload_on_sighup
-        .as_ref()
-        .and_then(Sighup::take)
-        .map(|hup| tokio::spawn(reload_on_sighup(hup, generations.clone())));
-    // Approvals nobody decided in time, and executions that waited too long, end here.
-    let sweeper = tokio::spawn(sweep_waits(executions.clone(), generations.clone()));
+    Ok((generations, executions, paths))
+}
 
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+/// Accepts connections until `shutdown` resolves; returns the connections still open.
+async fn accept(
+    listener: &UnixListener,
+    state: &Arc<HttpState>,
+    shutdown_rx: watch::Receiver<bool>,
+    shutdown: impl Future<Output = ()>,
+) -> JoinSet<()> {
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -285,21 +357,14 @@ pub async fn run(
                 }
             },
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            () = &mut shutdown => break,
+            () = &mut shutdown => return connections,
         }
     }
+}
 
-    info!("shutting down: no new connections; waiting for running executions");
-    crate::daemon::systemd::notify_stopping();
-    if let Some(task) = reloader {
-        task.abort();
-    }
-    sweeper.abort();
-    // It holds the journal: gone before `run` returns, so a daemon started next can open it.
-    let _ = sweeper.await;
-    drop(listener);
-    let _ = shutdown_tx.send(true);
-    let grace = Duration::from_millis(daemon_settings.shutdown_grace_ms);
+/// Lets the open connections' executions finish for up to `grace`, stops those that remain,
+/// then gives detached executions what is left of it.
+async fn drain(mut connections: JoinSet<()>, executions: &ExecutionService, grace: Duration) {
     let draining = Instant::now();
     let drained = tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
@@ -318,19 +383,38 @@ pub async fn run(
     executions
         .drain_detached(grace.saturating_sub(draining.elapsed()))
         .await;
-    let generation = generations.current();
-    generation.pool.close().await;
-    generation.shutdown_sources().await;
-    // What was learned since the writer last wrote.
-    learned_writer.abort();
-    if let Err(e) = learned.flush() {
-        warn!(error = %e, "the learned types of the last seconds could not be written");
+}
+
+/// The daemon's own tasks beside the connections.
+struct Background {
+    watchdog: Option<tokio::task::JoinHandle<()>>,
+    reloader: Option<tokio::task::JoinHandle<()>>,
+    sweeper: tokio::task::JoinHandle<()>,
+    learned_writer: tokio::task::JoinHandle<()>,
+}
+
+impl Background {
+    /// No more reloads or sweeps once the daemon stops serving.
+    async fn stop_serving(&mut self) {
+        if let Some(task) = &self.reloader {
+            task.abort();
+        }
+        self.sweeper.abort();
+        // It holds the journal: gone before `run` returns, so a daemon started next can open
+        // it.
+        let _ = (&mut self.sweeper).await;
     }
-    if let Some(w) = watchdog {
-        w.abort();
+
+    /// The rest, at the very end: what was learned since the writer last wrote is written.
+    fn stop(self, learned: &crate::learned_types::LearnedTypes) {
+        self.learned_writer.abort();
+        if let Err(e) = learned.flush() {
+            warn!(error = %e, "the learned types of the last seconds could not be written");
+        }
+        if let Some(w) = self.watchdog {
+            w.abort();
+        }
     }
-    debug!("shutdown complete");
-    Ok(())
 }
 
 /// The learned output types in `directory` (`learned.sqlite`), or in memory only when there

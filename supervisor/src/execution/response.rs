@@ -2,31 +2,42 @@
 //! gets scanned for secrets on the way out.
 
 use super::error;
-use super::run::{ExecutionJob, Run, StopReason, ms};
+use super::run::{Run, StopReason, ms};
+use super::trace::Holds;
 use crate::agent_api::{
     DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, PendingApproval,
-    Redaction, RedactionPlace, Status,
+    PendingCall, Redaction, RedactionPlace, Status, ToolCallRecord,
 };
-use crate::secrets::scanner::Finding;
+use crate::secrets::scanner::{Finding, SecretScanner};
 use crate::tools::call::{JsonLimit, unreadable_json_error};
-use airlock_proto::{ErrorKind, Outcome};
+use airlock_proto::{ErrorKind, Outcome, WorkerStats};
 use serde_json::Value;
-use std::time::Instant;
 use tracing::info;
 
-impl Run {
-    /// The response: what the program returned, printed and called, or why it failed (the
-    /// supervisor's findings win over the worker's own report), everything agent-bound
-    /// scanned for secrets.
-    pub(super) fn finish(mut self, job: &ExecutionJob, total: Instant) -> ExecutionResponse {
-        if let Some(stats) = self.worker_stats {
-            self.stats.compile_us = Some(stats.compile_us);
-            self.stats.engine_run_us = Some(stats.run_us);
-            self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
-        }
-        self.stats.total_ms = ms(total.elapsed());
+/// How a run ended, as the worker reported it and the supervisor found it.
+#[derive(Debug, Default)]
+pub(super) struct Ending {
+    /// The worker's own report (`Done`).
+    pub(super) outcome: Option<Outcome>,
+    /// A failure found by the supervisor (the contract check, a crash, a kill, a protocol
+    /// error), which wins over the worker's own report.
+    pub(super) failure: Option<ExecutionError>,
+    pub(super) timed_out: bool,
+    /// The program was told to stop before its end, and why.
+    pub(super) stopped: Option<StopReason>,
+    pub(super) worker_stats: Option<WorkerStats>,
+}
 
-        let (status, result, error) = if self.waiting && self.failure.is_none() && !self.timed_out {
+impl Ending {
+    /// The status, value and error the run ended with, before anything is scanned: the
+    /// supervisor's findings win over the worker's own report. `waiting`: the program was
+    /// stopped to wait for someone outside the daemon.
+    fn verdict(
+        &mut self,
+        waiting: bool,
+        timeout_ms: u64,
+    ) -> (Status, Value, Option<ExecutionError>) {
+        if waiting && self.failure.is_none() && !self.timed_out {
             // Stopped to wait for the agent's answers: not a failure, and the program's own
             // report (cancelled) is not the answer.
             (Status::Waiting, Value::Null, None)
@@ -39,7 +50,7 @@ impl Run {
         } else if self.timed_out {
             // Whatever the worker managed to say, the deadline passed: report the timeout,
             // with the worker's position if it gave one.
-            let mut timeout = error::deadline_passed(self.timeout_ms);
+            let mut timeout = error::deadline_passed(timeout_ms);
             if let Some(Outcome::Error(e)) = &self.outcome {
                 (timeout.line, timeout.column, timeout.stack) = (e.line, e.column, e.stack.clone());
             }
@@ -47,136 +58,75 @@ impl Run {
         } else if let Some(failure) = self.failure.take() {
             (Status::Error, Value::Null, Some(failure))
         } else {
-            match self.outcome.take() {
-                Some(Outcome::Ok { value_json }) => match serde_json::from_str(&value_json) {
-                    Ok(v) => (Status::Ok, v, None),
-                    // JSON the engine may legitimately produce but serde_json does not
-                    // take: the program's data, not a broken worker.
-                    Err(e) if JsonLimit::of(&e.to_string()).is_some() => {
-                        let tool_error =
-                            unreadable_json_error("the program's result", &e.to_string());
-                        let mut failure = ExecutionError::new(
-                            ExecutionErrorKind::ResultNotJson,
-                            tool_error.message,
-                        );
-                        failure.hint = tool_error.hint;
-                        (Status::Error, Value::Null, Some(failure))
-                    }
-                    Err(e) => (
-                        Status::Error,
-                        Value::Null,
-                        Some(error::protocol(&format!(
-                            "the worker's result is not valid JSON: {e}"
-                        ))),
-                    ),
-                },
-                Some(Outcome::Error(e)) => {
-                    let status = if e.kind == ErrorKind::Timeout {
-                        Status::Timeout
-                    } else {
-                        Status::Error
-                    };
-                    (status, Value::Null, Some(error::from_worker(e)))
-                }
-                None => (
-                    Status::Error,
-                    Value::Null,
-                    Some(error::protocol("the worker ended without a result")),
-                ),
+            reported(self.outcome.take())
+        }
+    }
+}
+
+/// What the worker's own report says.
+fn reported(outcome: Option<Outcome>) -> (Status, Value, Option<ExecutionError>) {
+    match outcome {
+        Some(Outcome::Ok { value_json }) => match serde_json::from_str(&value_json) {
+            Ok(v) => (Status::Ok, v, None),
+            // JSON the engine may legitimately produce but serde_json does not take: the
+            // program's data, not a broken worker.
+            Err(e) if JsonLimit::of(&e.to_string()).is_some() => {
+                let tool_error = unreadable_json_error("the program's result", &e.to_string());
+                let mut failure =
+                    ExecutionError::new(ExecutionErrorKind::ResultNotJson, tool_error.message);
+                failure.hint = tool_error.hint;
+                (Status::Error, Value::Null, Some(failure))
             }
+            Err(e) => (
+                Status::Error,
+                Value::Null,
+                Some(error::protocol(&format!(
+                    "the worker's result is not valid JSON: {e}"
+                ))),
+            ),
+        },
+        Some(Outcome::Error(e)) => {
+            let status = if e.kind == ErrorKind::Timeout {
+                Status::Timeout
+            } else {
+                Status::Error
+            };
+            (status, Value::Null, Some(error::from_worker(e)))
+        }
+        None => (
+            Status::Error,
+            Value::Null,
+            Some(error::protocol("the worker ended without a result")),
+        ),
+    }
+}
+
+impl Run<'_> {
+    /// The response, made of the run's parts: how it ended, what the program returned and
+    /// printed, the calls it made or holds, and what the agent should know, everything
+    /// agent-bound scanned for secrets.
+    pub(super) fn finish(mut self) -> ExecutionResponse {
+        if let Some(stats) = self.end.worker_stats {
+            self.stats.compile_us = Some(stats.compile_us);
+            self.stats.engine_run_us = Some(stats.run_us);
+            self.stats.heap_used_bytes = Some(stats.heap_used_bytes);
+        }
+        self.stats.total_ms = ms(self.origin.elapsed());
+        let plan = self.plan;
+        let (status, mut result, error) =
+            self.end.verdict(self.held.waiting, plan.limits.timeout_ms);
+        self.output.scan_json(RedactionPlace::Result, &mut result);
+        let error = error.map(|err| self.agent_error(err));
+        let (pending_calls, pending_approvals) = if status == Status::Waiting {
+            self.pending()
+        } else {
+            (Vec::new(), Vec::new())
         };
+        let mut tool_calls = scanned_trace(
+            &self.output.scanner,
+            std::mem::take(&mut self.trace.records),
+        );
         let mut error = error;
-        if let Some(err) = error.as_mut()
-            && let Some(line) = err.line
-        {
-            err.excerpt = code_excerpt(&job.code, line, err.column);
-        }
-        let mut result = result;
-        self.scan_json(RedactionPlace::Result, &mut result);
-        if let Some(mut err) = error.take() {
-            err.message = self.scan_text(RedactionPlace::Error, err.message);
-            err.stack = err.stack.map(|s| self.scan_text(RedactionPlace::Error, s));
-            err.excerpt = err
-                .excerpt
-                .map(|s| self.scan_text(RedactionPlace::Error, s));
-            // The explanation (and the hint made from it) name a tool result's keys: scanned
-            // like the message.
-            err.explanation = err
-                .explanation
-                .map(|s| self.scan_text(RedactionPlace::Error, s));
-            if err.explanation.is_some() {
-                err.hint = err.hint.map(|s| self.scan_text(RedactionPlace::Error, s));
-            }
-            // A program failed on a tool's value: the pipeline merged that value's shape into
-            // the tool's learned type before the program got it, so the SDK already shows it;
-            // written now too, so it survives whatever happens to the daemon next.
-            if let Some((namespace, tool)) =
-                err.explanation.as_deref().and_then(error::explained_tool)
-                && let Some(types) = self.calls.learning.learns(namespace)
-                && let Err(e) = types.persist(&self.calls.principal.name, namespace, tool)
-            {
-                tracing::warn!(tool = %format!("{namespace}.{tool}"), error = %e, "the learned type of a tool a program failed on could not be written; it is kept in memory");
-            }
-            error = Some(err);
-        }
-        let mut tool_calls = std::mem::take(&mut self.tool_calls);
-        let mut pending_calls = if status == Status::Waiting {
-            std::mem::take(&mut self.held)
-        } else {
-            Vec::new()
-        };
-        for call in &mut pending_calls {
-            // The program's arguments, on their way to the agent: scanned like the trace's.
-            let findings = self.scanner.scan_json(&mut call.args);
-            note_findings(&mut self.redactions, RedactionPlace::Arguments, &findings);
-        }
-        // Ids and times are given when the service keeps them.
-        let held_approvals = if status == Status::Waiting {
-            std::mem::take(&mut self.held_approvals)
-        } else {
-            Vec::new()
-        };
-        let mut pending_approvals = Vec::with_capacity(held_approvals.len());
-        for held in held_approvals {
-            let mut args = held.args;
-            let findings = self.scanner.scan_json(&mut args);
-            note_findings(&mut self.redactions, RedactionPlace::Arguments, &findings);
-            let excerpt = held
-                .at
-                .and_then(|at| code_excerpt(&job.code, at.line, Some(at.column)))
-                .map(|e| self.scan_text(RedactionPlace::Arguments, e));
-            pending_approvals.push(PendingApproval {
-                id: String::new(),
-                execution: job.id.clone(),
-                principal: job.principal.name.clone(),
-                call: held.id,
-                tool: held.tool,
-                args,
-                excerpt,
-                line: held.at.map(|at| at.line),
-                requested_ms: 0,
-                expires_ms: 0,
-                args_hash: held.args_hash,
-            });
-        }
-        {
-            // The arguments as the trace shows them: the program's own data, but agent-bound.
-            for call in &mut tool_calls {
-                let findings = self.scanner.scan_json(&mut call.args);
-                note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
-                // The coercions' values are the arguments' (or the scanned result's): scanned
-                // the same way. A value made from a secret is shown as the secret's redaction,
-                // never in the form it was coerced to (a number escapes the string scan).
-                // Their findings are the arguments' and the result's, noted there.
-                for c in &mut call.coercions {
-                    if !self.scanner.scan_json(&mut c.from).is_empty() {
-                        c.to = c.to.as_ref().map(|_| c.from.clone());
-                    } else if let Some(to) = c.to.as_mut() {
-                        self.scanner.scan_json(to);
-                    }
-                }
-            }
-        }
         if let Some(err) = error.as_mut() {
             adopt_tool_error_hint(err, &tool_calls);
         }
@@ -189,77 +139,189 @@ impl Run {
                 call.result_truncated = false;
             }
         }
-        let mut warnings = std::mem::take(&mut self.warnings);
-        let from_tools = tool_calls
-            .iter()
-            .flat_map(|c| &c.redactions)
-            .filter(|r| r.place != RedactionPlace::Arguments)
-            .count();
-        if from_tools > 0 {
-            warnings.push(format!(
-                "{from_tools} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
-            ));
-        }
-        if let Some(warning) = coercion_warning(&tool_calls) {
-            warnings.push(warning);
-        }
-        let mut rules: Vec<&str> = self
-            .redactions
-            .iter()
-            .chain(
-                tool_calls
-                    .iter()
-                    .flat_map(|c| &c.redactions)
-                    .filter(|r| r.place == RedactionPlace::Arguments),
-            )
-            .map(|r| r.rule.as_str())
-            .collect();
-        rules.sort_unstable();
-        rules.dedup();
-        if !rules.is_empty() {
-            warnings.push(format!(
-                "secrets were redacted from the program's output ({}; see redactions)",
-                rules.join(", ")
-            ));
-        }
-        if self.output_truncated {
-            self.stderr.push_str(&format!(
+        let warnings = warnings(
+            std::mem::take(&mut self.warnings),
+            &self.output.redactions,
+            &tool_calls,
+        );
+        let mut output = self.output;
+        if output.truncated {
+            output.stderr.push_str(&format!(
                 "[airlock: console output over the {}-byte limit was dropped]\n",
-                self.max_output
+                output.max_bytes
             ));
         }
         ExecutionResponse {
-            id: job.id.clone(),
+            id: plan.id.clone(),
             status,
             result,
-            stdout: self.stdout,
-            stderr: self.stderr,
+            stdout: output.stdout,
+            stderr: output.stderr,
             error,
             replayed_calls: u32::try_from(tool_calls.iter().filter(|c| c.replayed).count())
                 .unwrap_or(u32::MAX),
             tool_calls,
-            session: job.session.as_ref().map(|s| s.session.clone()),
-            resumed_from: job.resumed_from.clone(),
+            session: plan.session_id(),
+            resumed_from: plan.resumed_from.clone(),
             determinism: (status == Status::Waiting).then_some(DeterminismSpec {
-                clock_ms: job.determinism.clock_ms,
-                seed: job.determinism.seed,
+                clock_ms: plan.determinism.clock_ms,
+                seed: plan.determinism.seed,
             }),
             pending_calls,
             pending_approvals,
             stats: self.stats,
-            peer: job.peer,
-            principal: job.principal.name.clone(),
-            redactions: self.redactions,
+            peer: plan.peer,
+            principal: plan.principal.name.clone(),
+            redactions: output.redactions,
             warnings,
         }
     }
+
+    /// The error as the agent reads it: where in the code, scanned for secrets. A program that
+    /// failed on a tool's value has that tool's learned type written at once.
+    fn agent_error(&mut self, mut err: ExecutionError) -> ExecutionError {
+        if let Some(line) = err.line {
+            err.excerpt = code_excerpt(&self.plan.code, line, err.column);
+        }
+        let output = &mut self.output;
+        err.message = output.scan_text(RedactionPlace::Error, err.message);
+        err.stack = err
+            .stack
+            .map(|s| output.scan_text(RedactionPlace::Error, s));
+        err.excerpt = err
+            .excerpt
+            .map(|s| output.scan_text(RedactionPlace::Error, s));
+        // The explanation (and the hint made from it) name a tool result's keys: scanned
+        // like the message.
+        err.explanation = err
+            .explanation
+            .map(|s| output.scan_text(RedactionPlace::Error, s));
+        if err.explanation.is_some() {
+            err.hint = err.hint.map(|s| output.scan_text(RedactionPlace::Error, s));
+        }
+        // A program failed on a tool's value: the pipeline merged that value's shape into
+        // the tool's learned type before the program got it, so the SDK already shows it;
+        // written now too, so it survives whatever happens to the daemon next.
+        if let Some((namespace, tool)) = err.explanation.as_deref().and_then(error::explained_tool)
+            && let Some(types) = self.calls.learning.learns(namespace)
+            && let Err(e) = types.persist(&self.calls.principal.name, namespace, tool)
+        {
+            tracing::warn!(tool = %format!("{namespace}.{tool}"), error = %e, "the learned type of a tool a program failed on could not be written; it is kept in memory");
+        }
+        err
+    }
+
+    /// What a waiting execution waits for: the client calls and the approvals it holds, their
+    /// arguments scanned on their way to the agent. (Approvals get their ids and times when
+    /// the service keeps them.)
+    fn pending(&mut self) -> (Vec<PendingCall>, Vec<PendingApproval>) {
+        let Holds {
+            calls, approvals, ..
+        } = std::mem::take(&mut self.held);
+        let plan = self.plan;
+        let output = &mut self.output;
+        let mut pending_calls = calls;
+        for call in &mut pending_calls {
+            // The program's arguments, on their way to the agent: scanned like the trace's.
+            let findings = output.scanner.scan_json(&mut call.args);
+            note_findings(&mut output.redactions, RedactionPlace::Arguments, &findings);
+        }
+        let mut pending_approvals = Vec::with_capacity(approvals.len());
+        for held in approvals {
+            let mut args = held.args;
+            let findings = output.scanner.scan_json(&mut args);
+            note_findings(&mut output.redactions, RedactionPlace::Arguments, &findings);
+            let excerpt = held
+                .at
+                .and_then(|at| code_excerpt(&plan.code, at.line, Some(at.column)))
+                .map(|e| output.scan_text(RedactionPlace::Arguments, e));
+            pending_approvals.push(PendingApproval {
+                id: String::new(),
+                execution: plan.id.clone(),
+                principal: plan.principal.name.clone(),
+                call: held.id,
+                tool: held.tool,
+                args,
+                excerpt,
+                line: held.at.map(|at| at.line),
+                requested_ms: 0,
+                expires_ms: 0,
+                args_hash: held.args_hash,
+            });
+        }
+        (pending_calls, pending_approvals)
+    }
+}
+
+/// The trace as the agent reads it: the arguments are the program's own data, but
+/// agent-bound, so scanned.
+fn scanned_trace(
+    scanner: &SecretScanner,
+    mut tool_calls: Vec<ToolCallRecord>,
+) -> Vec<ToolCallRecord> {
+    for call in &mut tool_calls {
+        let findings = scanner.scan_json(&mut call.args);
+        note_findings(&mut call.redactions, RedactionPlace::Arguments, &findings);
+        // The coercions' values are the arguments' (or the scanned result's): scanned the same
+        // way. A value made from a secret is shown as the secret's redaction, never in the
+        // form it was coerced to (a number escapes the string scan). Their findings are the
+        // arguments' and the result's, noted there.
+        for c in &mut call.coercions {
+            if !scanner.scan_json(&mut c.from).is_empty() {
+                c.to = c.to.as_ref().map(|_| c.from.clone());
+            } else if let Some(to) = c.to.as_mut() {
+                scanner.scan_json(to);
+            }
+        }
+    }
+    tool_calls
+}
+
+/// The response's warnings: the run's own, then what was redacted and coerced.
+fn warnings(
+    mut warnings: Vec<String>,
+    redactions: &[Redaction],
+    tool_calls: &[ToolCallRecord],
+) -> Vec<String> {
+    let from_tools = tool_calls
+        .iter()
+        .flat_map(|c| &c.redactions)
+        .filter(|r| r.place != RedactionPlace::Arguments)
+        .count();
+    if from_tools > 0 {
+        warnings.push(format!(
+            "{from_tools} secret(s) were redacted from tool results before the program saw them (see tool_calls[].redactions)"
+        ));
+    }
+    if let Some(warning) = coercion_warning(tool_calls) {
+        warnings.push(warning);
+    }
+    let mut rules: Vec<&str> = redactions
+        .iter()
+        .chain(
+            tool_calls
+                .iter()
+                .flat_map(|c| &c.redactions)
+                .filter(|r| r.place == RedactionPlace::Arguments),
+        )
+        .map(|r| r.rule.as_str())
+        .collect();
+    rules.sort_unstable();
+    rules.dedup();
+    if !rules.is_empty() {
+        warnings.push(format!(
+            "secrets were redacted from the program's output ({}; see redactions)",
+            rules.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// A program that ended on an uncaught `ToolError` gets that call's hint as its own (the
 /// did-you-mean of an unknown tool, what an argument should be), in place of the generic hint
 /// of a runtime error: the call is the one whose error message the ToolError carries
 /// (`<tool>: <message>`), the last such call when several failed alike.
-fn adopt_tool_error_hint(err: &mut ExecutionError, calls: &[crate::agent_api::ToolCallRecord]) {
+fn adopt_tool_error_hint(err: &mut ExecutionError, calls: &[ToolCallRecord]) {
     if err.name.as_deref() != Some("ToolError") {
         return;
     }
@@ -322,7 +384,7 @@ const MAX_COERCIONS_NAMED: usize = 8;
 /// One warning naming every value the calls coerced to their tools' schemas (up to
 /// [`MAX_COERCIONS_NAMED`], then how many more), so that the program can be fixed to pass
 /// the types the schemas want. The values are the trace's, already scanned.
-fn coercion_warning(tool_calls: &[crate::agent_api::ToolCallRecord]) -> Option<String> {
+fn coercion_warning(tool_calls: &[ToolCallRecord]) -> Option<String> {
     let all: Vec<String> = tool_calls
         .iter()
         .flat_map(|call| {

@@ -5,41 +5,37 @@
 //! finished execution is counted in the metrics and written to the audit log here, not by the
 //! door, so every door gets the same record.
 
-use super::registry::{CancelError, EventLog, LiveExecutions, StopSignals};
-use super::run::{ExecutionEnv, ExecutionJob, run_execution, start_early};
-use super::slots::{Slots, Ticket};
-use super::waiting::{Keeping, client_request};
+use super::attached::Started;
+use super::plan::{Plan, SessionPlan, limits};
+use super::registry::{CancelError, EventLog, LiveExecutions};
+use super::slots::Slots;
+use super::waiting::client_request;
 use crate::agent_api::{
     ExecutionEvent, ExecutionRequest, ExecutionResponse, NEW_SESSION, PeerInfo, ReplayMode,
     RequestLanguage,
 };
 use crate::audit_log::{AuditLog, CodeHash, ExecutionRecord};
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{ExecutionRow, SessionRow};
+use crate::journal::store::{ExecutionRow, ExecutionState, SessionRow};
 use crate::journal::{Journal, JournalState, SessionError, SessionRun};
 use crate::metrics::Metrics;
-use crate::rate_limiter::{RateKind, RateLimiter};
-use crate::secrets::scanner::SecretScanner;
+use crate::rate_limiter::{RateBucket, RateKind, RateLimiter};
 use crate::tools::approval::Decisions;
 use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, WaitScope};
 use airlock_policy::Principal;
-use airlock_proto::{Determinism, Language, Limits};
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
+use airlock_proto::Determinism;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
 
 /// Admission, slots, ids, rates, metrics, the audit trail and the live executions.
 #[derive(Debug)]
 pub struct ExecutionService {
     /// `max_concurrent_executions`, shared fairly between principals.
-    slots: Arc<Slots>,
+    pub(super) slots: Arc<Slots>,
     next_id: AtomicU64,
-    executions_total: AtomicU64,
+    pub(super) executions_total: AtomicU64,
     /// Per-principal execution and tool-call rates.
     pub rates: RateLimiter,
     pub metrics: Metrics,
@@ -103,7 +99,7 @@ pub enum SubmitError {
     #[error(
         "execution `{id}` is {status}, not interrupted: only an interrupted execution can be resumed"
     )]
-    NotInterrupted { id: String, status: String },
+    NotInterrupted { id: String, status: ExecutionState },
     #[error("{0}")]
     ClientTools(#[from] ClientToolsError),
     #[error(
@@ -113,7 +109,7 @@ pub enum SubmitError {
     #[error("there is no waiting execution `{0}` of yours")]
     UnknownWaiting(String),
     #[error("execution `{id}` is {status}, not waiting for client tool results")]
-    NotWaiting { id: String, status: String },
+    NotWaiting { id: String, status: ExecutionState },
     #[error("the execution's task failed: {0}")]
     Internal(String),
     #[error("{what} need the journal, and {why}")]
@@ -158,10 +154,16 @@ impl SubmitError {
                 "the id is the `id` of a response with status \"waiting\"; GET /v1/executions?status=waiting lists yours"
                     .into()
             }
-            SubmitError::NotWaiting { status, .. } if status == "running" => {
+            SubmitError::NotWaiting {
+                status: ExecutionState::Running,
+                ..
+            } => {
                 "its answers are being run now (another request posted them); wait for that response".into()
             }
-            SubmitError::NotWaiting { status, .. } if status == "expired" => {
+            SubmitError::NotWaiting {
+                status: ExecutionState::Expired,
+                ..
+            } => {
                 "it waited past limits.waiting_ttl; send the program again".into()
             }
             SubmitError::NotWaiting { .. } => {
@@ -194,107 +196,6 @@ fn refuse_secrets_in_code(generation: &PolicyGeneration, code: &str) -> Result<(
                 .map_or(0, |before| before.matches('\n').count()),
         }),
     }
-}
-
-/// A started execution.
-#[derive(Debug)]
-pub struct Started {
-    pub id: String,
-    /// `None` for a detached execution, whose task the service holds.
-    task: Option<Attached>,
-    /// For a client that waits for the whole response: dropping it (hyper drops the handler
-    /// of a client that hung up) tells the execution its client is gone. A streaming
-    /// client's closed event channel says the same.
-    _client: Option<oneshot::Sender<()>>,
-}
-
-impl Started {
-    /// The response, once the execution ended (also sent as the last event when streaming);
-    /// an error if it never ran (the daemon stopped while it waited for a slot) or it
-    /// panicked.
-    pub async fn response(self) -> Result<ExecutionResponse, SubmitError> {
-        let Started { task, _client, .. } = self;
-        let Some(task) = task else {
-            return Err(SubmitError::Internal(
-                "a detached execution has no response to wait for; follow it with GET /v1/executions/<id>".into(),
-            ));
-        };
-        task.await
-    }
-}
-
-/// What an execution ends with: its response, or why it has none.
-type Answer = Result<ExecutionResponse, SubmitError>;
-
-/// An attached execution (one a client waits for): its future runs in the task that awaits
-/// [`Started::response`], so the answer reaches the door without a hand-off from another task
-/// (a wake-up of the door's task, measured at ~10 µs of a trivial execution's ~0.25 ms). If
-/// it is dropped before the end (hyper drops the handler of a client that hung up, a
-/// streaming door drops `Started` at once), the future gets a task of its own there and
-/// then, so the execution still ends properly and reaches the audit log.
-struct Attached {
-    future: Option<Pin<Box<dyn Future<Output = Answer> + Send>>>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl Attached {
-    fn new(future: impl Future<Output = Answer> + Send + 'static) -> Attached {
-        Attached {
-            future: Some(Box::pin(future)),
-            runtime: tokio::runtime::Handle::current(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Attached {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Attached")
-            .field("running", &self.future.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Future for Attached {
-    type Output = Answer;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Answer> {
-        let Some(future) = self.future.as_mut() else {
-            return Poll::Ready(Err(SubmitError::Internal(
-                "the execution's response was already taken".into(),
-            )));
-        };
-        // As in a task of its own, a panic ends only this execution (its worker is killed
-        // and reaped as the future's state is dropped) and its client gets a 500.
-        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)));
-        let answer = match polled {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(answer)) => answer,
-            Err(panic) => Err(SubmitError::Internal(format!(
-                "the execution panicked: {}",
-                panic_message(panic.as_ref())
-            ))),
-        };
-        self.future = None;
-        Poll::Ready(answer)
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        if let Some(future) = self.future.take() {
-            // Nobody waits for the answer now; the task's handle is not needed.
-            drop(self.runtime.spawn(future));
-        }
-    }
-}
-
-/// The text a panic was raised with, as tokio's `JoinError` shows it.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
 }
 
 impl ExecutionService {
@@ -378,6 +279,48 @@ impl ExecutionService {
             None => None,
             Some(wanted) => Some(self.open_session(wanted, &principal.name, replay)?),
         };
+        self.take_execution_rate(&principal)?;
+        // The clock and seed a stateless request sent back win over its session's.
+        let given = request.determinism.map(|d| Determinism {
+            clock_ms: d.clock_ms,
+            seed: d.seed,
+        });
+        let (determinism, session) = match session {
+            None => (given.unwrap_or_else(super::determinism::fresh), None),
+            Some((journal, row, determinism)) => (
+                given.unwrap_or(determinism),
+                Some(SessionPlan {
+                    journal,
+                    row,
+                    replay,
+                }),
+            ),
+        };
+        let plan = Plan {
+            id: self.next_execution_id(),
+            continued: false,
+            place,
+            code: request.code,
+            language: request.language,
+            timeout_ms: request.timeout_ms,
+            limits,
+            peer,
+            tool_call_rate: self.tool_call_rate(&principal),
+            principal,
+            generation,
+            determinism,
+            session,
+            resumed_from,
+            client: client.map(Arc::new),
+            keeps_waiting,
+            detached,
+            provisional_session,
+        };
+        self.launch(plan, events).await
+    }
+
+    /// Takes one of `principal`'s `executions_per_minute`.
+    fn take_execution_rate(&self, principal: &Principal) -> Result<(), SubmitError> {
         if let Some(bucket) = self.rates.bucket(
             &principal.name,
             RateKind::Executions,
@@ -396,312 +339,23 @@ impl ExecutionService {
                 .max(1),
             });
         }
-        let language = request.language;
-        let launch = Launch {
-            id: None,
-            code: request.code,
-            language,
-            timeout_ms: request.timeout_ms,
-            limits,
-            peer,
-            principal,
-            generation,
-            events,
-            resumed_from,
-            session: session.map(|(journal, row, determinism)| (journal, row, determinism, replay)),
-            determinism: request.determinism.map(|d| Determinism {
-                clock_ms: d.clock_ms,
-                seed: d.seed,
-            }),
-            client: client.map(|c| (Arc::new(c), keeps_waiting)),
-            detached,
-            place,
-            provisional_session,
-        };
-        self.launch(launch).await
+        Ok(())
     }
 
-    /// Starts an admitted execution: a slot, an id (or the waiting one's), its session's
-    /// journal, and the future that runs it ([`Attached`]; a detached one's own task).
-    pub(super) async fn launch(self: &Arc<Self>, launch: Launch) -> Result<Started, SubmitError> {
-        let Launch {
-            id: continued,
-            code,
-            language,
-            timeout_ms,
-            limits,
-            peer,
-            principal,
-            generation,
-            events,
-            resumed_from,
-            session,
-            determinism: given,
-            client,
-            detached,
-            place,
-            provisional_session,
-        } = launch;
-        // Its place before anything is kept of it: a slot now, or in its principal's queue.
-        let ticket = match self.slots.enter(
-            &principal.name,
-            principal.limits.max_running_executions,
-            principal.limits.max_queued_executions,
-        ) {
-            None => return Err(SubmitError::ShuttingDown),
-            Some(Err(full)) => {
-                self.metrics.rate_limited();
-                return Err(SubmitError::QueueFull {
-                    principal: principal.name.clone(),
-                    running: full.running,
-                    max_queued: full.max_queued,
-                });
-            }
-            Some(Ok(ticket)) => ticket,
-        };
-        let tool_call_rate = self.rates.bucket(
+    /// `principal`'s `tool_calls_per_minute` bucket, shared by all its executions.
+    pub(super) fn tool_call_rate(&self, principal: &Principal) -> Option<Arc<RateBucket>> {
+        self.rates.bucket(
             &principal.name,
             RateKind::ToolCalls,
             principal.rates.tool_calls_per_minute,
-        );
-        let queued = Instant::now();
-        let accepted = SystemTime::now();
-        let id = continued
-            .clone()
-            .unwrap_or_else(|| self.next_execution_id());
-        let (determinism, session) = match session {
-            None => (given.unwrap_or_else(super::determinism::fresh), None),
-            Some((journal, row, determinism, replay)) => {
-                if continued.is_none() {
-                    let execution = ExecutionRow {
-                        id: id.clone(),
-                        session: row.id.clone(),
-                        principal: principal.name.clone(),
-                        status: "running".into(),
-                        language: language.as_str().into(),
-                        code: code.clone(),
-                        timeout_ms,
-                        replay: replay.as_str().into(),
-                        started_ms: super::determinism::now_ms(),
-                        finished_ms: None,
-                        replayed_calls: 0,
-                        live_calls: 0,
-                        resumed_by: None,
-                    };
-                    let busy = journal.busy_sessions();
-                    journal
-                        .noted(
-                            journal
-                                .store()
-                                .begin_execution(&execution, journal.room(&busy)),
-                        )
-                        .map_err(|e| SubmitError::Session(e.into()))?;
-                }
-                // Calls an earlier execution of the session left in flight are recorded before
-                // this one reads the records, or it would send them again; the session is
-                // read again after them (one may have been sent after it was read).
-                let row = if journal.is_settling(&row.id) {
-                    if !journal.wait_settled(&row.id, SETTLE_WAIT).await {
-                        tracing::warn!(session = %row.id, "calls of an earlier execution are still in flight after {SETTLE_WAIT:?}; this run sends them again, with the same idempotency keys");
-                    }
-                    journal
-                        .session(&row.id, &principal.name)
-                        .map_err(SubmitError::Session)?
-                } else {
-                    row
-                };
-                journal.enter(&row.id);
-                let run = SessionRun::new(journal, &row, id.clone(), replay);
-                (given.unwrap_or(determinism), Some(Arc::new(run)))
-            }
-        };
-        let (client, keeps_waiting) = match client {
-            Some((scope, keeps)) => (Some(scope), keeps),
-            None => (None, false),
-        };
-        let waiting_ttl_ms = principal.limits.waiting_ttl_ms;
-        let approval_ttl_ms = generation.policy.approvals.ttl_ms;
-        let mut job = ExecutionJob {
-            id,
-            code,
-            language: match language {
-                RequestLanguage::Typescript => Language::TypeScript,
-                RequestLanguage::Javascript => Language::JavaScript,
-            },
-            limits,
-            peer,
-            principal,
-            tool_call_rate,
-            queue_wait: Duration::ZERO,
-            determinism,
-            session,
-            resumed_from,
-            client,
-            nice: match &ticket {
-                Ticket::Now(slot) => slot.nice(),
-                Ticket::Queued(_) => 0,
-            },
-        };
-        let id = job.id.clone();
-        // The program goes to its worker now, if one is ready and a slot is free; all that
-        // follows is the daemon's own book-keeping, which then overlaps the worker's run.
-        let early = match &ticket {
-            Ticket::Now(_) => start_early(&generation.pool, &mut job, queued).await,
-            Ticket::Queued(_) => None,
-        };
-        let audit = AuditContext {
-            code: CodeHash::of(&job.code),
-            accepted,
-            scanner: generation.scanner.clone(),
-        };
-        // A detached execution's events go to its log (which `GET /v1/executions/<id>` reads),
-        // and nothing a client does stops it; a plain one stops when its client hangs up.
-        let log = detached.then(|| {
-            Arc::new(EventLog::new(
-                &job.principal.name,
-                job.peer,
-                job.session.as_ref().map(|s| s.session.clone()),
-            ))
-        });
-        let (events, client, gone) = match (&log, events) {
-            (Some(_), _) => {
-                let (tx, rx) = mpsc::channel::<ExecutionEvent>(64);
-                (Some(tx), None, Some(rx))
-            }
-            (None, Some(events)) => (Some(events), None, None),
-            (None, None) => (None, Some(oneshot::channel()), None),
-        };
-        let (client, client_gone) = match client {
-            Some((client, gone)) => (Some(client), Some(gone)),
-            None => (None, None),
-        };
-        let (live, cancel) = self
-            .live
-            .enter(&id, &job.principal.name, log.clone(), place);
-        // The log's writer holds the execution's place in the registry until the final
-        // response is kept in the journal, so a reader never finds it in neither.
-        let live = match (log, gone) {
-            (Some(log), Some(mut rx)) => {
-                let journal = job.session.as_ref().map(|s| s.journal.clone());
-                let service = self.clone();
-                self.spawn_detached(async move {
-                    let _live = live;
-                    while let Some(event) = rx.recv().await {
-                        let last = match &event {
-                            ExecutionEvent::Result(response) => Some(response.clone()),
-                            _ => None,
-                        };
-                        log.push(event);
-                        if let (Some(response), Some(journal)) = (last, &journal) {
-                            service.keep_response(
-                                journal,
-                                &response,
-                                &log.ndjson(),
-                                waiting_ttl_ms,
-                            );
-                            break;
-                        }
-                    }
-                });
-                None
-            }
-            _ => Some(live),
-        };
-        let stop = StopSignals {
-            client: client_gone,
-            cancel,
-        };
-        let env = ExecutionEnv::of(&generation);
-        let service = self.clone();
-        // Run by the door that waits for it, or in a task of its own once nobody does
-        // ([`Attached`]), so that it ends properly and reaches the audit log whatever the door
-        // does meanwhile (a client that hangs up stops the program, which is still recorded).
-        let task = async move {
-            let _live = live;
-            // The execution runs to its end under the policy it started with.
-            let _generation = generation;
-            let session = job.session.clone();
-            let slot = match ticket {
-                Ticket::Now(slot) => Some(slot),
-                Ticket::Queued(queued) => queued.slot().await,
-            };
-            if early.is_none() {
-                job.queue_wait = queued.elapsed();
-            }
-            let _slot = match slot {
-                Some(slot) => {
-                    job.nice = slot.nice();
-                    slot
-                }
-                None => {
-                    {
-                        // The daemon stops: it never ran.
-                        if let Some(run) = &session {
-                            let _ = run.journal.store().finish_execution(
-                                &run.execution,
-                                "cancelled",
-                                super::determinism::now_ms(),
-                                0,
-                                0,
-                                &[],
-                            );
-                            run.journal.leave(&run.session);
-                        }
-                        return Err(SubmitError::ShuttingDown);
-                    }
-                }
-            };
-            service.executions_total.fetch_add(1, Ordering::Relaxed);
-            let keeping = job.client.clone().map(|scope| Keeping {
-                scope,
-                determinism: job.determinism,
-                ttl_ms: waiting_ttl_ms,
-                approval_ttl_ms,
-                max_waiting: job.principal.limits.max_waiting_executions,
-            });
-            let mut response = run_execution(&env, job, events.clone(), stop, early).await;
-            if let (Some(run), Some(keeping), true) = (&session, &keeping, keeps_waiting) {
-                service.keep_or_forget_waiting(run, keeping, &mut response);
-            }
-            if let Some(run) = session {
-                service.session_finished(&run, &mut response);
-                if provisional_session
-                    && response.status != crate::agent_api::Status::Waiting
-                    && !run.journal.is_settling(&run.session)
-                {
-                    // No call needed an approver: the session was only in case one did.
-                    service.drop_provisional_session(&run, &mut response);
-                } else if keeps_waiting && !detached {
-                    // What a waiting or detached execution ended with stays readable.
-                    service.keep_response(&run.journal, &response, "", waiting_ttl_ms);
-                }
-            }
-            service.finished(&audit, &mut response);
-            if let Some(events) = events {
-                let _ = events
-                    .send(ExecutionEvent::Result(Box::new(response.clone())))
-                    .await;
-            }
-            Ok(response)
-        };
-        // A detached one's task is the service's: the daemon waits for it when it stops.
-        let task = if detached {
-            self.spawn_detached(async move {
-                let _ = task.await;
-            });
-            None
-        } else {
-            Some(Attached::new(task))
-        };
-        Ok(Started {
-            id,
-            task,
-            _client: client,
-        })
+        )
     }
 
     /// Runs a task of a detached execution, which no connection holds.
-    fn spawn_detached(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+    pub(super) fn spawn_detached(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
         let mut tasks = self
             .detached
             .lock()
@@ -759,21 +413,21 @@ impl ExecutionService {
         }
     }
 
-    /// Cancels `principal`'s execution `id`: a running one is asked to stop (`cancelling`); a
-    /// waiting one ends at once (`cancelled`), and its answers can no longer be posted.
-    pub fn cancel(&self, id: &str, principal: &str) -> Result<&'static str, CancelError> {
+    /// Cancels `principal`'s execution `id`: a running one is asked to stop; a waiting one
+    /// ends at once, and its answers can no longer be posted.
+    pub fn cancel(&self, id: &str, principal: &str) -> Result<Cancelling, CancelError> {
         if self.live.cancel(id, principal).is_ok() {
-            return Ok("cancelling");
+            return Ok(Cancelling::Asked);
         }
         if let Ok(journal) = self.journal.journal() {
             let store = journal.store();
             if let Ok(Some(row)) = store.execution(id)
                 && row.principal == principal
                 && store
-                    .end_waiting(id, "cancelled", super::determinism::now_ms())
+                    .end_waiting(id, ExecutionState::Cancelled, super::determinism::now_ms())
                     .unwrap_or(false)
             {
-                return Ok("cancelled");
+                return Ok(Cancelling::Ended);
             }
         }
         Err(CancelError::NotFound(id.to_owned()))
@@ -797,7 +451,7 @@ impl ExecutionService {
                 match store.response(id).map_err(unavailable)? {
                     // A kept response is current unless the execution has moved on since
                     // (a waiting one answered and running again, or cut off).
-                    Some((response, events)) if kept_is_current(&row.status, &response) => {
+                    Some((response, events)) if kept_is_current(row.status, &response) => {
                         Ok(Tracked::Kept { response, events })
                     }
                     _ => Ok(Tracked::Row(row)),
@@ -840,16 +494,16 @@ impl ExecutionService {
     }
 
     /// Records how a session's execution ended, and that the session was used.
-    fn session_finished(&self, run: &SessionRun, response: &mut ExecutionResponse) {
+    pub(super) fn session_finished(&self, run: &SessionRun, response: &mut ExecutionResponse) {
         let store = run.journal.store();
         let now = super::determinism::now_ms();
-        let status = format!("{:?}", response.status).to_lowercase();
+        let status = ExecutionState::ended_as(response.status);
         let replayed = run.replayed.load(Ordering::Relaxed);
         let live = run.live.load(Ordering::Relaxed);
         let recorded = store
             .finish_execution(
                 &run.execution,
-                &status,
+                status,
                 now,
                 replayed,
                 live,
@@ -867,7 +521,11 @@ impl ExecutionService {
     /// Removes a session opened in case a call would need an approver, once its execution has
     /// ended without one: an execution of a principal with `approve` patterns leaves nothing
     /// behind unless it waited.
-    fn drop_provisional_session(&self, run: &SessionRun, response: &mut ExecutionResponse) {
+    pub(super) fn drop_provisional_session(
+        &self,
+        run: &SessionRun,
+        response: &mut ExecutionResponse,
+    ) {
         if let Err(e) = run.journal.store().delete_session(&run.session) {
             tracing::warn!(error = %e, session = %run.session, "could not remove a session no call needed");
             return;
@@ -891,7 +549,7 @@ impl ExecutionService {
             Ok(_) => return Err(SubmitError::UnknownExecution(id.to_owned())),
             Err(e) => return Err(SessionError::Unavailable(e.to_string()).into()),
         };
-        if row.status != "interrupted" {
+        if row.status != ExecutionState::Interrupted {
             return Err(SubmitError::NotInterrupted {
                 id: row.id,
                 status: row.status,
@@ -948,24 +606,22 @@ impl ExecutionService {
     /// Counts a finished execution and appends it to the audit trail. Recording never waits;
     /// a record the log could not take becomes a warning in the response, so an execution is
     /// never held up by a full disk without the agent being told.
-    fn finished(&self, audit: &AuditContext, response: &mut ExecutionResponse) {
+    pub(super) fn finished(
+        &self,
+        plan: &Plan,
+        accepted: SystemTime,
+        response: &mut ExecutionResponse,
+    ) {
         self.metrics.record(response);
-        let scanner = &audit.scanner;
+        // Redacts the short argument values the audit summary keeps.
+        let scanner = &plan.generation.scanner;
         let redact: &dyn Fn(&str) -> std::borrow::Cow<'_, str> = &|text| scanner.scan_text(text).0;
-        let record = ExecutionRecord::from_response(response, audit.code, audit.accepted, redact);
+        let code = CodeHash::of(&plan.code);
+        let record = ExecutionRecord::from_response(response, code, accepted, redact);
         if let Err(warning) = self.audit.record(record) {
             response.warnings.push(warning.to_string());
         }
     }
-}
-
-/// What the audit record of an execution needs from its request.
-#[derive(Debug)]
-struct AuditContext {
-    code: CodeHash,
-    accepted: SystemTime,
-    /// Redacts the short argument values the audit summary keeps.
-    scanner: SecretScanner,
 }
 
 /// What [`ExecutionService::lookup`] found.
@@ -982,11 +638,30 @@ pub enum Tracked {
 }
 
 /// Whether a kept response still says what the execution's row says.
-fn kept_is_current(status: &str, response: &str) -> bool {
+fn kept_is_current(status: ExecutionState, response: &str) -> bool {
     let kept = serde_json::from_str::<serde_json::Value>(response)
         .ok()
         .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_owned));
-    kept.as_deref() == Some(status)
+    kept.as_deref() == Some(status.as_str())
+}
+
+/// What [`ExecutionService::cancel`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cancelling {
+    /// A running execution was asked to stop; it ends `cancelled` once its worker has.
+    Asked,
+    /// A waiting execution ended `cancelled` there and then.
+    Ended,
+}
+
+impl Cancelling {
+    /// What `DELETE /v1/executions/<id>` answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cancelling::Asked => "cancelling",
+            Cancelling::Ended => ExecutionState::Cancelled.as_str(),
+        }
+    }
 }
 
 /// What is kept of a response too large for the journal: how it ended, without its value,
@@ -1005,122 +680,6 @@ fn outline(response: &ExecutionResponse, why: &str) -> ExecutionResponse {
     outline
 }
 
-/// An execution admitted and about to start.
-pub(super) struct Launch {
-    /// The id of a waiting execution run again (its row exists); a new one's otherwise.
-    pub(super) id: Option<String>,
-    pub(super) code: String,
-    pub(super) language: RequestLanguage,
-    /// As the request asked (kept with a session's execution).
-    pub(super) timeout_ms: Option<u64>,
-    pub(super) limits: Limits,
-    pub(super) peer: PeerInfo,
-    pub(super) principal: Arc<Principal>,
-    pub(super) generation: Arc<PolicyGeneration>,
-    pub(super) events: Option<mpsc::Sender<ExecutionEvent>>,
-    pub(super) resumed_from: Option<String>,
-    /// Its session, with the session's clock and seed, and the replay mode.
-    pub(super) session: Option<(Arc<Journal>, SessionRow, Determinism, ReplayMode)>,
-    /// The clock and seed to run with, whatever the session says (a waiting execution's own,
-    /// or those a stateless request sent back).
-    pub(super) determinism: Option<Determinism>,
-    /// Its client-owned tools, and whether its waits are kept (the stateful form).
-    pub(super) client: Option<(Arc<WaitScope>, bool)>,
-    /// Answered at once and run without a client (`"wait": false`).
-    pub(super) detached: bool,
-    /// The place a detached submission took among its principal's
-    /// `limits.max_waiting_executions`, held until it is in the live table.
-    pub(super) place: Option<super::registry::DetachedPlace>,
-    /// Its session was opened only in case a call needs an approver (the request named none,
-    /// and nothing else of it waits): if no call did, the session goes when it ends.
-    pub(super) provisional_session: bool,
-}
-
 /// When an agent whose queue is full should try again (`Retry-After`): slots free as
 /// executions end, which the daemon cannot foresee.
 pub const QUEUE_FULL_RETRY_S: u64 = 1;
-
-/// How long a session's next execution waits for the calls an earlier one left in flight (each
-/// is bounded by its own call timeout; this bounds the wait for all of them).
-const SETTLE_WAIT: Duration = Duration::from_secs(120);
-
-/// The limits of `principal`'s execution of `code` with the timeout it asked for.
-pub(super) fn limits(
-    principal: &Principal,
-    code: &str,
-    timeout_ms: Option<u64>,
-) -> Result<Limits, SubmitError> {
-    let policy = &principal.limits;
-    if code.len() as u64 > policy.max_code_bytes {
-        return Err(SubmitError::ProgramTooLarge {
-            size: code.len(),
-            limit: policy.max_code_bytes,
-        });
-    }
-    let timeout_ms = timeout_ms.unwrap_or(policy.timeout_ms);
-    if timeout_ms == 0 || timeout_ms > policy.max_timeout_ms {
-        return Err(SubmitError::InvalidTimeout {
-            got: timeout_ms,
-            max: policy.max_timeout_ms,
-        });
-    }
-    Ok(Limits {
-        timeout_ms,
-        memory_bytes: policy.memory_bytes,
-        stack_bytes: policy.stack_bytes,
-        max_tool_calls: policy.max_tool_calls,
-        max_output_bytes: policy.max_output_bytes,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{Attached, SubmitError};
-    use std::time::Duration;
-    use tokio::sync::oneshot;
-
-    #[tokio::test]
-    async fn an_attached_execution_answers_its_waiter() {
-        let answer = Attached::new(async { Err(SubmitError::ShuttingDown) }).await;
-        assert!(
-            matches!(answer, Err(SubmitError::ShuttingDown)),
-            "{answer:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn an_attached_execution_nobody_waits_for_runs_on_to_its_end() {
-        let (go, gate) = oneshot::channel::<()>();
-        let (ended, has_ended) = oneshot::channel::<()>();
-        let attached = Attached::new(async move {
-            let _ = gate.await;
-            let _ = ended.send(());
-            Err(SubmitError::ShuttingDown)
-        });
-        // Polled once (the door waited a while), then dropped (its client hung up).
-        let waited = tokio::time::timeout(Duration::from_millis(10), attached).await;
-        assert!(waited.is_err(), "it cannot have ended yet");
-        go.send(()).unwrap();
-        tokio::time::timeout(Duration::from_secs(5), has_ended)
-            .await
-            .expect("the execution ran on in a task of its own")
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_panicking_execution_is_an_internal_error_for_its_client() {
-        let answer = Attached::new(async {
-            if true {
-                panic!("boom in the execution");
-            }
-            Err(SubmitError::ShuttingDown)
-        })
-        .await;
-        match answer {
-            Err(SubmitError::Internal(message)) => {
-                assert!(message.contains("boom in the execution"), "{message}");
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-}

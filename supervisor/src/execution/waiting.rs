@@ -8,15 +8,17 @@
 //! This is part of the execution service: it decides nothing about tools (the call pipeline
 //! holds the calls, [`crate::tools::call`]) and speaks no HTTP.
 
+use super::attached::Started;
+use super::plan::{Plan, SessionPlan, limits};
 use super::registry::DetachedPlace;
-use super::service::{ExecutionService, Launch, Started, SubmitError, limits};
+use super::service::{ExecutionService, SubmitError};
 use crate::agent_api::{
     ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
     ExecutionRequest, ExecutionResponse, PeerInfo, PendingApproval, PendingCall, ReplayMode,
     RequestLanguage, Status, ToolError, ToolErrorCode,
 };
 use crate::generation::PolicyGeneration;
-use crate::journal::store::{AnswerRow, ApprovalRow, WaitingRow};
+use crate::journal::store::{AnswerRow, ApprovalRow, ExecutionState, WaitingRow};
 use crate::journal::{SessionError, SessionRun};
 use crate::tools::approval::{Decision, Decisions, Verdict, new_approval_id};
 use crate::tools::client::{ClientAnswers, ClientTools, ClientToolsError, KeptAnswer, WaitScope};
@@ -61,7 +63,8 @@ impl ExecutionService {
     pub(super) fn keep_or_forget_waiting(
         &self,
         run: &SessionRun,
-        kept: &Keeping,
+        plan: &Plan,
+        scope: &WaitScope,
         response: &mut ExecutionResponse,
     ) {
         let store = run.journal.store();
@@ -88,7 +91,7 @@ impl ExecutionService {
                     excerpt: a.excerpt.clone(),
                     line: a.line,
                     requested_ms: now,
-                    expires_ms: now.saturating_add(kept.approval_ttl_ms),
+                    expires_ms: now.saturating_add(plan.generation.policy.approvals.ttl_ms),
                     decision: None,
                     decided_by: None,
                     reason: None,
@@ -105,18 +108,22 @@ impl ExecutionService {
             let row = WaitingRow {
                 execution: response.id.clone(),
                 principal: response.principal.clone(),
-                client_tools: serde_json::to_string(&kept.scope.tools.specs).map_err(json)?,
-                answers: serde_json::to_string(&kept.scope.answers).map_err(json)?,
+                client_tools: serde_json::to_string(&scope.tools.specs).map_err(json)?,
+                answers: serde_json::to_string(&scope.answers).map_err(json)?,
                 pending: serde_json::to_string(&response.pending_calls).map_err(json)?,
                 peer: serde_json::to_string(&response.peer).map_err(json)?,
-                clock_ms: kept.determinism.clock_ms,
-                seed: kept.determinism.seed,
-                expires_ms: now.saturating_add(kept.ttl_ms),
+                clock_ms: plan.determinism.clock_ms,
+                seed: plan.determinism.seed,
+                expires_ms: now.saturating_add(plan.principal.limits.waiting_ttl_ms),
             };
             // Counted and bounded with the write: two runs that end at once cannot both
             // take the last place.
             store
-                .save_waiting(&row, kept.max_waiting, run.journal.room(&busy))
+                .save_waiting(
+                    &row,
+                    plan.principal.limits.max_waiting_executions,
+                    run.journal.room(&busy),
+                )
                 .map_err(|e| e.to_string())
         })();
         if let Err(e) = result {
@@ -187,14 +194,14 @@ impl ExecutionService {
         let waiting = store.waiting(id).map_err(|e| unavailable(&e))?;
         let now = super::determinism::now_ms();
         let waiting = match waiting {
-            Some(w) if execution.status == "waiting" && w.expires_ms < now => {
+            Some(w) if execution.status == ExecutionState::Waiting && w.expires_ms < now => {
                 store.expire_waiting(now).map_err(|e| unavailable(&e))?;
                 return Err(SubmitError::NotWaiting {
                     id: id.to_owned(),
-                    status: "expired".into(),
+                    status: ExecutionState::Expired,
                 });
             }
-            Some(w) if execution.status == "waiting" => w,
+            Some(w) if execution.status == ExecutionState::Waiting => w,
             _ => {
                 return Err(SubmitError::NotWaiting {
                     id: id.to_owned(),
@@ -234,13 +241,13 @@ impl ExecutionService {
         {
             return Err(SubmitError::NotWaiting {
                 id: id.to_owned(),
-                status: "running".into(),
+                status: ExecutionState::Running,
             });
         }
         let kept = match store.answers(id) {
             Ok(rows) => kept_answers(rows),
             Err(e) => {
-                let _ = store.end_waiting(id, "error", now);
+                let _ = store.end_waiting(id, ExecutionState::Error, now);
                 return Err(unavailable(&e).into());
             }
         };
@@ -249,36 +256,40 @@ impl ExecutionService {
             clock_ms: waiting.clock_ms,
             seed: waiting.seed,
         };
-        let launch = Launch {
-            id: Some(execution.id),
+        let plan = Plan {
+            id: execution.id,
+            continued: true,
             code: execution.code,
             language: RequestLanguage::from_name(&execution.language),
             timeout_ms: execution.timeout_ms,
             limits,
             peer,
+            tool_call_rate: self.tool_call_rate(&principal),
             principal,
             generation,
-            events,
-            resumed_from: None,
+            // Its own clock and seed, every time it runs.
+            determinism,
             // Everything the earlier runs did is answered from the record.
-            session: Some((journal, session, determinism, ReplayMode::All)),
-            determinism: Some(determinism),
-            client: Some((
-                Arc::new(WaitScope {
-                    tools,
-                    answers,
-                    kept,
-                    stateless: false,
-                    decisions,
-                }),
-                true,
-            )),
+            session: Some(SessionPlan {
+                journal,
+                row: session,
+                replay: ReplayMode::All,
+            }),
+            resumed_from: None,
+            client: Some(Arc::new(WaitScope {
+                tools,
+                answers,
+                kept,
+                stateless: false,
+                decisions,
+            })),
+            keeps_waiting: true,
             detached,
             // A waiting execution run again already has its place (its wait).
             place: None,
             provisional_session: false,
         };
-        self.launch(launch).await
+        self.launch(plan, events).await
     }
 
     /// An approver's decision on approval `id` (`POST /v1/approvals/<id>`). The approver must
@@ -371,9 +382,9 @@ impl ExecutionService {
         self: &Arc<Self>,
         execution: &str,
         generation: Arc<PolicyGeneration>,
-    ) -> &'static str {
+    ) -> ExecutionState {
         let Ok(journal) = self.journal.journal() else {
-            return "waiting";
+            return ExecutionState::Waiting;
         };
         let store = journal.store();
         let (Ok(Some(row)), Ok(Some(waiting)), Ok(approvals)) = (
@@ -381,10 +392,10 @@ impl ExecutionService {
             store.waiting(execution),
             store.approvals_of(execution),
         ) else {
-            return "waiting";
+            return ExecutionState::Waiting;
         };
-        if row.status != "waiting" || approvals.iter().any(|a| a.decision.is_none()) {
-            return "waiting";
+        if row.status != ExecutionState::Waiting || approvals.iter().any(|a| a.decision.is_none()) {
+            return ExecutionState::Waiting;
         }
         let pending: Vec<PendingCall> = serde_json::from_str(&waiting.pending).unwrap_or_default();
         let answers: ClientAnswers = serde_json::from_str(&waiting.answers).unwrap_or_default();
@@ -395,12 +406,16 @@ impl ExecutionService {
         };
         if !pending.iter().all(answered) {
             // The agent's answers are still to come: they run it.
-            return "waiting";
+            return ExecutionState::Waiting;
         }
         let Some(principal) = generation.principal(&row.principal) else {
             tracing::warn!(execution, principal = %row.principal, "a decided execution's principal is no longer in the policy; it is cancelled");
-            let _ = store.end_waiting(execution, "cancelled", super::determinism::now_ms());
-            return "cancelled";
+            let _ = store.end_waiting(
+                execution,
+                ExecutionState::Cancelled,
+                super::determinism::now_ms(),
+            );
+            return ExecutionState::Cancelled;
         };
         match self
             .go_on(execution, None, None, principal, generation, None, true)
@@ -408,11 +423,11 @@ impl ExecutionService {
         {
             Ok(started) => {
                 drop(started);
-                "running"
+                ExecutionState::Running
             }
             Err(e) => {
                 tracing::warn!(execution, error = %e, "a decided execution could not go on");
-                "waiting"
+                ExecutionState::Waiting
             }
         }
     }
@@ -523,7 +538,7 @@ pub struct Decided {
     pub execution: String,
     /// The execution's status now: `running` (it goes on), `waiting` (something else still
     /// holds it), `cancelled`.
-    pub status: &'static str,
+    pub status: ExecutionState,
 }
 
 /// Why a decision was not taken. Each says what to do.
@@ -652,16 +667,6 @@ fn kept_answers(rows: Vec<AnswerRow>) -> HashMap<u32, KeptAnswer> {
             (row.call, answer)
         })
         .collect()
-}
-
-/// What keeping a waiting execution needs.
-pub(super) struct Keeping {
-    pub(super) scope: Arc<WaitScope>,
-    pub(super) determinism: Determinism,
-    /// `limits.waiting_ttl`, `[approvals] ttl`, `limits.max_waiting_executions`.
-    pub(super) ttl_ms: u64,
-    pub(super) approval_ttl_ms: u64,
-    pub(super) max_waiting: u32,
 }
 
 /// The request's client-owned tools and the answers it carries (the stateless form), checked.

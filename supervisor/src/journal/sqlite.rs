@@ -18,10 +18,11 @@
 //!   row is a few hundred bytes.
 
 use super::store::{
-    AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, JournalStore,
-    LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
+    AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, ExecutionState,
+    JournalStore, LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
 };
 use super::usage::{self, Refusal, Tally, log_evicted};
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -395,6 +396,22 @@ fn execution_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ExecutionRow> {
     })
 }
 
+/// A state is kept as its word ([`ExecutionState::as_str`]), as it always was.
+impl ToSql for ExecutionState {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for ExecutionState {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let word = value.as_str()?;
+        ExecutionState::parse(word).ok_or_else(|| {
+            FromSqlError::Other(format!("`{word}` is not an execution's status").into())
+        })
+    }
+}
+
 const EXECUTION_COLUMNS: &str = "id, session, principal, status, language, code, timeout_ms, \
      replay, started_ms, finished_ms, replayed_calls, live_calls, resumed_by";
 
@@ -642,7 +659,7 @@ impl JournalStore for SqliteStore {
     fn finish_execution(
         &self,
         id: &str,
-        status: &str,
+        status: ExecutionState,
         finished_ms: u64,
         replayed: u32,
         live: u32,
@@ -668,7 +685,7 @@ impl JournalStore for SqliteStore {
                  live_calls = ?5, call_order = ?6 WHERE id = ?1",
                 params![id, status, i64_of(finished_ms), replayed, live, order],
             )?;
-            if ended(status) {
+            if status.has_ended() {
                 forget_code(&tx, id)?;
             }
             tx.commit()
@@ -720,7 +737,7 @@ impl JournalStore for SqliteStore {
     fn executions(
         &self,
         principal: &str,
-        status: Option<&str>,
+        status: Option<ExecutionState>,
         limit: u32,
     ) -> Result<Vec<ExecutionRow>, StoreError> {
         self.with(|c| {
@@ -836,7 +853,12 @@ impl JournalStore for SqliteStore {
         self.expire_approvals_sqlite(now_ms)
     }
 
-    fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError> {
+    fn end_waiting(
+        &self,
+        id: &str,
+        status: ExecutionState,
+        now_ms: u64,
+    ) -> Result<bool, StoreError> {
         self.end_waiting_sqlite(id, status, now_ms)
     }
 
@@ -893,7 +915,7 @@ impl JournalStore for SqliteStore {
 mod waits;
 
 pub use waits::CODE_HASH_PREFIX;
-use waits::{ended, forget_code};
+use waits::forget_code;
 
 #[cfg(test)]
 #[path = "sqlite_tests.rs"]

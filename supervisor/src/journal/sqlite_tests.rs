@@ -73,7 +73,7 @@ fn running(id: &str) -> ExecutionRow {
         id: id.into(),
         session: "s1".into(),
         principal: "local".into(),
-        status: "running".into(),
+        status: ExecutionState::Running,
         language: "typescript".into(),
         code: "1".into(),
         timeout_ms: None,
@@ -133,13 +133,59 @@ fn the_file_is_private_and_a_call_goes_from_sent_to_ok() {
     assert_eq!(s.lookup("s1", &other).unwrap(), None);
 }
 
+/// Every state is kept as the word journals have always held, and read back from it: a row an
+/// earlier daemon wrote reads the same; a word that names no state is an error, not a guess.
+#[test]
+fn execution_states_are_kept_as_their_words() {
+    let (_dir, s) = store();
+    s.create_session(&session("s1", 1), room()).unwrap();
+    for (n, state) in ExecutionState::ALL.into_iter().enumerate() {
+        let id = format!("ex{n}");
+        s.begin_execution(&running(&id), room()).unwrap();
+        s.with(|c| {
+            c.execute(
+                "UPDATE executions SET status = ?2 WHERE id = ?1",
+                params![id, state.as_str()],
+            )
+        })
+        .unwrap();
+        assert_eq!(s.execution(&id).unwrap().unwrap().status, state);
+        let word: String = s
+            .with(|c| {
+                c.query_row("SELECT status FROM executions WHERE id = ?1", [&id], |r| {
+                    r.get(0)
+                })
+            })
+            .unwrap();
+        assert_eq!(ExecutionState::parse(&word), Some(state));
+        assert_eq!(
+            serde_json::to_value(state).unwrap(),
+            serde_json::json!(state.as_str())
+        );
+    }
+    s.with(|c| {
+        c.execute(
+            "UPDATE executions SET status = 'paused' WHERE id = 'ex0'",
+            [],
+        )
+    })
+    .unwrap();
+    let error = s.execution("ex0").unwrap_err().to_string();
+    assert!(
+        error.contains("`paused` is not an execution's status"),
+        "{error}"
+    );
+}
+
 #[test]
 fn running_executions_become_interrupted_and_deleting_a_session_takes_everything() {
     let (_dir, s) = store();
     s.create_session(&session("s1", 1), room()).unwrap();
     s.begin_execution(&running("ex1"), room()).unwrap();
     assert_eq!(s.interrupt_running().unwrap(), 1);
-    let listed = s.executions("local", Some("interrupted"), 10).unwrap();
+    let listed = s
+        .executions("local", Some(ExecutionState::Interrupted), 10)
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].code, "1");
     assert!(s.executions("other", None, 10).unwrap().is_empty());
@@ -164,7 +210,8 @@ fn only_the_last_finished_execution_keeps_its_call_order() {
     };
     for (id, n) in [("e1", 3), ("e2", 2)] {
         s.begin_execution(&running(id), room()).unwrap();
-        s.finish_execution(id, "ok", 10, 0, 0, &order(n)).unwrap();
+        s.finish_execution(id, ExecutionState::Ok, 10, 0, 0, &order(n))
+            .unwrap();
         assert_eq!(s.last_call_order("s1").unwrap(), order(n));
     }
     let kept: i64 = s
@@ -379,7 +426,8 @@ fn everything_a_session_keeps_counts() {
     s.save_response("e1", "{}", "", 99, room()).unwrap();
     assert!(bytes_of(&s, "s1") < with_code + 200);
     s.save_waiting(&waiting("e1", 100), 16, room()).unwrap();
-    s.finish_execution("e1", "waiting", 2, 0, 0, &[]).unwrap();
+    s.finish_execution("e1", ExecutionState::Waiting, 2, 0, 0, &[])
+        .unwrap();
     let before = bytes_of(&s, "s1");
     let answer = AnswerRow {
         call: 1,
@@ -396,7 +444,8 @@ fn everything_a_session_keeps_counts() {
     assert_eq!(s.answers("e1").unwrap(), vec![answer]);
     assert_eq!(s.answered("e1").unwrap(), vec![(1, "t".to_owned())]);
     // It ended: its wait, answers and code go (the code becomes its hash).
-    s.finish_execution("e1", "ok", 3, 0, 0, &[]).unwrap();
+    s.finish_execution("e1", ExecutionState::Ok, 3, 0, 0, &[])
+        .unwrap();
     s.drop_waiting("e1").unwrap();
     assert!(s.answers("e1").unwrap().is_empty());
     let code = s.execution("e1").unwrap().unwrap().code;
@@ -532,7 +581,8 @@ fn waiting_executions_are_claimed_once_survive_restarts_and_expire() {
     for id in ["w1", "w2"] {
         s.begin_execution(&running(id), room()).unwrap();
         s.save_waiting(&waiting(id, 100), 16, room()).unwrap();
-        s.finish_execution(id, "waiting", 2, 0, 0, &[]).unwrap();
+        s.finish_execution(id, ExecutionState::Waiting, 2, 0, 0, &[])
+            .unwrap();
     }
     assert_eq!(s.count_waiting("local").unwrap(), 2);
     assert_eq!(s.waiting_totals().unwrap(), (2, 0));
@@ -571,13 +621,19 @@ fn waiting_executions_are_claimed_once_survive_restarts_and_expire() {
     assert_eq!(s.count_waiting("local").unwrap(), 1);
     // The daemon died during the re-run: it waits again, its answers kept.
     assert_eq!(s.interrupt_running().unwrap(), 0);
-    assert_eq!(s.execution("w1").unwrap().unwrap().status, "waiting");
+    assert_eq!(
+        s.execution("w1").unwrap().unwrap().status,
+        ExecutionState::Waiting
+    );
     assert_eq!(s.answers("w1").unwrap(), vec![answer]);
-    assert!(s.end_waiting("w2", "cancelled", 50).unwrap());
-    assert!(!s.end_waiting("w2", "cancelled", 50).unwrap());
+    assert!(s.end_waiting("w2", ExecutionState::Cancelled, 50).unwrap());
+    assert!(!s.end_waiting("w2", ExecutionState::Cancelled, 50).unwrap());
     assert_eq!(s.expire_waiting(99).unwrap(), Vec::<String>::new());
     assert_eq!(s.expire_waiting(101).unwrap(), vec!["w1".to_owned()]);
-    assert_eq!(s.execution("w1").unwrap().unwrap().status, "expired");
+    assert_eq!(
+        s.execution("w1").unwrap().unwrap().status,
+        ExecutionState::Expired
+    );
     assert!(s.waiting("w1").unwrap().is_none());
 }
 

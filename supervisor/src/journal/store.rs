@@ -195,15 +195,101 @@ pub struct CallSummary {
     pub updated_ms: u64,
 }
 
+/// Where an execution of a session stands. The journal keeps it as these lower-case words
+/// (the `status` column; journals of earlier versions hold the same words), and the agent
+/// reads the same words (`GET /v1/executions?status=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionState {
+    /// It runs now (a daemon that stops with it running leaves it so until its next start).
+    Running,
+    Ok,
+    Error,
+    Timeout,
+    Cancelled,
+    /// The daemon stopped while it ran: it can be resumed by replay.
+    Interrupted,
+    /// An interrupted one that was resumed (`resumed_by` names the execution that did).
+    Resumed,
+    /// It waits for its client's answers or an approver's decision, holding no worker.
+    Waiting,
+    /// It waited past `limits.waiting_ttl`.
+    Expired,
+}
+
+impl ExecutionState {
+    /// Every state, in the order listings name them.
+    pub const ALL: [ExecutionState; 9] = [
+        ExecutionState::Running,
+        ExecutionState::Ok,
+        ExecutionState::Error,
+        ExecutionState::Timeout,
+        ExecutionState::Cancelled,
+        ExecutionState::Interrupted,
+        ExecutionState::Resumed,
+        ExecutionState::Waiting,
+        ExecutionState::Expired,
+    ];
+
+    /// The word the journal keeps and the agent reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionState::Running => "running",
+            ExecutionState::Ok => "ok",
+            ExecutionState::Error => "error",
+            ExecutionState::Timeout => "timeout",
+            ExecutionState::Cancelled => "cancelled",
+            ExecutionState::Interrupted => "interrupted",
+            ExecutionState::Resumed => "resumed",
+            ExecutionState::Waiting => "waiting",
+            ExecutionState::Expired => "expired",
+        }
+    }
+
+    /// The state a word names, if it names one.
+    pub fn parse(word: &str) -> Option<ExecutionState> {
+        ExecutionState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == word)
+    }
+
+    /// The state an execution that answered `status` ended in. (A response is never `queued`
+    /// or `running`: those are what a snapshot of a detached one says while it runs.)
+    pub fn ended_as(status: crate::agent_api::Status) -> ExecutionState {
+        use crate::agent_api::Status;
+        match status {
+            Status::Ok => ExecutionState::Ok,
+            Status::Error => ExecutionState::Error,
+            Status::Timeout => ExecutionState::Timeout,
+            Status::Cancelled => ExecutionState::Cancelled,
+            Status::Waiting => ExecutionState::Waiting,
+            Status::Queued | Status::Running => ExecutionState::Running,
+        }
+    }
+
+    /// Whether nothing runs the execution's code again: every state but `running` (resumed
+    /// after a restart as `interrupted`), `waiting` and `interrupted`.
+    pub fn has_ended(self) -> bool {
+        !matches!(
+            self,
+            ExecutionState::Running | ExecutionState::Waiting | ExecutionState::Interrupted
+        )
+    }
+}
+
+impl std::fmt::Display for ExecutionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An execution of a session, kept so one cut off by a restart can be found and resumed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionRow {
     pub id: String,
     pub session: String,
     pub principal: String,
-    /// `running`, `ok`, `error`, `timeout`, `cancelled`, `interrupted` (the daemon stopped
-    /// while it ran) or `resumed` (an interrupted one that was resumed: see `resumed_by`).
-    pub status: String,
+    pub status: ExecutionState,
     pub language: String,
     #[serde(skip)]
     pub code: String,
@@ -300,7 +386,7 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn finish_execution(
         &self,
         id: &str,
-        status: &str,
+        status: ExecutionState,
         finished_ms: u64,
         replayed: u32,
         live: u32,
@@ -314,7 +400,7 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn executions(
         &self,
         principal: &str,
-        status: Option<&str>,
+        status: Option<ExecutionState>,
         limit: u32,
     ) -> Result<Vec<ExecutionRow>, StoreError>;
     /// At start: every execution still `running` was cut off by the daemon's end. One that
@@ -389,7 +475,12 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     /// Decides `expired` every approval that waited past its time; returns them.
     fn expire_approvals(&self, now_ms: u64) -> Result<Vec<ApprovalRow>, StoreError>;
     /// Ends waiting execution `id` with `status` (`cancelled`); false if it was not waiting.
-    fn end_waiting(&self, id: &str, status: &str, now_ms: u64) -> Result<bool, StoreError>;
+    fn end_waiting(
+        &self,
+        id: &str,
+        status: ExecutionState,
+        now_ms: u64,
+    ) -> Result<bool, StoreError>;
 
     /// Deletes sessions unused since `unused_before_ms`; then, of each principal over its
     /// bound, its own least recently used sessions until it fits; then, while everything

@@ -9,10 +9,9 @@
 use crate::workers::process::{SpawnError, SpawnedWorker, Spawner, WorkerCeiling, WorkerProcess};
 use airlock_proto::frame::{FrameDecoder, FrameError, decode, encode};
 use airlock_proto::{
-    LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, STAY_AWAKE, SupervisorMessage, WorkerMessage,
+    LockdownReport, MAX_FRAME_LEN, PROTOCOL_VERSION, SupervisorMessage, WorkerMessage,
 };
 use std::collections::VecDeque;
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,13 +34,6 @@ const REFILL_DELAY: Duration = Duration::from_millis(1);
 /// docs/performance.md). Under load the hang-up is at once: there the delay only kept processes
 /// alive longer and cost throughput.
 pub const AFTER_ANSWER: Duration = Duration::from_millis(1);
-
-/// How long the daemon waits awake for a worker's next message when its execution is the
-/// only one running ([`WorkerChannel::spin_for_message`]), before it sleeps until woken. A
-/// trivial program's `Done` comes 0.1–0.25 ms after its `Start` on 2 cores; being woken for it
-/// instead costs tens of microseconds more (see docs/performance.md). Bounded so that a program
-/// doing real work costs the daemon at most this much CPU.
-pub const SPIN_FOR_WORKER: Duration = Duration::from_micros(300);
 
 /// How long a new worker may take to lock down and say `Ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,8 +66,6 @@ pub struct ReadyWorker {
     pub lockdown: LockdownReport,
     /// How long exec + lockdown + engine start took.
     pub start_duration: Duration,
-    /// When it was last told `StayAwake` ([`WorkerPool::wake_next`]).
-    woken: Option<Instant>,
 }
 
 /// The framed socket to one worker.
@@ -111,86 +101,6 @@ impl WorkerChannel {
         let frame = encode(msg)?;
         self.stream.write_all(&frame).await?;
         Ok(())
-    }
-
-    /// Sends `msg` now, without waiting: `Ok` when the whole frame went out, or none of it
-    /// did because the socket buffer is full (the message is then simply not sent). A frame
-    /// only partly written is an error: the stream can no longer be trusted to stay in step,
-    /// so the worker must go.
-    fn send_now(&self, msg: &SupervisorMessage) -> Result<(), ChannelError> {
-        let frame = encode(msg)?;
-        // SAFETY: `frame` is valid for its length; the fd is this channel's socket, open for
-        // as long as `self.stream` is. MSG_NOSIGNAL: a dead worker is an error, not SIGPIPE.
-        let n = unsafe {
-            libc::send(
-                self.stream.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-            )
-        };
-        match usize::try_from(n) {
-            Ok(n) if n == frame.len() => Ok(()),
-            Ok(_) => Err(ChannelError::Io(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                "a frame was only partly written",
-            ))),
-            Err(_) => {
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::WouldBlock {
-                    Ok(())
-                } else {
-                    Err(err.into())
-                }
-            }
-        }
-    }
-
-    /// Waits up to `budget` for the worker's next bytes without giving up the thread: reads
-    /// them as they arrive, so that the next [`WorkerChannel::recv`] need not wait to be
-    /// woken (tens of microseconds on a small machine). `true` when something arrived (or
-    /// the worker hung up, which `recv` then reports). Only for an execution running alone
-    /// (`WorkerPool::in_use`): the runtime thread does nothing else meanwhile.
-    pub fn spin_for_message(&mut self, budget: Duration) -> bool {
-        if self.decoder.has_payload() {
-            return true;
-        }
-        let until = Instant::now() + budget;
-        self.read_buf.clear();
-        loop {
-            let spare = self.read_buf.spare_capacity_mut();
-            // SAFETY: `spare` is writable memory of the length given; the fd is this
-            // channel's socket. recv writes at most that many bytes.
-            let n = unsafe {
-                libc::recv(
-                    self.stream.as_raw_fd(),
-                    spare.as_mut_ptr().cast(),
-                    spare.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            match usize::try_from(n) {
-                Ok(0) => return true,
-                Ok(n) => {
-                    // SAFETY: recv initialised the first `n` bytes of the spare capacity.
-                    unsafe { self.read_buf.set_len(n) };
-                    self.decoder.feed(&self.read_buf);
-                    return true;
-                }
-                Err(_) => {
-                    let err = std::io::Error::last_os_error();
-                    if err.kind() != std::io::ErrorKind::WouldBlock {
-                        // `recv` will meet the same error and report it.
-                        return true;
-                    }
-                }
-            }
-            if Instant::now() >= until {
-                return false;
-            }
-            // Not a bare spin: on a small machine the worker may be waiting for this very CPU.
-            std::thread::yield_now();
-        }
     }
 
     /// Next message from the worker. Cancel-safe: bytes already read stay in the decoder.
@@ -281,7 +191,6 @@ pub async fn start_worker(
                 channel,
                 lockdown,
                 start_duration: started.elapsed(),
-                woken: None,
             })
         }
         WorkerMessage::Ready {
@@ -449,41 +358,6 @@ impl WorkerPool {
         self.inner.refill.notify_one();
     }
 
-    /// An execution is about to be admitted: when none is running, tells the worker the next
-    /// `checkout` will take ([`SupervisorMessage::StayAwake`]) so that it is awake by the time
-    /// its `Start` comes. Never waits. Under load nothing is sent: the workers would only
-    /// compete with the executions running for the CPUs. A worker told less than
-    /// [`STAY_AWAKE`] ago is awake still and is not told again (the HTTP door wakes it as a
-    /// request's first bytes arrive, and again, as a fallback, in the request's handler).
-    pub fn wake_next(&self) {
-        if self.in_use() > 0 {
-            return;
-        }
-        let mut idle = lock(&self.inner.idle);
-        let Some(next) = idle.back_mut() else {
-            return;
-        };
-        let now = Instant::now();
-        if next
-            .woken
-            .is_some_and(|at| now.saturating_duration_since(at) < STAY_AWAKE)
-        {
-            return;
-        }
-        match next.channel.send_now(&SupervisorMessage::StayAwake) {
-            Ok(()) => next.woken = Some(now),
-            Err(e) => {
-                // A dead worker, or a frame half written: either way it cannot take an
-                // execution. Dropping it kills and reaps it; the pool replaces it.
-                warn!(pid = next.process.pid(), error = %e, "dropping a pooled worker that could not be woken");
-                let broken = idle.pop_back();
-                drop(idle);
-                drop(broken);
-                self.inner.refill.notify_one();
-            }
-        }
-    }
-
     /// How many executions hold a worker now (checked out, not yet replenished).
     pub fn in_use(&self) -> usize {
         self.inner.in_use.load(Ordering::Relaxed)
@@ -573,91 +447,5 @@ async fn refill_loop(weak: std::sync::Weak<PoolInner>) {
                 tokio::time::sleep(delay).await;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use airlock_proto::frame::decode_packet;
-
-    fn idle(results: u32) -> Vec<u8> {
-        encode(&WorkerMessage::Idle { results }).unwrap()
-    }
-
-    #[tokio::test]
-    async fn spin_for_message_reads_what_arrives_and_gives_up_after_its_budget() {
-        let (ours, mut theirs) = UnixStream::pair().unwrap();
-        let mut channel = WorkerChannel::new(ours);
-
-        // Nothing comes: false, after the budget and not before.
-        let started = Instant::now();
-        assert!(!channel.spin_for_message(Duration::from_micros(300)));
-        assert!(started.elapsed() >= Duration::from_micros(300));
-
-        // A message already there is read at once and `recv` returns it.
-        theirs.write_all(&idle(1)).await.unwrap();
-        assert!(channel.spin_for_message(Duration::from_secs(10)));
-        assert_eq!(
-            channel.recv().await.unwrap(),
-            WorkerMessage::Idle { results: 1 }
-        );
-
-        // Two in one read: the second is already whole, so there is nothing to wait for.
-        let mut two = idle(2);
-        two.extend(idle(3));
-        theirs.write_all(&two).await.unwrap();
-        assert!(channel.spin_for_message(Duration::from_secs(10)));
-        assert_eq!(
-            channel.recv().await.unwrap(),
-            WorkerMessage::Idle { results: 2 }
-        );
-        let started = Instant::now();
-        assert!(channel.spin_for_message(Duration::from_secs(10)));
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(
-            channel.recv().await.unwrap(),
-            WorkerMessage::Idle { results: 3 }
-        );
-
-        // A message arriving while it spins (from another thread) ends the spin early.
-        let writer = std::thread::spawn({
-            let theirs = theirs.into_std().unwrap();
-            move || {
-                std::thread::sleep(Duration::from_millis(20));
-                theirs.set_nonblocking(false).unwrap();
-                std::io::Write::write_all(&mut &theirs, &idle(4)).unwrap();
-                theirs
-            }
-        });
-        let started = Instant::now();
-        assert!(channel.spin_for_message(Duration::from_secs(10)));
-        assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(
-            channel.recv().await.unwrap(),
-            WorkerMessage::Idle { results: 4 }
-        );
-
-        // The worker hanging up ends it too; `recv` reports it.
-        drop(writer.join().unwrap());
-        assert!(channel.spin_for_message(Duration::from_secs(10)));
-        assert!(matches!(channel.recv().await, Err(ChannelError::Closed)));
-    }
-
-    #[tokio::test]
-    async fn send_now_writes_a_whole_frame_or_reports_the_dead_worker() {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let channel = WorkerChannel::new(ours);
-        channel.send_now(&SupervisorMessage::StayAwake).unwrap();
-        let theirs = theirs.into_std().unwrap();
-        theirs.set_nonblocking(false).unwrap();
-        let mut frame = [0u8; 64];
-        let n = std::io::Read::read(&mut &theirs, &mut frame).unwrap();
-        assert_eq!(
-            decode_packet::<SupervisorMessage>(&frame[..n], MAX_FRAME_LEN).unwrap(),
-            SupervisorMessage::StayAwake
-        );
-        drop(theirs);
-        assert!(channel.send_now(&SupervisorMessage::StayAwake).is_err());
     }
 }

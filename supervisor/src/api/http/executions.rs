@@ -23,10 +23,6 @@ pub(super) async fn execute(
     principal: Arc<Principal>,
     req: Request<Incoming>,
 ) -> Response<ApiBody> {
-    // First, so that a pre-started worker wakes while the request is read and admitted. Its
-    // connection has most likely woken it already, as the request's first bytes were read
-    // (`wake`); this is for a request whose first read began elsewhere.
-    generation.pool.wake_next();
     let limits_policy = &principal.limits;
     let streaming = wants_events(&req);
     let respond_async = req

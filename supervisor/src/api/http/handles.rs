@@ -10,6 +10,7 @@ use super::sessions::session_error;
 use crate::agent_api::{ApiErrorCode, ExecutionEvent, ExecutionResponse};
 use crate::execution::Tracked;
 use crate::execution::registry::numbered_line;
+use crate::journal::store::ExecutionState;
 use airlock_policy::Principal;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -115,7 +116,7 @@ pub(super) fn events(
                 StatusCode::NOT_FOUND,
                 ApiErrorCode::NotFound,
                 format!("no events are kept of execution `{id}` ({})", row.status),
-                Some(if row.status == "interrupted" {
+                Some(if row.status == ExecutionState::Interrupted {
                     "a restart cut it off: POST /v1/executions/<id>/resume finishes it".into()
                 } else {
                     "GET /v1/executions/<id> shows what is known of it".into()

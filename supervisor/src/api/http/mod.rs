@@ -22,7 +22,6 @@
 //! - `responses`: JSON, error and NDJSON bodies; `health`: `GET /v1/health` and `/metrics`;
 //! - `local_only`: what every request passes first, `/mcp` included: a local `Host`, no
 //!   foreign `Origin`, and JSON in every `POST`;
-//! - `wake`: the connection that wakes a pre-started worker as an execution request arrives;
 //! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
 //! A door only translates between HTTP and the execution service ([`crate::execution`]) and
@@ -40,7 +39,6 @@ mod responses;
 mod routes;
 mod servers;
 mod sessions;
-mod wake;
 
 #[cfg(any(test, fuzzing))]
 pub mod fuzz;
@@ -59,7 +57,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::UnixStream;
 use tracing::{debug, warn};
-use wake::WakesWorker;
 
 /// What the routes serve from.
 pub struct HttpState {
@@ -211,12 +208,7 @@ pub async fn serve_connection(
     let idle_timeout = Duration::from_millis(daemon.idle_timeout_ms);
     let write_timeout = Duration::from_millis(daemon.write_timeout_ms);
     drop(generation);
-    // Its execution requests wake a pre-started worker as their first bytes are read, before
-    // hyper has parsed them.
-    let io = hyper_util::rt::TokioIo::new(WriteDeadline::new(
-        WakesWorker::new(stream, Some(state.generations.clone())),
-        write_timeout,
-    ));
+    let io = hyper_util::rt::TokioIo::new(WriteDeadline::new(stream, write_timeout));
     let svc_state = state.clone();
     let svc_peer = peer.clone();
     let service = hyper::service::service_fn(move |req| {

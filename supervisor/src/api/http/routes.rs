@@ -7,6 +7,8 @@ use super::{
     sessions,
 };
 use crate::agent_api::ApiErrorCode;
+use crate::generation::PolicyGeneration;
+use airlock_policy::Principal;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -30,6 +32,19 @@ fn percent_decoded(text: &str) -> String {
         .decode_utf8_lossy()
         .into_owned()
 }
+
+/// Who asked, once admitted: the daemon, the peer, the generation in force and the principal
+/// that admitted the peer under it.
+struct Caller {
+    state: Arc<HttpState>,
+    peer: Arc<Peer>,
+    generation: Arc<PolicyGeneration>,
+    principal: Arc<Principal>,
+}
+
+/// What a group of routes answers: a response, or the method back when none of its routes
+/// is the request's.
+type Routed = Result<Response<ApiBody>, Method>;
 
 pub(super) async fn route(
     state: Arc<HttpState>,
@@ -85,30 +100,33 @@ pub(super) async fn route(
         });
         return state.mcp.handle(req).await;
     }
-    match (req.method(), path.as_str()) {
-        (&Method::GET, "/v1/health") => {
-            let operator = state.generations.may_reload(peer.info.uid);
-            json_response(StatusCode::OK, &health::health(&state, operator))
-        }
-        (&Method::GET, "/metrics") => {
-            // The counts are every principal's (executions, tools, approvals, drift per
-            // tool): the operator's, as the tool servers' states are.
-            if !state.generations.may_reload(peer.info.uid) {
-                return error_response(
-                    StatusCode::FORBIDDEN,
-                    ApiErrorCode::NotPermitted,
-                    format!("uid {} may not read the daemon's metrics", peer.info.uid),
-                    Some("only root and the daemon's own user may: they count every principal's executions and tool calls; scrape /metrics as one of them, or see your own executions with GET /v1/executions".into()),
-                );
-            }
-            let mut resp =
-                Response::new(Full::new(Bytes::from(health::metrics_text(&state))).boxed());
-            resp.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; version=0.0.4"),
-            );
-            resp
-        }
+    let caller = Caller {
+        state,
+        peer,
+        generation,
+        principal,
+    };
+    let routed = if path.starts_with("/v1/executions") {
+        execution_routes(caller, req, &path).await
+    } else if path.starts_with("/v1/sessions") || path.starts_with("/v1/approvals") {
+        journal_routes(caller, req, &path).await
+    } else if path.starts_with("/v1/sdk") || path.starts_with("/v1/tools") {
+        catalogue_routes(caller, req, &path).await
+    } else {
+        daemon_routes(caller, req, &path).await
+    };
+    routed.unwrap_or_else(|method| no_route(&method, &path))
+}
+
+/// `/v1/executions` and everything under it.
+async fn execution_routes(caller: Caller, req: Request<Incoming>, path: &str) -> Routed {
+    let Caller {
+        state,
+        peer,
+        generation,
+        principal,
+    } = caller;
+    let response = match (req.method(), path) {
         (&Method::POST, resume)
             if resume.starts_with("/v1/executions/") && resume.ends_with("/resume") =>
         {
@@ -144,6 +162,43 @@ pub(super) async fn route(
             let status = query_param(req.uri().query(), "status");
             sessions::list_executions(&state, &principal, status.as_deref())
         }
+        (&Method::DELETE, execution) if execution.starts_with("/v1/executions/") => {
+            let id = percent_decoded(&execution["/v1/executions/".len()..]);
+            cancel(&state, &principal, &id)
+        }
+        (&Method::POST, "/v1/executions") => {
+            executions::execute(state, peer, generation, principal, req).await
+        }
+        (method, _) => return Err(method.clone()),
+    };
+    Ok(response)
+}
+
+/// `DELETE /v1/executions/<id>`.
+fn cancel(state: &HttpState, principal: &Principal, id: &str) -> Response<ApiBody> {
+    match state.executions.cancel(id, &principal.name) {
+        Ok(status) => json_response(
+            StatusCode::ACCEPTED,
+            &serde_json::json!({ "id": id, "status": status.as_str() }),
+        ),
+        Err(e) => error_response(
+            StatusCode::NOT_FOUND,
+            ApiErrorCode::NotFound,
+            e.to_string(),
+            Some("the id is the `id` of a running or waiting execution you started (the first event of a stream, or `airlock exec --json`); finished executions cannot be cancelled".into()),
+        ),
+    }
+}
+
+/// Sessions and approvals: what the journal holds of the caller's.
+async fn journal_routes(caller: Caller, req: Request<Incoming>, path: &str) -> Routed {
+    let Caller {
+        state,
+        peer,
+        generation,
+        principal,
+    } = caller;
+    let response = match (req.method(), path) {
         (&Method::GET, "/v1/sessions") => sessions::list(&state, &principal),
         (&Method::GET, "/v1/approvals") => approvals::list(&state, &peer, &principal, &generation),
         (&Method::POST, approval) if approval.starts_with("/v1/approvals/") => {
@@ -160,32 +215,132 @@ pub(super) async fn route(
             &principal,
             &percent_decoded(&session["/v1/sessions/".len()..]),
         ),
-        (&Method::DELETE, execution) if execution.starts_with("/v1/executions/") => {
-            let id = percent_decoded(&execution["/v1/executions/".len()..]);
-            match state.executions.cancel(&id, &principal.name) {
-                Ok(status) => json_response(
-                    StatusCode::ACCEPTED,
-                    &serde_json::json!({ "id": id, "status": status }),
-                ),
-                Err(e) => error_response(
-                    StatusCode::NOT_FOUND,
-                    ApiErrorCode::NotFound,
-                    e.to_string(),
-                    Some("the id is the `id` of a running or waiting execution you started (the first event of a stream, or `airlock exec --json`); finished executions cannot be cancelled".into()),
-                ),
-            }
+        (method, _) => return Err(method.clone()),
+    };
+    Ok(response)
+}
+
+/// The SDK, the tools and their search, and the learned types: the caller's catalogue.
+async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) -> Routed {
+    let Caller {
+        generation,
+        principal,
+        ..
+    } = caller;
+    let response = match (req.method(), path) {
+        (&Method::GET, "/v1/sdk") => {
+            let view = generation.catalogue_view(&principal).await;
+            json_response(StatusCode::OK, &view.tree())
         }
-        (&Method::POST, "/v1/executions") => {
-            executions::execute(state, peer, generation, principal, req).await
+        (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
+        (&Method::GET, "/v1/sdk/learned") => {
+            let tool = query_param(req.uri().query(), "tool").filter(|t| !t.is_empty());
+            learned::list(&generation, &principal, tool.as_deref()).await
         }
+        (&Method::DELETE, forget) if forget.starts_with("/v1/sdk/learned/") => {
+            let tool = percent_decoded(&forget["/v1/sdk/learned/".len()..]);
+            learned::forget(&generation, &principal, &tool)
+        }
+        (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
+            let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
+            sdk_file(&generation, &principal, &file).await
+        }
+        (&Method::GET, "/v1/tools") => {
+            let view = generation.catalogue_view(&principal).await;
+            json_response(
+                StatusCode::OK,
+                &serde_json::json!({
+                    "tools": view.definitions(&principal),
+                    "unavailable": view.unavailable,
+                }),
+            )
+        }
+        (&Method::GET, "/v1/tools/search") => {
+            search_tools(&generation, &principal, req.uri().query()).await
+        }
+        (method, _) => return Err(method.clone()),
+    };
+    Ok(response)
+}
+
+/// `GET /v1/sdk/<file>`: one file of the caller's SDK.
+async fn sdk_file(
+    generation: &PolicyGeneration,
+    principal: &Principal,
+    file: &str,
+) -> Response<ApiBody> {
+    let view = generation.catalogue_view(principal).await;
+    match view.sdk.files.files.get(file) {
+        Some(text) => {
+            let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
+            let kind = if file.ends_with(".md") {
+                "text/markdown; charset=utf-8"
+            } else if file.ends_with(".json") {
+                "application/json"
+            } else {
+                "text/plain; charset=utf-8"
+            };
+            resp.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+            resp
+        }
+        None => {
+            let hint = crate::tools::builtin::missing_file_hint(&view, file, "GET /v1/sdk");
+            error_response(
+                StatusCode::NOT_FOUND,
+                ApiErrorCode::NotFound,
+                format!("the SDK has no file `{file}`"),
+                Some(hint),
+            )
+        }
+    }
+}
+
+/// `GET /v1/tools/search?q=&limit=`.
+async fn search_tools(
+    generation: &PolicyGeneration,
+    principal: &Principal,
+    query: Option<&str>,
+) -> Response<ApiBody> {
+    let words = query_param(query, "q").unwrap_or_default();
+    let limit = query_param(query, "limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(10)
+        .clamp(1, 100);
+    if words.trim().is_empty() {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            ApiErrorCode::BadRequest,
+            "the search needs words: GET /v1/tools/search?q=<words>".into(),
+            Some("for example ?q=create+issue&limit=5".into()),
+        );
+    }
+    let view = generation.catalogue_view(principal).await;
+    json_response(StatusCode::OK, &view.search(&words, limit))
+}
+
+/// The daemon itself: health, metrics, reload, the tool servers, the policy explained.
+async fn daemon_routes(caller: Caller, req: Request<Incoming>, path: &str) -> Routed {
+    let Caller {
+        state,
+        peer,
+        generation,
+        ..
+    } = caller;
+    let response = match (req.method(), path) {
+        (&Method::GET, "/v1/health") => {
+            let operator = state.generations.may_reload(peer.info.uid);
+            json_response(StatusCode::OK, &health::health(&state, operator))
+        }
+        (&Method::GET, "/metrics") => metrics(&state, &peer),
         (&Method::POST, "/v1/reload") => {
             if !state.generations.may_reload(peer.info.uid) {
-                return error_response(
+                return Ok(error_response(
                     StatusCode::FORBIDDEN,
                     ApiErrorCode::NotPermitted,
                     format!("uid {} may not reload the policy", peer.info.uid),
                     Some("only root and the daemon's own user may reload; they can also send SIGHUP (systemctl reload airlockd)".into()),
-                );
+                ));
             }
             drop(generation);
             let report = state.generations.reload().await;
@@ -204,90 +359,45 @@ pub(super) async fn route(
         (&Method::GET, "/v1/policy/explain") => {
             policy::explain(&state, peer.info.uid, &generation, req.uri().query())
         }
-        (&Method::GET, "/v1/sdk") => {
-            let view = generation.catalogue_view(&principal).await;
-            json_response(StatusCode::OK, &view.tree())
-        }
-        (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
-        (&Method::GET, "/v1/sdk/learned") => {
-            let tool = query_param(req.uri().query(), "tool").filter(|t| !t.is_empty());
-            learned::list(&generation, &principal, tool.as_deref()).await
-        }
-        (&Method::DELETE, forget) if forget.starts_with("/v1/sdk/learned/") => {
-            let tool = percent_decoded(&forget["/v1/sdk/learned/".len()..]);
-            learned::forget(&generation, &principal, &tool)
-        }
-        (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
-            let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
-            let view = generation.catalogue_view(&principal).await;
-            match view.sdk.files.files.get(&file) {
-                Some(text) => {
-                    let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
-                    let kind = if file.ends_with(".md") {
-                        "text/markdown; charset=utf-8"
-                    } else if file.ends_with(".json") {
-                        "application/json"
-                    } else {
-                        "text/plain; charset=utf-8"
-                    };
-                    resp.headers_mut()
-                        .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
-                    resp
-                }
-                None => {
-                    let hint =
-                        crate::tools::builtin::missing_file_hint(&view, &file, "GET /v1/sdk");
-                    error_response(
-                        StatusCode::NOT_FOUND,
-                        ApiErrorCode::NotFound,
-                        format!("the SDK has no file `{file}`"),
-                        Some(hint),
-                    )
-                }
-            }
-        }
-        (&Method::GET, "/v1/tools") => {
-            let view = generation.catalogue_view(&principal).await;
-            json_response(
-                StatusCode::OK,
-                &serde_json::json!({
-                    "tools": view.definitions(&principal),
-                    "unavailable": view.unavailable,
-                }),
-            )
-        }
-        (&Method::GET, "/v1/tools/search") => {
-            let query = query_param(req.uri().query(), "q").unwrap_or_default();
-            let limit = query_param(req.uri().query(), "limit")
-                .and_then(|l| l.parse::<usize>().ok())
-                .unwrap_or(10)
-                .clamp(1, 100);
-            if query.trim().is_empty() {
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    ApiErrorCode::BadRequest,
-                    "the search needs words: GET /v1/tools/search?q=<words>".into(),
-                    Some("for example ?q=create+issue&limit=5".into()),
-                );
-            }
-            let view = generation.catalogue_view(&principal).await;
-            json_response(StatusCode::OK, &view.search(&query, limit))
-        }
-        (
-            _,
-            "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
-            | "/v1/tools/search" | "/v1/reload" | "/v1/sessions" | "/v1/sdk/learned"
-            | "/v1/servers",
-        ) => error_response(
+        (method, _) => return Err(method.clone()),
+    };
+    Ok(response)
+}
+
+/// `GET /metrics`, for the operator: the counts are every principal's (executions, tools,
+/// approvals, drift per tool), as the tool servers' states are.
+fn metrics(state: &HttpState, peer: &Peer) -> Response<ApiBody> {
+    if !state.generations.may_reload(peer.info.uid) {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            ApiErrorCode::NotPermitted,
+            format!("uid {} may not read the daemon's metrics", peer.info.uid),
+            Some("only root and the daemon's own user may: they count every principal's executions and tool calls; scrape /metrics as one of them, or see your own executions with GET /v1/executions".into()),
+        );
+    }
+    let mut resp = Response::new(Full::new(Bytes::from(health::metrics_text(state))).boxed());
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    resp
+}
+
+/// No route answers `method` on `path`: `405` on a path that has routes, `404` otherwise.
+fn no_route(method: &Method, path: &str) -> Response<ApiBody> {
+    match path {
+        "/v1/health" | "/v1/executions" | "/metrics" | "/v1/sdk" | "/v1/tools"
+        | "/v1/tools/search" | "/v1/reload" | "/v1/sessions" | "/v1/sdk/learned"
+        | "/v1/servers" => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             ApiErrorCode::MethodNotAllowed,
-            format!("{} is not supported on {path}", req.method()),
+            format!("{method} is not supported on {path}"),
             Some(ROUTES.into()),
         ),
         _ => error_response(
             StatusCode::NOT_FOUND,
             ApiErrorCode::NotFound,
-            format!("no route for {} {path}", req.method()),
+            format!("no route for {method} {path}"),
             Some(ROUTES.into()),
         ),
     }

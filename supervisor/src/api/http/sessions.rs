@@ -5,6 +5,7 @@
 use super::HttpState;
 use super::responses::{ApiBody, error_response, json_response};
 use crate::agent_api::ApiErrorCode;
+use crate::journal::store::ExecutionState;
 use crate::journal::{Journal, SessionError};
 use airlock_policy::Principal;
 use hyper::{Response, StatusCode};
@@ -13,18 +14,6 @@ use std::sync::Arc;
 
 /// The most executions one listing returns.
 const LIST_LIMIT: u32 = 1000;
-
-const STATUSES: &[&str] = &[
-    "running",
-    "ok",
-    "error",
-    "timeout",
-    "cancelled",
-    "interrupted",
-    "resumed",
-    "waiting",
-    "expired",
-];
 
 fn journal(state: &HttpState) -> Result<&Arc<Journal>, Box<Response<ApiBody>>> {
     state
@@ -115,14 +104,19 @@ pub(super) fn list_executions(
     principal: &Principal,
     status: Option<&str>,
 ) -> Response<ApiBody> {
-    if let Some(status) = status.filter(|s| !STATUSES.contains(s)) {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            ApiErrorCode::BadRequest,
-            format!("`{status}` is not an execution status"),
-            Some(format!("use one of {}", STATUSES.join(", "))),
-        );
-    }
+    let status = match status.map(|word| (word, ExecutionState::parse(word))) {
+        None => None,
+        Some((_, Some(state))) => Some(state),
+        Some((word, None)) => {
+            let all: Vec<&str> = ExecutionState::ALL.iter().map(|s| s.as_str()).collect();
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::BadRequest,
+                format!("`{word}` is not an execution status"),
+                Some(format!("use one of {}", all.join(", "))),
+            );
+        }
+    };
     let journal = match journal(state) {
         Ok(j) => j,
         Err(resp) => return *resp,

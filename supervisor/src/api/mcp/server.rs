@@ -290,8 +290,6 @@ async fn execute(
         Ok(a) => a,
         Err(refusal) => return refusal,
     };
-    // As the HTTP door does: a pre-started worker wakes while the program is admitted.
-    caller.generation.pool.wake_next();
     let request = ExecutionRequest {
         code: args.code,
         language: args.language,

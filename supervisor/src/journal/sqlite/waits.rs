@@ -2,7 +2,9 @@
 //! [`SqliteStore`]'s [`super::JournalStore`] methods about executions that wait.
 
 use super::{SqliteStore, i64_of, seed_at, u64_of};
-use crate::journal::store::{AnswerRow, ApprovalRow, Full, Room, StoreError, WaitingRow};
+use crate::journal::store::{
+    AnswerRow, ApprovalRow, ExecutionState, Full, Room, StoreError, WaitingRow,
+};
 use crate::journal::usage::{self, log_evicted};
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -382,7 +384,7 @@ impl SqliteStore {
     pub(super) fn end_waiting_sqlite(
         &self,
         id: &str,
-        status: &str,
+        status: ExecutionState,
         now_ms: u64,
     ) -> Result<bool, StoreError> {
         self.with(|c| {
@@ -506,9 +508,3 @@ pub(super) fn forget_code(c: &Connection, id: &str) -> rusqlite::Result<()> {
 
 /// What the code of an ended execution is replaced with: this, then the SHA-256 of the code.
 pub const CODE_HASH_PREFIX: &str = "sha256:";
-
-/// Statuses after which nothing runs an execution's code again: everything but `running`
-/// (resumed after a restart as `interrupted`), `waiting` and `interrupted`.
-pub(super) fn ended(status: &str) -> bool {
-    !matches!(status, "running" | "waiting" | "interrupted")
-}

@@ -126,15 +126,6 @@ impl IpcLease {
     pub fn recv(&self) -> Result<SupervisorMessage, IoFrameError> {
         self.with(|ipc| ipc.recv())
     }
-
-    /// Waits awake for the supervisor's next message, for at most `budget`
-    /// ([`Ipc::stay_awake`]); without the lease (never, while a program runs) it returns.
-    pub fn stay_awake(&self, budget: std::time::Duration) {
-        let _ = self.with(|ipc| {
-            ipc.stay_awake(budget);
-            Ok(())
-        });
-    }
 }
 
 /// Counters and tables of one execution.

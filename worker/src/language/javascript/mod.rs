@@ -140,10 +140,6 @@ impl LanguageRuntime for Engine {
     }
 }
 
-/// How long a program waiting for a tool result waits for it awake before it sleeps (as long
-/// as the daemon waits awake for a worker's message, `SPIN_FOR_WORKER`).
-const TOOL_RESULT_STAY_AWAKE: std::time::Duration = std::time::Duration::from_micros(300);
-
 /// Pages in the TypeScript pipeline (parser, transformer, code generator) while waiting in the
 /// pool costs nothing: the first real program then compiles in ~10 µs instead of ~100-200 µs.
 fn warm_up_typescript() {
@@ -329,8 +325,6 @@ impl Engine {
         let main = main.map_err(|e| self.finish_error(e))?;
         // `ToolResult`s received, for `Idle`: it tells the supervisor which answers were seen.
         let mut results: u32 = 0;
-        // Whether to wait for the supervisor's next message awake (below).
-        let mut stay_awake = true;
 
         loop {
             if self.bridge.should_interrupt() {
@@ -394,19 +388,7 @@ impl Engine {
                 self.bridge.set_stop(Stop::Ipc(e.to_string()));
                 continue;
             }
-            // A fast tool answers within tens of µs: wait for it awake rather than sleep and
-            // be woken (on a VM a wake-up on each side costs about as much as the call). Only
-            // while the last wait was that short: after a slow one this program sleeps, so a
-            // run of slow calls costs it one such wait of CPU, not one per call. The program
-            // sees no difference either way (nothing it can observe depends on how long a wait
-            // took).
-            let waiting = Instant::now();
-            if stay_awake {
-                self.bridge.ipc.stay_awake(TOOL_RESULT_STAY_AWAKE);
-            }
-            let message = self.bridge.ipc.recv();
-            stay_awake = waiting.elapsed() <= TOOL_RESULT_STAY_AWAKE;
-            match message {
+            match self.bridge.ipc.recv() {
                 Ok(SupervisorMessage::ToolResult {
                     id,
                     result,
@@ -439,11 +421,6 @@ impl Engine {
                 Ok(SupervisorMessage::Proceed) => {
                     return Err(internal(
                         "the supervisor sent Proceed while the program was running",
-                    ));
-                }
-                Ok(SupervisorMessage::StayAwake) => {
-                    return Err(internal(
-                        "the supervisor sent StayAwake while the program was running",
                     ));
                 }
                 Err(e) => {

@@ -1100,7 +1100,7 @@ fn cancel_stops_a_waiting_program() {
     assert_eq!(run.error().kind, ErrorKind::Cancelled);
 }
 
-/// `Start`, `Proceed` and `StayAwake` only come before the program runs; one while it waits
+/// `Start` and `Proceed` only come before the program runs; one while it waits
 /// for a tool's answer is a broken or compromised supervisor, and the run ends as an internal
 /// error naming the message, not as a result.
 #[test]
@@ -1116,7 +1116,6 @@ fn a_message_that_belongs_before_the_program_is_an_internal_error_while_it_runs(
     for (message, named) in [
         (second_start, "a second Start"),
         (SupervisorMessage::Proceed, "Proceed"),
-        (SupervisorMessage::StayAwake, "StayAwake"),
     ] {
         let mut reply = Some(message);
         let run = run_with(
