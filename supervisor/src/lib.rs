@@ -19,7 +19,7 @@
 //!   SQLite), and drift from declared output schemas.
 //!
 //! Leaves: [`agent_api`] (the JSON shapes shared with clients), [`metrics`] (`GET /metrics`),
-//! [`rate_limiter`] (per-principal token buckets), [`state_files`] (the state files' private
+//! [`rate_limiter`] (per-principal token buckets), [`determinism`] (each run's clock and seeds), [`state_files`] (the state files' private
 //! directory and SQLite schema versions), [`client`] (a client for the agent API:
 //! CLI, tests, benchmark).
 
@@ -39,6 +39,7 @@ pub mod api;
 pub mod audit_log;
 pub mod client;
 pub mod daemon;
+pub mod determinism;
 pub mod execution;
 pub mod generation;
 pub mod journal;

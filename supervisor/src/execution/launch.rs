@@ -254,7 +254,7 @@ impl Launched {
                 let _ = run.journal.store().finish_execution(
                     &run.execution,
                     ExecutionState::Cancelled,
-                    super::determinism::now_ms(),
+                    crate::determinism::now_ms(),
                     0,
                     0,
                     &[],

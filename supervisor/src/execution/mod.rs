@@ -11,15 +11,14 @@
 //! what the program says (`output`) and the calls it made or holds (`trace`); the response
 //! (`response`) is made from those parts, with errors that say what to do next (`error`).
 //! `waiting` is the part of the service for executions that wait for someone outside the
-//! daemon (client-owned tools, approvals) and go on by re-running from the record;
-//! `determinism` gives each run its clock and seeds.
+//! daemon (client-owned tools, approvals) and go on by re-running from the record. Each
+//! run's clock and seeds come from [`crate::determinism`], below everything that uses them.
 //!
 //! What lives here may not speak HTTP (that is [`crate::api`]) nor any tool protocol (that is
 //! [`crate::tools`]); it sees workers only through [`crate::workers`].
 
 mod attached;
 pub mod contract;
-pub mod determinism;
 pub mod error;
 mod launch;
 mod output;

@@ -121,7 +121,7 @@ impl Plan {
                 code: self.code.clone(),
                 timeout_ms: self.timeout_ms,
                 replay: replay.as_str().into(),
-                started_ms: super::determinism::now_ms(),
+                started_ms: crate::determinism::now_ms(),
                 finished_ms: None,
                 replayed_calls: 0,
                 live_calls: 0,

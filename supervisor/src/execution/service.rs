@@ -286,7 +286,7 @@ impl ExecutionService {
             seed: d.seed,
         });
         let (determinism, session) = match session {
-            None => (given.unwrap_or_else(super::determinism::fresh), None),
+            None => (given.unwrap_or_else(crate::determinism::fresh), None),
             Some((journal, row, determinism)) => (
                 given.unwrap_or(determinism),
                 Some(SessionPlan {
@@ -395,7 +395,7 @@ impl ExecutionService {
         events: &str,
         ttl_ms: u64,
     ) {
-        let expires_ms = super::determinism::now_ms().saturating_add(ttl_ms);
+        let expires_ms = crate::determinism::now_ms().saturating_add(ttl_ms);
         let busy = journal.busy_sessions();
         let save = |response: &ExecutionResponse, events: &str| -> Result<(), String> {
             let json = serde_json::to_string(response).map_err(|e| e.to_string())?;
@@ -424,7 +424,7 @@ impl ExecutionService {
             if let Ok(Some(row)) = store.execution(id)
                 && row.principal == principal
                 && store
-                    .end_waiting(id, ExecutionState::Cancelled, super::determinism::now_ms())
+                    .end_waiting(id, ExecutionState::Cancelled, crate::determinism::now_ms())
                     .unwrap_or(false)
             {
                 return Ok(Cancelling::Ended);
@@ -471,14 +471,14 @@ impl ExecutionService {
     ) -> Result<(Arc<Journal>, SessionRow, Determinism), SubmitError> {
         let journal = self.journal.journal()?.clone();
         if wanted == NEW_SESSION {
-            let determinism = super::determinism::fresh();
+            let determinism = crate::determinism::fresh();
             let row = journal.create_session(principal, determinism)?;
             return Ok((journal, row, determinism));
         }
         let row = journal.session(wanted, principal)?;
         let determinism = if replay == ReplayMode::None {
             // Nothing replayed: a new clock and seed, which later runs then replay.
-            let fresh = super::determinism::fresh();
+            let fresh = crate::determinism::fresh();
             journal
                 .store()
                 .touch_session(&row.id, fresh.clock_ms, Some((fresh.clock_ms, fresh.seed)))
@@ -496,7 +496,7 @@ impl ExecutionService {
     /// Records how a session's execution ended, and that the session was used.
     pub(super) fn session_finished(&self, run: &SessionRun, response: &mut ExecutionResponse) {
         let store = run.journal.store();
-        let now = super::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         let status = ExecutionState::ended_as(response.status);
         let replayed = run.replayed.load(Ordering::Relaxed);
         let live = run.live.load(Ordering::Relaxed);

@@ -74,7 +74,7 @@ impl ExecutionService {
             }
             return;
         }
-        let now = super::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         let busy = run.journal.busy_sessions();
         let result = (|| -> Result<(), String> {
             let asked: Vec<ApprovalRow> = response
@@ -192,7 +192,7 @@ impl ExecutionService {
             Err(e) => return Err(unavailable(&e).into()),
         };
         let waiting = store.waiting(id).map_err(|e| unavailable(&e))?;
-        let now = super::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         let waiting = match waiting {
             Some(w) if execution.status == ExecutionState::Waiting && w.expires_ms < now => {
                 store.expire_waiting(now).map_err(|e| unavailable(&e))?;
@@ -349,7 +349,7 @@ impl ExecutionService {
                 verdict.as_str(),
                 Some(&approver.name),
                 reason.as_deref(),
-                super::determinism::now_ms(),
+                crate::determinism::now_ms(),
             )
             .map_err(unavailable)?
         {
@@ -413,7 +413,7 @@ impl ExecutionService {
             let _ = store.end_waiting(
                 execution,
                 ExecutionState::Cancelled,
-                super::determinism::now_ms(),
+                crate::determinism::now_ms(),
             );
             return ExecutionState::Cancelled;
         };
@@ -438,7 +438,7 @@ impl ExecutionService {
         let Ok(journal) = self.journal.journal() else {
             return;
         };
-        let now = super::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         let expired = match journal.store().expire_approvals(now) {
             Ok(expired) => expired,
             Err(e) => {

@@ -220,7 +220,7 @@ impl JournalState {
 
 /// A fresh session id: `ses_` and 128 random bits.
 fn new_session_id() -> String {
-    let seed = crate::execution::determinism::random_seed();
+    let seed = crate::determinism::random_seed();
     format!("ses_{}", canonical::hex(&seed[..16]))
 }
 
@@ -365,7 +365,7 @@ impl Journal {
         principal: &str,
         determinism: airlock_proto::Determinism,
     ) -> Result<SessionRow, SessionError> {
-        let now = crate::execution::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         let row = SessionRow {
             id: new_session_id(),
             principal: principal.to_owned(),
@@ -486,7 +486,7 @@ impl Journal {
             }
             busy.keys().cloned().collect()
         };
-        let now = crate::execution::determinism::now_ms();
+        let now = crate::determinism::now_ms();
         // At most once a minute: eviction reads every session's size.
         let last = self.last_eviction_ms.load(Ordering::Relaxed);
         if now.saturating_sub(last) < 60_000
@@ -747,7 +747,7 @@ impl SessionRun {
             key: key.clone(),
             execution: self.execution.clone(),
             read_only,
-            at_ms: crate::execution::determinism::now_ms(),
+            at_ms: crate::determinism::now_ms(),
         };
         self.journal
             .noted_read(self.journal.log.append(&record))
@@ -791,7 +791,7 @@ impl SessionRun {
             session: self.session.clone(),
             key: key.clone(),
             outcome,
-            at_ms: crate::execution::determinism::now_ms(),
+            at_ms: crate::determinism::now_ms(),
         };
         match self.journal.noted_read(self.journal.log.append(&record)) {
             Ok(()) => {

@@ -1,4 +1,5 @@
 //! The SQLite store's own tests.
+use super::schema::SCHEMA;
 use super::*;
 use crate::journal::store::{Bounds, Full};
 use crate::journal::usage;

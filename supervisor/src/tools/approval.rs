@@ -102,7 +102,7 @@ impl Decisions {
 
 /// `apr_` and 96 random bits: an approval's id.
 pub fn new_approval_id() -> String {
-    let seed = crate::execution::determinism::random_seed();
+    let seed = crate::determinism::random_seed();
     format!("apr_{}", crate::journal::canonical::hex(&seed[..12]))
 }
 

@@ -18,6 +18,7 @@ mod executions;
 mod forwarded_requests;
 mod graphql_sources;
 mod hostile_programs;
+mod house_rules;
 mod install_styles;
 mod journal_bounds;
 mod learned_types;

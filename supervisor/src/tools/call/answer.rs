@@ -4,7 +4,7 @@
 
 use super::{CallAnswer, CallScope, client};
 use crate::agent_api::{Coercion, CoercionPlace, CoercionRule, Redaction, RedactionPlace};
-use crate::execution::determinism::now_ms;
+use crate::determinism::now_ms;
 use crate::journal::store::CallKey;
 use crate::learned_types::{Observation, ToolContract};
 use crate::secrets::scanner::{KNOWN_SECRET_RULE, SecretScanner};

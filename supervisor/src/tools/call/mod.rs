@@ -274,7 +274,7 @@ pub fn failed(id: u32) -> CallAnswer {
         )),
         redactions: Vec::new(),
         coercions: Vec::new(),
-        clock_ms: crate::execution::determinism::now_ms(),
+        clock_ms: crate::determinism::now_ms(),
         replayed: false,
         divergence: None,
         warning: None,
