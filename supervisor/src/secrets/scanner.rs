@@ -10,7 +10,7 @@
 //!   sees must not tell it which credential it reached or which encoding gave it away (an
 //!   attacker probing for a way past the scanner learns nothing from the marker). The
 //!   [`Finding`] keeps the secret's name and the form for the audit log only.
-//! - **shape rules** ([`shape_rule`], data in `secret_scanner/rules.toml`): credentials
+//! - **shape rules** ([`shape_rule`], data in `scanner/rules.toml`): credentials
 //!   recognised by their shape (`ghp_…`, `AKIA…`, a PEM block, a JWT). Marker
 //!   `[REDACTED:<rule-id>]`.
 //!

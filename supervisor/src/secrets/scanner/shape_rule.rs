@@ -28,7 +28,7 @@ pub const EMBEDDED_RULES: &str = include_str!("rules.toml");
 pub const MAX_RULES: usize = 128;
 
 /// Where a rule file came from, for error messages.
-const EMBEDDED_NAME: &str = "supervisor/src/secret_scanner/rules.toml";
+const EMBEDDED_NAME: &str = "supervisor/src/secrets/scanner/rules.toml";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
