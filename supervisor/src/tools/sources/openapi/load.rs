@@ -311,17 +311,21 @@ pub(super) fn percent_decode(text: &str) -> String {
 
 /// Follows `$ref`s of non-schema objects (parameters, request bodies, path items), a few
 /// levels at most.
-pub(super) fn deref<'v>(document: &'v Value, mut value: &'v Value) -> Result<&'v Value, String> {
+pub(super) fn deref<'v>(
+    document: &'v Value,
+    mut value: &'v Value,
+) -> Result<&'v Value, super::schema::OperationProblem> {
     for _ in 0..8 {
         match value.get("$ref").and_then(Value::as_str) {
             Some(reference) => {
-                value = resolve_local(document, reference)
-                    .ok_or_else(|| format!("unresolved $ref `{reference}`"))?;
+                value = resolve_local(document, reference).ok_or_else(|| {
+                    super::schema::OperationProblem::UnresolvedRef(reference.to_owned())
+                })?;
             }
             None => return Ok(value),
         }
     }
-    Err("a chain of more than 8 $refs".into())
+    Err(super::schema::OperationProblem::RefChainTooLong)
 }
 
 /// `get /pets/{petId}` → `get_pets_petId`.

@@ -133,7 +133,7 @@ pub(super) fn flatten<'d>(
     document: &'d Value,
     schema: &'d Value,
     parameters: &BTreeSet<String>,
-) -> Result<Option<Flat<'d>>, String> {
+) -> Result<Option<Flat<'d>>, super::schema::OperationProblem> {
     let Some(schema) = follow_refs(document, schema) else {
         return Ok(None);
     };
@@ -156,9 +156,8 @@ pub(super) fn flatten<'d>(
         return Ok(None);
     }
     if properties.len() > MAX_PROPERTIES {
-        return Err(format!(
-            "its schema has an object with {} properties (at most {MAX_PROPERTIES} are accepted)",
-            properties.len()
+        return Err(super::schema::OperationProblem::TooManyProperties(
+            properties.len(),
         ));
     }
     let mut required = BTreeSet::new();
@@ -387,7 +386,11 @@ mod tests {
             &params(&[]),
         )
         .unwrap_err();
-        assert!(e.contains("1001 properties"), "{e}");
+        assert_eq!(
+            e,
+            super::super::schema::OperationProblem::TooManyProperties(1001)
+        );
+        assert!(e.to_string().contains("1001 properties"), "{e}");
     }
 
     fn flat_body(required: bool, properties: &[&str], nested: &[&str]) -> Body {

@@ -20,6 +20,41 @@ pub(super) const MAX_PROPERTIES: usize = 1000;
 /// JSON values in one tool's input schema, `$defs` included.
 const MAX_SCHEMA_NODES: usize = 200_000;
 
+/// Why one operation cannot be a tool (the tool is listed, says so, and fails when called;
+/// the rest of the document still loads).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum OperationProblem {
+    #[error("`parameters` is not an array")]
+    ParametersNotAnArray,
+    #[error("a parameter has no `name`")]
+    ParameterWithoutName,
+    #[error("parameter `{0}` has no `in`")]
+    ParameterWithoutIn(String),
+    #[error("parameter `{name}` is in unknown location `{location}`")]
+    UnknownLocation { name: String, location: String },
+    #[error(
+        "its request body ({0}) is of a type this source cannot send (JSON, form and text are supported)"
+    )]
+    UnsupportedBody(String),
+    /// A `$ref` of a parameter, a request body or a component that points nowhere.
+    #[error("unresolved $ref `{0}`")]
+    UnresolvedRef(String),
+    #[error("a chain of more than 8 $refs")]
+    RefChainTooLong,
+    #[error("its schema is nested more than {MAX_SCHEMA_DEPTH} levels deep")]
+    SchemaTooDeep,
+    #[error("its schema has more than {MAX_SCHEMA_NODES} parts")]
+    SchemaTooLarge,
+    #[error("its schema has an object with {0} properties (at most {MAX_PROPERTIES} are accepted)")]
+    TooManyProperties(usize),
+    #[error("its schema has the remote $ref `{0}`, which is never fetched")]
+    RemoteRef(String),
+    #[error("its schema has a $ref cycle through `{0}`")]
+    RefCycle(String),
+    #[error("its schema has the unresolved $ref `{0}`")]
+    UnresolvedSchemaRef(String),
+}
+
 /// Builds an operation; a problem with its parameters or schemas is recorded in it, so only
 /// this tool fails.
 pub(super) fn build_operation(
@@ -47,7 +82,7 @@ pub(super) fn build_operation(
             operation.params = params;
             operation.body = body;
         }
-        Err(problem) => operation.problem = Some(problem),
+        Err(problem) => operation.problem = Some(problem.to_string()),
     }
     operation
 }
@@ -111,7 +146,7 @@ fn input_schema(
     item: &Map<String, Value>,
     op: &Map<String, Value>,
     api_key_header: Option<&str>,
-) -> Result<Built, String> {
+) -> Result<Built, OperationProblem> {
     // Template variables nobody declared are still needed to build the URL.
     let implicit = json!({ "required": true, "schema": { "type": "string" } });
     let declared = declared_parameters(document, path, item, op, &implicit)?;
@@ -138,26 +173,31 @@ fn declared_parameters<'v>(
     item: &'v Map<String, Value>,
     op: &'v Map<String, Value>,
     implicit: &'v Value,
-) -> Result<Vec<(Location, String, &'v Value)>, String> {
+) -> Result<Vec<(Location, String, &'v Value)>, OperationProblem> {
     // Operation parameters override path-item ones with the same name and location.
     let mut declared: Vec<(Location, String, &Value)> = Vec::new();
     for list in [item.get("parameters"), op.get("parameters")]
         .into_iter()
         .flatten()
     {
-        let list = list.as_array().ok_or("`parameters` is not an array")?;
+        let list = list
+            .as_array()
+            .ok_or(OperationProblem::ParametersNotAnArray)?;
         for param in list {
             let param = deref(document, param)?;
             let name = param
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("a parameter has no `name`")?;
+                .ok_or(OperationProblem::ParameterWithoutName)?;
             let location = param
                 .get("in")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("parameter `{name}` has no `in`"))?;
-            let location = Location::parse(location)
-                .ok_or_else(|| format!("parameter `{name}` is in unknown location `{location}`"))?;
+                .ok_or_else(|| OperationProblem::ParameterWithoutIn(name.to_owned()))?;
+            let location =
+                Location::parse(location).ok_or_else(|| OperationProblem::UnknownLocation {
+                    name: name.to_owned(),
+                    location: location.to_owned(),
+                })?;
             declared.retain(|(l, n, _)| !(*l == location && n == name));
             declared.push((location, name.to_owned(), param));
         }
@@ -186,7 +226,10 @@ struct RequestBody {
 
 /// The operation's request body, if it has one this source can send; an error when a
 /// required one is of a type it cannot send.
-fn request_body(document: &Value, op: &Map<String, Value>) -> Result<Option<RequestBody>, String> {
+fn request_body(
+    document: &Value,
+    op: &Map<String, Value>,
+) -> Result<Option<RequestBody>, OperationProblem> {
     let Some(body) = op.get("requestBody") else {
         return Ok(None);
     };
@@ -227,14 +270,11 @@ fn request_body(document: &Value, op: &Map<String, Value>) -> Result<Option<Requ
             let types: Vec<&str> = content
                 .map(|c| c.keys().map(String::as_str).collect())
                 .unwrap_or_default();
-            Err(format!(
-                "its request body ({}) is of a type this source cannot send (JSON, form and text are supported)",
-                if types.is_empty() {
-                    "no content".to_owned()
-                } else {
-                    types.join(", ")
-                }
-            ))
+            Err(OperationProblem::UnsupportedBody(if types.is_empty() {
+                "no content".to_owned()
+            } else {
+                types.join(", ")
+            }))
         }
         // An optional body of an unsupported type is left out.
         None => Ok(None),
@@ -259,7 +299,7 @@ impl Arguments {
         builder: &mut SchemaBuilder<'_>,
         declared: &[(Location, String, &Value)],
         api_key_header: Option<&str>,
-    ) -> Result<Vec<Param>, String> {
+    ) -> Result<Vec<Param>, OperationProblem> {
         let mut params = Vec::new();
         for (location, name, param) in declared {
             if *location == Location::Header {
@@ -344,7 +384,7 @@ impl Arguments {
         builder: &mut SchemaBuilder<'_>,
         document: &Value,
         body: RequestBody,
-    ) -> Result<Body, String> {
+    ) -> Result<Body, OperationProblem> {
         let RequestBody {
             kind,
             schema: raw,
@@ -431,7 +471,7 @@ impl Arguments {
     }
 
     /// The arguments object's schema, with the components it refers to under `$defs`.
-    fn into_schema(self, builder: SchemaBuilder<'_>) -> Result<Value, String> {
+    fn into_schema(self, builder: SchemaBuilder<'_>) -> Result<Value, OperationProblem> {
         let mut schema = Map::new();
         schema.insert("type".into(), json!("object"));
         schema.insert("properties".into(), Value::Object(self.properties));
@@ -478,18 +518,21 @@ impl<'d> SchemaBuilder<'d> {
         }
     }
 
-    fn import(&mut self, schema: &Value) -> Result<Value, String> {
+    fn import(&mut self, schema: &Value) -> Result<Value, OperationProblem> {
         self.copy(schema, 0)
     }
 
     /// Copies every queued component (and what they refer to) into `$defs`.
-    fn finish(mut self) -> Result<Map<String, Value>, String> {
+    fn finish(mut self) -> Result<Map<String, Value>, OperationProblem> {
         while let Some(name) = self.queued.pop() {
             let target = self
                 .document
                 .pointer(&format!("/components/schemas/{}", escape_pointer(&name)))
                 .ok_or_else(|| {
-                    format!("unresolved $ref `{SCHEMA_PREFIX}{}`", escape_pointer(&name))
+                    OperationProblem::UnresolvedRef(format!(
+                        "{SCHEMA_PREFIX}{}",
+                        escape_pointer(&name)
+                    ))
                 })?;
             let copy = self.copy(target, 0)?;
             self.defs.insert(name, copy);
@@ -497,15 +540,13 @@ impl<'d> SchemaBuilder<'d> {
         Ok(self.defs)
     }
 
-    fn copy(&mut self, value: &Value, depth: usize) -> Result<Value, String> {
+    fn copy(&mut self, value: &Value, depth: usize) -> Result<Value, OperationProblem> {
         if depth > MAX_SCHEMA_DEPTH {
-            return Err(format!(
-                "its schema is nested more than {MAX_SCHEMA_DEPTH} levels deep"
-            ));
+            return Err(OperationProblem::SchemaTooDeep);
         }
         self.nodes += 1;
         if self.nodes > MAX_SCHEMA_NODES {
-            return Err(format!("its schema has more than {MAX_SCHEMA_NODES} parts"));
+            return Err(OperationProblem::SchemaTooLarge);
         }
         match value {
             Value::Array(items) => items
@@ -521,10 +562,7 @@ impl<'d> SchemaBuilder<'d> {
                 if let Some(Value::Object(props)) = map.get("properties")
                     && props.len() > MAX_PROPERTIES
                 {
-                    return Err(format!(
-                        "its schema has an object with {} properties (at most {MAX_PROPERTIES} are accepted)",
-                        props.len()
-                    ));
+                    return Err(OperationProblem::TooManyProperties(props.len()));
                 }
                 let mut out = Map::new();
                 for (k, v) in map {
@@ -539,7 +577,7 @@ impl<'d> SchemaBuilder<'d> {
 
     /// Handles one `$ref`: a new `$ref` string for a component schema (queued for `$defs`),
     /// or the inlined copy of any other local target. Remote references fail the tool.
-    fn reference(&mut self, reference: &str, depth: usize) -> Result<Value, String> {
+    fn reference(&mut self, reference: &str, depth: usize) -> Result<Value, OperationProblem> {
         if let Some(rest) = reference.strip_prefix(SCHEMA_PREFIX) {
             let (name, tail) = match rest.split_once('/') {
                 Some((name, tail)) => (name, format!("/{tail}")),
@@ -555,15 +593,13 @@ impl<'d> SchemaBuilder<'d> {
             )));
         }
         if !reference.starts_with('#') {
-            return Err(format!(
-                "its schema has the remote $ref `{reference}`, which is never fetched"
-            ));
+            return Err(OperationProblem::RemoteRef(reference.to_owned()));
         }
         if self.inlining.iter().any(|r| r == reference) {
-            return Err(format!("its schema has a $ref cycle through `{reference}`"));
+            return Err(OperationProblem::RefCycle(reference.to_owned()));
         }
         let target = resolve_local(self.document, reference)
-            .ok_or_else(|| format!("its schema has the unresolved $ref `{reference}`"))?;
+            .ok_or_else(|| OperationProblem::UnresolvedSchemaRef(reference.to_owned()))?;
         self.inlining.push(reference.to_owned());
         let copy = self.copy(target, depth + 1);
         self.inlining.pop();
