@@ -34,7 +34,5 @@ pub mod waiting;
 mod worker;
 
 pub use attached::Started;
-pub use registry::{CancelError, EventLog, LiveExecutions, StopSignals};
-pub use run::KILL_GRACE;
-pub use service::{Cancelling, ExecutionService, Submission, SubmitError, Tracked};
-pub use waiting::{Approver, DecideError, Decided};
+pub use service::{ExecutionService, Submission, SubmitError, Tracked};
+pub use waiting::{Approver, DecideError};
