@@ -38,6 +38,7 @@ pub fn stdio(name: &str, args: &[&str]) -> ToolServer {
         max_concurrent_calls: 16,
         coerce: Default::default(),
         learn_types: true,
+        dynamic_tools: false,
         confinement: Default::default(),
     }
 }
@@ -88,6 +89,7 @@ impl HttpFaultServer {
             max_concurrent_calls: 16,
             coerce: Default::default(),
             learn_types: true,
+            dynamic_tools: false,
             confinement: Default::default(),
         }
     }

@@ -48,6 +48,7 @@ pub fn npm_server(name: &str, package: &str, args: &[&str], test: &str) -> Optio
         max_concurrent_calls: 16,
         coerce: Default::default(),
         learn_types: true,
+        dynamic_tools: false,
         confinement: Default::default(),
     })
 }
@@ -111,6 +112,7 @@ pub fn python_module_server(
         max_concurrent_calls: 16,
         coerce: Default::default(),
         learn_types: true,
+        dynamic_tools: false,
         confinement: Default::default(),
     })
 }
@@ -180,6 +182,7 @@ impl HttpServerEverything {
             max_concurrent_calls: 16,
             coerce: Default::default(),
             learn_types: true,
+            dynamic_tools: false,
             confinement: Default::default(),
         }
     }

@@ -524,20 +524,37 @@ async fn a_server_gets_exactly_the_environment_its_entry_gives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_added_while_the_server_runs_becomes_callable() {
     // 2026-07-28: the change arrives on the `subscriptions/listen` stream the daemon opened.
-    tool_added_becomes_callable(&[]).await;
+    tool_added_becomes_callable(&[], false).await;
 }
 
 /// The same with a server of the 2025 revisions, which sends the notification unasked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_added_to_a_pre_2026_server_becomes_callable() {
-    tool_added_becomes_callable(&["--legacy"]).await;
+    tool_added_becomes_callable(&["--legacy"], false).await;
 }
 
-async fn tool_added_becomes_callable(args: &[&str]) {
+/// `dynamic_tools = true`: a call of a tool the list lacks is let run, with a warning, and
+/// fails only when reached if the tool is still missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_dynamic_tools_lets_an_unknown_tool_run() {
+    tool_added_becomes_callable(&[], true).await;
+}
+
+async fn tool_added_becomes_callable(args: &[&str], dynamic_tools: bool) {
     let _serial = serial().await;
-    let d = daemon_with_fault_server(args).await;
+    let mut config = fault_server::stdio("fault", args);
+    config.dynamic_tools = dynamic_tools;
+    let d = daemon(config).await;
     let r = d.exec("await tools.fault.added({ a: 1 })").await;
-    assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
+    if dynamic_tools {
+        assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
+        assert!(
+            r.warnings.iter().any(|w| w.contains("may add tools")),
+            "{r:?}"
+        );
+    } else {
+        assert_refused_as_unknown(&r, "added");
+    }
     let server = fault_servers();
 
     let r = d
@@ -552,12 +569,71 @@ async fn tool_added_becomes_callable(args: &[&str]) {
             last = Some(r);
             break;
         }
-        assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
+        if dynamic_tools {
+            assert_eq!(only_call_error(&r).code.as_str(), "unknown_tool", "{r:?}");
+        } else {
+            assert_refused_as_unknown(&r, "added");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let r = last.expect("the added tool never became callable");
     assert_eq!(r.result, json!({"a": 1}));
     assert_eq!(fault_servers(), server, "no restart was needed");
+    d.stop().await;
+}
+
+/// The program was refused by the contract check, before any call, for naming `tool`.
+fn assert_refused_as_unknown(r: &ExecutionResponse, tool: &str) {
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(e.kind.as_str(), "contract", "{e:?}");
+    assert!(e.message.contains(tool), "{e:?}");
+    assert!(
+        r.tool_calls.is_empty(),
+        "a call ran before the refusal: {r:?}"
+    );
+}
+
+/// A server that announces list changes (as servers built on the official SDKs do) is
+/// refused an unknown tool before the program runs: its earlier calls, side effects
+/// included, never happen, and the answer names the tool it meant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tool_is_refused_before_the_first_call_runs() {
+    let _serial = serial().await;
+    let d = daemon_with_fault_server(&[]).await;
+    // `add_tool` is the side effect: had it run, `marker` would exist.
+    let r = d
+        .exec("await tools.fault.add_tool({ name: 'marker' }); await tools.fault.echoo({ text: 'x' })")
+        .await;
+    assert_refused_as_unknown(&r, "echoo");
+    let e = r.error.as_ref().unwrap();
+    assert!(
+        e.hint.as_deref().is_some_and(|h| h.contains("echo")),
+        "{e:?}"
+    );
+    // Listed afresh after the bound: `marker` was never added.
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let r = d.exec("await tools.fault.marker({})").await;
+    assert_refused_as_unknown(&r, "marker");
+    d.stop().await;
+}
+
+/// A tool added without `list_changed` (a missed notification) is found once the list is
+/// older than the check's bound: the check lists again before refusing a name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_added_without_notice_is_found_when_the_list_is_old() {
+    let _serial = serial().await;
+    let d = daemon_with_fault_server(&[]).await;
+    let r = d
+        .exec("await tools.fault.add_tool({ name: 'late', quiet: true })")
+        .await;
+    assert_eq!(r.result, json!("added late"), "{r:?}");
+    let r = d.exec("await tools.fault.late({ a: 2 })").await;
+    assert_refused_as_unknown(&r, "late");
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let r = d.exec("await tools.fault.late({ a: 2 })").await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result, json!({"a": 2}));
     d.stop().await;
 }
 

@@ -91,8 +91,9 @@ weather.temp.toFixed(1)
         r.tool_calls[1]
     );
 
-    // A name guessed from the task: the server announces list changes, so the program runs,
-    // with a warning, and the call fails; both name the tool whose description says it sums.
+    // A name guessed from the task: the server announces list changes, but its list is the
+    // contract (no `dynamic_tools`), so nothing runs; the refusal names the tool whose
+    // description says it sums.
     let r = d
         .exec(
             r#"
@@ -100,22 +101,16 @@ try { await tools.everything.add({ a: 1, b: 2 }) } catch (e) { ({ code: e.code, 
 "#,
         )
         .await;
-    assert_eq!(r.status, Status::Ok, "{r:?}");
-    assert_eq!(r.result["code"], json!("unknown_tool"), "{r:?}");
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let e = r.error.as_ref().unwrap();
+    assert_eq!(e.kind.as_str(), "contract", "{e:?}");
+    assert!(r.tool_calls.is_empty(), "{r:?}");
     assert!(
-        r.result["hint"]
-            .as_str()
+        e.hint
+            .as_deref()
             .unwrap_or_default()
             .contains("tools.everything.get_sum"),
-        "{}",
-        r.result
-    );
-    assert!(
-        r.warnings
-            .iter()
-            .any(|w| w.contains("`add`") && w.contains("tools.everything.get_sum()")),
-        "{:?}",
-        r.warnings
+        "{e:?}"
     );
     d.stop().await;
 }

@@ -31,6 +31,11 @@ pub struct ToolServer {
     /// Learn the output types of its tools from their results (`learn_types`, default
     /// true); `false` keeps no shape of its results and shows none in the SDK.
     pub learn_types: bool,
+    /// `dynamic_tools`: the server really adds tools while a program runs, so a call of a
+    /// tool missing from its list is let run (with a warning) instead of refused before the
+    /// program starts. Default false: only a server that announces `tools.listChanged` can
+    /// add tools at all, and most that announce it never do.
+    pub dynamic_tools: bool,
     /// What a stdio server may reach (`confine`, `network`, `read`, `write`, `memory`,
     /// `open_files`, `processes`); not used for `url` servers.
     pub confinement: Confinement,
@@ -163,6 +168,7 @@ impl ToolServer {
         "max_concurrent_calls",
         "coerce",
         "learn_types",
+        "dynamic_tools",
         "confine",
         "network",
         "read",
@@ -257,6 +263,10 @@ impl ToolServer {
             Some(field) => field.boolean()?,
             None => true,
         };
+        let dynamic_tools = match table.get("dynamic_tools") {
+            Some(field) => field.boolean()?,
+            None => false,
+        };
         Ok(ToolServer {
             name: name.to_owned(),
             transport,
@@ -265,6 +275,7 @@ impl ToolServer {
             max_concurrent_calls,
             coerce: crate::sources::CoercePolicy::read(table)?,
             learn_types,
+            dynamic_tools,
             confinement: Confinement::read(table)?,
         })
     }
@@ -681,6 +692,23 @@ confine = false
         assert!(
             http.contains("`inherit_env` applies to `command` servers"),
             "{http}"
+        );
+    }
+
+    /// `dynamic_tools` is off unless a server turns it on, and only a boolean turns it on.
+    #[test]
+    fn dynamic_tools_is_off_unless_a_server_says_so() {
+        let p = parse(
+            "[[server]]\nname = \"a\"\ncommand = \"x\"\n\n[[server]]\nname = \"b\"\ncommand = \"x\"\ndynamic_tools = true\n",
+        )
+        .unwrap();
+        assert!(!p.servers[0].dynamic_tools);
+        assert!(p.servers[1].dynamic_tools);
+        let wrong = parse("[[server]]\nname = \"a\"\ncommand = \"x\"\ndynamic_tools = \"yes\"\n")
+            .unwrap_err();
+        assert!(
+            wrong.contains("dynamic_tools") && wrong.contains("true or false"),
+            "{wrong}"
         );
     }
 

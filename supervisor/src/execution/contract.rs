@@ -68,9 +68,9 @@ pub fn catalogue<'a>(
 pub enum Leniency {
     /// Its tools could not be listed: nothing about it is judged.
     Unlisted,
-    /// Its tool list may change while the program runs (an MCP server that announces list
-    /// changes): a tool missing now may exist by the time it is called, so only the arguments
-    /// of tools that exist are judged.
+    /// Its tool list may change while the program runs (an MCP server with `dynamic_tools =
+    /// true` that announces list changes): a tool missing now may exist by the time it is
+    /// called, so only the arguments of tools that exist are judged.
     Changing,
 }
 
@@ -126,7 +126,20 @@ pub async fn check(
             }
             continue;
         }
-        match source.tools().await {
+        let listed = match source.tools().await {
+            // A name the list lacks is refused below, unless the source may add tools while
+            // the program runs: first make sure the list is not one a missed change left stale.
+            Ok(tools)
+                if !source.tools_may_change()
+                    && references.calls.iter().any(|c| {
+                        c.namespace == namespace && !tools.iter().any(|t| t.name == c.name)
+                    }) =>
+            {
+                source.tools_listed_within(RELIST_AFTER).await
+            }
+            listed => listed,
+        };
+        match listed {
             Ok(tools) => {
                 if !tools.iter().any(|t| callable(&namespace, &t.name)) {
                     // Nothing in it the principal may call: as if there were no such
@@ -179,6 +192,9 @@ pub struct Verdict {
     /// pointer and the value before and after.
     pub warnings: Vec<String>,
 }
+
+/// A tool list older than this is listed again before a name missing from it is refused.
+const RELIST_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// At most this many literal arguments that will be coerced get a warning each.
 const MAX_COERCION_WARNINGS: usize = 5;

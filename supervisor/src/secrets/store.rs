@@ -632,6 +632,7 @@ mod tests {
             max_concurrent_calls: 1,
             coerce: Default::default(),
             learn_types: true,
+            dynamic_tools: false,
             confinement: Default::default(),
         }
     }

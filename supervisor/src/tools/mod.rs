@@ -292,10 +292,19 @@ pub trait ToolSource: Send + Sync + 'static {
         CoercePolicy::Safe
     }
 
-    /// Whether the source's tool list can change while it runs (an MCP server that announces
-    /// `tools/list_changed`), so a tool missing now may exist later.
+    /// Whether a tool missing from the source's list may be added while a program runs, so
+    /// that calling it is let run rather than refused before the program starts: an MCP
+    /// server with `dynamic_tools = true` that announces `tools/list_changed`.
     fn tools_may_change(&self) -> bool {
         false
+    }
+
+    /// The tools, listed again first if the list is older than `max_age` and the source's
+    /// list can change (an MCP server that announces `tools/list_changed`): what the contract
+    /// check consults before it refuses a name the last list lacks.
+    fn tools_listed_within(&self, max_age: std::time::Duration) -> ToolsFuture<'_> {
+        let _ = max_age;
+        self.tools()
     }
 
     /// Whether the daemon should start this source when it starts (instead of on first use).

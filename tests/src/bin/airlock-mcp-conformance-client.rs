@@ -44,6 +44,7 @@ async fn run() -> anyhow::Result<()> {
             max_concurrent_calls: 4,
             coerce: Default::default(),
             learn_types: true,
+            dynamic_tools: false,
             confinement: Default::default(),
         },
         Arc::new(SecretStore::empty()),

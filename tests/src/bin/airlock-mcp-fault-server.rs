@@ -32,7 +32,7 @@
 //! | `cut` | `{}` | stdio: writes the first half of its answer (no newline), then closes stdout (every descriptor of the pipe; `/dev/null` goes in their place) and lives on until stdin closes |
 //! | `big` | `{mb}` | answers a text result of `mb` MiB (`"xxx…"`) |
 //! | `garbage` | `{kind?}` | breaks the JSON-RPC stream, see below, and never answers the call |
-//! | `add_tool` | `{name}` | adds a tool `name` (which echoes its arguments as JSON) and sends `notifications/tools/list_changed` |
+//! | `add_tool` | `{name, quiet?}` | adds a tool `name` (which echoes its arguments as JSON) and sends `notifications/tools/list_changed`, unless `quiet` is true (a server that misses telling) |
 //! | `progress` | `{steps, delay_ms}` | sends `steps` progress notifications (1..=steps of `steps`, with a message) on the request's progress token, if it has one, then answers `"done"` |
 //! | `stderr` | `{text}` | writes `text` to stderr, answers `"written"` |
 //! | `meta` | `{}` | answers the request's `_meta` as a JSON object; annotated `readOnlyHint: true` |
@@ -150,7 +150,10 @@ impl FaultServer {
             Tool::new(
                 "add_tool",
                 "Adds a tool that echoes its arguments and announces the change.",
-                object(json!({"name": {"type": "string"}}), &["name"]),
+                object(
+                    json!({"name": {"type": "string"}, "quiet": {"type": "boolean"}}),
+                    &["name"],
+                ),
             ),
             Tool::new(
                 "progress",
@@ -284,7 +287,9 @@ impl FaultServer {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(name.clone());
                 // Announced after the change, so a client that lists again sees the new tool.
-                self.announce_list_change(&context).await;
+                if !args.get("quiet").and_then(Value::as_bool).unwrap_or(false) {
+                    self.announce_list_change(&context).await;
+                }
                 text(format!("added {name}"))
             }
             "progress" => {

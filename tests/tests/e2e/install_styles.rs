@@ -34,6 +34,7 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> ToolServer {
         max_concurrent_calls: 4,
         coerce: Default::default(),
         learn_types: true,
+        dynamic_tools: false,
         confinement: Default::default(),
     }
 }

@@ -245,6 +245,11 @@ impl Report {
                 response.tool_calls.len()
             );
         }
+        // Warnings (coercions, a tool a dynamic server may add, redactions) say what to
+        // change even when the program worked: printed, not left to `--json`.
+        for warning in &response.warnings {
+            let _ = writeln!(err, "warning: {warning}");
+        }
         if response.stderr.contains("[airlock: console output over") {
             let _ = writeln!(
                 err,
@@ -424,6 +429,23 @@ mod tests {
             report.stderr,
             "airlock: session s1: 1 of 2 tool call(s) replayed from its journal\n\
              airlock: some console output was dropped (over the output limit)\n"
+        );
+    }
+
+    #[test]
+    fn the_report_prints_the_warnings_of_a_program_that_worked() {
+        let report = Report::of(&response(serde_json::json!({
+            "result": 3,
+            "warnings": [
+                "tools.t.sum: argument `a` was coerced from \"2\" to 2 — pass that instead",
+                "a secret was redacted from a result"
+            ]
+        })));
+        assert_eq!(report.stdout, "3\n");
+        assert_eq!(
+            report.stderr,
+            "warning: tools.t.sum: argument `a` was coerced from \"2\" to 2 — pass that instead\n\
+             warning: a secret was redacted from a result\n"
         );
     }
 

@@ -30,6 +30,10 @@ pub(super) struct Connection {
     pub(super) service: RunningService<RoleClient, ServerEvents>,
     pub(super) events: ServerEvents,
     pub(super) catalogue: Catalogue,
+    /// When `catalogue` was listed: a list older than the contract check's bound is listed
+    /// again before an unknown name is refused (a missed `list_changed` must not refuse a
+    /// tool the server now has).
+    pub(super) listed_at: tokio::time::Instant,
     /// The revision the handshake settled on.
     pub(super) protocol: ProtocolVersion,
     /// Reads a 2026-07-28 server's `subscriptions/listen` stream; stopped with the connection.

@@ -160,7 +160,17 @@ impl ToolSource for McpServer {
     }
 
     fn tools_may_change(&self) -> bool {
-        self.lists_changes.load(Ordering::Relaxed)
+        self.config.dynamic_tools && self.lists_changes.load(Ordering::Relaxed)
+    }
+
+    fn tools_listed_within(&self, max_age: Duration) -> ToolsFuture<'_> {
+        Box::pin(async move {
+            Ok(self
+                .connected_listed_within(Some(max_age))
+                .await?
+                .catalogue
+                .descriptors)
+        })
     }
 
     fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {

@@ -65,9 +65,23 @@ impl McpServer {
     /// The running server's peer and tool table, starting the server if needed and listing
     /// its tools again if it said they changed.
     pub(super) async fn connected(&self) -> Result<Live, ToolError> {
+        self.connected_listed_within(None).await
+    }
+
+    /// [`McpServer::connected`], listing the tools again also when the list is older than
+    /// `max_age` and the server announces list changes (a notification may have been missed).
+    pub(super) async fn connected_listed_within(
+        &self,
+        max_age: Option<Duration>,
+    ) -> Result<Live, ToolError> {
         let mut guard = self.connection.lock().await;
         if let Some(conn) = guard.as_mut() {
             if !conn.service.is_transport_closed() {
+                if max_age.is_some_and(|age| conn.listed_at.elapsed() > age)
+                    && self.lists_changes.load(Ordering::Relaxed)
+                {
+                    conn.events.tools_changed.store(true, Ordering::Release);
+                }
                 if conn.events.tools_changed.swap(false, Ordering::AcqRel) {
                     let relisted =
                         tokio::time::timeout(RELIST_TIMEOUT, self.list_tools(&conn.service))
@@ -81,6 +95,7 @@ impl McpServer {
                         Ok(catalogue) => {
                             info!(server = %self.config.name, tools = catalogue.tools.len(), "MCP server's tool list changed");
                             conn.catalogue = catalogue;
+                            conn.listed_at = tokio::time::Instant::now();
                         }
                         Err(e) => {
                             // Keep serving the old list; the next use tries again.
@@ -212,6 +227,7 @@ impl McpServer {
             service,
             events,
             catalogue,
+            listed_at: tokio::time::Instant::now(),
             protocol,
             _listener: listener,
             generation: self.generations.fetch_add(1, Ordering::Relaxed) + 1,
@@ -411,6 +427,7 @@ mod tests {
                 max_concurrent_calls: 1,
                 coerce: Default::default(),
                 learn_types: true,
+                dynamic_tools: false,
                 confinement: Default::default(),
             },
             Arc::new(SecretStore::empty()),
