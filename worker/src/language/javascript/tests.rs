@@ -535,16 +535,12 @@ fn modules_are_not_available() {
         .clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert!(e.message.contains("tools.<server>.<tool>"), "{}", e.message);
-    let e = js("await import('os')").error().clone();
-    assert_eq!(
-        (e.kind, e.name.as_deref()),
-        (ErrorKind::Runtime, Some("ReferenceError"))
-    );
-    assert!(
-        e.message.contains("could not load module 'os'"),
-        "{}",
-        e.message
-    );
+    // `import()` is refused before the program runs, not when reached.
+    let run = js("console.log('ran');\nawait import('os')");
+    let e = run.error().clone();
+    assert_eq!((e.kind, e.line, e.column), (ErrorKind::Syntax, Some(2), Some(7)));
+    assert!(e.message.starts_with("`import()` is not available"), "{}", e.message);
+    assert!(run.console_text().is_empty());
 }
 
 #[test]
@@ -557,9 +553,105 @@ fn host_apis_are_absent() {
         run.value(),
         r#"["undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined"]"#
     );
+    // A free use is refused before the program runs (typescript/unavailable.rs).
     let e = js("require('fs')").error().clone();
-    assert_eq!(e.name.as_deref(), Some("ReferenceError"));
-    assert_eq!(e.message, "require is not defined");
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert!(e.message.starts_with("`require` is not available"), "{}", e.message);
+}
+
+/// A free `require`, `fetch`, timer, `process` or `fs` is refused before anything runs: no
+/// tool call is sent, no console line written, whatever comes first in the program.
+#[test]
+fn unavailable_host_apis_are_refused_before_the_program_runs() {
+    for (code, name, line, column, instead) in [
+        (
+            "const r = await tools.memory.read_graph({});\nconst fs = require('fs');",
+            "require",
+            2,
+            12,
+            "tools.<server>.<tool>(args)",
+        ),
+        (
+            "console.log('a');\nawait tools.x.y({});\nconst r = await fetch('https://x');",
+            "fetch",
+            3,
+            17,
+            "tools.<server>.<tool>(args)",
+        ),
+        (
+            "await tools.x.y({});\nsetTimeout(() => {}, 10);",
+            "setTimeout",
+            2,
+            1,
+            "progress(value)",
+        ),
+        (
+            "await tools.x.y({});\nawait new Promise((r) => setInterval(r, 5));",
+            "setInterval",
+            2,
+            26,
+            "no timers",
+        ),
+        (
+            "await tools.x.y({});\nconst token = process.env.TOKEN;",
+            "process",
+            2,
+            15,
+            "credentials stay in the daemon",
+        ),
+        (
+            "await tools.x.y({});\nfs.readFileSync('/etc/passwd');",
+            "fs",
+            2,
+            1,
+            "no file system",
+        ),
+    ] {
+        let run = run_with(
+            code,
+            Language::TypeScript,
+            limits(),
+            answering(|_, _| Ok("{}".to_owned())),
+        );
+        let e = run.error().clone();
+        assert_eq!(e.kind, ErrorKind::Syntax, "{code}: {e:?}");
+        assert_eq!((e.line, e.column), (Some(line), Some(column)), "{code}: {e:?}");
+        assert!(
+            e.message.starts_with(&format!("`{name}` is not available: ")),
+            "{code}: {}",
+            e.message
+        );
+        assert!(e.message.contains(instead), "{code}: {}", e.message);
+        assert!(run.tool_calls().is_empty(), "{code}: {:?}", run.messages);
+        assert!(run.console_text().is_empty(), "{code}");
+        // Nothing was even judged: the refusal comes before the contract check.
+        assert!(run.references.is_none(), "{code}");
+    }
+}
+
+/// Only free uses count: the program's own names, properties, keys, strings, types and
+/// `typeof` feature tests run as before.
+#[test]
+fn declared_names_and_properties_are_not_refused() {
+    for code in [
+        "const process = (x: number) => x * 2;\nprocess(2)",
+        "function run(fs: any) { return fs.length; }\nrun([1, 2])",
+        "const o = { require: 1, fetch: 2, 'setTimeout': 3 };\nconst x: any = { fetch: () => 4 };\n[o.require, o.fetch, x.fetch(), 'process.env']",
+        "let setTimeout = (f: () => number) => f();\nsetTimeout(() => 1)",
+        "[typeof require, typeof fetch, typeof process === 'undefined']",
+        "type P = typeof process;\nconst n: number = 1;\nn",
+        "class fs { static x = 1 }\nfs.x",
+        "const { fetch } = { fetch: () => 5 };\nfetch()",
+        "try { throw 1 } catch (process) { process }",
+        "(globalThis as any).fetch === undefined",
+    ] {
+        let run = ts(code);
+        assert!(
+            matches!(run.outcome, Outcome::Ok { .. }),
+            "{code}: {:?}",
+            run.outcome
+        );
+    }
 }
 
 #[test]
@@ -1201,8 +1293,10 @@ fn memory_bombs_hit_the_memory_limit() {
     assert_eq!(e.kind, ErrorKind::MemoryLimit, "{e:?}");
     assert_eq!(
         e.message,
-        "the program exceeded its 64 MiB memory limit; process the data in smaller pieces, or raise memory_bytes"
+        "the program exceeded its 64 MiB memory limit; process the data in smaller pieces (the limit is the policy's limits.memory, which only the operator can raise)"
     );
+    // The key named is one that exists: the policy's, not the wire's `memory_bytes`.
+    assert!(!e.message.contains("_bytes"), "{}", e.message);
     let e = js("const parts = [];\nwhile (true) parts.push('x'.repeat(1 << 20) + parts.length)")
         .error()
         .clone();
@@ -1236,6 +1330,11 @@ fn deep_recursion_is_a_stack_overflow() {
     assert!(
         e.message
             .starts_with("the program exceeded its 1 MiB stack limit"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("limits.stack") && !e.message.contains("_bytes"),
         "{}",
         e.message
     );
