@@ -2281,8 +2281,104 @@ fn iterating_an_object_result() {
         e.explanation.as_deref(),
         Some(
             "g is not iterable: g is the result of tools.memory.read_graph (line 1), an object \
-             with keys entities (array of 3), relations (empty array)"
+             with keys entities (array of 3), relations (empty array); its arrays are \
+             g.entities, g.relations"
         )
+    );
+}
+
+#[test]
+fn not_a_function_names_the_value_and_what_it_has() {
+    // An array method on an object that holds the array.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\ng.filter((e: any) => e.name);",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "g.filter is not a function: g is the result of tools.memory.read_graph (line 1), an \
+             object with keys entities (array of 3), relations (empty array), not an array; its \
+             arrays are g.entities, g.relations"
+        )
+    );
+    // A method arrays do not have.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\nconst entities = g.entities;\nentities.get(0);",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "entities.get is not a function: entities is .entities of the result of \
+             tools.memory.read_graph (line 1), an array of 3 (the first an object with keys name, \
+             entityType, observations); arrays have .filter, .map, .find, .forEach, .some, \
+             .reduce, .length"
+        )
+    );
+    // A member that is there but is data: what it is.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\ng.entities();",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "g.entities is not a function: g.entities is .entities of the result of \
+             tools.memory.read_graph (line 1), an array of 3 (the first an object with keys name, \
+             entityType, observations)"
+        )
+    );
+}
+
+#[test]
+fn values_of_the_wrong_kind_say_how_to_convert_them() {
+    const CONFIG: &str = r#"{"entities":[{"name":"cfg","observations":["{\"port\":8080,\"token\":\"ghp_0123456789abcdefghijABCDEFGHIJ012345\"}"]}]}"#;
+    // JSON text read as an object: the keys it holds, never their values.
+    let text = explain_run(
+        "const r = await tools.memory.open_nodes({ names: ['cfg'] });\nconst o = r.entities[0].observations[0];\nreturn o.port.toFixed(0);",
+        &[("memory.open_nodes", CONFIG)],
+    )
+    .expect("explained");
+    assert_eq!(
+        text,
+        "o.port is undefined: o is .entities[0].observations[0] of the result of \
+         tools.memory.open_nodes (line 1), a string, not an object; it is JSON text (an object \
+         with keys port, token): JSON.parse(o) first"
+    );
+    assert!(!text.contains("ghp_") && !text.contains("8080"), "{text}");
+    // JSON text of an array used as one.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.list({});\ns.map((x: any) => x.id);",
+            &[("x.list", r#""[{\"id\":1},{\"id\":2}]""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.map is not a function: s is the result of tools.x.list (line 1), a string, not an \
+             array; it is JSON text (an array of 2): JSON.parse(s) first"
+        )
+    );
+    // A number written out, used as a number.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.total({});\ns.toFixed(2);",
+            &[("x.total", r#"" 42.5 ""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.toFixed is not a function: s is the result of tools.x.total (line 1), a string, \
+             not a number; it is a number written out: Number(s) first"
+        )
+    );
+    // Text that is not JSON: no advice to parse it.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.text({});\ns.items.length",
+            &[("x.text", r#""{ not json""#)],
+        )
+        .as_deref(),
+        Some("s.items is undefined: s is the result of tools.x.text (line 1), a string, not an object")
     );
 }
 
@@ -2529,7 +2625,7 @@ fn string_and_number_results() {
         )
         .as_deref(),
         Some(
-            "n.toUpperCase is not a function: n is the result of tools.x.count (line 1), a number, not a string"
+            "n.toUpperCase is not a function: n is the result of tools.x.count (line 1), a number, not a string; convert it first: String(n)"
         )
     );
     assert_eq!(
