@@ -329,6 +329,33 @@ fn result_conversion_rules() {
     );
 }
 
+/// An array of Promises (`xs.map(async …)` without `Promise.all`) would come out as `[{}, …]`:
+/// refused, saying how to wait for them.
+#[test]
+fn promises_in_the_result_are_refused() {
+    let run = run_with(
+        "const zones = ['UTC', 'Asia/Tokyo'];\nconst times = zones.map(async (z) => await tools.time.get_current_time({ timezone: z }));\ntimes",
+        Language::TypeScript,
+        limits(),
+        answering(|_, _| Ok("{}".to_owned())),
+    );
+    let e = run.error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson, "{e:?}");
+    assert_eq!(
+        e.message,
+        "the program's result is an array holding 2 Promise(s) (the first at $[0]), each an \
+         async call's value that was not awaited; wait for them: `await Promise.all(xs.map(async \
+         …))`, or `await` each call"
+    );
+    let e = js("({ done: true, items: [1, Promise.resolve(2)] })").error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson, "{e:?}");
+    assert!(e.message.starts_with("the program's result holds 1 Promise(s) in $.items (the first at $.items[1])"), "{}", e.message);
+    let e = js("({ p: Promise.resolve(1) })").error().clone();
+    assert!(e.message.starts_with("the program's result holds a Promise at $.p,"), "{}", e.message);
+    // Empty objects that are not Promises are still results.
+    assert_eq!(js("[{}, { a: {} }]").value(), "[{},{\"a\":{}}]");
+}
+
 #[test]
 fn results_that_are_not_json() {
     let e = js("({ total: 10n })").error().clone();
