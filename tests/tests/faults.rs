@@ -217,7 +217,10 @@ seen
             .await;
         assert_eq!(r.status, Status::Error, "{m}: {r:?}");
         let e = r.error.as_ref().unwrap();
-        assert!(e.message.starts_with("`import()` is not available"), "{m}: {e:?}");
+        assert!(
+            e.message.starts_with("`import()` is not available"),
+            "{m}: {e:?}"
+        );
     }
 }
 

@@ -138,7 +138,9 @@ fn promises_in(value: &Value<'_>) -> Option<String> {
     {
         let plain = !key.is_empty()
             && !key.starts_with(|c: char| c.is_ascii_digit())
-            && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
         let path = if plain {
             format!("$.{key}")
         } else {

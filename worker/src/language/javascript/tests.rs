@@ -347,11 +347,24 @@ fn promises_in_the_result_are_refused() {
          async call's value that was not awaited; wait for them: `await Promise.all(xs.map(async \
          …))`, or `await` each call"
     );
-    let e = js("({ done: true, items: [1, Promise.resolve(2)] })").error().clone();
+    let e = js("({ done: true, items: [1, Promise.resolve(2)] })")
+        .error()
+        .clone();
     assert_eq!(e.kind, ErrorKind::ResultNotJson, "{e:?}");
-    assert!(e.message.starts_with("the program's result holds 1 Promise(s) in $.items (the first at $.items[1])"), "{}", e.message);
+    assert!(
+        e.message.starts_with(
+            "the program's result holds 1 Promise(s) in $.items (the first at $.items[1])"
+        ),
+        "{}",
+        e.message
+    );
     let e = js("({ p: Promise.resolve(1) })").error().clone();
-    assert!(e.message.starts_with("the program's result holds a Promise at $.p,"), "{}", e.message);
+    assert!(
+        e.message
+            .starts_with("the program's result holds a Promise at $.p,"),
+        "{}",
+        e.message
+    );
     // Empty objects that are not Promises are still results.
     assert_eq!(js("[{}, { a: {} }]").value(), "[{},{\"a\":{}}]");
 }
@@ -565,8 +578,15 @@ fn modules_are_not_available() {
     // `import()` is refused before the program runs, not when reached.
     let run = js("console.log('ran');\nawait import('os')");
     let e = run.error().clone();
-    assert_eq!((e.kind, e.line, e.column), (ErrorKind::Syntax, Some(2), Some(7)));
-    assert!(e.message.starts_with("`import()` is not available"), "{}", e.message);
+    assert_eq!(
+        (e.kind, e.line, e.column),
+        (ErrorKind::Syntax, Some(2), Some(7))
+    );
+    assert!(
+        e.message.starts_with("`import()` is not available"),
+        "{}",
+        e.message
+    );
     assert!(run.console_text().is_empty());
 }
 
@@ -583,7 +603,11 @@ fn host_apis_are_absent() {
     // A free use is refused before the program runs (typescript/unavailable.rs).
     let e = js("require('fs')").error().clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
-    assert!(e.message.starts_with("`require` is not available"), "{}", e.message);
+    assert!(
+        e.message.starts_with("`require` is not available"),
+        "{}",
+        e.message
+    );
 }
 
 /// A free `require`, `fetch`, timer, `process` or `fs` is refused before anything runs: no
@@ -642,9 +666,14 @@ fn unavailable_host_apis_are_refused_before_the_program_runs() {
         );
         let e = run.error().clone();
         assert_eq!(e.kind, ErrorKind::Syntax, "{code}: {e:?}");
-        assert_eq!((e.line, e.column), (Some(line), Some(column)), "{code}: {e:?}");
+        assert_eq!(
+            (e.line, e.column),
+            (Some(line), Some(column)),
+            "{code}: {e:?}"
+        );
         assert!(
-            e.message.starts_with(&format!("`{name}` is not available: ")),
+            e.message
+                .starts_with(&format!("`{name}` is not available: ")),
             "{code}: {}",
             e.message
         );
@@ -2405,7 +2434,9 @@ fn values_of_the_wrong_kind_say_how_to_convert_them() {
             &[("x.text", r#""{ not json""#)],
         )
         .as_deref(),
-        Some("s.items is undefined: s is the result of tools.x.text (line 1), a string, not an object")
+        Some(
+            "s.items is undefined: s is the result of tools.x.text (line 1), a string, not an object"
+        )
     );
 }
 

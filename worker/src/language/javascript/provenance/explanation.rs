@@ -278,10 +278,7 @@ impl<'c, 's, 'js> ChainInResult<'c, 's, 'js> {
                         .map(|kind| format!(", not {kind}"))
                         .unwrap_or_default();
                     let wanted = Wanted::method(name);
-                    format!(
-                        "{kind}{}",
-                        conversion(self.ctx, &receiver, &object, wanted)
-                    )
+                    format!("{kind}{}", conversion(self.ctx, &receiver, &object, wanted))
                 }
                 _ => String::new(),
             },

@@ -265,7 +265,9 @@ fn json_text(ctx: &Ctx<'_>, value: &Value<'_>, name: &str, wanted: Wanted) -> Op
         }
         _ => return None,
     };
-    Some(format!("; it is JSON text ({what}): JSON.parse({name}) first"))
+    Some(format!(
+        "; it is JSON text ({what}): JSON.parse({name}) first"
+    ))
 }
 
 /// `text` cut to [`MAX_EXPLANATION`] characters.

@@ -245,7 +245,9 @@ fn prepare(
     }
     // Before anything runs: a free `require`, `fetch`, timer, `process` or `fs` would fail
     // only when reached, after the tool calls before it were made.
-    if let Some((span, message)) = unavailable::first_unavailable(&program, semantic.semantic.scoping()) {
+    if let Some((span, message)) =
+        unavailable::first_unavailable(&program, semantic.semantic.scoping())
+    {
         let (line, column) = lines.position(span.start);
         return Err(syntax_error(message, line, column));
     }

@@ -125,7 +125,10 @@ impl<'a> Visit<'a> for FirstUse {
     fn visit_unary_expression(&mut self, it: &UnaryExpression<'a>) {
         // `typeof fetch` is `"undefined"`: feature tests run.
         if it.operator == UnaryOperator::Typeof
-            && matches!(it.argument.get_inner_expression(), Expression::Identifier(_))
+            && matches!(
+                it.argument.get_inner_expression(),
+                Expression::Identifier(_)
+            )
         {
             return;
         }
