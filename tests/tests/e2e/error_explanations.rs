@@ -59,3 +59,54 @@ async fn a_missing_key_on_a_tool_result_is_explained() {
     assert!(hint.contains("servers/memory/read_graph.ts"), "{error:?}");
     d.stop().await;
 }
+
+/// A free `require`, `fetch`, timer, `process` or `fs` is refused before the program runs:
+/// the tool call before it is never sent, and the error says what to use instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_host_apis_are_refused_before_any_tool_call() {
+    use airlock_supervisor::agent_api::ExecutionErrorKind;
+    let d = TestDaemon::start().await;
+    for (code, name, instead) in [
+        (
+            "await tools.test.echo({ message: 'first' });\nconst fs = require('fs');\nfs",
+            "require",
+            "tools.<server>.<tool>(args)",
+        ),
+        (
+            "await tools.test.echo({ message: 'first' });\nconst r = await fetch('https://example.com');\nr",
+            "fetch",
+            "no network",
+        ),
+        (
+            "await tools.test.echo({ message: 'first' });\nawait new Promise((done) => setTimeout(done, 10));",
+            "setTimeout",
+            "progress(value)",
+        ),
+        (
+            "await tools.test.echo({ message: 'first' });\nprocess.env.TOKEN",
+            "process",
+            "credentials",
+        ),
+    ] {
+        let r = d.exec(code).await;
+        assert_eq!(r.status, Status::Error, "{code}: {r:?}");
+        assert!(r.tool_calls.is_empty(), "{code}: a call was sent: {r:?}");
+        let error = r.error.as_ref().unwrap();
+        assert_eq!(error.kind, ExecutionErrorKind::Syntax, "{error:?}");
+        assert_eq!(error.line, Some(2), "{error:?}");
+        assert!(
+            error
+                .message
+                .starts_with(&format!("`{name}` is not available: ")),
+            "{error:?}"
+        );
+        assert!(error.message.contains(instead), "{error:?}");
+    }
+    // The program's own `process` and a property named `fetch` still run, and call the tool.
+    let r = d
+        .exec("const process = (m: string) => tools.test.echo({ message: m });\nconst o = { fetch: 1 };\nawait process('x');\no.fetch")
+        .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.tool_calls.len(), 1, "{r:?}");
+    d.stop().await;
+}

@@ -4,18 +4,22 @@
 //!
 //! Each case is a program with one mistake of a kind models make — a tool name guessed from
 //! the task, an argument named or typed after another API, the old nested OpenAPI body, a
-//! result's shape guessed wrong, a missing `await` — and the words that name the fix (the real
+//! result's shape guessed wrong, a missing `await`, an array of Promises, JSON text used as an
+//! object, `require` or `fetch` or a timer — and the words that name the fix (the real
 //! tool, the real argument, the keys the value has, `await`). The fix was written down from
 //! the mistake, before looking at what the daemon answers. A case passes when every one of its
 //! words is in what the agent reads about the failure: the error's `message`, `hint` and
 //! `explanation`, and the response's `warnings` — not the excerpt, which quotes the program
-//! back. At least 90% must pass; the test prints every miss.
+//! back. At least 95% must pass; the test prints every miss. Every explanation is at most 300
+//! characters, and a program that uses a host API the sandbox lacks (`require`, `fetch`, a
+//! timer, `process`) is refused before its first tool call is sent.
 //!
-//! Run: `cargo test -p airlock-tests --test mistakes_corpus -- --nocapture`.
+//! Run: `cargo test -p airlock-tests --test e2e mistakes_corpus -- --nocapture`.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
+use airlock_policy::{ServerTransport, SettingValue};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_supervisor::tools::sources::openapi::OpenApiSource;
@@ -234,6 +238,126 @@ const CASES: &[(&str, &str, &[&str])] = &[
         "const log = await tools.git.git_log({ repo_path: REPO, max_count: 1 }); log.map((l: any) => l)",
         &["string"],
     ),
+    (
+        "an array method on an object that holds the array",
+        "const g = await tools.memory.read_graph({}); g.filter((e: any) => e.entityType === 'person')",
+        &["not an array", "g.entities"],
+    ),
+    (
+        "a method arrays do not have",
+        "const r = await tools.memory.search_nodes({ query: 'nobody' }); const es = r.entities; es.get(0)",
+        &["array", ".find"],
+    ),
+    (
+        "data called as a function",
+        "const g = await tools.memory.read_graph({}); g.entities().length",
+        &["g.entities", "array"],
+    ),
+    (
+        "an array method on a text result",
+        "const b = await tools.git.git_branch({ repo_path: REPO, branch_type: 'local' }); b.filter((l: any) => l)",
+        &["string", "not an array"],
+    ),
+    (
+        "a time result used as a Date",
+        "const t = await tools.time.get_current_time({ timezone: 'UTC' }); t.getHours()",
+        &["datetime"],
+    ),
+    // A property of a missing property.
+    (
+        "the result wrapped in data",
+        "const r = await tools.memory.read_graph({}); r.data.entities.length",
+        &["r.data is undefined", "entities"],
+    ),
+    (
+        "the result wrapped in result",
+        "const t = await tools.time.get_current_time({ timezone: 'UTC' }); t.result.datetime",
+        &["t.result", "datetime"],
+    ),
+    (
+        "structured content read as MCP content blocks",
+        "const w = await tools.everything.get_structured_content({ location: 'Chicago' }); w.content[0].text",
+        &["temperature"],
+    ),
+    (
+        "a conversion's answer read from a key it does not have",
+        "const c = await tools.time.convert_time({ source_timezone: 'UTC', time: '10:00', target_timezone: 'Asia/Tokyo' }); c.result.time",
+        &["target"],
+    ),
+    // An array of Promises.
+    (
+        "map with an async callback, no Promise.all",
+        "const zones = ['UTC', 'Asia/Tokyo']; const times = zones.map(async (z) => await tools.time.get_current_time({ timezone: z })); times",
+        &["Promise", "Promise.all"],
+    ),
+    (
+        "await on the array instead of its Promises",
+        "const names = ['a', 'b']; const found = await names.map((n) => tools.memory.search_nodes({ query: n })); ({ found })",
+        &["Promise", "Promise.all"],
+    ),
+    // A value used as the wrong kind.
+    (
+        "JSON text read as an object",
+        "await tools.memory.create_entities({ entities: [{ name: 'cfg', entityType: 'config', observations: ['{\"port\":8080}'] }] }); const r = await tools.memory.open_nodes({ names: ['cfg'] }); r.entities[0].observations[0].port.toFixed(0)",
+        &["JSON.parse"],
+    ),
+    (
+        "a number used as a string",
+        "const r = await tools.memory.read_graph({}); r.entities.length.padStart(3)",
+        &["number", "String("],
+    ),
+    // Host APIs the sandbox does not have, refused before the first call is made.
+    (
+        "require a module",
+        "await tools.time.get_current_time({ timezone: 'UTC' }); const fs = require('fs'); fs.readFileSync('/tmp/x')",
+        &["require", "tools."],
+    ),
+    (
+        "fetch an API",
+        "await tools.time.get_current_time({ timezone: 'UTC' }); const r = await fetch('https://api.github.com/repos/o/r'); await r.json()",
+        &["fetch", "tools."],
+    ),
+    (
+        "sleep with setTimeout",
+        "await tools.memory.read_graph({}); await new Promise((r) => setTimeout(r, 1000)); await tools.memory.read_graph({})",
+        &["setTimeout", "timers"],
+    ),
+    (
+        "poll with setInterval",
+        "setInterval(() => tools.git.git_status({ repo_path: REPO }), 1000)",
+        &["setInterval", "timers"],
+    ),
+    (
+        "a token from the environment",
+        "const token = process.env.GITHUB_TOKEN; await tools.github.repos_get({ owner: 'o', repo: 'r', headers: { authorization: token } })",
+        &["process", "credentials"],
+    ),
+    (
+        "a file read with fs",
+        "const text = fs.readFileSync(REPO + '/a.txt', 'utf8'); await tools.memory.add_observations({ observations: [{ entityName: 'a', contents: [text] }] })",
+        &["fs", "tool"],
+    ),
+    (
+        "a library loaded with import()",
+        "const { z } = await import('zod'); await tools.time.get_current_time({ timezone: 'UTC' })",
+        &["import", "tools."],
+    ),
+    (
+        "an import statement",
+        "import { readFileSync } from 'fs'; await tools.time.get_current_time({ timezone: 'UTC' })",
+        &["import", "tools."],
+    ),
+    // Limits: the hint names a key that exists.
+    (
+        "everything kept in memory",
+        "const all: number[][] = []; while (true) all.push(new Array(1e6).fill(1))",
+        &["smaller pieces", "limits.memory"],
+    ),
+    (
+        "recursion without end",
+        "function depth(n: number): number { return depth(n + 1) + 1 } depth(0)",
+        &["loop", "limits.stack"],
+    ),
 ];
 
 /// Mistakes the daemon absorbs since coercion (2026-11-26): the program runs with the value
@@ -261,6 +385,19 @@ async fn errors_name_the_fix() {
     let Some(github) = github_rest_source(test) else {
         return;
     };
+    // The memory server keeps its graph in a file it may write (by default it would write
+    // beside its own code, which its confinement forbids), so a case can create entities.
+    let store = tempfile::tempdir().unwrap();
+    let mut servers = servers;
+    for server in servers.iter_mut().filter(|s| s.name == "memory") {
+        if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+            env.push((
+                "MEMORY_FILE_PATH".into(),
+                SettingValue::Literal(store.path().join("memory.jsonl").display().to_string()),
+            ));
+        }
+        server.confinement.write = vec![store.path().to_owned()];
+    }
     let mut options = DaemonOptions::default();
     for server in servers {
         options = options.source(Arc::new(McpServer::new(
@@ -306,6 +443,21 @@ async fn errors_name_the_fix() {
             r.error.is_some(),
             "{what}: the mistake went unnoticed: {r:?}"
         );
+        if let Some(explanation) = error.get("explanation").and_then(|v| v.as_str()) {
+            let n = explanation.chars().count();
+            assert!(
+                n <= 300,
+                "{what}: a {n}-character explanation: {explanation}"
+            );
+        }
+        if what.starts_with("require")
+            || what.starts_with("fetch")
+            || what.starts_with("sleep")
+            || what.starts_with("a token")
+            || what.starts_with("a library")
+        {
+            assert!(r.tool_calls.is_empty(), "{what}: a call was sent: {r:?}");
+        }
         if fix.iter().all(|word| read.contains(word)) {
             named += 1;
         } else {
@@ -333,7 +485,7 @@ async fn errors_name_the_fix() {
     for miss in &misses {
         println!("{miss}");
     }
-    assert!(CASES.len() >= 40);
-    assert!(share >= 90.0, "{share:.1}% of the errors name the fix");
+    assert!(CASES.len() >= 60);
+    assert!(share >= 95.0, "{share:.1}% of the errors name the fix");
     d.stop().await;
 }

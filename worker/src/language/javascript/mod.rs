@@ -467,7 +467,8 @@ impl Engine {
                 ErrorKind::StackOverflow,
                 format!(
                     "the program exceeded its {} stack limit (Maximum call stack size exceeded); \
-                     recursion is too deep: use a loop, or raise stack_bytes",
+                     recursion is too deep: use a loop (the limit is the policy's limits.stack, \
+                     which only the operator can raise)",
                     bytes_text(limits.stack_bytes.clamp(MIN_STACK_BYTES, MAX_STACK_BYTES))
                 ),
             ),
@@ -695,8 +696,8 @@ fn deadlock() -> ExecError {
 
 fn memory_limit_message(limit: u64) -> String {
     format!(
-        "the program exceeded its {} memory limit; process the data in smaller pieces, or \
-         raise memory_bytes",
+        "the program exceeded its {} memory limit; process the data in smaller pieces (the \
+         limit is the policy's limits.memory, which only the operator can raise)",
         bytes_text(limit)
     )
 }

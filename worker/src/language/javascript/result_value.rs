@@ -9,6 +9,9 @@
 //!   `Date` becomes its ISO string); a `Map` or `Set` becomes `{}`;
 //! - a top-level function or symbol, a BigInt anywhere and a cycle are errors of kind
 //!   `ResultNotJson` whose message names the JSON path (`$.a.b[2]`);
+//! - a Promise (which would be `{}`) as an element of the result, or as a key's value or one of
+//!   its elements, is a `ResultNotJson` error that says how to wait for it: it is an async
+//!   call's value the program did not await (`xs.map(async …)` without `Promise.all`);
 //! - an exception thrown by a `toJSON` method or a getter is a `Runtime` error;
 //! - the JSON text may be at most [`super::MAX_RESULT_BYTES`] (16 MiB less the envelope).
 
@@ -47,6 +50,12 @@ impl Engine {
                          less data (filter or summarise it)",
                         text.len()
                     )));
+                }
+                // A Promise is `{}` in JSON: an async call's value the program did not wait for.
+                if text.contains("{}")
+                    && let Some(message) = promises_in(&value)
+                {
+                    return Err(not_json(message));
                 }
                 Ok(text)
             }
@@ -93,6 +102,63 @@ impl Engine {
             }
         }
     }
+}
+
+/// Elements (or keys) looked at for Promises in a result.
+const MAX_PROMISE_LOOK: usize = 1000;
+
+/// Where the result holds Promises (`xs.map(async …)` returned without `Promise.all`): the
+/// result itself, its elements, or its keys and their elements, one level down.
+fn promises_in(value: &Value<'_>) -> Option<String> {
+    const WAIT: &str = "an async call's value that was not awaited; wait for them: \
+                        `await Promise.all(xs.map(async …))`, or `await` each call";
+    let in_array = |value: &Value<'_>| -> Option<(usize, usize)> {
+        let array = value.as_array()?;
+        let mut first = None;
+        let mut n = 0;
+        for i in 0..array.len().min(MAX_PROMISE_LOOK) {
+            if array.get::<Value>(i).is_ok_and(|v| v.is_promise()) {
+                first.get_or_insert(i);
+                n += 1;
+            }
+        }
+        first.map(|first| (first, n))
+    };
+    if let Some((first, n)) = in_array(value) {
+        return Some(format!(
+            "the program's result is an array holding {n} Promise(s) (the first at $[{first}]), \
+             each {WAIT}"
+        ));
+    }
+    let object = value.as_object().filter(|_| !value.is_array())?;
+    for (key, v) in object
+        .props::<String, Value>()
+        .take(MAX_PROMISE_LOOK)
+        .flatten()
+    {
+        let plain = !key.is_empty()
+            && !key.starts_with(|c: char| c.is_ascii_digit())
+            && key
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+        let path = if plain {
+            format!("$.{key}")
+        } else {
+            format!("$[{key:?}]")
+        };
+        if v.is_promise() {
+            return Some(format!(
+                "the program's result holds a Promise at {path}, {WAIT}"
+            ));
+        }
+        if let Some((first, n)) = in_array(&v) {
+            return Some(format!(
+                "the program's result holds {n} Promise(s) in {path} (the first at \
+                 {path}[{first}]), each {WAIT}"
+            ));
+        }
+    }
+    None
 }
 
 fn not_json(message: String) -> ExecError {

@@ -329,6 +329,46 @@ fn result_conversion_rules() {
     );
 }
 
+/// An array of Promises (`xs.map(async …)` without `Promise.all`) would come out as `[{}, …]`:
+/// refused, saying how to wait for them.
+#[test]
+fn promises_in_the_result_are_refused() {
+    let run = run_with(
+        "const zones = ['UTC', 'Asia/Tokyo'];\nconst times = zones.map(async (z) => await tools.time.get_current_time({ timezone: z }));\ntimes",
+        Language::TypeScript,
+        limits(),
+        answering(|_, _| Ok("{}".to_owned())),
+    );
+    let e = run.error().clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson, "{e:?}");
+    assert_eq!(
+        e.message,
+        "the program's result is an array holding 2 Promise(s) (the first at $[0]), each an \
+         async call's value that was not awaited; wait for them: `await Promise.all(xs.map(async \
+         …))`, or `await` each call"
+    );
+    let e = js("({ done: true, items: [1, Promise.resolve(2)] })")
+        .error()
+        .clone();
+    assert_eq!(e.kind, ErrorKind::ResultNotJson, "{e:?}");
+    assert!(
+        e.message.starts_with(
+            "the program's result holds 1 Promise(s) in $.items (the first at $.items[1])"
+        ),
+        "{}",
+        e.message
+    );
+    let e = js("({ p: Promise.resolve(1) })").error().clone();
+    assert!(
+        e.message
+            .starts_with("the program's result holds a Promise at $.p,"),
+        "{}",
+        e.message
+    );
+    // Empty objects that are not Promises are still results.
+    assert_eq!(js("[{}, { a: {} }]").value(), "[{},{\"a\":{}}]");
+}
+
 #[test]
 fn results_that_are_not_json() {
     let e = js("({ total: 10n })").error().clone();
@@ -535,16 +575,19 @@ fn modules_are_not_available() {
         .clone();
     assert_eq!(e.kind, ErrorKind::Syntax);
     assert!(e.message.contains("tools.<server>.<tool>"), "{}", e.message);
-    let e = js("await import('os')").error().clone();
+    // `import()` is refused before the program runs, not when reached.
+    let run = js("console.log('ran');\nawait import('os')");
+    let e = run.error().clone();
     assert_eq!(
-        (e.kind, e.name.as_deref()),
-        (ErrorKind::Runtime, Some("ReferenceError"))
+        (e.kind, e.line, e.column),
+        (ErrorKind::Syntax, Some(2), Some(7))
     );
     assert!(
-        e.message.contains("could not load module 'os'"),
+        e.message.starts_with("`import()` is not available"),
         "{}",
         e.message
     );
+    assert!(run.console_text().is_empty());
 }
 
 #[test]
@@ -557,9 +600,114 @@ fn host_apis_are_absent() {
         run.value(),
         r#"["undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined","undefined"]"#
     );
+    // A free use is refused before the program runs (typescript/unavailable.rs).
     let e = js("require('fs')").error().clone();
-    assert_eq!(e.name.as_deref(), Some("ReferenceError"));
-    assert_eq!(e.message, "require is not defined");
+    assert_eq!(e.kind, ErrorKind::Syntax);
+    assert!(
+        e.message.starts_with("`require` is not available"),
+        "{}",
+        e.message
+    );
+}
+
+/// A free `require`, `fetch`, timer, `process` or `fs` is refused before anything runs: no
+/// tool call is sent, no console line written, whatever comes first in the program.
+#[test]
+fn unavailable_host_apis_are_refused_before_the_program_runs() {
+    for (code, name, line, column, instead) in [
+        (
+            "const r = await tools.memory.read_graph({});\nconst fs = require('fs');",
+            "require",
+            2,
+            12,
+            "tools.<server>.<tool>(args)",
+        ),
+        (
+            "console.log('a');\nawait tools.x.y({});\nconst r = await fetch('https://x');",
+            "fetch",
+            3,
+            17,
+            "tools.<server>.<tool>(args)",
+        ),
+        (
+            "await tools.x.y({});\nsetTimeout(() => {}, 10);",
+            "setTimeout",
+            2,
+            1,
+            "progress(value)",
+        ),
+        (
+            "await tools.x.y({});\nawait new Promise((r) => setInterval(r, 5));",
+            "setInterval",
+            2,
+            26,
+            "no timers",
+        ),
+        (
+            "await tools.x.y({});\nconst token = process.env.TOKEN;",
+            "process",
+            2,
+            15,
+            "credentials stay in the daemon",
+        ),
+        (
+            "await tools.x.y({});\nfs.readFileSync('/etc/passwd');",
+            "fs",
+            2,
+            1,
+            "no file system",
+        ),
+    ] {
+        let run = run_with(
+            code,
+            Language::TypeScript,
+            limits(),
+            answering(|_, _| Ok("{}".to_owned())),
+        );
+        let e = run.error().clone();
+        assert_eq!(e.kind, ErrorKind::Syntax, "{code}: {e:?}");
+        assert_eq!(
+            (e.line, e.column),
+            (Some(line), Some(column)),
+            "{code}: {e:?}"
+        );
+        assert!(
+            e.message
+                .starts_with(&format!("`{name}` is not available: ")),
+            "{code}: {}",
+            e.message
+        );
+        assert!(e.message.contains(instead), "{code}: {}", e.message);
+        assert!(run.tool_calls().is_empty(), "{code}: {:?}", run.messages);
+        assert!(run.console_text().is_empty(), "{code}");
+        // Nothing was even judged: the refusal comes before the contract check.
+        assert!(run.references.is_none(), "{code}");
+    }
+}
+
+/// Only free uses count: the program's own names, properties, keys, strings, types and
+/// `typeof` feature tests run as before.
+#[test]
+fn declared_names_and_properties_are_not_refused() {
+    for code in [
+        "const process = (x: number) => x * 2;\nprocess(2)",
+        "function run(fs: any) { return fs.length; }\nrun([1, 2])",
+        "const o = { require: 1, fetch: 2, 'setTimeout': 3 };\nconst x: any = { fetch: () => 4 };\n[o.require, o.fetch, x.fetch(), 'process.env']",
+        "let setTimeout = (f: () => number) => f();\nsetTimeout(() => 1)",
+        "[typeof require, typeof fetch, typeof process === 'undefined']",
+        "type P = typeof process;\nconst n: number = 1;\nn",
+        "class fs { static x = 1 }\nfs.x",
+        "const { fetch } = { fetch: () => 5 };\nfetch()",
+        "try { throw 1 } catch (process) { process }",
+        "(globalThis as any).fetch === undefined",
+    ] {
+        let run = ts(code);
+        assert!(
+            matches!(run.outcome, Outcome::Ok { .. }),
+            "{code}: {:?}",
+            run.outcome
+        );
+    }
 }
 
 #[test]
@@ -1201,8 +1349,10 @@ fn memory_bombs_hit_the_memory_limit() {
     assert_eq!(e.kind, ErrorKind::MemoryLimit, "{e:?}");
     assert_eq!(
         e.message,
-        "the program exceeded its 64 MiB memory limit; process the data in smaller pieces, or raise memory_bytes"
+        "the program exceeded its 64 MiB memory limit; process the data in smaller pieces (the limit is the policy's limits.memory, which only the operator can raise)"
     );
+    // The key named is one that exists: the policy's, not the wire's `memory_bytes`.
+    assert!(!e.message.contains("_bytes"), "{}", e.message);
     let e = js("const parts = [];\nwhile (true) parts.push('x'.repeat(1 << 20) + parts.length)")
         .error()
         .clone();
@@ -1236,6 +1386,11 @@ fn deep_recursion_is_a_stack_overflow() {
     assert!(
         e.message
             .starts_with("the program exceeded its 1 MiB stack limit"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("limits.stack") && !e.message.contains("_bytes"),
         "{}",
         e.message
     );
@@ -2182,7 +2337,105 @@ fn iterating_an_object_result() {
         e.explanation.as_deref(),
         Some(
             "g is not iterable: g is the result of tools.memory.read_graph (line 1), an object \
-             with keys entities (array of 3), relations (empty array)"
+             with keys entities (array of 3), relations (empty array); its arrays are \
+             g.entities, g.relations"
+        )
+    );
+}
+
+#[test]
+fn not_a_function_names_the_value_and_what_it_has() {
+    // An array method on an object that holds the array.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\ng.filter((e: any) => e.name);",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "g.filter is not a function: g is the result of tools.memory.read_graph (line 1), an \
+             object with keys entities (array of 3), relations (empty array), not an array; its \
+             arrays are g.entities, g.relations"
+        )
+    );
+    // A method arrays do not have.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\nconst entities = g.entities;\nentities.get(0);",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "entities.get is not a function: entities is .entities of the result of \
+             tools.memory.read_graph (line 1), an array of 3 (the first an object with keys name, \
+             entityType, observations); arrays have .filter, .map, .find, .forEach, .some, \
+             .reduce, .length"
+        )
+    );
+    // A member that is there but is data: what it is.
+    assert_eq!(
+        explain_run(
+            "const g = await tools.memory.read_graph({});\ng.entities();",
+            &[("memory.read_graph", GRAPH)],
+        )
+        .as_deref(),
+        Some(
+            "g.entities is not a function: g.entities is .entities of the result of \
+             tools.memory.read_graph (line 1), an array of 3 (the first an object with keys name, \
+             entityType, observations)"
+        )
+    );
+}
+
+#[test]
+fn values_of_the_wrong_kind_say_how_to_convert_them() {
+    const CONFIG: &str = r#"{"entities":[{"name":"cfg","observations":["{\"port\":8080,\"token\":\"ghp_0123456789abcdefghijABCDEFGHIJ012345\"}"]}]}"#;
+    // JSON text read as an object: the keys it holds, never their values.
+    let text = explain_run(
+        "const r = await tools.memory.open_nodes({ names: ['cfg'] });\nconst o = r.entities[0].observations[0];\nreturn o.port.toFixed(0);",
+        &[("memory.open_nodes", CONFIG)],
+    )
+    .expect("explained");
+    assert_eq!(
+        text,
+        "o.port is undefined: o is .entities[0].observations[0] of the result of \
+         tools.memory.open_nodes (line 1), a string, not an object; it is JSON text (an object \
+         with keys port, token): JSON.parse(o) first"
+    );
+    assert!(!text.contains("ghp_") && !text.contains("8080"), "{text}");
+    // JSON text of an array used as one.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.list({});\ns.map((x: any) => x.id);",
+            &[("x.list", r#""[{\"id\":1},{\"id\":2}]""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.map is not a function: s is the result of tools.x.list (line 1), a string, not an \
+             array; it is JSON text (an array of 2): JSON.parse(s) first"
+        )
+    );
+    // A number written out, used as a number.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.total({});\ns.toFixed(2);",
+            &[("x.total", r#"" 42.5 ""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.toFixed is not a function: s is the result of tools.x.total (line 1), a string, \
+             not a number; it is a number written out: Number(s) first"
+        )
+    );
+    // Text that is not JSON: no advice to parse it.
+    assert_eq!(
+        explain_run(
+            "const s = await tools.x.text({});\ns.items.length",
+            &[("x.text", r#""{ not json""#)],
+        )
+        .as_deref(),
+        Some(
+            "s.items is undefined: s is the result of tools.x.text (line 1), a string, not an object"
         )
     );
 }
@@ -2430,7 +2683,7 @@ fn string_and_number_results() {
         )
         .as_deref(),
         Some(
-            "n.toUpperCase is not a function: n is the result of tools.x.count (line 1), a number, not a string"
+            "n.toUpperCase is not a function: n is the result of tools.x.count (line 1), a number, not a string; convert it first: String(n)"
         )
     );
     assert_eq!(

@@ -6,7 +6,7 @@
 use super::Failure;
 use super::bindings::{Key, Origin, Scan};
 use super::results::{PROMISE_METHODS, Results, Walk, is_object_method, method_of, walk};
-use super::shapes::{not_an_object, origin_text, shape_at};
+use super::shapes::{Wanted, conversion, not_an_object, origin_text, shape_at};
 use super::source_text::{Segment, Step, chain_start, compact, is_name, parse_chain};
 use rquickjs::{Ctx, Type, Value};
 
@@ -226,13 +226,14 @@ impl<'c, 's, 'js> ChainInResult<'c, 's, 'js> {
         if !agrees {
             return None;
         }
+        let object = c.object(i)?;
         Some(format!(
-            "{} is {what}: {} is {} (line {line}), {}{}",
+            "{} is {what}: {object} is {} (line {line}), {}{}{}",
             c.text(c.chain[i].end)?,
-            c.object(i)?,
             origin_text(tool, &self.path_to(i)),
             shape_at(&parent, &self.path_to(i)),
             not_an_object(&parent, &self.keys[i - 1]),
+            conversion(self.ctx, &parent, &object, Wanted::Object),
         ))
     }
 
@@ -254,31 +255,37 @@ impl<'c, 's, 'js> ChainInResult<'c, 's, 'js> {
             return None;
         }
         let key = &self.keys[i - 1];
+        let called = c.text(c.chain[i].end)?;
+        let Walk::Found(receiver) = self.walk(&self.path_to(i)) else {
+            return None;
+        };
+        let object = c.object(i)?;
         let not = match self.walk(&self.path_to(i + 1)) {
-            // A JSON value is never a function.
-            Walk::Found(_) => String::new(),
+            // A JSON value is never a function: say what the member is.
+            Walk::Found(member) => {
+                let path = self.path_to(i + 1);
+                return Some(format!(
+                    "{called} is not a function: {called} is {} (line {line}), {}",
+                    origin_text(tool, &path),
+                    shape_at(&member, &path),
+                ));
+            }
             Walk::Broke {
                 i: at, null: false, ..
             } if at + 1 == self.base + i => match key {
                 Key::Name(name) => {
-                    let Walk::Found(receiver) = self.walk(&self.path_to(i)) else {
-                        return None;
-                    };
-                    method_of(&receiver, name)
+                    let kind = method_of(&receiver, name)
                         .map(|kind| format!(", not {kind}"))
-                        .unwrap_or_default()
+                        .unwrap_or_default();
+                    let wanted = Wanted::method(name);
+                    format!("{kind}{}", conversion(self.ctx, &receiver, &object, wanted))
                 }
                 _ => String::new(),
             },
             _ => return None,
         };
-        let Walk::Found(receiver) = self.walk(&self.path_to(i)) else {
-            return None;
-        };
         Some(format!(
-            "{} is not a function: {} is {} (line {line}), {}{not}",
-            c.text(c.chain[i].end)?,
-            c.object(i)?,
+            "{called} is not a function: {object} is {} (line {line}), {}{not}",
             origin_text(tool, &self.path_to(i)),
             shape_at(&receiver, &self.path_to(i)),
         ))
@@ -300,9 +307,10 @@ impl<'c, 's, 'js> ChainInResult<'c, 's, 'js> {
         }
         let whole = c.text(c.chain.last()?.end)?;
         Some(format!(
-            "{whole} is not iterable: {whole} is {} (line {line}), {}",
+            "{whole} is not iterable: {whole} is {} (line {line}), {}{}",
             origin_text(tool, &path),
             shape_at(&value, &path),
+            conversion(self.ctx, &value, &whole, Wanted::Array),
         ))
     }
 }

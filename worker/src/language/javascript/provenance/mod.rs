@@ -83,13 +83,13 @@ pub(super) fn explain(
     if let Some(at) = at
         && let Some(found) = at_position(&scan, failed.source, at, failure, &values)
     {
-        return Some(found);
+        return Some(shapes::at_most(found));
     }
     if matches!(
         failure,
         Failure::ToObject | Failure::PropertyOf("Symbol.iterator", false)
     ) {
-        return destructured(&scan, failed.source, at, failure, &values);
+        return destructured(&scan, failed.source, at, failure, &values).map(shapes::at_most);
     }
     None
 }

@@ -148,7 +148,7 @@ const OBJECT_METHODS: &[&str] = &[
     "__lookupSetter__",
 ];
 
-const ARRAY_METHODS: &[&str] = &[
+pub(super) const ARRAY_METHODS: &[&str] = &[
     "at",
     "concat",
     "copyWithin",
@@ -187,7 +187,7 @@ const ARRAY_METHODS: &[&str] = &[
     "with",
 ];
 
-const STRING_METHODS: &[&str] = &[
+pub(super) const STRING_METHODS: &[&str] = &[
     "at",
     "charAt",
     "charCodeAt",

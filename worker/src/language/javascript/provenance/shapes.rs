@@ -2,10 +2,15 @@
 //! tool's result it was, in the words of an explanation.
 
 use super::bindings::Key;
+use super::results::{ARRAY_METHODS, STRING_METHODS};
 use super::source_text::is_name;
-use rquickjs::{Type, Value};
+use rquickjs::{Ctx, Type, Value};
 
-const MAX_SHAPE: usize = 280;
+const MAX_SHAPE: usize = 150;
+/// Longest explanation: what an agent reads must stay short (shapes are cut before this).
+pub(super) const MAX_EXPLANATION: usize = 300;
+/// Longest string looked into for JSON text a program forgot to parse.
+const MAX_JSON_TEXT: usize = 64 * 1024;
 const MAX_KEY: usize = 40;
 /// Array elements looked at to say their type.
 const MAX_ITEMS: usize = 100;
@@ -145,6 +150,134 @@ pub(super) fn shape_at(value: &Value<'_>, path: &[Key]) -> String {
     } else {
         shape(value)
     }
+}
+
+/// What a program needed a value to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wanted {
+    /// An object: a property was read from it.
+    Object,
+    /// An array: an array method was called or it was iterated.
+    Array,
+    /// A string: a string method was called.
+    String,
+    /// A number: a number method was called.
+    Number,
+    /// A method the value does not have, of no kind in particular.
+    Method,
+}
+
+impl Wanted {
+    /// What a call of method `name` needs its receiver to be.
+    pub(super) fn method(name: &str) -> Wanted {
+        if ARRAY_METHODS.contains(&name) {
+            Wanted::Array
+        } else if STRING_METHODS.contains(&name) {
+            Wanted::String
+        } else if matches!(name, "toFixed" | "toPrecision" | "toExponential") {
+            Wanted::Number
+        } else {
+            Wanted::Method
+        }
+    }
+}
+
+/// How to turn `value` (named `name` in the program) into what the program needed, when
+/// it says: `; it is JSON text (an object with keys a, b): JSON.parse(s) first`,
+/// `; convert it: String(n)`, `; its arrays: r.items`, `; arrays have .filter, .map, …`.
+/// Names keys and kinds only, never a string's content.
+pub(super) fn conversion(ctx: &Ctx<'_>, value: &Value<'_>, name: &str, wanted: Wanted) -> String {
+    match (value.type_of(), wanted) {
+        (Type::String, Wanted::Object | Wanted::Array | Wanted::Number) => {
+            json_text(ctx, value, name, wanted).unwrap_or_default()
+        }
+        (Type::Int | Type::Float | Type::Bool, Wanted::String) => {
+            format!("; convert it first: String({name})")
+        }
+        (Type::Object, Wanted::Array) => {
+            let Some(object) = value.as_object() else {
+                return String::new();
+            };
+            let arrays: Vec<String> = object
+                .props::<String, Value>()
+                .flatten()
+                .filter(|(k, v)| v.is_array() && is_name(k))
+                .take(3)
+                .map(|(k, _)| format!("{name}.{}", short_key(&k)))
+                .collect();
+            match arrays.len() {
+                0 => String::new(),
+                1 => format!("; its array is {}", arrays[0]),
+                _ => format!("; its arrays are {}", arrays.join(", ")),
+            }
+        }
+        (Type::Array, Wanted::Method) => {
+            "; arrays have .filter, .map, .find, .forEach, .some, .reduce, .length".to_owned()
+        }
+        (Type::String, Wanted::Method) => {
+            "; strings have .split, .slice, .includes, .trim, .length".to_owned()
+        }
+        _ => String::new(),
+    }
+}
+
+/// A string that is JSON text (or a number written out), and how to parse it.
+fn json_text(ctx: &Ctx<'_>, value: &Value<'_>, name: &str, wanted: Wanted) -> Option<String> {
+    let text = value.as_string()?.to_string().ok()?;
+    let trimmed = text.trim();
+    if trimmed.len() > MAX_JSON_TEXT {
+        return None;
+    }
+    if wanted == Wanted::Number {
+        return (!trimmed.is_empty() && trimmed.parse::<f64>().is_ok_and(f64::is_finite))
+            .then(|| format!("; it is a number written out: Number({name}) first"));
+    }
+    if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+        return None;
+    }
+    let parsed = match ctx.json_parse(trimmed) {
+        Ok(parsed) => parsed,
+        Err(_) => {
+            let _ = ctx.catch();
+            return None;
+        }
+    };
+    let what = match parsed.type_of() {
+        Type::Array => format!("an {}", type_word(&parsed)),
+        Type::Object => {
+            let object = parsed.as_object()?;
+            let mut keys = Vec::new();
+            let mut used = 0;
+            let mut all = 0;
+            for key in object.keys::<String>().flatten() {
+                all += 1;
+                if used < 60 {
+                    used += key.len() + 2;
+                    keys.push(short_key(&key));
+                }
+            }
+            let more = if keys.len() < all { ", …" } else { "" };
+            if keys.is_empty() {
+                "an empty object".to_owned()
+            } else {
+                format!("an object with keys {}{more}", keys.join(", "))
+            }
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "; it is JSON text ({what}): JSON.parse({name}) first"
+    ))
+}
+
+/// `text` cut to [`MAX_EXPLANATION`] characters.
+pub(super) fn at_most(text: String) -> String {
+    if text.chars().count() <= MAX_EXPLANATION {
+        return text;
+    }
+    let mut cut: String = text.chars().take(MAX_EXPLANATION - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// `, not an object` after a read of a key on a string, number, boolean or array (by name).

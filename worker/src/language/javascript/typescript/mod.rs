@@ -8,10 +8,12 @@
 //! 2. oxc parses the code as a module (strict mode, top-level `await`) that may `return` at top
 //!    level, and runs its semantic checks, so syntax errors carry oxc's message and the line
 //!    and column in the code the agent sent;
-//! 3. `import`/`export` of values is rejected (there are no modules; tools are reached through
-//!    `tools.<server>.<tool>()`); type-only imports and exports are accepted at the top level
-//!    (and in `namespace` bodies) and erased, and refused anywhere else; so are decorators,
-//!    which the engine does not have;
+//! 3. `import`/`export` of values (and `import()`) is rejected (there are no modules; tools are
+//!    reached through `tools.<server>.<tool>()`); type-only imports and exports are accepted at
+//!    the top level (and in `namespace` bodies) and erased, and refused anywhere else; so are
+//!    decorators, which the engine does not have; after the semantic checks, so is a free use
+//!    of a host API the sandbox lacks (`require`, `fetch`, timers, `process`, `fs`), which
+//!    would otherwise fail only when reached;
 //! 4. TypeScript only, and only when the program has TypeScript syntax (one that has none is
 //!    JavaScript already and comes out the same): oxc's transformer strips types (and lowers
 //!    `enum`/`namespace`); nothing else is down-levelled: QuickJS-ng runs modern ECMAScript
@@ -34,7 +36,8 @@
 //! that runs before oxc does ([`check_nesting`]); `scan` is the one walk that finds
 //! TypeScript syntax and what a program cannot have, with `spelling` for the names and
 //! literals whose lexer reports oxc may lose; `completion` makes the completion value the
-//! return value, by rewriting or by splicing; `positions` maps offsets and the engine's
+//! return value, by rewriting or by splicing; `unavailable` finds the free uses of host APIs
+//! the sandbox does not have; `positions` maps offsets and the engine's
 //! positions back to the agent's code; `diagnostics` turns oxc's errors into the agent's
 //! syntax errors.
 //!
@@ -48,6 +51,7 @@ mod nesting;
 mod positions;
 mod scan;
 mod spelling;
+mod unavailable;
 
 #[cfg(test)]
 mod tests;
@@ -238,6 +242,14 @@ fn prepare(
             semantic.diagnostics.into_vec(),
             &lines,
         ));
+    }
+    // Before anything runs: a free `require`, `fetch`, timer, `process` or `fs` would fail
+    // only when reached, after the tool calls before it were made.
+    if let Some((span, message)) =
+        unavailable::first_unavailable(&program, semantic.semantic.scoping())
+    {
+        let (line, column) = lines.position(span.start);
+        return Err(syntax_error(message, line, column));
     }
 
     let may_splice = transform == Transform::WhenNeeded;

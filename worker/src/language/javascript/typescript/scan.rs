@@ -220,6 +220,8 @@ pub(super) enum Unsupported {
     /// `import.meta`: oxc accepts it in a module, and a TypeScript program is parsed as one;
     /// the engine runs a script, where it does not parse.
     ImportMeta,
+    /// `import(…)`: there are no modules to load (the engine would refuse it when reached).
+    DynamicImport,
     /// A backslash in a name that does not begin a Unicode escape ([`misspelled_name`]).
     InvalidEscape,
     /// An escape in a name that spells a character no name can have there.
@@ -269,6 +271,11 @@ impl Unsupported {
             Unsupported::InvalidNumericSeparator => {
                 "Invalid numeric separator: `_` can only stand between two digits (`1_000`), \
                  and not after a leading zero; remove it"
+            }
+            Unsupported::DynamicImport => {
+                "`import()` is not available: a program has no modules to load; it reaches \
+                 tools through `tools.<server>.<tool>(args)` (the SDK's README.md lists the \
+                 namespaces)"
             }
             Unsupported::ImportMeta => {
                 "`import.meta` is not available: a program is a script, not a module, and has \
@@ -342,6 +349,11 @@ impl<'a> Visit<'a> for Scan<'_> {
     fn visit_decorator(&mut self, it: &oxc::ast::ast::Decorator<'a>) {
         self.found(it.span, Unsupported::Decorator);
         oxc::ast_visit::walk::walk_decorator(self, it);
+    }
+
+    fn visit_import_expression(&mut self, it: &oxc::ast::ast::ImportExpression<'a>) {
+        self.found(it.span, Unsupported::DynamicImport);
+        oxc::ast_visit::walk::walk_import_expression(self, it);
     }
 
     fn visit_import_meta(&mut self, it: &oxc::ast::ast::ImportMeta) {

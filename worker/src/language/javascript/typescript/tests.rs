@@ -748,10 +748,48 @@ fn type_only_imports_are_erased() {
 }
 
 #[test]
-fn dynamic_import_and_require_are_left_to_the_runtime() {
-    // They fail at run time (no module loader, no `require`), not at compile time.
-    js("await import('os')");
-    js("require('fs')");
+fn dynamic_import_and_host_apis_are_refused_before_the_program_runs() {
+    // At run time they would fail only when reached, after the tool calls before them.
+    for language in [Language::JavaScript, Language::TypeScript] {
+        let e = syntax("const a = 1;\nawait import('os')", language);
+        assert_eq!((e.line, e.column), (Some(2), Some(7)), "{e:?}");
+        assert!(
+            e.message.starts_with("`import()` is not available"),
+            "{e:?}"
+        );
+        for (code, name, column) in [
+            ("require('fs')", "require", 1),
+            ("const x = 1;\nawait fetch('https://x')", "fetch", 7),
+            ("clearTimeout(1)", "clearTimeout", 1),
+            ("new XMLHttpRequest()", "XMLHttpRequest", 5),
+            ("const p = process.argv", "process", 11),
+            (
+                "if (typeof fs === 'object') { fs.readFileSync('x') }",
+                "fs",
+                31,
+            ),
+        ] {
+            let e = syntax(code, language);
+            assert_eq!(e.column, Some(column), "{code}: {e:?}");
+            assert!(
+                e.message
+                    .starts_with(&format!("`{name}` is not available: ")),
+                "{code}: {e:?}"
+            );
+        }
+        // The first use in the program is the one named, whatever the names' order.
+        let e = syntax("fs.x;\nrequire('y');\nfetch('z')", language);
+        assert!(e.message.starts_with("`fs` "), "{e:?}");
+        let e = syntax("fetch('z');\nfs.x", language);
+        assert!(e.message.starts_with("`fetch` "), "{e:?}");
+    }
+    // Declared, a property, a key, a string, `typeof`: not a free use.
+    js("const require = (m) => m;\nrequire('fs')");
+    js("function f(fetch, process) { return fetch(process) }\nf((x) => x, 1)");
+    js(
+        "const o = { require: 1, setTimeout: 2 };\n[o.require, o.setTimeout, 'fetch', typeof fetch]",
+    );
+    ts("let t: typeof setTimeout | undefined;\nt");
 }
 
 #[test]
