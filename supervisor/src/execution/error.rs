@@ -96,7 +96,7 @@ fn kind_of(kind: ErrorKind) -> ExecutionErrorKind {
 
 fn hint_for(kind: ErrorKind) -> Option<String> {
     Some(match kind {
-        ErrorKind::Syntax => "fix the syntax at the given line and column; programs are TypeScript (or JavaScript) scripts, not modules: no import/export".into(),
+        ErrorKind::Syntax => "fix the syntax at the given line and column; programs are TypeScript (or JavaScript) scripts, not modules (no import/export), and reach the outside only through tools.*".into(),
         ErrorKind::Timeout => timeout_hint(),
         ErrorKind::MemoryLimit => "process data in smaller pieces or keep fewer values alive; the heap limit is set by the operator (limits.memory)".into(),
         ErrorKind::StackOverflow => "the program recursed too deeply; use a loop or an explicit stack".into(),
