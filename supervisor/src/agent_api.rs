@@ -320,6 +320,35 @@ pub struct ApprovalRequest {
     pub reason: Option<String>,
 }
 
+/// How an approval ended, as the journal keeps it and the audit log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Approved,
+    Denied,
+    /// Nobody decided within `[approvals] ttl`: a denial.
+    Expired,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approved => "approved",
+            Verdict::Denied => "denied",
+            Verdict::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Verdict> {
+        match text {
+            "approved" => Some(Verdict::Approved),
+            "denied" => Some(Verdict::Denied),
+            "expired" => Some(Verdict::Expired),
+            _ => None,
+        }
+    }
+}
+
 /// An approver's answer.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -419,22 +448,24 @@ impl RequestLanguage {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Error,
-    Timeout,
-    /// The streaming client hung up before the end, and the program was stopped. Nobody
-    /// receives this response; it is what the audit log and the metrics record.
-    Cancelled,
-    /// The program can go no further until someone outside the daemon answers: the client's
-    /// tools (`pending_calls`).
-    Waiting,
-    /// A detached execution waits for a slot (`GET /v1/executions/<id>` only).
-    Queued,
-    /// A detached execution runs (`GET /v1/executions/<id>` only).
-    Running,
+wire_code! {
+    /// How an execution stands or ended (`status`), as the response, the audit log and the
+    /// metrics name it.
+    pub enum Status {
+        Ok => "ok",
+        Error => "error",
+        Timeout => "timeout",
+        /// The streaming client hung up before the end, and the program was stopped. Nobody
+        /// receives this response; it is what the audit log and the metrics record.
+        Cancelled => "cancelled",
+        /// The program can go no further until someone outside the daemon answers: the
+        /// client's tools (`pending_calls`).
+        Waiting => "waiting",
+        /// A detached execution waits for a slot (`GET /v1/executions/<id>` only).
+        Queued => "queued",
+        /// A detached execution runs (`GET /v1/executions/<id>` only).
+        Running => "running",
+    }
 }
 
 /// The answer to an execution (also the last event of a streamed execution).

@@ -72,11 +72,21 @@ const PRELOAD_MAX_BYTES: u64 = 16 << 20;
 /// one record) bounds it.
 const FOLD_AT_BYTES: u64 = 16 << 20;
 
+/// Whether the journal works, as `/v1/health` names it.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalStatus {
+    Ok,
+    /// `[journal] enabled = false`.
+    Disabled,
+    /// It could not be opened, or a write failed (`error` says why).
+    Unavailable,
+}
+
 /// What `/v1/health` says of the journal.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct JournalHealth {
-    /// `ok`, `disabled` (`[journal] enabled = false`) or `unavailable`.
-    pub status: &'static str,
+    pub status: JournalStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -205,12 +215,12 @@ impl JournalState {
         match self {
             JournalState::Ready(journal) => journal.health(),
             JournalState::Disabled => JournalHealth {
-                status: "disabled",
+                status: JournalStatus::Disabled,
                 error: None,
                 bytes: None,
             },
             JournalState::Unavailable(why) => JournalHealth {
-                status: "unavailable",
+                status: JournalStatus::Unavailable,
                 error: Some(why.clone()),
                 bytes: None,
             },
@@ -350,9 +360,9 @@ impl Journal {
             .clone();
         JournalHealth {
             status: if failure.is_some() {
-                "unavailable"
+                JournalStatus::Unavailable
             } else {
-                "ok"
+                JournalStatus::Ok
             },
             error: failure,
             bytes: self.store.size_bytes().ok(),

@@ -42,6 +42,19 @@ use airlock_policy::CoercePolicy;
 use serde_json::{Map, Number, Value};
 use std::cell::Cell;
 
+/// Why a tool's schema cannot be used: it is not valid JSON Schema (the validator's own
+/// message, which names the keyword at fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("{0}")]
+    NotJsonSchema(String),
+}
+
+/// `schema` compiled, or why it is not valid JSON Schema.
+pub fn validator(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
+    jsonschema::validator_for(schema).map_err(|e| SchemaError::NotJsonSchema(e.to_string()))
+}
+
 /// A declared output schema, compiled, and kept for coercing results that break it.
 #[derive(Debug)]
 pub struct OutputSchema {
@@ -50,9 +63,9 @@ pub struct OutputSchema {
 }
 
 impl OutputSchema {
-    /// `None`, with why, when it is not valid JSON Schema.
-    pub fn compile(schema: &Value) -> Result<OutputSchema, String> {
-        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    /// The schema compiled, or why it is not valid JSON Schema.
+    pub fn compile(schema: &Value) -> Result<OutputSchema, SchemaError> {
+        let validator = validator(schema)?;
         Ok(OutputSchema {
             validator,
             schema: schema.clone(),

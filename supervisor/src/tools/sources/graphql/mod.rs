@@ -41,7 +41,7 @@ mod selection;
 mod send;
 
 pub use load::GraphQlLoadError;
-pub use send::parses_as_document;
+pub use send::{DocumentError, parses_as_document};
 
 use crate::secrets::store::SecretStore;
 use crate::tools::coercion::OutputSchema;

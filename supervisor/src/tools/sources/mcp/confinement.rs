@@ -156,10 +156,28 @@ impl ServerHost {
     }
 }
 
+/// Why a server cannot run as the account its entry (or the host's default) names.
+#[derive(Debug, thiserror::Error)]
+pub enum RunAsError {
+    #[error(
+        "its user \"{0}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"
+    )]
+    NoSuchUser(String),
+    #[error("looking up its user \"{name}\": {cause}")]
+    Lookup {
+        name: String,
+        cause: nix::errno::Errno,
+    },
+    #[error(
+        "it is to run as user \"{name}\" (uid {uid}), and only a daemon running as root can start it so (this one runs as uid {daemon}): remove its `user`, or run airlockd as root"
+    )]
+    NotRoot { name: String, uid: u32, daemon: u32 },
+}
+
 /// The account a server runs as, when it is not the daemon's own: its `user`, else the host's
 /// default (a root daemon's `server_user` or `nobody`). A daemon that is not root cannot
 /// switch: a `user` other than its own refuses the server.
-fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, String> {
+fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, RunAsError> {
     run_as_from(confinement, host, airlock_policy::account::effective_uid())
 }
 
@@ -168,29 +186,32 @@ fn run_as_from(
     confinement: &Confinement,
     host: &ServerHost,
     daemon: u32,
-) -> Result<Option<RunAs>, String> {
+) -> Result<Option<RunAs>, RunAsError> {
     let Some(name) = account(confinement, host) else {
         return Ok(None);
     };
     let user = match name.parse::<u32>() {
         Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
             .map(|found| found.unwrap_or_else(|| numeric_user(uid))),
-        Err(_) => nix::unistd::User::from_name(name).and_then(|found| {
-            found.ok_or(nix::errno::Errno::ENOENT)
-        }),
+        Err(_) => nix::unistd::User::from_name(name)
+            .and_then(|found| found.ok_or(nix::errno::Errno::ENOENT)),
     }
-    .map_err(|e| match e {
-        nix::errno::Errno::ENOENT => format!("its user \"{name}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"),
-        e => format!("looking up its user \"{name}\": {e}"),
+    .map_err(|cause| match cause {
+        nix::errno::Errno::ENOENT => RunAsError::NoSuchUser(name.clone()),
+        cause => RunAsError::Lookup {
+            name: name.clone(),
+            cause,
+        },
     })?;
     if user.uid.as_raw() == daemon {
         return Ok(None);
     }
     if daemon != 0 {
-        return Err(format!(
-            "it is to run as user \"{name}\" (uid {}), and only a daemon running as root can start it so (this one runs as uid {daemon}): remove its `user`, or run airlockd as root",
-            user.uid
-        ));
+        return Err(RunAsError::NotRoot {
+            name: name.clone(),
+            uid: user.uid.as_raw(),
+            daemon,
+        });
     }
     Ok(Some(RunAs {
         name: name.clone(),
@@ -330,7 +351,7 @@ pub fn profile_granted(
     read.sort_by(|a, b| a.0.cmp(&b.0));
     read.dedup_by(|later, earlier| later.0 == earlier.0);
     let (read, reasons): (Vec<PathBuf>, Vec<String>) = read.into_iter().unzip();
-    let run_as = run_as(confinement, host).map_err(unavailable)?;
+    let run_as = run_as(confinement, host).map_err(|e| unavailable(e.to_string()))?;
     let profile = Profile {
         name: name.to_owned(),
         mode: match confinement.mode {
@@ -805,7 +826,9 @@ mod tests {
         };
         // A daemon running as uid 65534 cannot switch to root: the server is refused, naming
         // the account and both ways out.
-        let refused = run_as_from(&confinement, &host, 65534).unwrap_err();
+        let refused = run_as_from(&confinement, &host, 65534)
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("\"root\" (uid 0)"), "{refused}");
         assert!(refused.contains("runs as uid 65534"), "{refused}");
         assert!(refused.contains("remove its `user`"), "{refused}");
@@ -823,7 +846,7 @@ mod tests {
             user: Some("no-such-account-here".into()),
             ..Confinement::default()
         };
-        let refused = run_as_from(&missing, &host, 0).unwrap_err();
+        let refused = run_as_from(&missing, &host, 0).unwrap_err().to_string();
         assert!(refused.contains("does not exist on this host"), "{refused}");
     }
 

@@ -46,7 +46,7 @@ mod request_body;
 mod schema;
 mod send;
 
-pub use load::OpenApiError;
+pub use load::{BaseUrlError, OpenApiError};
 pub use send::MAX_EXCERPT_BYTES;
 
 use crate::secrets::store::SecretStore;
