@@ -20,7 +20,9 @@ use crate::secrets::store::SecretStore;
 use crate::tools::ToolError;
 use crate::tools::sources::settings::Settings;
 use airlock_confine::{Mode, Network, Profile, RunAs, ServerLimits};
-use airlock_policy::{ConfineMode, Confinement, ServerNetwork, ServerTransport, ToolServer};
+use airlock_policy::{
+    ConfineMode, Confinement, DaemonSettings, ServerNetwork, ServerTransport, ToolServer,
+};
 use std::path::{Path, PathBuf};
 
 /// Directories of the system every server may read and execute.
@@ -122,6 +124,40 @@ impl ServerHost {
         }
     }
 
+    /// Where a daemon on `settings` launches its servers from and keeps their files, and what
+    /// none of them may reach: the one place this is decided, for `airlockd` and for `airlock
+    /// policy explain --config` (which describes what a daemon started beside it would do).
+    ///
+    /// `worker` is the daemon's worker binary (the launcher is beside it); `state` its state
+    /// directory, else systemd's or the user's, else `airlock` in the temporary directory;
+    /// `policy` its policy file (covered with its drop-in directory); `protected` more paths
+    /// no server may reach (the socket); `data` the audit log's and the journal's own
+    /// directories, when they have them. `$CREDENTIALS_DIRECTORY` is covered when it is set.
+    pub fn of_daemon(
+        worker: &Path,
+        state: Option<PathBuf>,
+        policy: Option<&Path>,
+        settings: &DaemonSettings,
+        mut protected: Vec<PathBuf>,
+        data: Vec<PathBuf>,
+    ) -> ServerHost {
+        let state = state
+            .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
+            .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
+        // The audit log's and the journal's own directories, when they have them, are covered
+        // like the policy; not one that holds the state directory, where the servers' scratch
+        // directories are (no grant may contain it all the same: ServerHost protects the state).
+        protected.extend(data.into_iter().filter(|dir| !state.starts_with(dir)));
+        if let Some(path) = policy {
+            protected.push(path.to_owned());
+            protected.push(airlock_policy::policy_file::drop_in_directory(path));
+        }
+        if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
+            protected.push(PathBuf::from(credentials));
+        }
+        ServerHost::new(worker, &state, protected).with_server_user(server_user(settings))
+    }
+
     /// The same, with the account its confined servers run as by default (see
     /// [`ServerHost::server_user`]).
     pub fn with_server_user(mut self, user: Option<String>) -> ServerHost {
@@ -218,6 +254,19 @@ fn run_as_from(
         uid: user.uid.as_raw(),
         gid: user.gid.as_raw(),
     }))
+}
+
+/// The account a daemon running as root starts its confined servers as (unless an entry names
+/// its own `user`): `[daemon] server_user`, else `nobody`. Root's servers never keep uid 0 by
+/// default: the files of the host's root would be theirs to read. Other daemons' servers run
+/// as the daemon's user.
+pub fn server_user(settings: &DaemonSettings) -> Option<String> {
+    (airlock_policy::account::effective_uid() == 0).then(|| {
+        settings
+            .server_user
+            .clone()
+            .unwrap_or_else(|| "nobody".to_owned())
+    })
 }
 
 /// The account a server is to run as, as the policy names it: its `user`, else the host's
@@ -482,6 +531,18 @@ pub fn describe_server(
         host,
         &settings,
     ))
+}
+
+/// What `airlock policy explain --server NAME` shows of any `[[server]]`: [`describe_server`]
+/// for a stdio server (without credentials: a description never reads them), a line saying so
+/// for a `url` server.
+pub fn server_description(server: &ToolServer, host: &ServerHost) -> String {
+    describe_server(server, host, &SecretStore::empty()).unwrap_or_else(|| {
+        format!(
+            "server `{}`: a Streamable HTTP server, reached at its url; nothing is started or confined",
+            server.name
+        )
+    })
 }
 
 /// What `airlock policy explain` shows of a stdio server: how it would be confined, or why
