@@ -12,18 +12,18 @@
 //! response can say its record may be missing. The next successful write clears it.
 //!
 //! Submodules:
-//! - [`record`]: [`ExecutionRecord`], [`ToolCallRecord`], [`ApprovalRecord`] and [`CodeHash`];
-//! - [`argument_summary`]: the bounded, redacted shape of tool arguments that is stored instead
+//! - `record`: [`ExecutionRecord`], [`ToolCallRecord`], [`ApprovalRecord`] and [`CodeHash`];
+//! - `argument_summary`: the bounded, redacted shape of tool arguments that is stored instead
 //!   of the arguments;
 //! - [`query`]: reading the current and rotated files, filters, the table and JSON-lines output;
 //! - [`timestamp`]: UTC times and the `--since` forms;
 //! - `database` (private): files, modes, schema, rotation;
 //! - `writer` (private): the writer thread.
 
-pub mod argument_summary;
+pub(crate) mod argument_summary;
 pub(crate) mod database;
 pub mod query;
-pub mod record;
+pub(crate) mod record;
 pub mod timestamp;
 mod writer;
 

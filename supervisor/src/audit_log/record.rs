@@ -234,7 +234,7 @@ pub struct ApprovalRecord {
     /// expired.
     pub decided_by: Option<String>,
     pub decider_uid: Option<u32>,
-    /// The approver's reason, redacted and at most [`MAX_REASON_BYTES`].
+    /// The approver's reason, redacted and at most `MAX_REASON_BYTES`.
     pub reason: Option<String>,
     /// When it was decided (or expired).
     pub at: SystemTime,
@@ -243,7 +243,7 @@ pub struct ApprovalRecord {
 impl ApprovalRecord {
     /// A decision made now. `arguments` is summarised with `redact` exactly as a tool call's
     /// ([`ArgumentSummary::of`]) and dropped; `reason` goes through `redact` whole, then is cut
-    /// to [`MAX_REASON_BYTES`].
+    /// to `MAX_REASON_BYTES`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         approval_id: &str,

@@ -14,13 +14,13 @@
 //! A call's key is (tool, hash of its canonical arguments, occurrence of that pair within the
 //! execution), never its arrival order, so `Promise.all` replays the same way whichever call
 //! finishes first. Nothing here calls a tool or speaks HTTP: the call pipeline
-//! ([`crate::tools::call`]) asks, the execution service ([`crate::execution`]) opens sessions.
+//! (`crate::tools::call`) asks, the execution service (`crate::execution`) opens sessions.
 
 pub mod canonical;
 pub mod log;
 pub mod sqlite;
 pub mod store;
-pub mod usage;
+pub(crate) mod usage;
 
 use crate::agent_api::{ReplayMode, ToolError, ToolErrorCode};
 use airlock_policy::JournalSettings;

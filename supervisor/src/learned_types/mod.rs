@@ -7,19 +7,19 @@
 //!   schema), [`Observation`] (one result's shape and contradiction), [`Learning`] (what a
 //!   generation learns: the store and the sources whose learning the policy turned off);
 //! - [`shape`]: inference and merging (pure, bounded: depth, properties, size; shapes only);
-//! - [`drift`]: a result compared with a declared output schema;
-//! - [`store`]: the SQLite file, written in batches by [`run_writer`] and at once for a tool
+//! - `drift`: a result compared with a declared output schema;
+//! - `store`: the SQLite file, written in batches by [`run_writer`] and at once for a tool
 //!   whose result a program failed on ([`LearnedTypes::persist`]).
 //!
 //! What may live here: shapes, counts and dates, never a value (no string's text, no set of
 //! observed values). It calls no tool, reads no policy and renders no TypeScript: the call
-//! pipeline ([`crate::tools::call`]) hands it observations, the catalogue
-//! ([`crate::tools::catalogue`]) shows what it learned in the SDK of tools a principal may
+//! pipeline (`crate::tools::call`) hands it observations, the catalogue
+//! (`crate::tools::catalogue`) shows what it learned in the SDK of tools a principal may
 //! see, and only there.
 
-pub mod drift;
+pub(crate) mod drift;
 pub mod shape;
-pub mod store;
+pub(crate) mod store;
 
 use serde::Serialize;
 use serde_json::{Value, json};

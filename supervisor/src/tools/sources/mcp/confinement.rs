@@ -3,7 +3,7 @@
 //! that applies it and execs the server (see the `airlock-confine` crate for the layers).
 //!
 //! What a server may read: the system (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), what its
-//! command really runs ([`what_runs`]: the command found on its `PATH`, the file a symbolic
+//! command really runs (`what_runs`: the command found on its `PATH`, the file a symbolic
 //! link leads to, a script's `#!` interpreter, `/usr/bin/env X` resolved through the `PATH`,
 //! a virtualenv's base interpreter from its `pyvenv.cfg`, each with its install prefix:
 //! `/opt/node` for `/opt/node/bin/node`, the whole `node_modules` for a file in one, the
