@@ -313,7 +313,7 @@ pub struct PendingApproval {
 /// `POST /v1/approvals/<id>` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovalRequest {
+pub(crate) struct ApprovalRequest {
     pub decision: ApprovalDecision,
     /// Why, for the audit log and the program (a denial's message carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -360,7 +360,7 @@ pub enum ApprovalDecision {
 /// `POST /v1/executions/<id>/results` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClientResults {
+pub(crate) struct ClientResults {
     pub results: Vec<ClientResult>,
 }
 
@@ -795,12 +795,12 @@ pub enum ConsoleStream {
 
 /// Error body of every non-2xx answer: `{ "error": { "code", "message", "hint"? } }`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ApiError,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub code: ApiErrorCode,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,7 +3,7 @@
 //! answers the calls already made from the record instead of repeating their side effects,
 //! and an execution cut off by a restart can be finished by replay.
 //!
-//! - this file: [`Journal`] (the store, its health, its counters) and [`SessionRun`], what one
+//! - this file: [`Journal`] (the store, its health, its counters) and `SessionRun`, what one
 //!   execution of a session asks of it (keys, lookups, records);
 //! - [`canonical`]: RFC 8785 canonical JSON, for keys that do not depend on key order;
 //! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store;
@@ -38,7 +38,7 @@ use store::{
 use tracing::warn;
 
 /// The calls of one execution in call order: (tool, arguments hash) each.
-pub type CallOrder = Arc<[(String, String)]>;
+pub(crate) type CallOrder = Arc<[(String, String)]>;
 
 /// The journal of a daemon: its store, whether it works, and what it did.
 #[derive(Debug)]
@@ -134,7 +134,7 @@ impl SessionError {
 }
 
 /// What to do about a bound of the journal.
-pub fn full_hint(full: &Full) -> &'static str {
+pub(crate) fn full_hint(full: &Full) -> &'static str {
     match full {
         Full::Sessions { .. } => {
             "delete sessions you no longer need (DELETE /v1/sessions/<id>, airlock session delete <id>); unused ones are deleted after [journal] session_ttl_hours"
@@ -554,7 +554,7 @@ impl Drop for Settling {
 
 /// What one execution of a session asks of the journal.
 #[derive(Debug)]
-pub struct SessionRun {
+pub(crate) struct SessionRun {
     pub journal: Arc<Journal>,
     pub session: String,
     pub execution: String,
@@ -582,7 +582,7 @@ struct Occurrences {
 
 /// What the journal says of a call about to be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Answer it with this recorded result (and the clock it was recorded at).
     Replay { result: String, clock_ms: u64 },
     /// Make it, with this idempotency key; `resend` when it was sent before without a

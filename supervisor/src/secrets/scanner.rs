@@ -56,11 +56,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The rule id of known-secret findings, and the marker's name for them.
-pub const KNOWN_SECRET_RULE: &str = "known-secret";
+pub(crate) const KNOWN_SECRET_RULE: &str = "known-secret";
 
 /// The least a stream holds back: longer than any shape rule's bounded match (a PEM RSA-4096
 /// key is ~3.3 KB). Known secrets with a longer encoded form raise it.
-pub const MIN_STREAM_OVERLAP: usize = 4096;
+pub(crate) const MIN_STREAM_OVERLAP: usize = 4096;
 
 /// Errors building a scanner. They name the rule file and the rule.
 #[derive(Debug, thiserror::Error)]

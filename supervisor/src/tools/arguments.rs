@@ -86,7 +86,7 @@ impl ArgumentSchema {
         }
     }
 
-    /// `value` coerced to the schema ([`coercion::coerce_valid`]), when that is needed and
+    /// `value` coerced to the schema (`coercion::coerce_valid`), when that is needed and
     /// helps; `None` otherwise (and for a schema that does not compile).
     pub fn coerce(&self, value: &Value, place: CoercionPlace) -> Option<(Value, Vec<Coercion>)> {
         let validator = self.validator.as_ref().ok()?;

@@ -192,7 +192,7 @@ impl From<Result<Value, ToolError>> for SourceAnswer {
 
 /// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
 /// `Idempotency-Key` draft; the name Stripe-style APIs read).
-pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
 /// The `_meta` key of an MCP `tools/call` that carries [`CallContext::idempotency_key`]
 /// (MCP `_meta` keys are a prefix label, `/`, then the name).

@@ -85,7 +85,7 @@ impl std::fmt::Debug for HttpState {
 }
 
 /// The MCP door's Streamable HTTP service.
-pub type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+pub(crate) type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
     crate::api::mcp::McpDoor,
     rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
 >;

@@ -24,7 +24,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 /// The largest message read from stdin, and the largest answer or event accepted from the
 /// daemon (a response may carry a program's whole result, which the policy caps well below).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Connections to the daemon kept open between exchanges.
 const IDLE_CONNECTIONS: usize = 8;

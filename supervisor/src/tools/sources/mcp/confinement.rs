@@ -194,7 +194,7 @@ impl ServerHost {
 
 /// Why a server cannot run as the account its entry (or the host's default) names.
 #[derive(Debug, thiserror::Error)]
-pub enum RunAsError {
+pub(crate) enum RunAsError {
     #[error(
         "its user \"{0}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"
     )]
@@ -315,7 +315,7 @@ pub struct ServerCommand<'a> {
 }
 
 /// The launcher's profile for a server (its scratch directory is made by
-/// [`make_scratch`]).
+/// `make_scratch`).
 pub fn profile(
     name: &str,
     confinement: &Confinement,
@@ -328,7 +328,7 @@ pub fn profile(
 
 /// [`profile`], with why each path it may read was granted (for `airlock policy explain`):
 /// one reason per path of `read`, in its order.
-pub fn profile_granted(
+pub(crate) fn profile_granted(
     name: &str,
     confinement: &Confinement,
     started: &ServerCommand<'_>,
@@ -433,7 +433,7 @@ pub fn profile_granted(
 }
 
 /// The server's scratch directory `scratch` (and the directory of all of them), mode 0700.
-pub fn make_scratch(
+pub(crate) fn make_scratch(
     scratch: &Path,
     host: &ServerHost,
     run_as: Option<&RunAs>,
@@ -603,7 +603,7 @@ pub fn describe(
 /// Everything the launcher wrote on its status socket until it closed it (at the server's
 /// exec, or its own exit), at most 64 KiB, and the proxy's listening socket if it handed one
 /// over (`SCM_RIGHTS`, received close-on-exec so no other child inherits it).
-pub async fn read_status(
+pub(crate) async fn read_status(
     pipe: std::os::unix::net::UnixStream,
 ) -> std::io::Result<(Vec<u8>, Option<std::net::TcpListener>)> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
