@@ -313,11 +313,40 @@ pub struct PendingApproval {
 /// `POST /v1/approvals/<id>` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ApprovalRequest {
+pub(crate) struct ApprovalRequest {
     pub decision: ApprovalDecision,
     /// Why, for the audit log and the program (a denial's message carries it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// How an approval ended, as the journal keeps it and the audit log records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Approved,
+    Denied,
+    /// Nobody decided within `[approvals] ttl`: a denial.
+    Expired,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Approved => "approved",
+            Verdict::Denied => "denied",
+            Verdict::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Verdict> {
+        match text {
+            "approved" => Some(Verdict::Approved),
+            "denied" => Some(Verdict::Denied),
+            "expired" => Some(Verdict::Expired),
+            _ => None,
+        }
+    }
 }
 
 /// An approver's answer.
@@ -331,7 +360,7 @@ pub enum ApprovalDecision {
 /// `POST /v1/executions/<id>/results` body.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClientResults {
+pub(crate) struct ClientResults {
     pub results: Vec<ClientResult>,
 }
 
@@ -419,22 +448,24 @@ impl RequestLanguage {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Ok,
-    Error,
-    Timeout,
-    /// The streaming client hung up before the end, and the program was stopped. Nobody
-    /// receives this response; it is what the audit log and the metrics record.
-    Cancelled,
-    /// The program can go no further until someone outside the daemon answers: the client's
-    /// tools (`pending_calls`).
-    Waiting,
-    /// A detached execution waits for a slot (`GET /v1/executions/<id>` only).
-    Queued,
-    /// A detached execution runs (`GET /v1/executions/<id>` only).
-    Running,
+wire_code! {
+    /// How an execution stands or ended (`status`), as the response, the audit log and the
+    /// metrics name it.
+    pub enum Status {
+        Ok => "ok",
+        Error => "error",
+        Timeout => "timeout",
+        /// The streaming client hung up before the end, and the program was stopped. Nobody
+        /// receives this response; it is what the audit log and the metrics record.
+        Cancelled => "cancelled",
+        /// The program can go no further until someone outside the daemon answers: the
+        /// client's tools (`pending_calls`).
+        Waiting => "waiting",
+        /// A detached execution waits for a slot (`GET /v1/executions/<id>` only).
+        Queued => "queued",
+        /// A detached execution runs (`GET /v1/executions/<id>` only).
+        Running => "running",
+    }
 }
 
 /// The answer to an execution (also the last event of a streamed execution).
@@ -764,12 +795,12 @@ pub enum ConsoleStream {
 
 /// Error body of every non-2xx answer: `{ "error": { "code", "message", "hint"? } }`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ApiError,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub code: ApiErrorCode,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

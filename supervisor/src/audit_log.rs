@@ -12,18 +12,18 @@
 //! response can say its record may be missing. The next successful write clears it.
 //!
 //! Submodules:
-//! - [`record`]: [`ExecutionRecord`], [`ToolCallRecord`], [`ApprovalRecord`] and [`CodeHash`];
-//! - [`argument_summary`]: the bounded, redacted shape of tool arguments that is stored instead
+//! - `record`: [`ExecutionRecord`], [`ToolCallRecord`], [`ApprovalRecord`] and [`CodeHash`];
+//! - `argument_summary`: the bounded, redacted shape of tool arguments that is stored instead
 //!   of the arguments;
 //! - [`query`]: reading the current and rotated files, filters, the table and JSON-lines output;
 //! - [`timestamp`]: UTC times and the `--since` forms;
 //! - `database` (private): files, modes, schema, rotation;
 //! - `writer` (private): the writer thread.
 
-pub mod argument_summary;
+pub(crate) mod argument_summary;
 pub(crate) mod database;
 pub mod query;
-pub mod record;
+pub(crate) mod record;
 pub mod timestamp;
 mod writer;
 
@@ -46,7 +46,7 @@ use writer::{Message, Writer};
 /// Records that may wait for the writer. At the writer's measured rate (docs/performance.md)
 /// this is well under a second of backlog; past it, records are dropped and counted rather than
 /// making executions wait.
-pub const QUEUE_CAPACITY: usize = 4096;
+pub(crate) const QUEUE_CAPACITY: usize = 4096;
 
 /// Why the audit log could not be opened or read.
 #[derive(Debug, thiserror::Error)]
@@ -204,7 +204,7 @@ pub struct AuditWarning(pub String);
 impl AuditLog {
     /// The log `settings` describe; with `enabled = false`, a log that records nothing. The
     /// directory is `settings.directory`, else `state` (the daemon's state directory), else
-    /// [`default_directory`] of this process's environment. Fails when the directory or file
+    /// `default_directory` of this process's environment. Fails when the directory or file
     /// cannot be prepared (the daemon should not start unrecorded without the operator saying
     /// so with `enabled = false`).
     pub fn open(settings: &AuditSettings, state: Option<&Path>) -> Result<AuditLog, AuditLogError> {
@@ -401,7 +401,9 @@ impl Drop for Inner {
 /// The audit directory when the policy names none: `$STATE_DIRECTORY` (set by systemd's
 /// `StateDirectory=`; the first entry if it lists several), else `$XDG_STATE_HOME/airlock`,
 /// else `$HOME/.local/state/airlock`. Relative values are ignored, as the XDG spec asks.
-pub fn default_directory(env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf, AuditLogError> {
+pub(crate) fn default_directory(
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<PathBuf, AuditLogError> {
     let absolute = |value: OsString| {
         let path = PathBuf::from(value);
         path.is_absolute().then_some(path)

@@ -4,7 +4,7 @@
 //! - [`daemon`]: [`daemon::run`], the whole daemon given a config, a listener and a shutdown
 //!   future (what `airlockd` and the tests call); systemd and the socket's place.
 //! - [`api`]: the front doors; [`api::http`] is the HTTP/JSON agent API on the Unix socket.
-//! - [`execution`]: one execution: worker checkout, the contract check, tool brokering,
+//! - `execution`: one execution: worker checkout, the contract check, tool brokering,
 //!   deadline, response.
 //! - [`tools`]: the `ToolSource` trait, the registry, argument checks, the catalogue, and the
 //!   sources ([`tools::sources`]: MCP, OpenAPI, GraphQL).
@@ -18,8 +18,8 @@
 //! - [`learned_types`]: output types learned from the results programs get (shapes only,
 //!   SQLite), and drift from declared output schemas.
 //!
-//! Leaves: [`agent_api`] (the JSON shapes shared with clients), [`metrics`] (`GET /metrics`),
-//! [`rate_limiter`] (per-principal token buckets), [`determinism`] (each run's clock and seeds), [`state_files`] (the state files' private
+//! Leaves: [`agent_api`] (the JSON shapes shared with clients), `metrics` (`GET /metrics`),
+//! `rate_limiter` (per-principal token buckets), `determinism` (each run's clock and seeds), `state_files` (the state files' private
 //! directory and SQLite schema versions), [`client`] (a client for the agent API:
 //! CLI, tests, benchmark).
 

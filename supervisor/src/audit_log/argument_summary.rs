@@ -34,7 +34,7 @@ pub struct ArgumentSummary {
 impl ArgumentSummary {
     /// Summarises `arguments`: an object lists its keys (in the order the value holds them),
     /// each with its type, size and, for short scalars, its redacted value; nested arrays and
-    /// objects are described by their size only. The result is at most [`MAX_SUMMARY_BYTES`].
+    /// objects are described by their size only. The result is at most `MAX_SUMMARY_BYTES`.
     pub fn of(arguments: &Value, redact: Redact<'_>) -> ArgumentSummary {
         let mut summary = Summary {
             text: String::new(),

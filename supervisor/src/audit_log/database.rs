@@ -5,6 +5,7 @@
 use super::AuditLogError;
 use super::record::{ApprovalRecord, ExecutionRecord};
 use super::timestamp::unix_ms;
+use crate::agent_api::{ExecutionErrorKind, ToolErrorCode};
 use rusqlite::{Connection, OpenFlags, params};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -218,7 +219,7 @@ pub fn insert(
                 a.call_id,
                 a.tool,
                 a.arguments.text,
-                a.decision,
+                a.decision.as_str(),
                 a.decided_by,
                 a.decider_uid,
                 a.reason,
@@ -249,8 +250,8 @@ pub fn insert(
                 record.peer_uid,
                 record.peer_pid,
                 record.code_sha256.to_hex(),
-                record.status,
-                record.error_kind,
+                record.status.as_str(),
+                record.error_kind.map(ExecutionErrorKind::as_str),
                 record.queued_ms,
                 record.run_ms,
                 record.total_ms,
@@ -265,8 +266,8 @@ pub fn insert(
                     c.call_index,
                     c.tool,
                     c.arguments,
-                    c.outcome,
-                    c.error_code,
+                    c.outcome.as_str(),
+                    c.error_code.map(ToolErrorCode::as_str),
                     c.duration_ms,
                     unix_ms(c.at),
                 ])?;

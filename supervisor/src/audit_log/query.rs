@@ -458,12 +458,12 @@ fn tool_call_row(row: &Row<'_>) -> rusqlite::Result<ToolCallRow> {
 }
 
 /// One JSON object per execution, a line each, its tool calls nested.
-pub fn format_json_lines(rows: &[ExecutionRow]) -> String {
+pub(crate) fn format_json_lines(rows: &[ExecutionRow]) -> String {
     json_lines(rows)
 }
 
 /// One JSON object per approval decision, a line each, every column included.
-pub fn format_approval_json_lines(rows: &[ApprovalRow]) -> String {
+pub(crate) fn format_approval_json_lines(rows: &[ApprovalRow]) -> String {
     json_lines(rows)
 }
 
@@ -479,7 +479,7 @@ fn json_lines<T: Serialize>(rows: &[T]) -> String {
 }
 
 /// A compact table: one line per execution, its tool calls indented below it.
-pub fn format_table(rows: &[ExecutionRow]) -> String {
+pub(crate) fn format_table(rows: &[ExecutionRow]) -> String {
     table(
         [
             "STARTED (UTC)",
@@ -537,7 +537,7 @@ pub fn format_table(rows: &[ExecutionRow]) -> String {
 
 /// A compact table: one line per approval decision, the call's arguments and the approver's
 /// reason indented below it.
-pub fn format_approval_table(rows: &[ApprovalRow]) -> String {
+pub(crate) fn format_approval_table(rows: &[ApprovalRow]) -> String {
     table(
         [
             "DECIDED (UTC)",

@@ -4,7 +4,9 @@
 //! thread.
 
 use super::argument_summary::{ArgumentSummary, Redact};
-use crate::agent_api::{self, ExecutionResponse, Status};
+use crate::agent_api::{
+    self, CallOutcome, ExecutionErrorKind, ExecutionResponse, Status, ToolErrorCode, Verdict,
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -41,10 +43,10 @@ pub struct ExecutionRecord {
     pub peer_uid: u32,
     pub peer_pid: Option<i32>,
     pub code_sha256: CodeHash,
-    /// `ok`, `error`, `timeout` or `cancelled` (the streaming client hung up).
-    pub status: String,
+    /// `ok`, `error`, `timeout`, `cancelled` (the streaming client hung up) or `waiting`.
+    pub status: Status,
     /// The error's kind (`runtime`, `timeout`, `sandbox_violation`, …) when it failed.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ExecutionErrorKind>,
     /// Waiting for an execution slot.
     pub queued_ms: f64,
     /// From sending the program to the worker to its final message.
@@ -69,9 +71,9 @@ pub struct ToolCallRecord {
     /// The bounded, redacted summary, never the arguments themselves.
     pub arguments: String,
     /// `ok`, `error` or `pending` (the execution ended before the call returned).
-    pub outcome: String,
+    pub outcome: CallOutcome,
     /// The error code (`denied`, `invalid_arguments`, `upstream_error`, …) of a failed call.
-    pub error_code: Option<String>,
+    pub error_code: Option<ToolErrorCode>,
     pub duration_ms: f64,
     /// When the program made the call.
     pub at: SystemTime,
@@ -131,8 +133,8 @@ impl ExecutionRecord {
             peer_uid: response.peer.uid,
             peer_pid: response.peer.pid,
             code_sha256: code,
-            status: status_name(response.status).to_owned(),
-            error_kind: response.error.as_ref().map(|e| e.kind.as_str().to_owned()),
+            status: response.status,
+            error_kind: response.error.as_ref().map(|e| e.kind),
             queued_ms: response.stats.queue_ms,
             run_ms: response.stats.run_ms,
             total_ms: response.stats.total_ms,
@@ -178,8 +180,8 @@ impl ToolCallRecord {
             call.id,
             &call.tool,
             &call.args,
-            call.outcome.as_str(),
-            call.error.as_ref().map(|e| e.code.as_str()),
+            call.outcome,
+            call.error.as_ref().map(|e| e.code),
             call.duration_ms,
             at,
             redact,
@@ -192,8 +194,8 @@ impl ToolCallRecord {
         call_index: u32,
         tool: &str,
         arguments: &Value,
-        outcome: &str,
-        error_code: Option<&str>,
+        outcome: CallOutcome,
+        error_code: Option<ToolErrorCode>,
         duration_ms: f64,
         at: SystemTime,
         redact: Redact<'_>,
@@ -202,8 +204,8 @@ impl ToolCallRecord {
             call_index,
             tool: tool.to_owned(),
             arguments: ArgumentSummary::of(arguments, redact).text,
-            outcome: outcome.to_owned(),
-            error_code: error_code.map(str::to_owned),
+            outcome,
+            error_code,
             duration_ms,
             at,
         }
@@ -227,13 +229,12 @@ pub struct ApprovalRecord {
     pub tool: String,
     /// The call's arguments, reduced and redacted the same way tool calls' arguments are.
     pub arguments: ArgumentSummary,
-    /// `approved`, `denied` or `expired`.
-    pub decision: String,
+    pub decision: Verdict,
     /// Who decided: the approver's user name (or `uid N` when it has none); `None` when it
     /// expired.
     pub decided_by: Option<String>,
     pub decider_uid: Option<u32>,
-    /// The approver's reason, redacted and at most [`MAX_REASON_BYTES`].
+    /// The approver's reason, redacted and at most `MAX_REASON_BYTES`.
     pub reason: Option<String>,
     /// When it was decided (or expired).
     pub at: SystemTime,
@@ -242,7 +243,7 @@ pub struct ApprovalRecord {
 impl ApprovalRecord {
     /// A decision made now. `arguments` is summarised with `redact` exactly as a tool call's
     /// ([`ArgumentSummary::of`]) and dropped; `reason` goes through `redact` whole, then is cut
-    /// to [`MAX_REASON_BYTES`].
+    /// to `MAX_REASON_BYTES`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         approval_id: &str,
@@ -251,7 +252,7 @@ impl ApprovalRecord {
         call_id: u32,
         tool: &str,
         arguments: &Value,
-        decision: &str,
+        decision: Verdict,
         decided_by: Option<&str>,
         decider_uid: Option<u32>,
         reason: Option<&str>,
@@ -264,7 +265,7 @@ impl ApprovalRecord {
             call_id,
             tool: tool.to_owned(),
             arguments: ArgumentSummary::of(arguments, redact),
-            decision: decision.to_owned(),
+            decision,
             decided_by: decided_by.map(str::to_owned),
             decider_uid,
             reason: reason.map(|text| bounded(redact(text).into_owned(), MAX_REASON_BYTES)),
@@ -284,18 +285,6 @@ fn bounded(mut text: String, max: usize) -> String {
         text.push('…');
     }
     text
-}
-
-fn status_name(status: Status) -> &'static str {
-    match status {
-        Status::Ok => "ok",
-        Status::Error => "error",
-        Status::Timeout => "timeout",
-        Status::Cancelled => "cancelled",
-        Status::Waiting => "waiting",
-        Status::Queued => "queued",
-        Status::Running => "running",
-    }
 }
 
 fn duration_from_ms(ms: f64) -> Duration {
@@ -398,8 +387,8 @@ mod tests {
         assert_eq!(record.execution_id, "ex_1");
         assert_eq!(record.principal, "local");
         assert_eq!((record.peer_uid, record.peer_pid), (1000, Some(42)));
-        assert_eq!(record.status, "error");
-        assert_eq!(record.error_kind.as_deref(), Some("runtime"));
+        assert_eq!(record.status, Status::Error);
+        assert_eq!(record.error_kind, Some(ExecutionErrorKind::Runtime));
         assert_eq!(
             (record.queued_ms, record.run_ms, record.total_ms),
             (2.0, 5.0, 8.0)
@@ -431,8 +420,8 @@ mod tests {
         let call = &record.tool_calls[0];
         assert_eq!(call.call_index, 1);
         assert_eq!(call.tool, "github.create_issue");
-        assert_eq!(call.outcome, "error");
-        assert_eq!(call.error_code.as_deref(), Some("denied"));
+        assert_eq!(call.outcome, CallOutcome::Error);
+        assert_eq!(call.error_code, Some(ToolErrorCode::Denied));
         assert_eq!(
             call.arguments,
             "{title: string(5) \"hello\", token: string(6) \"[redacted]\"}"
@@ -452,7 +441,7 @@ mod tests {
             3,
             "github.create_issue",
             &args,
-            "denied",
+            Verdict::Denied,
             Some("alice"),
             Some(1000),
             Some("no, s3cr3t leaks"),
@@ -462,7 +451,7 @@ mod tests {
             3,
             "github.create_issue",
             &args,
-            "ok",
+            CallOutcome::Ok,
             None,
             1.0,
             before,
@@ -512,7 +501,7 @@ mod tests {
             1,
             "a.b",
             &Value::Null,
-            "approved",
+            Verdict::Approved,
             Some("alice"),
             Some(1000),
             Some(&reason),

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::*;
+use crate::agent_api::{CallOutcome, ExecutionErrorKind, Status, ToolErrorCode, Verdict};
 use crate::audit_log::argument_summary::tests::no_redaction;
 use crate::audit_log::query::{
     AuditQuery, format_approval_json_lines, format_approval_table, format_json_lines, format_table,
@@ -27,7 +28,7 @@ fn execution(id: &str, principal: &str, started: u64, tools: &[&str]) -> Executi
         peer_uid: 1000,
         peer_pid: Some(4242),
         code_sha256: CodeHash::of(id),
-        status: "ok".to_owned(),
+        status: Status::Ok,
         error_kind: None,
         queued_ms: 0.5,
         run_ms: 3.25,
@@ -43,7 +44,7 @@ fn execution(id: &str, principal: &str, started: u64, tools: &[&str]) -> Executi
                     i as u32 + 1,
                     tool,
                     &json!({"owner": "octo", "body": "x".repeat(100)}),
-                    "ok",
+                    CallOutcome::Ok,
                     None,
                     1.5,
                     at(started),
@@ -77,7 +78,7 @@ fn approval(
         call,
         tool,
         &json!({"repo": "octo/hello", "body": "x".repeat(100)}),
-        decision,
+        Verdict::parse(decision).unwrap(),
         (!expired).then_some("alice"),
         (!expired).then_some(1000),
         None,
@@ -255,8 +256,8 @@ fn records_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path());
     let mut failed = execution("ex_2", "ci", 2000, &["github.get_issue", "slack.post"]);
-    failed.status = "error".into();
-    failed.error_kind = Some("runtime".into());
+    failed.status = Status::Error;
+    failed.error_kind = Some(ExecutionErrorKind::Runtime);
     failed.redactions = vec![
         RedactionRecord {
             call_index: Some(2),
@@ -273,8 +274,8 @@ fn records_round_trip() {
             secret: None,
         },
     ];
-    failed.tool_calls[1].outcome = "error".into();
-    failed.tool_calls[1].error_code = Some("denied".into());
+    failed.tool_calls[1].outcome = CallOutcome::Error;
+    failed.tool_calls[1].error_code = Some(ToolErrorCode::Denied);
     log.record(execution("ex_1", "local", 1000, &[])).unwrap();
     log.record(failed.clone()).unwrap();
     assert!(log.flush(FLUSH));
@@ -1032,7 +1033,7 @@ fn an_approval_decision_round_trips_summarised_and_redacted() {
         2,
         "github.delete_repo",
         &json!({"repo": "octo/hello", "token": GITHUB_TOKEN, "body": "x".repeat(500)}),
-        "approved",
+        Verdict::Approved,
         Some("alice"),
         Some(1000),
         Some(&format!("fine, {GITHUB_TOKEN} is revoked\nanyway")),
@@ -1046,7 +1047,7 @@ fn an_approval_decision_round_trips_summarised_and_redacted() {
             2,
             "github.delete_repo",
             &json!({"repo": "octo/hello", "token": GITHUB_TOKEN, "body": "x".repeat(500)}),
-            "ok",
+            CallOutcome::Ok,
             None,
             1.0,
             at(1),

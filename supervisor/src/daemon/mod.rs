@@ -237,10 +237,11 @@ impl Kept {
                         .map(|s| s.join(crate::learned_types::store::FILE_NAME))
                 })
                 .flatten(),
-            servers: server_host(
+            servers: ServerHost::of_daemon(
                 &config.worker_path,
                 state.clone(),
                 None,
+                &policy.daemon,
                 Vec::new(),
                 Vec::new(),
             )
@@ -285,16 +286,16 @@ fn start_serving(
     let context = SourceContext {
         secrets: config.secrets,
         extra: config.tools,
-        host: server_host(
+        host: ServerHost::of_daemon(
             &config.worker_path,
             state,
             config.policy_path.as_deref(),
+            &policy.daemon,
             // The audit log and the journal may have directories of their own, outside the
             // state directory: no server may reach those either.
             config.protected,
             paths.audit.iter().chain(&paths.journal).cloned().collect(),
-        )
-        .with_server_user(server_user(&policy.daemon)),
+        ),
         learned: Some(learned),
     };
     // A source that cannot be loaded at start costs only itself; the daemon serves the rest.
@@ -479,44 +480,6 @@ async fn reload_on_sighup(mut hup: tokio::signal::unix::Signal, generations: Arc
         info!("SIGHUP received: reloading the policy");
         generations.reload().await;
     }
-}
-
-/// The account a daemon running as root starts its confined servers as (unless an entry names
-/// its own `user`): `[daemon] server_user`, else `nobody`. Root's servers never keep uid 0 by
-/// default: the files of the host's root would be theirs to read. Other daemons' servers run
-/// as the daemon's user.
-pub fn server_user(settings: &airlock_policy::DaemonSettings) -> Option<String> {
-    (airlock_policy::account::effective_uid() == 0).then(|| {
-        settings
-            .server_user
-            .clone()
-            .unwrap_or_else(|| "nobody".to_owned())
-    })
-}
-
-/// Where tool servers are launched from and keep their files, and what none of them may reach.
-fn server_host(
-    worker: &std::path::Path,
-    state: Option<PathBuf>,
-    policy_path: Option<&std::path::Path>,
-    mut protected: Vec<PathBuf>,
-    data: Vec<PathBuf>,
-) -> ServerHost {
-    let state = state
-        .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
-        .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
-    // The audit log's and the journal's own directories, when they have them, are covered
-    // like the policy; not one that holds the state directory, where the servers' scratch
-    // directories are (no grant may contain it all the same: ServerHost protects the state).
-    protected.extend(data.into_iter().filter(|dir| !state.starts_with(dir)));
-    if let Some(path) = policy_path {
-        protected.push(path.to_owned());
-        protected.push(airlock_policy::policy_file::drop_in_directory(path));
-    }
-    if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
-        protected.push(PathBuf::from(credentials));
-    }
-    ServerHost::new(worker, &state, protected)
 }
 
 /// Descriptors the daemon needs besides its connections: the pool's and running workers'

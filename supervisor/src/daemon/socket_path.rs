@@ -60,7 +60,7 @@ fn user_socket_path() -> Result<PathBuf, SocketError> {
 }
 
 /// The system daemon's socket (`airlockd.socket`, `RuntimeDirectory=airlock`).
-pub const SYSTEM_SOCKET: &str = "/run/airlock/airlock.sock";
+pub(crate) const SYSTEM_SOCKET: &str = "/run/airlock/airlock.sock";
 
 /// The socket a client should use when none is given: the user's own daemon if its socket
 /// exists, else the system daemon's, else the user default (so the error names it).

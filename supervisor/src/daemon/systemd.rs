@@ -5,20 +5,20 @@ use std::os::fd::{FromRawFd, RawFd};
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
-pub fn notify_ready() {
+pub(crate) fn notify_ready() {
     if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
         debug!(error = %e, "sd_notify READY failed (not under systemd?)");
     }
 }
 
-pub fn notify_stopping() {
+pub(crate) fn notify_stopping() {
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
 }
 
 /// Pings the systemd watchdog at half its interval while the runtime is alive. The ping
 /// comes from the async runtime itself, so a wedged runtime stops pinging and systemd
 /// restarts the daemon.
-pub fn spawn_watchdog() -> Option<JoinHandle<()>> {
+pub(crate) fn spawn_watchdog() -> Option<JoinHandle<()>> {
     let interval = sd_notify::watchdog_enabled()?;
     Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval / 2);

@@ -397,17 +397,21 @@ impl ExecutionService {
     ) {
         let expires_ms = crate::determinism::now_ms().saturating_add(ttl_ms);
         let busy = journal.busy_sessions();
-        let save = |response: &ExecutionResponse, events: &str| -> Result<(), String> {
-            let json = serde_json::to_string(response).map_err(|e| e.to_string())?;
-            journal
-                .store()
-                .save_response(&response.id, &json, events, expires_ms, journal.room(&busy))
-                .map_err(|e| e.to_string())
+        let save = |response: &ExecutionResponse, events: &str| -> Result<(), KeepError> {
+            let json = serde_json::to_string(response)?;
+            journal.store().save_response(
+                &response.id,
+                &json,
+                events,
+                expires_ms,
+                journal.room(&busy),
+            )?;
+            Ok(())
         };
         // Too large to keep whole (a bound of the journal): its outline, with why, so a client
         // that follows it still learns how it ended.
-        let kept =
-            save(response, events).or_else(|e| save(&outline(response, &e), "").map_err(|_| e));
+        let kept = save(response, events)
+            .or_else(|e| save(&outline(response, &e.to_string()), "").map_err(|_| e));
         if let Err(e) = kept {
             tracing::warn!(error = %e, execution = %response.id, "could not keep an execution's response");
         }
@@ -666,6 +670,17 @@ impl Cancelling {
 
 /// What is kept of a response too large for the journal: how it ended, without its value,
 /// output and trace, and why.
+/// Why what an execution needs later (its response, its wait) could not be kept in the
+/// journal.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum KeepError {
+    #[error(transparent)]
+    Store(#[from] crate::journal::store::StoreError),
+    /// It could not be encoded as JSON (not expected of the daemon's own types).
+    #[error("{0}")]
+    Encode(#[from] serde_json::Error),
+}
+
 fn outline(response: &ExecutionResponse, why: &str) -> ExecutionResponse {
     let mut outline = ExecutionResponse {
         result: serde_json::Value::Null,

@@ -11,7 +11,7 @@
 use super::attached::Started;
 use super::plan::{Plan, SessionPlan, limits};
 use super::registry::DetachedPlace;
-use super::service::{ExecutionService, SubmitError};
+use super::service::{ExecutionService, KeepError, SubmitError};
 use crate::agent_api::{
     ApprovalDecision, ClientResult, ExecutionError, ExecutionErrorKind, ExecutionEvent,
     ExecutionRequest, ExecutionResponse, PeerInfo, PendingApproval, PendingCall, ReplayMode,
@@ -76,7 +76,7 @@ impl ExecutionService {
         }
         let now = crate::determinism::now_ms();
         let busy = run.journal.busy_sessions();
-        let result = (|| -> Result<(), String> {
+        let result = (|| -> Result<(), KeepError> {
             let asked: Vec<ApprovalRow> = response
                 .pending_approvals
                 .iter()
@@ -98,33 +98,31 @@ impl ExecutionService {
                     decided_ms: None,
                 })
                 .collect();
-            let stored = store.ask_approvals(&asked).map_err(|e| e.to_string())?;
+            let stored = store.ask_approvals(&asked)?;
             for (pending, row) in response.pending_approvals.iter_mut().zip(stored) {
                 pending.id = row.id;
                 pending.requested_ms = row.requested_ms;
                 pending.expires_ms = row.expires_ms;
             }
-            let json = |e: serde_json::Error| e.to_string();
             let row = WaitingRow {
                 execution: response.id.clone(),
                 principal: response.principal.clone(),
-                client_tools: serde_json::to_string(&scope.tools.specs).map_err(json)?,
-                answers: serde_json::to_string(&scope.answers).map_err(json)?,
-                pending: serde_json::to_string(&response.pending_calls).map_err(json)?,
-                peer: serde_json::to_string(&response.peer).map_err(json)?,
+                client_tools: serde_json::to_string(&scope.tools.specs)?,
+                answers: serde_json::to_string(&scope.answers)?,
+                pending: serde_json::to_string(&response.pending_calls)?,
+                peer: serde_json::to_string(&response.peer)?,
                 clock_ms: plan.determinism.clock_ms,
                 seed: plan.determinism.seed,
                 expires_ms: now.saturating_add(plan.principal.limits.waiting_ttl_ms),
             };
             // Counted and bounded with the write: two runs that end at once cannot both
             // take the last place.
-            store
-                .save_waiting(
-                    &row,
-                    plan.principal.limits.max_waiting_executions,
-                    run.journal.room(&busy),
-                )
-                .map_err(|e| e.to_string())
+            store.save_waiting(
+                &row,
+                plan.principal.limits.max_waiting_executions,
+                run.journal.room(&busy),
+            )?;
+            Ok(())
         })();
         if let Err(e) = result {
             tracing::warn!(error = %e, execution = %response.id, "could not keep a waiting execution");
@@ -509,7 +507,7 @@ impl ExecutionService {
             approval.call,
             &approval.tool,
             &args,
-            verdict.as_str(),
+            verdict,
             approver.map(|a| a.name.as_str()),
             approver.map(|a| a.peer.uid),
             reason,

@@ -352,11 +352,11 @@ fn secret_fingerprint<'a>(secrets: &SecretStore, names: impl Iterator<Item = &'a
 }
 
 /// The warnings of a policy as lines.
-pub fn warning_lines(warnings: &[PolicyWarning]) -> Vec<String> {
+pub(crate) fn warning_lines(warnings: &[PolicyWarning]) -> Vec<String> {
     warnings.iter().map(ToString::to_string).collect()
 }
 
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Name of the log in the journal directory.
-pub const FILE_NAME: &str = "journal.log";
+pub(crate) const FILE_NAME: &str = "journal.log";
 
 /// Bytes before a frame's body: its length and its CRC-32.
 const HEADER: usize = 8;

@@ -3,7 +3,7 @@
 //! answers the calls already made from the record instead of repeating their side effects,
 //! and an execution cut off by a restart can be finished by replay.
 //!
-//! - this file: [`Journal`] (the store, its health, its counters) and [`SessionRun`], what one
+//! - this file: [`Journal`] (the store, its health, its counters) and `SessionRun`, what one
 //!   execution of a session asks of it (keys, lookups, records);
 //! - [`canonical`]: RFC 8785 canonical JSON, for keys that do not depend on key order;
 //! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store;
@@ -14,13 +14,13 @@
 //! A call's key is (tool, hash of its canonical arguments, occurrence of that pair within the
 //! execution), never its arrival order, so `Promise.all` replays the same way whichever call
 //! finishes first. Nothing here calls a tool or speaks HTTP: the call pipeline
-//! ([`crate::tools::call`]) asks, the execution service ([`crate::execution`]) opens sessions.
+//! (`crate::tools::call`) asks, the execution service (`crate::execution`) opens sessions.
 
 pub mod canonical;
 pub mod log;
 pub mod sqlite;
 pub mod store;
-pub mod usage;
+pub(crate) mod usage;
 
 use crate::agent_api::{ReplayMode, ToolError, ToolErrorCode};
 use airlock_policy::JournalSettings;
@@ -38,7 +38,7 @@ use store::{
 use tracing::warn;
 
 /// The calls of one execution in call order: (tool, arguments hash) each.
-pub type CallOrder = Arc<[(String, String)]>;
+pub(crate) type CallOrder = Arc<[(String, String)]>;
 
 /// The journal of a daemon: its store, whether it works, and what it did.
 #[derive(Debug)]
@@ -72,11 +72,21 @@ const PRELOAD_MAX_BYTES: u64 = 16 << 20;
 /// one record) bounds it.
 const FOLD_AT_BYTES: u64 = 16 << 20;
 
+/// Whether the journal works, as `/v1/health` names it.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum JournalStatus {
+    Ok,
+    /// `[journal] enabled = false`.
+    Disabled,
+    /// It could not be opened, or a write failed (`error` says why).
+    Unavailable,
+}
+
 /// What `/v1/health` says of the journal.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct JournalHealth {
-    /// `ok`, `disabled` (`[journal] enabled = false`) or `unavailable`.
-    pub status: &'static str,
+    pub status: JournalStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,7 +134,7 @@ impl SessionError {
 }
 
 /// What to do about a bound of the journal.
-pub fn full_hint(full: &Full) -> &'static str {
+pub(crate) fn full_hint(full: &Full) -> &'static str {
     match full {
         Full::Sessions { .. } => {
             "delete sessions you no longer need (DELETE /v1/sessions/<id>, airlock session delete <id>); unused ones are deleted after [journal] session_ttl_hours"
@@ -205,12 +215,12 @@ impl JournalState {
         match self {
             JournalState::Ready(journal) => journal.health(),
             JournalState::Disabled => JournalHealth {
-                status: "disabled",
+                status: JournalStatus::Disabled,
                 error: None,
                 bytes: None,
             },
             JournalState::Unavailable(why) => JournalHealth {
-                status: "unavailable",
+                status: JournalStatus::Unavailable,
                 error: Some(why.clone()),
                 bytes: None,
             },
@@ -350,9 +360,9 @@ impl Journal {
             .clone();
         JournalHealth {
             status: if failure.is_some() {
-                "unavailable"
+                JournalStatus::Unavailable
             } else {
-                "ok"
+                JournalStatus::Ok
             },
             error: failure,
             bytes: self.store.size_bytes().ok(),
@@ -544,7 +554,7 @@ impl Drop for Settling {
 
 /// What one execution of a session asks of the journal.
 #[derive(Debug)]
-pub struct SessionRun {
+pub(crate) struct SessionRun {
     pub journal: Arc<Journal>,
     pub session: String,
     pub execution: String,
@@ -572,7 +582,7 @@ struct Occurrences {
 
 /// What the journal says of a call about to be made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Answer it with this recorded result (and the clock it was recorded at).
     Replay { result: String, clock_ms: u64 },
     /// Make it, with this idempotency key; `resend` when it was sent before without a

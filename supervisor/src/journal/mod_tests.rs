@@ -120,7 +120,7 @@ fn a_full_disk_fails_the_call_before_it_is_sent() {
     assert_eq!(e.code, ToolErrorCode::JournalUnavailable);
     assert!(e.message.contains("No space"), "{}", e.message);
     let health = journal.health();
-    assert_eq!(health.status, "unavailable");
+    assert_eq!(health.status, JournalStatus::Unavailable);
     assert!(health.error.unwrap().contains("No space"));
     assert_eq!(run.live.load(Ordering::Relaxed), 0);
 }

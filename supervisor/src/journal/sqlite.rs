@@ -31,7 +31,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 /// Name of the database file in the journal directory.
-pub const FILE_NAME: &str = "journal.sqlite";
+pub(crate) const FILE_NAME: &str = "journal.sqlite";
 
 /// How many bytes the write-ahead log may keep on disk after a checkpoint.
 const WAL_KEEP_BYTES: u64 = 4 << 20;

@@ -24,7 +24,7 @@ pub enum StoreError {
 }
 
 /// The bounds every write to the journal is held to (`[journal]`): what it keeps counts as
-/// [`super::usage`] says.
+/// `super::usage` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
     /// Everything the journal keeps, all principals together (`max_size`).
@@ -95,7 +95,7 @@ pub struct SessionRow {
     #[serde(skip)]
     pub seed: [u8; 32],
     /// Bytes the journal keeps for it: its calls' records and results, its executions' code,
-    /// kept responses, waits, answers and approvals ([`super::usage`]).
+    /// kept responses, waits, answers and approvals (`super::usage`).
     pub bytes: u64,
     /// Recorded calls (computed when read).
     pub calls: u64,
@@ -313,7 +313,7 @@ pub struct WaitingRow {
     pub principal: String,
     /// The request's `client_tools` (JSON).
     pub client_tools: String,
-    /// The answers so far (JSON of [`crate::tools::client::ClientAnswers`]).
+    /// The answers so far (JSON of `crate::tools::client::ClientAnswers`).
     pub answers: String,
     /// The calls it waits for (JSON array of `PendingCall`).
     pub pending: String,

@@ -7,19 +7,19 @@
 //!   schema), [`Observation`] (one result's shape and contradiction), [`Learning`] (what a
 //!   generation learns: the store and the sources whose learning the policy turned off);
 //! - [`shape`]: inference and merging (pure, bounded: depth, properties, size; shapes only);
-//! - [`drift`]: a result compared with a declared output schema;
-//! - [`store`]: the SQLite file, written in batches by [`run_writer`] and at once for a tool
+//! - `drift`: a result compared with a declared output schema;
+//! - `store`: the SQLite file, written in batches by `run_writer` and at once for a tool
 //!   whose result a program failed on ([`LearnedTypes::persist`]).
 //!
 //! What may live here: shapes, counts and dates, never a value (no string's text, no set of
 //! observed values). It calls no tool, reads no policy and renders no TypeScript: the call
-//! pipeline ([`crate::tools::call`]) hands it observations, the catalogue
-//! ([`crate::tools::catalogue`]) shows what it learned in the SDK of tools a principal may
+//! pipeline (`crate::tools::call`) hands it observations, the catalogue
+//! (`crate::tools::catalogue`) shows what it learned in the SDK of tools a principal may
 //! see, and only there.
 
-pub mod drift;
+pub(crate) mod drift;
 pub mod shape;
-pub mod store;
+pub(crate) mod store;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -32,17 +32,17 @@ use std::time::Duration;
 use tracing::warn;
 
 /// Tools with a learned type at most; further tools are not learned (logged once).
-pub const MAX_TOOLS: usize = 10_000;
+pub(crate) const MAX_TOOLS: usize = 10_000;
 /// Distinct contradictions kept per tool; further ones are counted under
 /// [`OTHER_CONTRADICTIONS`].
 const MAX_DRIFT_KINDS: usize = 8;
 const OTHER_CONTRADICTIONS: &str = "other contradictions";
 /// How often the writer persists what changed.
-pub const WRITE_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const WRITE_INTERVAL: Duration = Duration::from_secs(2);
 /// A result that changes only a learned type's counts (not the type, not its drift) moves
 /// the epoch at most this often: an SDK rebuild of a large catalogue takes hundreds of
 /// milliseconds, so counts in the SDK may lag this much (`GET /v1/sdk/learned` is exact).
-pub const COUNT_REFRESH_MS: u64 = 5_000;
+pub(crate) const COUNT_REFRESH_MS: u64 = 5_000;
 
 /// How learned types went wrong. Each says what to do next ([`LearnedError::hint`]).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -94,7 +94,7 @@ impl Key {
 
 /// Tools with a learned type per principal at most: one principal's calls cannot take every
 /// slot of [`MAX_TOOLS`].
-pub const MAX_TOOLS_PER_PRINCIPAL: usize = 2_500;
+pub(crate) const MAX_TOOLS_PER_PRINCIPAL: usize = 2_500;
 
 /// One tool's learned type.
 #[derive(Debug, Clone, PartialEq)]
@@ -491,7 +491,7 @@ impl LearnedTypes {
 
 /// Persists what changed every [`WRITE_INTERVAL`] until `types` is dropped elsewhere (the
 /// daemon writes the rest when it stops).
-pub async fn run_writer(types: std::sync::Weak<LearnedTypes>) {
+pub(crate) async fn run_writer(types: std::sync::Weak<LearnedTypes>) {
     let mut tick = tokio::time::interval(WRITE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;

@@ -5,10 +5,10 @@
 //! and no set of observed strings or numbers is kept (an enum-like set of values would be
 //! values).
 //!
-//! Results are untrusted, so every shape is bounded: nesting past [`MAX_DEPTH`] is `unknown`;
-//! an object with more than [`MAX_PROPERTIES`] keys, or with keys that look like data (ids,
+//! Results are untrusted, so every shape is bounded: nesting past `MAX_DEPTH` is `unknown`;
+//! an object with more than `MAX_PROPERTIES` keys, or with keys that look like data (ids,
 //! dates, e-mail addresses, long text), is a map (`{ [key: string]: T }`) whose keys are not
-//! kept; a shape of more than [`MAX_NODES`] nodes is cut at a shallower depth until it fits.
+//! kept; a shape of more than `MAX_NODES` nodes is cut at a shallower depth until it fits.
 //! Shapes are deterministic: properties are kept in key order.
 
 use serde::{Deserialize, Serialize};
@@ -16,11 +16,11 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 /// Values nested deeper than this are `unknown`.
-pub const MAX_DEPTH: usize = 16;
+pub(crate) const MAX_DEPTH: usize = 16;
 /// An object with more distinct keys than this (at one place, over all results) is a map.
-pub const MAX_PROPERTIES: usize = 64;
+pub(crate) const MAX_PROPERTIES: usize = 64;
 /// A shape larger than this many nodes is cut shallower.
-pub const MAX_NODES: usize = 2048;
+pub(crate) const MAX_NODES: usize = 2048;
 /// Keys longer than this are data, not field names.
 const MAX_KEY_LEN: usize = 64;
 /// Strings longer than this are not checked for a format (they are plain strings).

@@ -73,11 +73,6 @@ impl<'a> TypeScriptTypes<'a> {
         )
     }
 
-    /// `/** … */` for a schema's description, default, format and examples, indented.
-    pub fn doc_comment(schema: &Value, indent: &str) -> String {
-        doc(schema, indent)
-    }
-
     /// The alias declarations the expressions so far need, in name order, cycles broken.
     pub fn declarations(&self) -> String {
         let cyclic = self.alias_cycles();

@@ -44,7 +44,7 @@ pub enum TokenFiguresError {
 }
 
 /// The classic prompt's `tools` array for `definitions`, in the order given.
-pub fn classic_tools_array(definitions: &[ToolDefinition]) -> Value {
+pub(crate) fn classic_tools_array(definitions: &[ToolDefinition]) -> Value {
     Value::Array(
         definitions
             .iter()

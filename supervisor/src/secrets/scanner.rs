@@ -3,14 +3,14 @@
 //!
 //! Two kinds of rules (operators' view: `docs/secret-scanning.md`):
 //!
-//! - **known secrets** ([`known_secret`]): every credential value the supervisor holds, as
+//! - **known secrets** (`known_secret`): every credential value the supervisor holds, as
 //!   itself, base64/base64url in any alignment, hex, percent- or JSON-escaped, and as
 //!   fragments of [`known_secret::MIN_FRAGMENT_LEN`] bytes or more. Marker
 //!   `[REDACTED:known-secret]`, the same for every secret and every form: the text an agent
 //!   sees must not tell it which credential it reached or which encoding gave it away (an
 //!   attacker probing for a way past the scanner learns nothing from the marker). The
 //!   [`Finding`] keeps the secret's name and the form for the audit log only.
-//! - **shape rules** ([`shape_rule`], data in `scanner/rules.toml`): credentials
+//! - **shape rules** (`shape_rule`, data in `scanner/rules.toml`): credentials
 //!   recognised by their shape (`ghp_…`, `AKIA…`, a PEM block, a JWT). Marker
 //!   `[REDACTED:<rule-id>]`.
 //!
@@ -37,10 +37,10 @@
 //! - [`RedactingMakeWriter`] wraps the daemon's `tracing_subscriber` writer so every log line
 //!   is scanned before it reaches stderr.
 
-pub mod known_secret;
-pub mod log_writer;
-pub mod shape_rule;
-pub mod stream;
+pub(crate) mod known_secret;
+pub(crate) mod log_writer;
+pub(crate) mod shape_rule;
+pub(crate) mod stream;
 
 pub use known_secret::{MIN_FRAGMENT_LEN, SecretForm};
 pub use log_writer::{RedactingMakeWriter, RedactingWriter, SharedScanner};
@@ -56,11 +56,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The rule id of known-secret findings, and the marker's name for them.
-pub const KNOWN_SECRET_RULE: &str = "known-secret";
+pub(crate) const KNOWN_SECRET_RULE: &str = "known-secret";
 
 /// The least a stream holds back: longer than any shape rule's bounded match (a PEM RSA-4096
 /// key is ~3.3 KB). Known secrets with a longer encoded form raise it.
-pub const MIN_STREAM_OVERLAP: usize = 4096;
+pub(crate) const MIN_STREAM_OVERLAP: usize = 4096;
 
 /// Errors building a scanner. They name the rule file and the rule.
 #[derive(Debug, thiserror::Error)]

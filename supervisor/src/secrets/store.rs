@@ -43,10 +43,10 @@ use zeroize::{Zeroize, Zeroizing};
 /// The largest systemd credential file read as a secret (its trailing newline included).
 /// Tokens, keys and certificates are far smaller; a larger file is more likely the wrong file
 /// than a secret.
-pub const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_CREDENTIAL_BYTES: usize = 64 * 1024;
 
 /// Environment variables of the development backend start with this.
-pub const ENV_PREFIX: &str = "AIRLOCK_SECRET_";
+pub(crate) const ENV_PREFIX: &str = "AIRLOCK_SECRET_";
 
 /// A secret's value. Its `Debug` and `Display` never show it, and its memory is zeroed when it
 /// is dropped.
@@ -485,37 +485,6 @@ pub fn redact<'a>(text: &'a str, secrets: &[SecretValue]) -> Cow<'a, str> {
         }
     }
     out
-}
-
-/// [`redact`] applied to every string (and object key) of a JSON value, in place: for results
-/// and error bodies from a server that was given secrets.
-pub fn redact_json(value: &mut serde_json::Value, secrets: &[SecretValue]) {
-    use serde_json::Value;
-    if secrets.is_empty() {
-        return;
-    }
-    match value {
-        Value::String(text) => {
-            if let Cow::Owned(clean) = redact(text, secrets) {
-                *text = clean;
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|v| redact_json(v, secrets)),
-        Value::Object(map) => {
-            let dirty: Vec<String> = map
-                .keys()
-                .filter(|k| matches!(redact(k, secrets), Cow::Owned(_)))
-                .cloned()
-                .collect();
-            for key in dirty {
-                if let Some(v) = map.remove(&key) {
-                    map.insert(redact(&key, secrets).into_owned(), v);
-                }
-            }
-            map.values_mut().for_each(|v| redact_json(v, secrets));
-        }
-        _ => {}
-    }
 }
 
 /// The checks every backend's value goes through.

@@ -4,38 +4,9 @@
 //! an approval is asked for the call, not the tool, so the same call made again by a re-run
 //! gets the decision already made.
 
+pub use crate::agent_api::Verdict;
 use crate::agent_api::{ToolError, ToolErrorCode};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-
-/// How an approval ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Verdict {
-    Approved,
-    Denied,
-    /// Nobody decided within `[approvals] ttl`: a denial.
-    Expired,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Approved => "approved",
-            Verdict::Denied => "denied",
-            Verdict::Expired => "expired",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Verdict> {
-        match text {
-            "approved" => Some(Verdict::Approved),
-            "denied" => Some(Verdict::Denied),
-            "expired" => Some(Verdict::Expired),
-            _ => None,
-        }
-    }
-}
 
 /// The decision on one call of an execution.
 #[derive(Debug, Clone, PartialEq, Eq)]

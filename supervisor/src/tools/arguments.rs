@@ -21,7 +21,7 @@ const MAX_REPORTED: usize = 3;
 /// A compiled `inputSchema`.
 #[derive(Debug)]
 pub struct ArgumentSchema {
-    validator: Result<jsonschema::Validator, String>,
+    validator: Result<jsonschema::Validator, coercion::SchemaError>,
     /// Top-level property names with their declared types, for hints.
     properties: Vec<(String, String)>,
     /// `{ a: number, b?: string }`, as the SDK's search shows it.
@@ -35,7 +35,7 @@ pub struct ArgumentSchema {
 
 impl ArgumentSchema {
     pub fn compile(schema: &Value) -> ArgumentSchema {
-        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string());
+        let validator = coercion::validator(schema);
         let properties = schema
             .get("properties")
             .and_then(Value::as_object)
@@ -86,7 +86,7 @@ impl ArgumentSchema {
         }
     }
 
-    /// `value` coerced to the schema ([`coercion::coerce_valid`]), when that is needed and
+    /// `value` coerced to the schema (`coercion::coerce_valid`), when that is needed and
     /// helps; `None` otherwise (and for a schema that does not compile).
     pub fn coerce(&self, value: &Value, place: CoercionPlace) -> Option<(Value, Vec<Coercion>)> {
         let validator = self.validator.as_ref().ok()?;

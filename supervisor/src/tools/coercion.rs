@@ -32,7 +32,7 @@
 //! it after coercion; otherwise (ambiguous) not at all. `$ref`s within the document are
 //! followed; others are not.
 //!
-//! A coercion is all or nothing: [`coerce_valid`] hands back the coerced value only if it then
+//! A coercion is all or nothing: `coerce_valid` hands back the coerced value only if it then
 //! satisfies the whole schema; otherwise the value stays as it came and its error is the
 //! caller's. Schemas and values are untrusted (tool servers, programs): the walk is bounded in
 //! depth and in work, and never panics.
@@ -42,6 +42,19 @@ use airlock_policy::CoercePolicy;
 use serde_json::{Map, Number, Value};
 use std::cell::Cell;
 
+/// Why a tool's schema cannot be used: it is not valid JSON Schema (the validator's own
+/// message, which names the keyword at fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("{0}")]
+    NotJsonSchema(String),
+}
+
+/// `schema` compiled, or why it is not valid JSON Schema.
+pub fn validator(schema: &Value) -> Result<jsonschema::Validator, SchemaError> {
+    jsonschema::validator_for(schema).map_err(|e| SchemaError::NotJsonSchema(e.to_string()))
+}
+
 /// A declared output schema, compiled, and kept for coercing results that break it.
 #[derive(Debug)]
 pub struct OutputSchema {
@@ -50,9 +63,9 @@ pub struct OutputSchema {
 }
 
 impl OutputSchema {
-    /// `None`, with why, when it is not valid JSON Schema.
-    pub fn compile(schema: &Value) -> Result<OutputSchema, String> {
-        let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    /// The schema compiled, or why it is not valid JSON Schema.
+    pub fn compile(schema: &Value) -> Result<OutputSchema, SchemaError> {
+        let validator = validator(schema)?;
         Ok(OutputSchema {
             validator,
             schema: schema.clone(),
@@ -87,14 +100,14 @@ pub fn mend_result(
 }
 
 /// How deep the walk goes into a schema and its value together (`$ref`s count).
-pub const MAX_DEPTH: usize = 32;
+pub(crate) const MAX_DEPTH: usize = 32;
 
 /// How many schema nodes one coercion may visit (trial walks of `anyOf` branches included),
 /// so a schema of nested unions cannot make a call expensive.
-pub const MAX_VISITS: usize = 20_000;
+pub(crate) const MAX_VISITS: usize = 20_000;
 
 /// More coercions than this in one value is no near miss: none are made.
-pub const MAX_COERCIONS: usize = 256;
+pub(crate) const MAX_COERCIONS: usize = 256;
 
 /// Longest string tried against each branch of a union.
 const MAX_TRIAL_STRING: usize = 4096;
@@ -102,7 +115,7 @@ const MAX_TRIAL_STRING: usize = 4096;
 /// `value` coerced to `schema`, when the coerced value then satisfies `validator` (compiled
 /// from the same `schema`) and something changed; `None` otherwise (nothing to do, nothing
 /// that helps, or more than the walk's bounds).
-pub fn coerce_valid(
+pub(crate) fn coerce_valid(
     validator: &jsonschema::Validator,
     schema: &Value,
     value: &Value,
@@ -113,7 +126,7 @@ pub fn coerce_valid(
 }
 
 /// `value` walked alongside `schema` with every rule applied, without checking the result
-/// against the whole schema (see [`coerce_valid`]); `None` when nothing changed or a bound
+/// against the whole schema (see `coerce_valid`); `None` when nothing changed or a bound
 /// was reached.
 pub fn coerce(
     schema: &Value,
@@ -139,7 +152,7 @@ pub fn coerce(
 /// Whether `schema` names a format the date rule rewrites (`date`, `date-time`) anywhere:
 /// such a schema is walked even for values its validator accepts, since formats are not
 /// asserted by the validator. Bounded like the walk.
-pub fn names_date_formats(schema: &Value) -> bool {
+pub(crate) fn names_date_formats(schema: &Value) -> bool {
     fn visit(value: &Value, depth: usize, budget: &mut usize) -> bool {
         if depth > MAX_DEPTH * 2 || *budget == 0 {
             return false;
@@ -521,7 +534,7 @@ fn type_takes(t: &str, value: &Value) -> bool {
 }
 
 /// Appends `/token` to a JSON Pointer, escaped (RFC 6901: `~` → `~0`, `/` → `~1`).
-pub fn push_token(pointer: &mut String, token: &str) {
+pub(crate) fn push_token(pointer: &mut String, token: &str) {
     pointer.push('/');
     for c in token.chars() {
         match c {

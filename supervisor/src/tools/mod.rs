@@ -2,36 +2,36 @@
 //!
 //! - this file: the [`ToolSource`] trait every source implements, [`ToolDescriptor`], the
 //!   [`CallContext`] a source gets with each call and the [`SourceAnswer`] it hands back;
-//! - [`call`]: the call pipeline every tool call goes through, in order (budget, policy,
+//! - `call`: the call pipeline every tool call goes through, in order (budget, policy,
 //!   readable arguments, rate, resolve, argument schema, gate, the source, redaction and scan);
-//! - [`registry`]: namespaces → sources, and name resolution with did-you-mean;
+//! - `registry`: namespaces → sources, and name resolution with did-you-mean;
 //! - [`arguments`]: arguments checked against a tool's JSON Schema;
 //! - [`coercion`]: near misses (`"100"` for a number) coerced to a tool's schemas;
-//! - [`catalogue`]: a caller's tools as an SDK and search index, cached per principal;
-//! - [`client`]: client-owned tools, which a request declares and the agent answers itself;
-//! - [`builtin`]: the daemon's own tools (`tools.airlock.search_tools`, `read_sdk`), which
+//! - `catalogue`: a caller's tools as an SDK and search index, cached per principal;
+//! - `client`: client-owned tools, which a request declares and the agent answers itself;
+//! - `builtin`: the daemon's own tools (`tools.airlock.search_tools`, `read_sdk`), which
 //!   answer from the caller's catalogue;
-//! - [`approval`]: calls that wait for a person's decision (`approve` in the policy);
-//! - [`naming`]: near-name suggestions;
-//! - [`progress`]: a call's progress, scanned, on its way to the agent;
-//! - [`redaction`]: the secret values a call used, redacted from what came back;
+//! - `approval`: calls that wait for a person's decision (`approve` in the policy);
+//! - `naming`: near-name suggestions;
+//! - `progress`: a call's progress, scanned, on its way to the agent;
+//! - `redaction`: the secret values a call used, redacted from what came back;
 //! - [`sources`]: the adapters (MCP, OpenAPI, GraphQL) and their shared settings and HTTP
 //!   helpers.
 //!
 //! Nothing here knows about workers, HTTP front doors or how an execution ends; the codes a
 //! program sees ([`ToolErrorCode`]) are part of the agent API.
 
-pub mod approval;
+pub(crate) mod approval;
 pub mod arguments;
-pub mod builtin;
-pub mod call;
-pub mod catalogue;
-pub mod client;
+pub(crate) mod builtin;
+pub(crate) mod call;
+pub(crate) mod catalogue;
+pub(crate) mod client;
 pub mod coercion;
-pub mod naming;
-pub mod progress;
-pub mod redaction;
-pub mod registry;
+pub(crate) mod naming;
+pub(crate) mod progress;
+pub(crate) mod redaction;
+pub(crate) mod registry;
 pub mod sources;
 
 pub use crate::agent_api::{ToolError, ToolErrorCode};
@@ -122,7 +122,7 @@ pub struct CallContext {
     /// `tools/call` request's `_meta` under [`IDEMPOTENCY_META_KEY`].
     pub idempotency_key: Option<String>,
     /// The caller's catalogue: its principal's tools under its execution's generation, which
-    /// the daemon's built-in tools ([`builtin`]) answer from. The pipeline fills it from the
+    /// the daemon's built-in tools (`builtin`) answer from. The pipeline fills it from the
     /// execution's call scope; `None` in a context made outside an execution.
     pub catalogue: Option<catalogue::CallerCatalogue>,
 }
@@ -192,7 +192,7 @@ impl From<Result<Value, ToolError>> for SourceAnswer {
 
 /// The HTTP header that carries [`CallContext::idempotency_key`] (IETF httpapi
 /// `Idempotency-Key` draft; the name Stripe-style APIs read).
-pub const IDEMPOTENCY_HEADER: &str = "idempotency-key";
+pub(crate) const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 
 /// The `_meta` key of an MCP `tools/call` that carries [`CallContext::idempotency_key`]
 /// (MCP `_meta` keys are a prefix label, `/`, then the name).
@@ -264,7 +264,7 @@ impl CallDeadline {
 
 /// A provider of tools under one namespace: an adapter that speaks one protocol. Everything
 /// around the call itself (policy, rates, argument checks, concurrency, the deadline,
-/// redaction and scanning) is the pipeline's ([`call`]).
+/// redaction and scanning) is the pipeline's (`call`).
 pub trait ToolSource: Send + Sync + 'static {
     /// The namespace programs use: `tools.<namespace>.<tool>()`.
     fn namespace(&self) -> &str;

@@ -7,4 +7,4 @@
 
 pub mod pool;
 pub mod process;
-pub mod zygote;
+pub(crate) mod zygote;

@@ -213,7 +213,7 @@ pub async fn start_worker(
     }
 }
 
-pub fn message_name(msg: &WorkerMessage) -> &'static str {
+pub(crate) fn message_name(msg: &WorkerMessage) -> &'static str {
     match msg {
         WorkerMessage::Ready { .. } => "Ready",
         WorkerMessage::ToolReferences(_) => "ToolReferences",

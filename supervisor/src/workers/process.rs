@@ -425,7 +425,7 @@ impl WorkerExit {
     }
 }
 
-pub fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGKILL => "SIGKILL",
         libc::SIGSYS => "SIGSYS",

@@ -4,6 +4,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
+use airlock_supervisor::agent_api::{CallOutcome, Status, Verdict};
 use airlock_supervisor::audit_log::{
     ApprovalRecord, AuditLog, CodeHash, ExecutionRecord, ToolCallRecord,
 };
@@ -31,7 +32,7 @@ fn record(id: &str, principal: &str, started: SystemTime, tools: &[&str]) -> Exe
         peer_uid: 1000,
         peer_pid: Some(7),
         code_sha256: CodeHash::of(id),
-        status: "ok".into(),
+        status: Status::Ok,
         error_kind: None,
         queued_ms: 0.1,
         run_ms: 2.0,
@@ -47,7 +48,7 @@ fn record(id: &str, principal: &str, started: SystemTime, tools: &[&str]) -> Exe
                     i as u32 + 1,
                     tool,
                     &json!({"repo": "octo/hello", "token": "ghp_0123456789abcdef", "body": "x".repeat(500)}),
-                    "ok",
+                    CallOutcome::Ok,
                     None,
                     1.25,
                     started,
@@ -186,7 +187,7 @@ fn the_cli_shows_approval_decisions() {
         1,
         "github.get_issue",
         &json!({"repo": "octo/hello", "token": "ghp_0123456789abcdef"}),
-        "approved",
+        Verdict::Approved,
         Some("alice"),
         Some(1000),
         Some("fine"),
@@ -200,7 +201,7 @@ fn the_cli_shows_approval_decisions() {
         1,
         "github.list",
         &json!({}),
-        "expired",
+        Verdict::Expired,
         None,
         None,
         None,

@@ -4,7 +4,7 @@
 use super::HttpState;
 use crate::audit_log::AuditStatus;
 use crate::generation::{ReloadReport, warning_lines};
-use crate::journal::{JournalHealth, JournalState};
+use crate::journal::{JournalHealth, JournalState, JournalStatus};
 use crate::metrics::Gauges;
 use crate::workers::pool::PoolStatus;
 use serde::Serialize;
@@ -113,7 +113,7 @@ fn journal_metrics(journal: &JournalState) -> String {
         "airlock_journal_up",
         "gauge",
         "Whether the sessions' journal works (0 when disabled or unavailable).",
-        u8::from(health.status == "ok"),
+        u8::from(health.status == JournalStatus::Ok),
     );
     if let JournalState::Ready(j) = journal {
         single(

@@ -24,17 +24,17 @@
 //!   foreign `Origin`, and JSON in every `POST`;
 //! - `/mcp` is handed to the MCP door ([`crate::api::mcp`]) with the caller it admitted.
 //!
-//! A door only translates between HTTP and the execution service ([`crate::execution`]) and
+//! A door only translates between HTTP and the execution service (`crate::execution`) and
 //! the generation in force ([`crate::generation`]); it decides nothing itself.
 
 mod approvals;
-pub mod connections;
+pub(crate) mod connections;
 mod executions;
 mod handles;
 mod health;
 mod learned;
-pub mod local_only;
-pub mod policy;
+pub(crate) mod local_only;
+pub(crate) mod policy;
 mod responses;
 mod routes;
 mod servers;
@@ -85,7 +85,7 @@ impl std::fmt::Debug for HttpState {
 }
 
 /// The MCP door's Streamable HTTP service.
-pub type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
+pub(crate) type McpService = rmcp::transport::streamable_http_server::StreamableHttpService<
     crate::api::mcp::McpDoor,
     rmcp::transport::streamable_http_server::session::never::NeverSessionManager,
 >;

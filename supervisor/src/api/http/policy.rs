@@ -9,7 +9,7 @@ use super::responses::{ApiBody, error_response, json_response};
 use crate::agent_api::ApiErrorCode;
 use crate::generation::PolicyGeneration;
 use crate::secrets::store::SecretStore;
-use crate::tools::sources::mcp::confinement::describe_server;
+use crate::tools::sources::mcp::confinement::{describe_server, server_description};
 use airlock_policy::Caller;
 use hyper::{Response, StatusCode};
 use serde::Serialize;
@@ -141,10 +141,7 @@ fn explain_server(
     let Some(server) = generation.policy.servers.iter().find(|s| s.name == name) else {
         return super::servers::no_such_server(generation, name);
     };
-    let host = &state.generations.context().host;
-    let description = describe_server(server, host, &SecretStore::empty()).unwrap_or_else(|| {
-        format!("server `{name}`: a Streamable HTTP server, reached at its url; nothing is started or confined")
-    });
+    let description = server_description(server, &state.generations.context().host);
     json_response(
         StatusCode::OK,
         &ServerExplained {

@@ -24,7 +24,7 @@ use tokio::task::{AbortHandle, JoinSet};
 
 /// The largest message read from stdin, and the largest answer or event accepted from the
 /// daemon (a response may carry a program's whole result, which the policy caps well below).
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Connections to the daemon kept open between exchanges.
 const IDLE_CONNECTIONS: usize = 8;
@@ -37,6 +37,26 @@ pub enum RelayError {
         "a message on stdin is longer than {MAX_MESSAGE_BYTES} bytes; MCP messages are one JSON object per line"
     )]
     MessageTooLong,
+}
+
+/// Why one exchange with the daemon got no answer to relay; the message goes to the client as
+/// the request's JSON-RPC error.
+#[derive(Debug, thiserror::Error)]
+enum ExchangeError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The request could not be made (a header value the daemon handed out that is not one).
+    #[error("{0}")]
+    Request(hyper::http::Error),
+    #[error("cannot read the daemon's answer: {0}")]
+    Read(Box<dyn std::error::Error + Send + Sync>),
+    #[error("an event from the daemon is longer than {MAX_MESSAGE_BYTES} bytes")]
+    EventTooLong,
+    #[error("airlockd answered {status}: {body}")]
+    Refused {
+        status: hyper::StatusCode,
+        body: String,
+    },
 }
 
 /// What the relay remembers of the conversation: the protocol version the client and daemon
@@ -180,16 +200,19 @@ struct Exchange {
 
 impl Exchange {
     async fn run(self) {
-        if let Err(message) = self.exchange().await {
+        if let Err(error) = self.exchange().await {
             // A request the daemon never answered still gets an answer, so the client does
             // not wait for ever; a notification's failure has nobody to tell.
             if let Some(id) = &self.id {
-                let _ = self.out.send(error_line(id, -32603, &message)).await;
+                let _ = self
+                    .out
+                    .send(error_line(id, -32603, &error.to_string()))
+                    .await;
             }
         }
     }
 
-    async fn exchange(&self) -> Result<(), String> {
+    async fn exchange(&self) -> Result<(), ExchangeError> {
         let reused = {
             let mut idle = lock(&self.idle);
             idle.retain(|c| !c.is_closed());
@@ -197,9 +220,7 @@ impl Exchange {
         };
         let mut client = match reused {
             Some(client) => client,
-            None => Client::connect(&self.socket)
-                .await
-                .map_err(|e| e.to_string())?,
+            None => Client::connect(&self.socket).await?,
         };
         let mut req = Request::post("/mcp")
             .header("host", "airlock")
@@ -216,8 +237,8 @@ impl Exchange {
         }
         let req = req
             .body(Full::new(self.body.clone()))
-            .map_err(|e| e.to_string())?;
-        let resp = client.send(req).await.map_err(|e| e.to_string())?;
+            .map_err(ExchangeError::Request)?;
+        let resp = client.send(req).await?;
         if let Some(session) = resp
             .headers()
             .get("mcp-session-id")
@@ -236,7 +257,7 @@ impl Exchange {
         if kind.starts_with("text/event-stream") {
             let mut events = EventStream::default();
             while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| ClientError::from(e).to_string())?;
+                let frame = frame.map_err(ClientError::from)?;
                 let Ok(data) = frame.into_data() else {
                     continue;
                 };
@@ -250,7 +271,7 @@ impl Exchange {
         let bytes = http_body_util::Limited::new(body, MAX_MESSAGE_BYTES)
             .collect()
             .await
-            .map_err(|e| format!("cannot read the daemon's answer: {e}"))?
+            .map_err(ExchangeError::Read)?
             .to_bytes();
         self.keep(client);
         if kind.starts_with("application/json") && !bytes.is_empty() {
@@ -260,10 +281,10 @@ impl Exchange {
         if status.is_success() {
             return Ok(());
         }
-        Err(format!(
-            "airlockd answered {status}: {}",
-            String::from_utf8_lossy(&bytes).trim()
-        ))
+        Err(ExchangeError::Refused {
+            status,
+            body: String::from_utf8_lossy(&bytes).trim().to_owned(),
+        })
     }
 
     fn keep(&self, client: Client) {
@@ -303,7 +324,7 @@ struct EventStream {
 }
 
 impl EventStream {
-    fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, String> {
+    fn push(&mut self, chunk: &[u8]) -> Result<Vec<String>, ExchangeError> {
         self.pending.extend_from_slice(chunk);
         let mut messages = Vec::new();
         while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
@@ -322,9 +343,7 @@ impl EventStream {
             }
         }
         if self.pending.len() + self.data.len() > MAX_MESSAGE_BYTES {
-            return Err(format!(
-                "an event from the daemon is longer than {MAX_MESSAGE_BYTES} bytes"
-            ));
+            return Err(ExchangeError::EventTooLong);
         }
         Ok(messages)
     }

@@ -15,6 +15,10 @@
 //! One module per subcommand family; `args` holds the command line of them all and `daemon`
 //! what the commands that talk to the daemon share.
 
+// The arguments' doc comments are clap's help text, written for a terminal (`[audit]` is a
+// policy table, `<NAME>` a placeholder), not rustdoc's markdown.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod approvals;
 mod args;
 mod audit;

@@ -10,6 +10,7 @@ use airlock_policy::{Caller, Policy};
 use airlock_supervisor::client::Client;
 use airlock_supervisor::generation::check_policy;
 use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::{ServerHost, confinement};
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -258,54 +259,42 @@ fn describe_server_here(
     server: &airlock_policy::ToolServer,
     config: &Path,
 ) -> String {
-    use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
-    let host = host_here(&state_here(policy), config)
-        .with_server_user(airlock_supervisor::daemon::server_user(&policy.daemon));
-    describe_server(server, &host, &SecretStore::empty()).unwrap_or_else(|| {
-        format!(
-            "server `{}`: a Streamable HTTP server, reached at its url; nothing is started or confined",
-            server.name
+    confinement::server_description(server, &host_here(policy, config))
+}
+
+/// Where a daemon started beside this CLI on `policy` (the file `config`) would launch its
+/// servers from and keep their files: the daemon's own [`ServerHost::of_daemon`], with the
+/// worker `airlockd` would use. It knows neither the daemon's socket nor whether its journal
+/// opens, so those are not listed as covered.
+fn host_here(policy: &Policy, config: &Path) -> ServerHost {
+    // The launcher airlockd would use is the one beside its worker: the policy's, else where
+    // `airlockd` beside this CLI would find it.
+    let worker = policy.daemon.worker_path.clone().unwrap_or_else(|| {
+        airlock_supervisor::daemon::default_worker_path(
+            &std::env::current_exe()
+                .unwrap_or_default()
+                .with_file_name("airlockd"),
         )
-    })
-}
-
-/// The state directory a daemon started here on `policy` would use.
-fn state_here(policy: &Policy) -> PathBuf {
-    policy
-        .daemon
-        .state_directory
-        .clone()
-        .or_else(|| airlock_supervisor::audit_log::default_directory(|k| std::env::var_os(k)).ok())
-        .unwrap_or_else(|| std::env::temp_dir().join("airlock"))
-}
-
-/// Where a daemon started beside this CLI would put its launcher and servers' scratch.
-fn host_here(state: &Path, config: &Path) -> airlock_supervisor::tools::sources::mcp::ServerHost {
-    // The launcher airlockd would use is the one beside its worker: where `airlockd` beside
-    // this CLI would find it.
-    let worker = airlock_supervisor::daemon::default_worker_path(
-        &std::env::current_exe()
-            .unwrap_or_default()
-            .with_file_name("airlockd"),
-    );
-    let hidden = vec![
-        config.to_owned(),
-        airlock_policy::policy_file::drop_in_directory(config),
-    ];
-    airlock_supervisor::tools::sources::mcp::ServerHost::new(&worker, state, hidden)
+    });
+    ServerHost::of_daemon(
+        &worker,
+        policy.daemon.state_directory.clone(),
+        Some(config),
+        &policy.daemon,
+        Vec::new(),
+        Vec::new(),
+    )
 }
 
 /// How each stdio server of `policy` would be confined (what `airlockd` would hand its
 /// launcher), for `airlock policy explain`.
 fn print_server_confinement(policy: &Policy, config: &Path) {
-    use airlock_supervisor::tools::sources::mcp::confinement::describe_server;
     let store = SecretStore::empty();
-    let host = host_here(&state_here(policy), config)
-        .with_server_user(airlock_supervisor::daemon::server_user(&policy.daemon));
+    let host = host_here(policy, config);
     for described in policy
         .servers
         .iter()
-        .filter_map(|server| describe_server(server, &host, &store))
+        .filter_map(|server| confinement::describe_server(server, &host, &store))
     {
         println!("{described}");
     }

@@ -63,7 +63,7 @@ use linux_keyutils::{
 use zeroize::Zeroizing;
 
 /// What every key this store writes is described as, before the secret's name.
-pub const DESCRIPTION_PREFIX: &str = "airlock:";
+pub(crate) const DESCRIPTION_PREFIX: &str = "airlock:";
 
 /// The kernel's limit for the payload of one `user` key.
 pub const MAX_VALUE_BYTES: usize = 32_767;

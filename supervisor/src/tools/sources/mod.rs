@@ -7,7 +7,7 @@
 //! redaction and scanning happen around it in `crate::tools::call`.
 
 pub mod graphql;
-pub mod http;
+pub(crate) mod http;
 pub mod mcp;
 pub mod openapi;
-pub mod settings;
+pub(crate) mod settings;

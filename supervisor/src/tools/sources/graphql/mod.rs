@@ -31,9 +31,9 @@
 //! always valid: GitHub's has duplicate field definitions. A duplicate field, or a type defined
 //! twice, is merged and the first definition of each field wins.
 //!
-//! The rooms: [`load`] reads the schema file into the types tools need, [`schema`] makes
-//! the tools (names, input schemas, output schemas), [`selection`] chooses a field tool's
-//! default selection set, [`send`] makes a call and reads its answer.
+//! The rooms: `load` reads the schema file into the types tools need, `schema` makes
+//! the tools (names, input schemas, output schemas), `selection` chooses a field tool's
+//! default selection set, `send` makes a call and reads its answer.
 
 mod load;
 mod schema;
@@ -41,7 +41,7 @@ mod selection;
 mod send;
 
 pub use load::GraphQlLoadError;
-pub use send::parses_as_document;
+pub use send::{DocumentError, parses_as_document};
 
 use crate::secrets::store::SecretStore;
 use crate::tools::coercion::OutputSchema;

@@ -350,10 +350,18 @@ pub(super) fn check_custom_document(
     Ok(mutates)
 }
 
+/// Why a text is not an executable GraphQL document.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DocumentError {
+    /// The parser's message, with the line and column.
+    #[error("{0}")]
+    Syntax(String),
+}
+
 /// Whether `text` parses as an executable GraphQL document (used by tests to check generated
 /// selection sets with the same parser that reads schemas).
-pub fn parses_as_document(text: &str) -> Result<(), String> {
+pub fn parses_as_document(text: &str) -> Result<(), DocumentError> {
     gq::parse_query::<&str>(text)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| DocumentError::Syntax(e.to_string()))
 }

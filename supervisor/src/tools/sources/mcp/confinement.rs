@@ -3,7 +3,7 @@
 //! that applies it and execs the server (see the `airlock-confine` crate for the layers).
 //!
 //! What a server may read: the system (`/usr`, `/lib*`, `/bin`, `/sbin`, `/etc`), what its
-//! command really runs ([`what_runs`]: the command found on its `PATH`, the file a symbolic
+//! command really runs (`what_runs`: the command found on its `PATH`, the file a symbolic
 //! link leads to, a script's `#!` interpreter, `/usr/bin/env X` resolved through the `PATH`,
 //! a virtualenv's base interpreter from its `pyvenv.cfg`, each with its install prefix:
 //! `/opt/node` for `/opt/node/bin/node`, the whole `node_modules` for a file in one, the
@@ -20,7 +20,9 @@ use crate::secrets::store::SecretStore;
 use crate::tools::ToolError;
 use crate::tools::sources::settings::Settings;
 use airlock_confine::{Mode, Network, Profile, RunAs, ServerLimits};
-use airlock_policy::{ConfineMode, Confinement, ServerNetwork, ServerTransport, ToolServer};
+use airlock_policy::{
+    ConfineMode, Confinement, DaemonSettings, ServerNetwork, ServerTransport, ToolServer,
+};
 use std::path::{Path, PathBuf};
 
 /// Directories of the system every server may read and execute.
@@ -122,6 +124,40 @@ impl ServerHost {
         }
     }
 
+    /// Where a daemon on `settings` launches its servers from and keeps their files, and what
+    /// none of them may reach: the one place this is decided, for `airlockd` and for `airlock
+    /// policy explain --config` (which describes what a daemon started beside it would do).
+    ///
+    /// `worker` is the daemon's worker binary (the launcher is beside it); `state` its state
+    /// directory, else systemd's or the user's, else `airlock` in the temporary directory;
+    /// `policy` its policy file (covered with its drop-in directory); `protected` more paths
+    /// no server may reach (the socket); `data` the audit log's and the journal's own
+    /// directories, when they have them. `$CREDENTIALS_DIRECTORY` is covered when it is set.
+    pub fn of_daemon(
+        worker: &Path,
+        state: Option<PathBuf>,
+        policy: Option<&Path>,
+        settings: &DaemonSettings,
+        mut protected: Vec<PathBuf>,
+        data: Vec<PathBuf>,
+    ) -> ServerHost {
+        let state = state
+            .or_else(|| crate::audit_log::default_directory(|k| std::env::var_os(k)).ok())
+            .unwrap_or_else(|| std::env::temp_dir().join("airlock"));
+        // The audit log's and the journal's own directories, when they have them, are covered
+        // like the policy; not one that holds the state directory, where the servers' scratch
+        // directories are (no grant may contain it all the same: ServerHost protects the state).
+        protected.extend(data.into_iter().filter(|dir| !state.starts_with(dir)));
+        if let Some(path) = policy {
+            protected.push(path.to_owned());
+            protected.push(airlock_policy::policy_file::drop_in_directory(path));
+        }
+        if let Some(credentials) = std::env::var_os("CREDENTIALS_DIRECTORY") {
+            protected.push(PathBuf::from(credentials));
+        }
+        ServerHost::new(worker, &state, protected).with_server_user(server_user(settings))
+    }
+
     /// The same, with the account its confined servers run as by default (see
     /// [`ServerHost::server_user`]).
     pub fn with_server_user(mut self, user: Option<String>) -> ServerHost {
@@ -156,10 +192,28 @@ impl ServerHost {
     }
 }
 
+/// Why a server cannot run as the account its entry (or the host's default) names.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RunAsError {
+    #[error(
+        "its user \"{0}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"
+    )]
+    NoSuchUser(String),
+    #[error("looking up its user \"{name}\": {cause}")]
+    Lookup {
+        name: String,
+        cause: nix::errno::Errno,
+    },
+    #[error(
+        "it is to run as user \"{name}\" (uid {uid}), and only a daemon running as root can start it so (this one runs as uid {daemon}): remove its `user`, or run airlockd as root"
+    )]
+    NotRoot { name: String, uid: u32, daemon: u32 },
+}
+
 /// The account a server runs as, when it is not the daemon's own: its `user`, else the host's
 /// default (a root daemon's `server_user` or `nobody`). A daemon that is not root cannot
 /// switch: a `user` other than its own refuses the server.
-fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, String> {
+fn run_as(confinement: &Confinement, host: &ServerHost) -> Result<Option<RunAs>, RunAsError> {
     run_as_from(confinement, host, airlock_policy::account::effective_uid())
 }
 
@@ -168,35 +222,51 @@ fn run_as_from(
     confinement: &Confinement,
     host: &ServerHost,
     daemon: u32,
-) -> Result<Option<RunAs>, String> {
+) -> Result<Option<RunAs>, RunAsError> {
     let Some(name) = account(confinement, host) else {
         return Ok(None);
     };
     let user = match name.parse::<u32>() {
         Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
             .map(|found| found.unwrap_or_else(|| numeric_user(uid))),
-        Err(_) => nix::unistd::User::from_name(name).and_then(|found| {
-            found.ok_or(nix::errno::Errno::ENOENT)
-        }),
+        Err(_) => nix::unistd::User::from_name(name)
+            .and_then(|found| found.ok_or(nix::errno::Errno::ENOENT)),
     }
-    .map_err(|e| match e {
-        nix::errno::Errno::ENOENT => format!("its user \"{name}\" does not exist on this host: create it, or name another in `user` (or `[daemon] server_user`)"),
-        e => format!("looking up its user \"{name}\": {e}"),
+    .map_err(|cause| match cause {
+        nix::errno::Errno::ENOENT => RunAsError::NoSuchUser(name.clone()),
+        cause => RunAsError::Lookup {
+            name: name.clone(),
+            cause,
+        },
     })?;
     if user.uid.as_raw() == daemon {
         return Ok(None);
     }
     if daemon != 0 {
-        return Err(format!(
-            "it is to run as user \"{name}\" (uid {}), and only a daemon running as root can start it so (this one runs as uid {daemon}): remove its `user`, or run airlockd as root",
-            user.uid
-        ));
+        return Err(RunAsError::NotRoot {
+            name: name.clone(),
+            uid: user.uid.as_raw(),
+            daemon,
+        });
     }
     Ok(Some(RunAs {
         name: name.clone(),
         uid: user.uid.as_raw(),
         gid: user.gid.as_raw(),
     }))
+}
+
+/// The account a daemon running as root starts its confined servers as (unless an entry names
+/// its own `user`): `[daemon] server_user`, else `nobody`. Root's servers never keep uid 0 by
+/// default: the files of the host's root would be theirs to read. Other daemons' servers run
+/// as the daemon's user.
+pub fn server_user(settings: &DaemonSettings) -> Option<String> {
+    (airlock_policy::account::effective_uid() == 0).then(|| {
+        settings
+            .server_user
+            .clone()
+            .unwrap_or_else(|| "nobody".to_owned())
+    })
 }
 
 /// The account a server is to run as, as the policy names it: its `user`, else the host's
@@ -245,7 +315,7 @@ pub struct ServerCommand<'a> {
 }
 
 /// The launcher's profile for a server (its scratch directory is made by
-/// [`make_scratch`]).
+/// `make_scratch`).
 pub fn profile(
     name: &str,
     confinement: &Confinement,
@@ -258,7 +328,7 @@ pub fn profile(
 
 /// [`profile`], with why each path it may read was granted (for `airlock policy explain`):
 /// one reason per path of `read`, in its order.
-pub fn profile_granted(
+pub(crate) fn profile_granted(
     name: &str,
     confinement: &Confinement,
     started: &ServerCommand<'_>,
@@ -330,7 +400,7 @@ pub fn profile_granted(
     read.sort_by(|a, b| a.0.cmp(&b.0));
     read.dedup_by(|later, earlier| later.0 == earlier.0);
     let (read, reasons): (Vec<PathBuf>, Vec<String>) = read.into_iter().unzip();
-    let run_as = run_as(confinement, host).map_err(unavailable)?;
+    let run_as = run_as(confinement, host).map_err(|e| unavailable(e.to_string()))?;
     let profile = Profile {
         name: name.to_owned(),
         mode: match confinement.mode {
@@ -363,7 +433,7 @@ pub fn profile_granted(
 }
 
 /// The server's scratch directory `scratch` (and the directory of all of them), mode 0700.
-pub fn make_scratch(
+pub(crate) fn make_scratch(
     scratch: &Path,
     host: &ServerHost,
     run_as: Option<&RunAs>,
@@ -463,6 +533,18 @@ pub fn describe_server(
     ))
 }
 
+/// What `airlock policy explain --server NAME` shows of any `[[server]]`: [`describe_server`]
+/// for a stdio server (without credentials: a description never reads them), a line saying so
+/// for a `url` server.
+pub fn server_description(server: &ToolServer, host: &ServerHost) -> String {
+    describe_server(server, host, &SecretStore::empty()).unwrap_or_else(|| {
+        format!(
+            "server `{}`: a Streamable HTTP server, reached at its url; nothing is started or confined",
+            server.name
+        )
+    })
+}
+
 /// What `airlock policy explain` shows of a stdio server: how it would be confined, or why
 /// it would not start.
 pub fn describe(
@@ -521,7 +603,7 @@ pub fn describe(
 /// Everything the launcher wrote on its status socket until it closed it (at the server's
 /// exec, or its own exit), at most 64 KiB, and the proxy's listening socket if it handed one
 /// over (`SCM_RIGHTS`, received close-on-exec so no other child inherits it).
-pub async fn read_status(
+pub(crate) async fn read_status(
     pipe: std::os::unix::net::UnixStream,
 ) -> std::io::Result<(Vec<u8>, Option<std::net::TcpListener>)> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
@@ -805,7 +887,9 @@ mod tests {
         };
         // A daemon running as uid 65534 cannot switch to root: the server is refused, naming
         // the account and both ways out.
-        let refused = run_as_from(&confinement, &host, 65534).unwrap_err();
+        let refused = run_as_from(&confinement, &host, 65534)
+            .unwrap_err()
+            .to_string();
         assert!(refused.contains("\"root\" (uid 0)"), "{refused}");
         assert!(refused.contains("runs as uid 65534"), "{refused}");
         assert!(refused.contains("remove its `user`"), "{refused}");
@@ -823,7 +907,7 @@ mod tests {
             user: Some("no-such-account-here".into()),
             ..Confinement::default()
         };
-        let refused = run_as_from(&missing, &host, 0).unwrap_err();
+        let refused = run_as_from(&missing, &host, 0).unwrap_err().to_string();
         assert!(refused.contains("does not exist on this host"), "{refused}");
     }
 

@@ -2,8 +2,8 @@
 //! official Rust SDK (`rmcp`) over stdio (a child process the daemon runs) or Streamable HTTP.
 //!
 //! The daemon spawns a stdio server itself (with a service's base environment and what the
-//! policy adds, [`environment`]), on first use unless the policy says `start = "eager"`, logs
-//! its stderr under its name and quotes its last lines in the errors about it ([`stderr`]), caches
+//! policy adds, `environment`), on first use unless the policy says `start = "eager"`, logs
+//! its stderr under its name and quotes its last lines in the errors about it (`stderr`), caches
 //! its tool list (refreshed when the server says `notifications/tools/list_changed`), and
 //! connects again on the next call after the server died or the connection broke. A call ends
 //! at the deadline the call pipeline gives it (the server's `call_timeout_ms`), with
@@ -16,15 +16,15 @@
 //! that speak 2026-07-28 get `server/discover`, and their list changes arrive on a
 //! `subscriptions/listen` stream, which is opened when they advertise `tools.listChanged`.
 //!
-//! The rooms: [`start`] connects (a stdio server's process is [`stdio`]'s, with its
-//! confinement), [`connection`] is a running server and what it sends unasked (progress,
-//! list changes), [`schema`] lists its tools as descriptors, [`send`] makes one call and
-//! reads its answer, [`status`] is what `GET /v1/servers` and a test start show.
+//! The rooms: `start` connects (a stdio server's process is `stdio`'s, with its
+//! confinement), `connection` is a running server and what it sends unasked (progress,
+//! list changes), `schema` lists its tools as descriptors, `send` makes one call and
+//! reads its answer, `status` is what `GET /v1/servers` and a test start show.
 
 pub mod confinement;
 mod connection;
-pub mod egress;
-pub mod environment;
+pub(crate) mod egress;
+pub(crate) mod environment;
 mod schema;
 mod send;
 mod start;

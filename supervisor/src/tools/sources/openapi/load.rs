@@ -50,7 +50,7 @@ pub enum OpenApiError {
         reason: String,
     },
     #[error("{file}: {reason}")]
-    BaseUrl { file: String, reason: String },
+    BaseUrl { file: String, reason: BaseUrlError },
     #[error("openapi source `{name}`: {source}")]
     Client {
         name: String,
@@ -253,18 +253,41 @@ fn strip_position(message: &str) -> String {
     }
 }
 
+/// Why the base URL of an OpenAPI source cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BaseUrlError {
+    #[error("`base_url` is not set in the policy and the document has no `servers`")]
+    NoServers,
+    #[error("`base_url` is not set in the policy and the document's first server has no `url`")]
+    NoServerUrl,
+    #[error(
+        "`base_url` is not set in the policy and the document's first server URL \"{0}\" is not an absolute http(s) URL"
+    )]
+    ServerNotAbsolute(String),
+    #[error("base URL \"{url}\" is invalid: {cause}")]
+    Invalid {
+        url: String,
+        /// `url::ParseError` (reqwest re-exports `Url`, not its crate).
+        cause: <Url as std::str::FromStr>::Err,
+    },
+    #[error("base URL \"{0}\" is not an http(s) URL with a host")]
+    NotHttp(String),
+    #[error("the base URL must not carry credentials; use `auth`")]
+    Credentials,
+}
+
 /// The configured base URL, or the document's first server URL with its variables' defaults.
-fn base_url(config: &OpenApiConfig, document: &Value) -> Result<Url, String> {
+fn base_url(config: &OpenApiConfig, document: &Value) -> Result<Url, BaseUrlError> {
     let text = match &config.base_url {
         Some(url) => url.clone(),
         None => {
             let server = document
                 .pointer("/servers/0")
-                .ok_or("`base_url` is not set in the policy and the document has no `servers`")?;
+                .ok_or(BaseUrlError::NoServers)?;
             let mut url = server
                 .get("url")
                 .and_then(Value::as_str)
-                .ok_or("`base_url` is not set in the policy and the document's first server has no `url`")?
+                .ok_or(BaseUrlError::NoServerUrl)?
                 .to_owned();
             if let Some(vars) = server.get("variables").and_then(Value::as_object) {
                 for (name, var) in vars {
@@ -274,21 +297,20 @@ fn base_url(config: &OpenApiConfig, document: &Value) -> Result<Url, String> {
                 }
             }
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "`base_url` is not set in the policy and the document's first server URL \"{url}\" is not an absolute http(s) URL"
-                ));
+                return Err(BaseUrlError::ServerNotAbsolute(url));
             }
             url
         }
     };
-    let url = Url::parse(&text).map_err(|e| format!("base URL \"{text}\" is invalid: {e}"))?;
+    let url = Url::parse(&text).map_err(|cause| BaseUrlError::Invalid {
+        url: text.clone(),
+        cause,
+    })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(format!(
-            "base URL \"{text}\" is not an http(s) URL with a host"
-        ));
+        return Err(BaseUrlError::NotHttp(text));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("the base URL must not carry credentials; use `auth`".into());
+        return Err(BaseUrlError::Credentials);
     }
     Ok(url)
 }

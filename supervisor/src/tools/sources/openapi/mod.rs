@@ -31,22 +31,21 @@
 //! another host. A call with an idempotency key ([`CallContext::idempotency_key`]) sends it as
 //! `Idempotency-Key` on `POST`, `PUT`, `PATCH` and `DELETE` requests, unless the request has
 //! that header already (an operation parameter of that name). Answers: JSON when the content
-//! type says so, else text, at most [`MAX_RESPONSE_BYTES`]; a non-2xx status is an
-//! `upstream_error` with the status and at most [`MAX_EXCERPT_BYTES`] of the body. The secret
-//! values a call used are redacted from whatever comes back by the call pipeline.
+//! type says so, else text, at most `MAX_RESPONSE_BYTES` (of the shared HTTP helpers); a
+//! non-2xx status is an `upstream_error` with the status and at most [`MAX_EXCERPT_BYTES`] of
+//! the body. The secret values a call used are redacted from whatever comes back by the call
+//! pipeline.
 //!
-//! The rooms: [`load`] reads the document and indexes its operations, [`schema`] turns an
-//! operation into its tool's input and output schemas, [`send`] makes a call and reads its
-//! answer; [`request_body`] is how a request body becomes arguments.
-//!
-//! [`MAX_RESPONSE_BYTES`]: crate::tools::sources::http::MAX_RESPONSE_BYTES
+//! The rooms: `load` reads the document and indexes its operations, `schema` turns an
+//! operation into its tool's input and output schemas, `send` makes a call and reads its
+//! answer; `request_body` is how a request body becomes arguments.
 
 mod load;
 mod request_body;
 mod schema;
 mod send;
 
-pub use load::OpenApiError;
+pub use load::{BaseUrlError, OpenApiError};
 pub use send::MAX_EXCERPT_BYTES;
 
 use crate::secrets::store::SecretStore;

@@ -8,7 +8,7 @@ daemon sits as idle before the request as monty's pool does in monty_checkout.py
 request that found the pool full does not warm it up). Prints `p50_ms p99_ms` on one line.
 Usage: airlock_client.py SOCKET [N] [GAP_MS] [POOL]
 
-Used by `cargo bench -p airlock-tests --bench spine`; only the standard library."""
+Used by `cargo bench -p airlock-benches --bench comparisons`; only the standard library."""
 import json
 import socket
 import sys

@@ -9,7 +9,7 @@ every path meets the machine's moments. Prints five figures on one line: the fou
 in that order, then the share of Airlock's executions that found a pre-started worker.
 Usage: tight_with_monty.py AIRLOCK_SOCKET FLOOR_SMALL FLOOR_WORKER_SIZED [N] [BLOCKS]
 
-Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable."""
+Used by `cargo bench -p airlock-benches --bench comparisons` when `pydantic_monty` is importable."""
 import json
 import sys
 import time

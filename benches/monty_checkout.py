@@ -2,7 +2,7 @@
 one checkout + one trivial run, N times, sequentially, with GAP_MS of sleep before each (0: back
 to back). Prints `p50_ms p99_ms` on one line. Usage: monty_checkout.py [N] [GAP_MS]
 
-Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable
+Used by `cargo bench -p airlock-benches --bench comparisons` when `pydantic_monty` is importable
 (`pip install pydantic-monty`); `timed_run` is what paired_with_monty.py and
 floor_with_monty.py time too."""
 import sys

@@ -9,7 +9,7 @@ share the machine's moment, as in paired_with_monty.py. Prints the seven p50s (m
 in that order: direct hyper relay relay-at-once airlock-health airlock-execution monty.
 Usage: floor_with_monty.py AIRLOCK_SOCKET DIRECT HYPER RELAY RELAY_AT_ONCE [N] [GAP_MS] [POOL]
 
-Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable."""
+Used by `cargo bench -p airlock-benches --bench comparisons` when `pydantic_monty` is importable."""
 import sys
 import time
 

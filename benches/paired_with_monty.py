@@ -24,7 +24,7 @@ that client's pairs in which Airlock's execution was the faster; monty's figures
 all its runs.
 Usage: paired_with_monty.py SOCKET [N] [GAP_MS] [POOL]
 
-Used by `cargo bench -p airlock-tests --bench spine` when `pydantic_monty` is importable."""
+Used by `cargo bench -p airlock-benches --bench comparisons` when `pydantic_monty` is importable."""
 import importlib.util
 import json
 import math
@@ -56,7 +56,7 @@ def package_client():
         import httpx  # noqa: F401  (its one dependency)
     except ImportError:
         return None
-    root = Path(__file__).resolve().parents[2] / "clients/python/src/airlock_client"
+    root = Path(__file__).resolve().parents[1] / "clients/python/src/airlock_client"
     spec = importlib.util.spec_from_file_location(
         "airlock_client_package", root / "__init__.py", submodule_search_locations=[str(root)]
     )

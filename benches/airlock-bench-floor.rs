@@ -1,4 +1,4 @@
-//! The floor under the spine bench's pre-started execution: the same hops with none of
+//! The floor under a pre-started execution (the comparisons bench): the same hops with none of
 //! Airlock's code, so that the bench can say how much of an execution's time after idle is the
 //! machine and how much is Airlock. It answers `GET`/`POST` on a Unix socket with a fixed
 //! small JSON body, one thread per connection, in one of four modes:
@@ -23,7 +23,7 @@
 //! copy-on-write fault), as a forked worker's warm-up copies the zygote's heap: a fork then
 //! copies that heap's page tables, and its exit tears them down.
 //!
-//! Used by `cargo bench -p airlock-tests --bench spine` (`benches/floor_with_monty.py`,
+//! Used by `cargo bench -p airlock-benches --bench comparisons` (`benches/floor_with_monty.py`,
 //! `benches/tight_with_monty.py`).
 //! Usage: `airlock-bench-floor MODE SOCKET [HEAP_KIB TOUCHED_PAGES]`. Not a server for anything
 //! else: it trusts its client and panics on anything unexpected.
