@@ -275,7 +275,7 @@ fn tool_errors_are_catchable_and_uncaught_ones_are_tool_errors() {
     assert_eq!(e.name.as_deref(), Some("ToolError"));
     assert_eq!(e.message, "gh.get: no such repo");
     assert_eq!(e.line, Some(2));
-    let e = run("try:\n    pass\nexcept ToolError:\n    pass\n1")
+    let e = run("try:\n    1 / 0\nexcept ToolError:\n    pass\n1")
         .error()
         .clone();
     assert!(e.message.contains("except RuntimeError"), "{e:?}");
