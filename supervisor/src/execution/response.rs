@@ -131,7 +131,6 @@ impl Run<'_> {
             &self.output.scanner,
             std::mem::take(&mut self.trace.records),
         );
-        let mut error = error;
         if let Some(err) = error.as_mut() {
             adopt_tool_error_hint(err, &tool_calls);
         }
