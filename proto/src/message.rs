@@ -196,6 +196,8 @@ pub struct Determinism {
 pub enum Language {
     TypeScript,
     JavaScript,
+    /// The subset of Python the worker's interpreter (monty) implements.
+    Python,
 }
 
 /// Limits for one execution, computed by the supervisor from policy.

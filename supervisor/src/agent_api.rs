@@ -427,6 +427,8 @@ pub enum RequestLanguage {
     #[default]
     Typescript,
     Javascript,
+    /// The subset of Python the worker's interpreter implements (docs/agent-api.md, "Python").
+    Python,
 }
 
 impl RequestLanguage {
@@ -435,15 +437,17 @@ impl RequestLanguage {
         match self {
             RequestLanguage::Typescript => "typescript",
             RequestLanguage::Javascript => "javascript",
+            RequestLanguage::Python => "python",
         }
     }
 
-    /// The language a name says (TypeScript, the default, for anything but `javascript`).
+    /// The language a name says (TypeScript, the default, for anything but `javascript` and
+    /// `python`).
     pub fn from_name(name: &str) -> RequestLanguage {
-        if name == "javascript" {
-            RequestLanguage::Javascript
-        } else {
-            RequestLanguage::Typescript
+        match name {
+            "javascript" => RequestLanguage::Javascript,
+            "python" => RequestLanguage::Python,
+            _ => RequestLanguage::Typescript,
         }
     }
 }

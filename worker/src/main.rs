@@ -6,12 +6,13 @@
 //!
 //! 1. [`lockdown::prepare_process`]: fds, environment, working directory, rlimits, parent-death
 //!    signal, non-dumpable (design §4 steps 1–2).
-//! 2. [`LanguageRuntime::start`]: start the language's engine while the process can still
-//!    open files (glibc reads zoneinfo once for `Date`); no untrusted byte exists yet.
+//! 2. [`LanguageRuntime::start`](language::LanguageRuntime::start) of every language ([`language::Runtimes`]): start the
+//!    engines while the process can still open files (glibc reads zoneinfo once for `Date`);
+//!    no untrusted byte exists yet.
 //! 3. [`lockdown::lock`]: no_new_privs, Landlock, seccomp (steps 4–6). Any failure exits.
 //! 4. Send `Ready`, then read the one `Start` message: the first untrusted byte.
-//! 5. [`LanguageRuntime::run`] runs it and sends `Done`; the worker exits when the
-//!    supervisor closes the socket.
+//! 5. [`LanguageRuntime::run`](language::LanguageRuntime::run) of the program's language runs it and sends `Done`; the
+//!    worker exits when the supervisor closes the socket.
 //!
 //! Started with `--zygote`, the process takes steps 1–3 and then [`zygote::serve`]s: it
 //! forks one new worker per request from the daemon. Each forked worker finishes its own
@@ -19,7 +20,8 @@
 //!
 //! Modules: [`lockdown`] (the layers), [`syscall_allowlist`] (reviewed seccomp data),
 //! [`ipc`] (fd 3 framing), [`language`] (one folder per language behind
-//! [`LanguageRuntime`]: today [`language::javascript`], QuickJS with oxc for TypeScript),
+//! [`language::LanguageRuntime`]: [`language::javascript`], QuickJS with oxc for TypeScript, and
+//! [`language::python`], monty),
 //! and, only in test builds with the `escape-probe` feature, [`escape_probe`].
 
 mod ipc;
@@ -30,12 +32,10 @@ mod zygote;
 #[cfg(feature = "engine")]
 mod language;
 
+/// The runtimes this worker starts before lockdown: every language's (the pool starts
+/// workers before it knows a program's language).
 #[cfg(feature = "engine")]
-use language::LanguageRuntime;
-/// The runtime this worker starts before lockdown. Programs in another language are refused
-/// (the pool starts workers before it knows a program's language; there is one today).
-#[cfg(feature = "engine")]
-type Program = language::javascript::Engine;
+type Program = language::Runtimes;
 
 #[cfg(feature = "escape-probe")]
 mod escape_probe;
@@ -142,20 +142,7 @@ fn main() -> ExitCode {
     };
 
     #[cfg(all(feature = "engine", not(feature = "escape-probe")))]
-    let (outcome, stats) = if Program::runs(start.language) {
-        engine.run(start, &mut ipc)
-    } else {
-        (
-            airlock_proto::Outcome::Error(airlock_proto::ExecError::new(
-                airlock_proto::ErrorKind::Internal,
-                format!(
-                    "this airlock-worker cannot run {:?} programs",
-                    start.language
-                ),
-            )),
-            airlock_proto::WorkerStats::default(),
-        )
-    };
+    let (outcome, stats) = engine.run(start, &mut ipc);
 
     #[cfg(all(not(feature = "engine"), not(feature = "escape-probe")))]
     let (outcome, stats) = {

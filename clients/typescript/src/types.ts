@@ -7,7 +7,7 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 // ---------------------------------------------------------------------------------------------
 // Requests
 
-export type Language = "typescript" | "javascript";
+export type Language = "typescript" | "javascript" | "python";
 
 /** Which recorded calls a session's execution answers from its journal. */
 export type ReplayMode = "all" | "writes" | "none";

@@ -109,6 +109,27 @@ fn hint_for(kind: ErrorKind) -> Option<String> {
     })
 }
 
+/// A Python program's error gets the hints that speak of Python where the kind's own hint
+/// speaks of TypeScript or promises.
+pub fn for_python(err: &mut ExecutionError) {
+    let hint = match err.kind {
+        ExecutionErrorKind::Syntax => {
+            "fix the syntax at the given line and column; programs run in monty, a subset of \
+             Python 3 (docs/agent-api.md, \"Python\")"
+        }
+        ExecutionErrorKind::ResultNotJson => {
+            "return plain JSON data: dicts with string keys, lists, str, int, float, bool and \
+             None; convert sets with list() and other values with str()"
+        }
+        ExecutionErrorKind::Deadlock => {
+            "every awaited call must eventually finish; there are no timers or events in the \
+             sandbox besides tool calls"
+        }
+        _ => return,
+    };
+    err.hint = Some(hint.to_owned());
+}
+
 pub fn timeout_hint() -> String {
     "split the work into smaller programs, await fewer slow tool calls, or pass a larger timeout_ms (up to the policy's limits.max_timeout_ms)".into()
 }

@@ -78,6 +78,7 @@ impl Plan {
         match self.language {
             RequestLanguage::Typescript => Language::TypeScript,
             RequestLanguage::Javascript => Language::JavaScript,
+            RequestLanguage::Python => Language::Python,
         }
     }
 

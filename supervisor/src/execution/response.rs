@@ -6,7 +6,7 @@ use super::run::{Run, StopReason, ms};
 use super::trace::Holds;
 use crate::agent_api::{
     DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, PendingApproval,
-    PendingCall, Redaction, RedactionPlace, Status, ToolCallRecord,
+    PendingCall, Redaction, RedactionPlace, RequestLanguage, Status, ToolCallRecord,
 };
 use crate::secrets::scanner::{Finding, SecretScanner};
 use crate::tools::call::{JsonLimit, unreadable_json_error};
@@ -116,7 +116,12 @@ impl Run<'_> {
         let (status, mut result, error) =
             self.end.verdict(self.held.waiting, plan.limits.timeout_ms);
         self.output.scan_json(RedactionPlace::Result, &mut result);
-        let error = error.map(|err| self.agent_error(err));
+        let mut error = error.map(|err| self.agent_error(err));
+        if plan.language == RequestLanguage::Python
+            && let Some(err) = error.as_mut()
+        {
+            error::for_python(err);
+        }
         let (pending_calls, pending_approvals) = if status == Status::Waiting {
             self.pending()
         } else {
@@ -126,7 +131,6 @@ impl Run<'_> {
             &self.output.scanner,
             std::mem::take(&mut self.trace.records),
         );
-        let mut error = error;
         if let Some(err) = error.as_mut() {
             adopt_tool_error_hint(err, &tool_calls);
         }

@@ -30,6 +30,7 @@ mod mistakes_corpus;
 mod openapi_sources;
 mod package;
 mod policy_reload;
+mod python;
 mod sandbox;
 mod sdk_discovery;
 mod sdk_real_documents;

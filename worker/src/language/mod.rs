@@ -8,11 +8,63 @@
 //! and [`LanguageRuntime::run`], and the seccomp filter kills it if it tries.
 //!
 //! - [`javascript`]: JavaScript and TypeScript, on QuickJS with oxc for TypeScript.
+//! - [`python`]: Python, on pydantic's monty interpreter.
+//!
+//! A worker is started before anyone knows the language of the program it will get, so it
+//! starts every language ([`Runtimes`]) and runs the one `Start` names.
 
 use crate::ipc::Ipc;
-use airlock_proto::{Language, Outcome, StartExecution, WorkerStats};
+use airlock_proto::{ErrorKind, ExecError, Language, Outcome, StartExecution, WorkerStats};
 
 pub mod javascript;
+pub mod python;
+
+/// Every language's runtime, started; one of them runs the program.
+pub struct Runtimes {
+    javascript: javascript::Engine,
+    python: python::Interpreter,
+}
+
+impl Runtimes {
+    /// Starts every runtime (before lockdown); the error names the language that failed.
+    pub fn start() -> Result<Runtimes, String> {
+        Ok(Runtimes {
+            javascript: javascript::Engine::start().map_err(|e| format!("javascript: {e}"))?,
+            python: python::Interpreter::start().map_err(|e| format!("python: {e}"))?,
+        })
+    }
+
+    /// [`LanguageRuntime::forked`] of every runtime.
+    pub fn forked(&self) {
+        self.javascript.forked();
+        self.python.forked();
+    }
+
+    /// Runs `start`'s program in its language's runtime.
+    pub fn run(self, start: StartExecution, ipc: &mut Ipc) -> (Outcome, WorkerStats) {
+        if javascript::Engine::runs(start.language) {
+            // The Python interpreter holds nothing to free.
+            self.javascript.run(start, ipc)
+        } else if python::Interpreter::runs(start.language) {
+            let Runtimes { javascript, python } = self;
+            // The process exits right after `Done`; freeing the JavaScript engine would only
+            // delay the answer.
+            std::mem::forget(javascript);
+            python.run(start, ipc)
+        } else {
+            (
+                Outcome::Error(ExecError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "this airlock-worker cannot run {:?} programs",
+                        start.language
+                    ),
+                )),
+                WorkerStats::default(),
+            )
+        }
+    }
+}
 
 /// One language's engine, for one program.
 pub trait LanguageRuntime: Sized {

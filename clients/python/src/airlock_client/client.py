@@ -207,7 +207,8 @@ class Client:
     ) -> ExecutionResponse:
         """Runs a program and waits for its response (``POST /v1/executions``).
 
-        ``session="new"`` starts a session (the response's ``session`` is its id); a session
+        ``language`` is ``"typescript"`` (the daemon's default), ``"javascript"`` or
+        ``"python"``. ``session="new"`` starts a session (the response's ``session`` is its id); a session
         id re-runs in it, answering calls it recorded from its journal. ``client_tools`` are
         tools the program calls as ``tools.client.<name>``: when it needs their results the
         response is ``waiting`` with ``pending_calls`` (answer with ``submit_results``).

@@ -95,7 +95,7 @@ pub(super) fn invalid_execution_request(e: &serde_json::Error) -> Response<ApiBo
         StatusCode::BAD_REQUEST,
         ApiErrorCode::InvalidJson,
         format!("the request body is not a valid execution request: {e}"),
-        Some(r#"send {"code": "<program>", "language": "typescript"|"javascript", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
+        Some(r#"send {"code": "<program>", "language": "typescript"|"javascript"|"python", "timeout_ms": <number>, "session": "new"|"<id>", "replay": "all"|"writes"|"none", "client_tools": [{"name", "description", "input_schema"}], "client_results": [{"id", "ok"}|{"id", "error": {"message"}}], "determinism": {"clock_ms", "seed"}} (all but code optional)"#.into()),
     )
 }
 

@@ -1,7 +1,8 @@
 //! The command line: every subcommand, its flags and their defaults (clap's derive), and the
-//! parsers of the values clap cannot check by itself (a replay mode, a `--since` time).
+//! parsers of the values clap cannot check by itself (a replay mode, a language, a `--since`
+//! time).
 
-use airlock_supervisor::agent_api::ReplayMode;
+use airlock_supervisor::agent_api::{ReplayMode, RequestLanguage};
 use airlock_supervisor::audit_log;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -119,7 +120,7 @@ pub enum Command {
 // `airlock exec`'s flags. No doc comment: the variant's is the subcommand's help.
 #[derive(Debug, clap::Args)]
 pub struct ExecArgs {
-    /// Program file (.ts or .js). Omit it to read the program from stdin.
+    /// Program file (.ts, .js or .py). Omit it to read the program from stdin.
     pub file: Option<PathBuf>,
     /// The program text itself.
     #[arg(
@@ -129,9 +130,13 @@ pub struct ExecArgs {
         conflicts_with = "file"
     )]
     pub code: Option<String>,
-    /// Treat the program as JavaScript (default: TypeScript, or by file extension).
-    #[arg(long)]
+    /// Treat the program as JavaScript (the same as --language javascript).
+    #[arg(long, conflicts_with = "language")]
     pub javascript: bool,
+    /// The program's language: typescript, javascript or python (default: by the file's
+    /// extension, else typescript).
+    #[arg(long, value_name = "LANGUAGE", value_parser = language)]
+    pub language: Option<RequestLanguage>,
     /// Wall-clock budget in milliseconds (default: the policy's limits.timeout_ms).
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
@@ -186,6 +191,15 @@ fn replay_mode(text: &str) -> Result<ReplayMode, String> {
         "none" => Ok(ReplayMode::None),
         other => Err(format!(
             "`{other}` is not a replay mode: all, writes or none"
+        )),
+    }
+}
+
+fn language(text: &str) -> Result<RequestLanguage, String> {
+    match text {
+        "typescript" | "javascript" | "python" => Ok(RequestLanguage::from_name(text)),
+        other => Err(format!(
+            "`{other}` is not a language: typescript, javascript or python"
         )),
     }
 }
@@ -425,6 +439,21 @@ mod tests {
                 .contains("`some` is not a replay mode: all, writes or none"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn languages() {
+        assert_eq!(language("python"), Ok(RequestLanguage::Python));
+        assert_eq!(language("javascript"), Ok(RequestLanguage::Javascript));
+        assert_eq!(language("typescript"), Ok(RequestLanguage::Typescript));
+        assert_eq!(
+            language("py"),
+            Err("`py` is not a language: typescript, javascript or python".to_owned())
+        );
+        let Command::Exec(exec) = parse(&["exec", "--language", "python", "job.txt"]) else {
+            panic!("not exec");
+        };
+        assert_eq!(exec.language, Some(RequestLanguage::Python));
     }
 
     #[test]

@@ -41,18 +41,23 @@ pub async fn exec(socket: Option<PathBuf>, args: ExecArgs) -> Result<ExitCode> {
     Ok(exit_code(&response))
 }
 
-/// The program's text: `-e CODE`, the file, or stdin; and, for a file, whether its extension
-/// says JavaScript.
-fn read_program(code: Option<String>, file: Option<PathBuf>) -> Result<(String, Option<bool>)> {
+/// The program's text: `-e CODE`, the file, or stdin; and, for a file, the language its
+/// extension says (TypeScript for any extension but JavaScript's and Python's).
+fn read_program(
+    code: Option<String>,
+    file: Option<PathBuf>,
+) -> Result<(String, Option<RequestLanguage>)> {
     Ok(match (code, file) {
         (Some(code), _) => (code, None),
         (None, Some(path)) => {
             let code = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            let js = path
-                .extension()
-                .is_some_and(|e| e == "js" || e == "mjs" || e == "cjs");
-            (code, Some(js))
+            let language = match path.extension().and_then(|e| e.to_str()) {
+                Some("js" | "mjs" | "cjs") => RequestLanguage::Javascript,
+                Some("py") => RequestLanguage::Python,
+                _ => RequestLanguage::Typescript,
+            };
+            (code, Some(language))
         }
         (None, None) => {
             if std::io::stdin().is_terminal() {
@@ -68,11 +73,15 @@ fn read_program(code: Option<String>, file: Option<PathBuf>) -> Result<(String, 
 }
 
 /// The request `airlock exec` makes of `code`.
-fn request(args: &ExecArgs, code: String, by_extension: Option<bool>) -> ExecutionRequest {
-    let language = if args.javascript || by_extension == Some(true) {
-        RequestLanguage::Javascript
-    } else {
-        RequestLanguage::Typescript
+fn request(
+    args: &ExecArgs,
+    code: String,
+    by_extension: Option<RequestLanguage>,
+) -> ExecutionRequest {
+    let language = match (args.language, args.javascript) {
+        (Some(language), _) => language,
+        (None, true) => RequestLanguage::Javascript,
+        (None, false) => by_extension.unwrap_or_default(),
     };
     ExecutionRequest {
         code,
@@ -505,18 +514,24 @@ mod tests {
             ("return 1".to_owned(), None)
         );
         let dir = tempfile::tempdir().unwrap();
-        for (name, js) in [
-            ("a.ts", false),
-            ("a.js", true),
-            ("a.mjs", true),
-            ("a.cjs", true),
-            ("a", false),
+        let (ts, js, py) = (
+            RequestLanguage::Typescript,
+            RequestLanguage::Javascript,
+            RequestLanguage::Python,
+        );
+        for (name, language) in [
+            ("a.ts", ts),
+            ("a.js", js),
+            ("a.mjs", js),
+            ("a.cjs", js),
+            ("a.py", py),
+            ("a", ts),
         ] {
             let path = dir.path().join(name);
             std::fs::write(&path, "1 + 1").unwrap();
             assert_eq!(
                 read_program(None, Some(path)).unwrap(),
-                ("1 + 1".to_owned(), Some(js)),
+                ("1 + 1".to_owned(), Some(language)),
                 "{name}"
             );
         }
@@ -527,15 +542,35 @@ mod tests {
 
     #[test]
     fn the_request_of_exec() {
-        let r = request(&exec_args(&["job.ts"]), "code".into(), Some(false));
+        let r = request(
+            &exec_args(&["job.ts"]),
+            "code".into(),
+            Some(RequestLanguage::Typescript),
+        );
         assert_eq!(r.code, "code");
         assert_eq!(r.language, RequestLanguage::Typescript);
         assert_eq!(
             (r.timeout_ms, r.session, r.replay, r.wait),
             (None, None, None, None)
         );
-        let r = request(&exec_args(&["job.js"]), String::new(), Some(true));
+        let r = request(
+            &exec_args(&["job.js"]),
+            String::new(),
+            Some(RequestLanguage::Javascript),
+        );
         assert_eq!(r.language, RequestLanguage::Javascript);
+        let r = request(
+            &exec_args(&["job.py"]),
+            String::new(),
+            Some(RequestLanguage::Python),
+        );
+        assert_eq!(r.language, RequestLanguage::Python);
+        let r = request(
+            &exec_args(&["--language", "python", "job.txt"]),
+            String::new(),
+            Some(RequestLanguage::Typescript),
+        );
+        assert_eq!(r.language, RequestLanguage::Python);
         let r = request(
             &exec_args(&[
                 "--javascript",

@@ -117,6 +117,8 @@ impl<'s> Scan<'s> {
         let source_type = match language {
             Language::TypeScript => SourceType::ts().with_module(true),
             Language::JavaScript => SourceType::mjs(),
+            // Not a program this engine runs.
+            Language::Python => return None,
         };
         let allocator = Allocator::default();
         let parsed = Parser::new(&allocator, source, source_type)

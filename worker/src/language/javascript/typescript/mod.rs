@@ -60,7 +60,7 @@ pub use nesting::check_nesting;
 pub use positions::{LineIndex, PositionMap};
 
 use super::tool_references;
-use airlock_proto::{ExecError, Language, ToolReferences};
+use airlock_proto::{ErrorKind, ExecError, Language, ToolReferences};
 use completion::{return_last_expression, splice};
 use diagnostics::{syntax_error, syntax_error_from_diagnostics};
 use oxc::allocator::Allocator;
@@ -206,6 +206,12 @@ fn prepare(
     let (source_type, filename) = match language {
         Language::TypeScript => (SourceType::ts().with_module(true), "program.ts"),
         Language::JavaScript => (SourceType::mjs(), "program.js"),
+        Language::Python => {
+            return Err(ExecError::new(
+                ErrorKind::Internal,
+                "the JavaScript engine was handed a Python program",
+            ));
+        }
     };
 
     let allocator = Allocator::default();
