@@ -88,3 +88,27 @@ pub trait LanguageRuntime: Sized {
     /// any program: every failure is an [`Outcome::Error`].
     fn run(self, start: StartExecution, ipc: &mut Ipc) -> (Outcome, WorkerStats);
 }
+
+/// Charges `text` (plus one byte for its line break, so empty messages are not free) against
+/// a program's output budget of `budget` bytes, of which `used` are spent: what may be sent
+/// (`None` if nothing) and whether the budget is now exceeded. The same rule for every
+/// language, so a program's output is cut at the same byte whatever it is written in.
+pub(crate) fn take_output_budget(
+    used: &mut u64,
+    budget: u64,
+    mut text: String,
+) -> (Option<String>, bool) {
+    let need = text.len() as u64 + 1;
+    if used.saturating_add(need) <= budget {
+        *used += need;
+        return (Some(text), false);
+    }
+    let room = budget.saturating_sub(*used + 1);
+    *used = budget;
+    let mut cut = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    ((!text.is_empty()).then_some(text), true)
+}

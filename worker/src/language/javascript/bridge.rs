@@ -602,25 +602,11 @@ impl Bridge {
         }
     }
 
-    /// Charges `text` (plus one byte for its line break, so empty messages are not free)
-    /// against `max_output_bytes`. Returns what may be sent (`None` if nothing) and whether
-    /// the budget is now exceeded.
-    fn take_output_budget(&self, mut text: String) -> (Option<String>, bool) {
+    /// Charges `text` against `max_output_bytes` ([`crate::language::take_output_budget`]).
+    fn take_output_budget(&self, text: String) -> (Option<String>, bool) {
         let mut state = self.state.borrow_mut();
         let budget = state.limits.max_output_bytes;
-        let need = text.len() as u64 + 1;
-        if state.output_used.saturating_add(need) <= budget {
-            state.output_used += need;
-            return (Some(text), false);
-        }
-        let room = budget.saturating_sub(state.output_used + 1);
-        state.output_used = budget;
-        let mut cut = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        ((!text.is_empty()).then_some(text), true)
+        crate::language::take_output_budget(&mut state.output_used, budget, text)
     }
 
     fn send_or_stop(&self, ctx: &Ctx<'_>, msg: &WorkerMessage) -> rquickjs::Result<()> {

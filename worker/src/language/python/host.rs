@@ -460,23 +460,10 @@ impl<'i> Host<'i> {
         Ok(())
     }
 
-    /// Charges `text` (plus one byte for its line break) against `max_output_bytes`: what may
-    /// be sent (`None` if nothing) and whether the budget is now exceeded.
-    fn take_output_budget(&mut self, mut text: String) -> (Option<String>, bool) {
+    /// Charges `text` against `max_output_bytes` ([`crate::language::take_output_budget`]).
+    fn take_output_budget(&mut self, text: String) -> (Option<String>, bool) {
         let budget = self.limits.max_output_bytes;
-        let need = text.len() as u64 + 1;
-        if self.output_used.saturating_add(need) <= budget {
-            self.output_used += need;
-            return (Some(text), false);
-        }
-        let room = budget.saturating_sub(self.output_used + 1);
-        self.output_used = budget;
-        let mut cut = usize::try_from(room).unwrap_or(usize::MAX).min(text.len());
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        ((!text.is_empty()).then_some(text), true)
+        crate::language::take_output_budget(&mut self.output_used, budget, text)
     }
 }
 
