@@ -14,7 +14,10 @@
 //! starts every language ([`Runtimes`]) and runs the one `Start` names.
 
 use crate::ipc::Ipc;
-use airlock_proto::{ErrorKind, ExecError, Language, Outcome, StartExecution, WorkerStats};
+use airlock_proto::frame::blocking::IoFrameError;
+use airlock_proto::{
+    ErrorKind, ExecError, Language, Outcome, StartExecution, SupervisorMessage, WorkerStats,
+};
 
 pub mod javascript;
 pub mod python;
@@ -111,4 +114,55 @@ pub(crate) fn take_output_budget(
     }
     text.truncate(cut);
     ((!text.is_empty()).then_some(text), true)
+}
+
+/// Sends the program's literal tool calls (`sent` is that send's outcome) and reads the
+/// supervisor's verdict from `answer` before anything of the program runs, so a program the
+/// contract check refuses has no effect at all: `Ok(true)` to run it, `Ok(false)` when the
+/// supervisor stopped it first (a refusal, the deadline passing while it listed tools, or a
+/// client that went away; the supervisor reports which, the caller tells the deadline apart).
+pub(crate) fn contract_verdict(
+    sent: Result<(), IoFrameError>,
+    answer: impl FnOnce() -> Result<SupervisorMessage, IoFrameError>,
+) -> Result<bool, ExecError> {
+    if let Err(e) = sent {
+        return Err(internal(format!(
+            "cannot send the program's tool calls to the supervisor: {e}"
+        )));
+    }
+    match answer() {
+        Ok(SupervisorMessage::Proceed) => Ok(true),
+        Ok(SupervisorMessage::Cancel) => Ok(false),
+        Ok(other) => Err(internal(format!(
+            "the supervisor answered the program's tool calls with {other:?} instead of Proceed"
+        ))),
+        Err(e) => Err(internal(format!(
+            "no answer to the program's tool calls: {e}"
+        ))),
+    }
+}
+
+/// The error of a program the supervisor stopped before it ran, its deadline not passed.
+pub(crate) fn cancelled_before_run() -> ExecError {
+    ExecError::new(
+        ErrorKind::Cancelled,
+        "the supervisor stopped the program before it ran",
+    )
+}
+
+pub(crate) fn internal(message: impl Into<String>) -> ExecError {
+    ExecError::new(ErrorKind::Internal, message)
+}
+
+/// `64 MiB`, `512 KiB` or `1000-byte`.
+pub(crate) fn bytes_text(n: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n}-byte")
+    }
 }

@@ -39,7 +39,7 @@ mod typescript;
 mod fuzz;
 
 use crate::ipc::Ipc;
-use crate::language::LanguageRuntime;
+use crate::language::{self, LanguageRuntime, bytes_text, internal};
 use airlock_proto::{
     Determinism, ErrorKind, ExecError, Language, Limits, Outcome, StartExecution,
     SupervisorMessage, ToolReferences, WorkerMessage, WorkerStats,
@@ -259,37 +259,20 @@ impl Engine {
     }
 
     /// Hands the program's literal tool calls to the supervisor and waits for its verdict
-    /// before anything of the program runs, so a program the contract check refuses has no
-    /// effect at all.
+    /// before anything of the program runs ([`language::contract_verdict`]).
     fn await_contract_check(&self, references: ToolReferences) -> Result<(), ExecError> {
-        if let Err(e) = self
+        let sent = self
             .bridge
             .ipc
-            .send(&WorkerMessage::ToolReferences(references))
-        {
-            return Err(internal(format!(
-                "cannot send the program's tool calls to the supervisor: {e}"
-            )));
+            .send(&WorkerMessage::ToolReferences(references));
+        if language::contract_verdict(sent, || self.bridge.ipc.recv())? {
+            return Ok(());
         }
-        match self.bridge.ipc.recv() {
-            Ok(SupervisorMessage::Proceed) => Ok(()),
-            // A refusal, the deadline passing while the supervisor listed tools, or a client
-            // that went away: the supervisor reports which.
-            Ok(SupervisorMessage::Cancel) => Err(if self.bridge.deadline_passed() {
-                self.stop_error(None)
-            } else {
-                ExecError::new(
-                    ErrorKind::Cancelled,
-                    "the supervisor stopped the program before it ran",
-                )
-            }),
-            Ok(other) => Err(internal(format!(
-                "the supervisor answered the program's tool calls with {other:?} instead of Proceed"
-            ))),
-            Err(e) => Err(internal(format!(
-                "no answer to the program's tool calls: {e}"
-            ))),
-        }
+        Err(if self.bridge.deadline_passed() {
+            self.stop_error(None)
+        } else {
+            language::cancelled_before_run()
+        })
     }
 
     /// Evaluates the script and pumps jobs and tool results until the program settles. With
@@ -682,10 +665,6 @@ fn load_prelude<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Function<'js>> {
     Function::from_value(value)
 }
 
-fn internal(message: impl Into<String>) -> ExecError {
-    ExecError::new(ErrorKind::Internal, message)
-}
-
 fn deadlock() -> ExecError {
     ExecError::new(
         ErrorKind::Deadlock,
@@ -700,19 +679,6 @@ fn memory_limit_message(limit: u64) -> String {
          limit is the policy's limits.memory, which only the operator can raise)",
         bytes_text(limit)
     )
-}
-
-/// `64 MiB`, `512 KiB` or `1000 bytes`.
-fn bytes_text(n: u64) -> String {
-    const KIB: u64 = 1024;
-    const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= KIB && n.is_multiple_of(KIB) {
-        format!("{} KiB", n / KIB)
-    } else {
-        format!("{n}-byte")
-    }
 }
 
 fn split(position: Option<(u32, u32)>) -> (Option<u32>, Option<u32>) {

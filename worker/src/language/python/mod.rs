@@ -34,7 +34,7 @@ mod values;
 mod tests;
 
 use crate::ipc::Ipc;
-use crate::language::LanguageRuntime;
+use crate::language::{self, LanguageRuntime, bytes_text, internal};
 use airlock_proto::{
     ErrorKind, ExecError, Language, Limits, Outcome, StartExecution, SupervisorMessage,
     ToolReferences, WorkerMessage, WorkerStats,
@@ -197,31 +197,18 @@ fn execute(
 }
 
 /// Hands the program's literal tool calls to the supervisor and waits for its verdict before
-/// anything of the program runs.
+/// anything of the program runs ([`language::contract_verdict`]).
 fn await_contract_check(host: &mut Host<'_>, references: ToolReferences) -> Result<(), ExecError> {
-    if let Err(e) = host.ipc.send(&WorkerMessage::ToolReferences(references)) {
-        return Err(internal(format!(
-            "cannot send the program's tool calls to the supervisor: {e}"
-        )));
+    let sent = host.ipc.send(&WorkerMessage::ToolReferences(references));
+    if language::contract_verdict(sent, || host.ipc.recv())? {
+        return Ok(());
     }
-    match host.ipc.recv() {
-        Ok(SupervisorMessage::Proceed) => Ok(()),
-        Ok(SupervisorMessage::Cancel) => Err(if host.deadline_passed() {
-            host.set_stop(Stop::Timeout);
-            stop_error(host)
-        } else {
-            ExecError::new(
-                ErrorKind::Cancelled,
-                "the supervisor stopped the program before it ran",
-            )
-        }),
-        Ok(other) => Err(internal(format!(
-            "the supervisor answered the program's tool calls with {other:?} instead of Proceed"
-        ))),
-        Err(e) => Err(internal(format!(
-            "no answer to the program's tool calls: {e}"
-        ))),
-    }
+    Err(if host.deadline_passed() {
+        host.set_stop(Stop::Timeout);
+        stop_error(host)
+    } else {
+        language::cancelled_before_run()
+    })
 }
 
 /// The interpreter's limits for this program.
@@ -534,28 +521,11 @@ fn timeout_message(limits: &Limits) -> String {
     )
 }
 
-fn internal(message: impl Into<String>) -> ExecError {
-    ExecError::new(ErrorKind::Internal, message)
-}
-
 fn deadlock() -> ExecError {
     ExecError::new(
         ErrorKind::Deadlock,
         "the program awaits something that can never finish: no tool call is pending",
     )
-}
-
-/// `64 MiB`, `512 KiB` or `1000-byte`.
-fn bytes_text(n: u64) -> String {
-    const KIB: u64 = 1024;
-    const MIB: u64 = 1024 * 1024;
-    if n >= MIB && n.is_multiple_of(MIB) {
-        format!("{} MiB", n / MIB)
-    } else if n >= KIB && n.is_multiple_of(KIB) {
-        format!("{} KiB", n / KIB)
-    } else {
-        format!("{n}-byte")
-    }
 }
 
 fn micros(d: Duration) -> u64 {
