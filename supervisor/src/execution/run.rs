@@ -498,7 +498,7 @@ impl<'p> Run<'p> {
             );
             self.held.waiting = true;
             w.cancel_sent = true;
-            let _ = w.channel.send(&SupervisorMessage::Cancel).await;
+            let _ = w.channel.queue(&SupervisorMessage::Cancel);
         }
     }
 
@@ -524,8 +524,8 @@ impl<'p> Run<'p> {
         match verdict.refusal {
             None => {
                 w.awaiting_verdict = false;
-                if let Err(e) = w.channel.send(&SupervisorMessage::Proceed).await {
-                    debug!(error = %e, "could not let the worker proceed; it is gone");
+                if let Err(e) = w.channel.queue(&SupervisorMessage::Proceed) {
+                    debug!(error = %e, "could not let the worker proceed");
                 }
             }
             Some(refusal) => {
@@ -643,8 +643,8 @@ impl<'p> Run<'p> {
             clock_ms,
         };
         self.trace.results_sent = self.trace.results_sent.saturating_add(1);
-        if let Err(e) = channel.send(&msg).await {
-            debug!(error = %e, "could not deliver a tool result; the worker is gone");
+        if let Err(e) = channel.queue(&msg) {
+            debug!(error = %e, "could not deliver a tool result");
         }
     }
 }
@@ -654,7 +654,7 @@ impl Driving {
     async fn cancel(&mut self, kill_at: Option<tokio::time::Instant>) {
         if !self.cancel_sent {
             self.cancel_sent = true;
-            let _ = self.channel.send(&SupervisorMessage::Cancel).await;
+            let _ = self.channel.queue(&SupervisorMessage::Cancel);
         }
         if let Some(at) = kill_at {
             self.kill_at = self.kill_at.min(at);

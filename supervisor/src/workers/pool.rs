@@ -69,11 +69,23 @@ pub struct ReadyWorker {
 }
 
 /// The framed socket to one worker.
+///
+/// Messages to a running worker are queued ([`WorkerChannel::queue`]) and written while
+/// [`WorkerChannel::recv`] waits for the worker's next message, never by a write that waits on
+/// its own. A worker that sends many tool calls at once may block on its write until the
+/// supervisor reads; had the supervisor blocked on its write of a result meanwhile (the worker
+/// not reading yet), neither side would move again, and the execution's deadline (polled by the
+/// same loop) would never fire. Reading and writing in one wait keeps both directions moving,
+/// and a worker that never reads only grows the queue, which holds results the supervisor holds
+/// anyway (at most `max_tool_calls` of them, each a bounded frame) until the deadline ends it.
 #[derive(Debug)]
 pub struct WorkerChannel {
     stream: UnixStream,
     decoder: FrameDecoder,
     read_buf: Vec<u8>,
+    /// Frames queued for the worker; `out[written..]` is not written yet.
+    out: Vec<u8>,
+    written: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,28 +106,59 @@ impl WorkerChannel {
             // Room for 64 KiB per read, never zeroed: `read_buf` fills the spare capacity (a
             // zeroed buffer cost a 64 KiB memset per worker).
             read_buf: Vec::with_capacity(64 * 1024),
+            out: Vec::new(),
+            written: 0,
         }
     }
 
+    /// Sends one message and waits until it is written: for a worker that is reading (the
+    /// `Start` of an execution). To a running worker, [`WorkerChannel::queue`].
     pub async fn send(&mut self, msg: &SupervisorMessage) -> Result<(), ChannelError> {
         let frame = encode(msg)?;
         self.stream.write_all(&frame).await?;
         Ok(())
     }
 
-    /// Next message from the worker. Cancel-safe: bytes already read stay in the decoder.
+    /// Queues one message for the worker; [`WorkerChannel::recv`] writes it.
+    pub fn queue(&mut self, msg: &SupervisorMessage) -> Result<(), ChannelError> {
+        let frame = encode(msg)?;
+        if self.written == self.out.len() {
+            self.out.clear();
+            self.written = 0;
+        }
+        self.out.extend_from_slice(&frame);
+        Ok(())
+    }
+
+    /// Next message from the worker, writing queued messages meanwhile. Cancel-safe: bytes
+    /// already read stay in the decoder, and a write either happened (and is counted) or did
+    /// not start.
     pub async fn recv(&mut self) -> Result<WorkerMessage, ChannelError> {
         loop {
             if let Some(payload) = self.decoder.next_payload()? {
                 return Ok(decode(&payload)?);
             }
             self.read_buf.clear();
-            let n = self.stream.read_buf(&mut self.read_buf).await?;
-            if n == 0 {
-                self.decoder.finish()?;
-                return Err(ChannelError::Closed);
+            let (mut reader, mut writer) = self.stream.split();
+            let pending = self.written < self.out.len();
+            tokio::select! {
+                read = reader.read_buf(&mut self.read_buf) => {
+                    if read? == 0 {
+                        self.decoder.finish()?;
+                        return Err(ChannelError::Closed);
+                    }
+                    self.decoder.feed(&self.read_buf);
+                }
+                wrote = writer.write(&self.out[self.written..]), if pending => match wrote {
+                    Ok(n) => self.written += n,
+                    // The worker closed its end: what it still sent is read; what was queued
+                    // for it has nobody to read it.
+                    Err(e) => {
+                        debug!(error = %e, "could not write to the worker; dropping what was queued");
+                        self.written = self.out.len();
+                    }
+                },
             }
-            self.decoder.feed(&self.read_buf);
         }
     }
 }

@@ -120,6 +120,22 @@ fn main() {
             );
             let _ = write_message(&mut sock, &call(1, "{}".into()));
         }
+        "never-reads" => {
+            // Many calls whose results (echoes of 8 KiB each) fill the socket long before
+            // they are all answered, and no read: the deadline must still end it.
+            let args = format!("{{\"s\":\"{}\"}}", "x".repeat(8 * 1024));
+            for id in 1..=1000 {
+                let echo = WorkerMessage::ToolCall {
+                    id,
+                    tool: "test.echo".into(),
+                    args_json: args.clone(),
+                    at: None,
+                };
+                if write_message(&mut sock, &echo).is_err() {
+                    return;
+                }
+            }
+        }
         "scm-rights" => {
             let Ok(frame) = encode(&done()) else { return };
             let _ = send_with_fds(&sock, &frame);
