@@ -10,6 +10,7 @@
 //! Pure text generation from tool descriptions: nothing here calls a tool, reads policy or
 //! touches a secret.
 
+pub(crate) mod python_files;
 pub(crate) mod python_types;
 pub(crate) mod schema_types;
 pub(crate) mod sdk_files;

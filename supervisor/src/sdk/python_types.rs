@@ -60,6 +60,15 @@ pub fn is_identifier(name: &str) -> bool {
         && !KEYWORDS.contains(&name)
 }
 
+/// One key of a declared `TypedDict`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub key: String,
+    /// Its type (without the `NotRequired[…]` of an optional key).
+    pub ty: String,
+    pub required: bool,
+}
+
 /// Named types (classes and aliases) plus the expressions that use them, for one document.
 #[derive(Debug)]
 pub struct PythonTypes<'a> {
@@ -80,6 +89,10 @@ pub struct PythonTypes<'a> {
     direct_refs: BTreeMap<String, BTreeSet<String>>,
     /// Schemas typed so far (see [`MAX_STEPS`]).
     steps: usize,
+    /// Class name → its keys, and whether it admits further keys.
+    class_fields: BTreeMap<String, (Vec<Field>, bool)>,
+    /// Alias name → the type it names.
+    alias_bodies: BTreeMap<String, String>,
 }
 
 /// Where a type expression appears: alias-to-alias edges only count at the top of an alias
@@ -103,7 +116,21 @@ impl<'a> PythonTypes<'a> {
             in_progress: Vec::new(),
             direct_refs: BTreeMap::new(),
             steps: 0,
+            class_fields: BTreeMap::new(),
+            alias_bodies: BTreeMap::new(),
         }
+    }
+
+    /// The keys of the class `name` (or of the class the alias `name` names), and whether it
+    /// admits further keys; `None` when it is no class.
+    pub fn fields_of(&self, name: &str) -> Option<(&[Field], bool)> {
+        let class = match self.alias_bodies.get(name) {
+            Some(body) => body.as_str(),
+            None => name,
+        };
+        self.class_fields
+            .get(class)
+            .map(|(fields, open)| (fields.as_slice(), *open))
     }
 
     /// The Python type of `schema`, as an annotation that may name declared types; objects
@@ -135,6 +162,7 @@ impl<'a> PythonTypes<'a> {
             self.class(obj, pos, &name, doc);
         } else {
             let t = self.ty(schema, pos, &name);
+            self.alias_bodies.insert(name.clone(), t.clone());
             self.declarations.insert(
                 name.clone(),
                 format!("{}{name}: TypeAlias = {t}\n", comment_lines(doc, "")),
@@ -383,9 +411,16 @@ impl<'a> PythonTypes<'a> {
             .unwrap_or_default();
         let properties = obj.get("properties").and_then(Value::as_object);
         let mut fields: Vec<(String, String, String)> = Vec::new();
+        let mut record: Vec<Field> = Vec::new();
         for (key, schema) in properties.into_iter().flatten() {
             let t = self.ty(schema, pos, &child_hint(name, key));
-            let t = if required.contains(key.as_str()) {
+            let is_required = required.contains(key.as_str());
+            record.push(Field {
+                key: key.clone(),
+                ty: t.clone(),
+                required: is_required,
+            });
+            let t = if is_required {
                 t
             } else {
                 format!("NotRequired[{t}]")
@@ -400,6 +435,8 @@ impl<'a> PythonTypes<'a> {
             Some(Value::Bool(true)) => Some("Further keys: Any.".to_owned()),
             _ => None,
         };
+        self.class_fields
+            .insert(name.to_owned(), (record, extra.is_some()));
         let own_doc = match (doc, schema_doc(&Value::Object(obj.clone()))) {
             ("", schema) => schema,
             (doc, schema) if schema.is_empty() => doc.to_owned(),
@@ -463,6 +500,7 @@ impl<'a> PythonTypes<'a> {
                     self.class(obj, at, &name, "");
                 } else {
                     let body = self.ty(target, at, &format!("{name}Object"));
+                    self.alias_bodies.insert(name.clone(), body.clone());
                     let decl = format!(
                         "{}{name}: TypeAlias = {body}\n",
                         comment_lines(&schema_doc(target), "")
@@ -796,7 +834,7 @@ pub fn schema_doc(schema: &Value) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
