@@ -135,6 +135,7 @@ impl<'a> PythonTypes<'a> {
 
     /// The Python type of `schema`, as an annotation that may name declared types; objects
     /// get class names that start with the prefix.
+    #[cfg(test)]
     pub fn type_of(&mut self, schema: &Value) -> String {
         let hint = self.prefix.clone();
         self.ty(

@@ -34,7 +34,8 @@ fn build() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "query": { "type": "string", "description": "What you want to do, in a few words." },
-                    "limit": { "type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches (default 10)." }
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches (default 10)." },
+                    "language": { "type": "string", "enum": ["typescript", "python"], "description": "Default typescript; python answers with Python signatures (`async def name(*, key: T) -> R`) and `.pyi` files, for a program you will run with language python." }
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -51,7 +52,8 @@ fn build() -> Vec<Tool> {
             json!({
                 "type": "object",
                 "properties": {
-                    "path": { "type": "string", "description": "An SDK file, e.g. README.md; omit it for the list of files." }
+                    "path": { "type": "string", "description": "An SDK file, e.g. README.md; omit it for the list of files." },
+                    "language": { "type": "string", "enum": ["typescript", "python"], "description": "Default typescript; python reads the SDK as Python stubs (`servers/<namespace>/<tool>.pyi`), for a program you will run with language python. A .pyi path is read from it without this." }
                 },
                 "additionalProperties": false
             }),
