@@ -84,10 +84,15 @@ pub struct Sdk {
 
 impl Sdk {
     pub fn new(tools: &[SdkTool]) -> Sdk {
+        Sdk::from_tools(tools.to_vec())
+    }
+
+    /// [`Self::new`], keeping `tools` for the Python tree without a copy.
+    pub fn from_tools(tools: Vec<SdkTool>) -> Sdk {
         Sdk {
-            files: SdkFiles::generate(tools),
-            search: ToolSearch::new(tools),
-            tools: tools.to_vec(),
+            files: SdkFiles::generate(&tools),
+            search: ToolSearch::new(&tools),
+            tools,
             python: OnceLock::new(),
         }
     }

@@ -598,6 +598,113 @@ mod tests {
         assert!(!err.hint.unwrap().contains("clock"));
     }
 
+    /// `language: "python"` reads and searches the SDK in Python; a `.pyi` path needs no
+    /// `language`; anything but the two names is refused, naming them; TypeScript stays the
+    /// default.
+    #[tokio::test]
+    async fn the_sdk_in_python_on_request() {
+        let view = view_for(&["math.*", "airlock.*"]).await;
+        let tree = read_sdk(&view, &json!({ "language": "python" }), IN_PROGRAM).unwrap();
+        assert_eq!(tree, view.tree_in(Language::Python));
+        let paths: Vec<&str> = tree["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        assert!(paths.contains(&"servers/math/add.pyi"), "{paths:?}");
+        assert!(paths.contains(&"tools.pyi"), "{paths:?}");
+        assert!(!paths.iter().any(|p| p.ends_with(".ts")), "{paths:?}");
+        for args in [
+            json!({ "path": "servers/math/add.pyi" }),
+            json!({ "path": "servers/math/add.pyi", "language": "python" }),
+        ] {
+            let file = read_sdk(&view, &args, IN_PROGRAM).unwrap();
+            assert!(
+                file.as_str()
+                    .unwrap()
+                    .contains("async def add(*, a: float = ...) -> AddOutput:"),
+                "{file}"
+            );
+        }
+        let readme = read_sdk(
+            &view,
+            &json!({ "path": "README.md", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap();
+        assert!(
+            readme.as_str().unwrap().contains("asyncio.gather"),
+            "{readme}"
+        );
+        // The default is TypeScript, as it always was.
+        assert_eq!(
+            read_sdk(&view, &json!({ "path": "README.md" }), IN_PROGRAM).unwrap(),
+            json!(view.sdk.files.files["README.md"])
+        );
+        assert_eq!(
+            read_sdk(&view, &json!({}), IN_PROGRAM).unwrap(),
+            view.tree()
+        );
+        let err = read_sdk(
+            &view,
+            &json!({ "path": "servers/math/add.ts", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap_err();
+        assert!(
+            err.hint
+                .as_deref()
+                .unwrap()
+                .contains("`servers/math/add.pyi`"),
+            "{err:?}"
+        );
+        assert!(
+            err.hint
+                .as_deref()
+                .unwrap()
+                .contains("tools.airlock.read_sdk({ language: \"python\" })"),
+            "{err:?}"
+        );
+
+        let found = search_tools(
+            &view,
+            &json!({ "query": "add", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap();
+        assert_eq!(found["results"][0]["tool"], "math.add", "{found}");
+        assert_eq!(found["results"][0]["file"], "servers/math/add.pyi");
+        assert!(
+            found["results"][0]["signature"]
+                .as_str()
+                .unwrap()
+                .starts_with("async def add(*, a: float = ...) -> "),
+            "{found}"
+        );
+
+        for (tool, args) in [
+            ("read", json!({ "language": "rust" })),
+            ("search", json!({ "query": "add", "language": "Python" })),
+            ("read", json!({ "language": 3 })),
+        ] {
+            let err = if tool == "read" {
+                read_sdk(&view, &args, IN_PROGRAM).unwrap_err()
+            } else {
+                search_tools(&view, &args, IN_PROGRAM).unwrap_err()
+            };
+            assert_eq!(err.code, ToolErrorCode::InvalidArguments, "{err:?}");
+            if args["language"].is_string() {
+                assert!(
+                    err.message
+                        .contains("the accepted ones are `typescript` (the default) and `python`"),
+                    "{}",
+                    err.message
+                );
+            }
+        }
+    }
+
     /// The built-ins' own SDK files: typed, with the tree-or-text union for `read_sdk`.
     #[tokio::test]
     async fn the_builtins_are_typed_in_the_sdk() {

@@ -341,7 +341,7 @@ impl ToolCatalogue {
             };
         }
         let tools = sdk_tools(&lists, principal, &self.learning);
-        let sdk = Arc::new(Sdk::new(&tools));
+        let sdk = Arc::new(Sdk::from_tools(tools));
         cache.insert(principal.name.clone(), (lists.clone(), epoch, sdk.clone()));
         CatalogueView {
             sdk,

@@ -75,7 +75,7 @@ fn build() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "code": { "type": "string", "description": "The program (TypeScript, or JavaScript or Python with language)." },
-                    "language": { "type": "string", "enum": ["typescript", "javascript", "python"], "description": "Default typescript. In python, tools are `await tools.<namespace>.<tool>(key=value)`, `asyncio.gather` runs calls at once, `print` is the console, and the last expression is the answer." },
+                    "language": { "type": "string", "enum": ["typescript", "javascript", "python"], "description": "Default typescript. In python, tools are `await tools.<namespace>.<tool>(key=value)`, `asyncio.gather` runs calls at once, `print` is the console, and the last expression is the answer; search_tools and read_sdk with language python give the tools' Python signatures and stubs." },
                     "session": { "type": "string", "description": "\"new\" to start a session, or the id of one: reruns in a session replay the calls that already succeeded." },
                     "timeout_ms": { "type": "integer", "minimum": 1, "description": "Deadline for the whole program (the policy caps it)." },
                     "client_tools": {
