@@ -8,7 +8,7 @@ use super::{
 };
 use crate::agent_api::ApiErrorCode;
 use crate::generation::PolicyGeneration;
-use crate::sdk::Language;
+use crate::sdk::{Language, UnknownLanguage};
 use crate::tools::builtin;
 use airlock_policy::Principal;
 use bytes::Bytes;
@@ -235,11 +235,11 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
                 let view = generation.catalogue_view(&principal).await;
                 json_response(StatusCode::OK, &view.tree_in(language))
             }
-            Err(refused) => refused,
+            Err(e) => refused_language(&e),
         },
         (&Method::POST, "/v1/sdk") => match sdk_language(req.uri().query()) {
             Ok(language) => executions::client_sdk(generation, principal, req, language).await,
-            Err(refused) => refused,
+            Err(e) => refused_language(&e),
         },
         (&Method::GET, "/v1/sdk/learned") => {
             let tool = query_param(req.uri().query(), "tool").filter(|t| !t.is_empty());
@@ -257,7 +257,7 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
                     let language = builtin::file_language(&file, asked.is_some(), language);
                     sdk_file(&generation, &principal, &file, language).await
                 }
-                Err(refused) => refused,
+                Err(e) => refused_language(&e),
             }
         }
         (&Method::GET, "/v1/tools") => {
@@ -280,16 +280,18 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
 
 /// `?language=`: TypeScript when left out; a name that is neither is a bad request naming
 /// the accepted ones.
-fn sdk_language(query: Option<&str>) -> Result<Language, Response<ApiBody>> {
-    let asked = query_param(query, "language");
-    Language::parse_optional(asked.as_deref()).map_err(|e| {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            ApiErrorCode::BadRequest,
-            e.to_string(),
-            Some("leave language out for TypeScript, or send ?language=python".into()),
-        )
-    })
+fn sdk_language(query: Option<&str>) -> Result<Language, UnknownLanguage> {
+    Language::parse_optional(query_param(query, "language").as_deref())
+}
+
+/// The answer to an unknown `?language=`.
+fn refused_language(e: &UnknownLanguage) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::BadRequest,
+        e.to_string(),
+        Some("leave language out for TypeScript, or send ?language=python".into()),
+    )
 }
 
 /// `GET /v1/sdk/<file>`: one file of the caller's SDK (of the Python tree with
@@ -352,7 +354,7 @@ async fn search_tools(
     }
     let language = match sdk_language(query) {
         Ok(language) => language,
-        Err(refused) => return refused,
+        Err(e) => return refused_language(&e),
     };
     let view = generation.catalogue_view(principal).await;
     json_response(StatusCode::OK, &view.search_in(&words, limit, language))
