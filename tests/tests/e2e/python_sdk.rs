@@ -379,3 +379,61 @@ fn hostile_schemas_give_stubs_cpython_parses() {
     }
     assert!(checked >= 12, "{checked}");
 }
+
+/// `airlock sdk tree|cat|search|write --language python`, and an unknown language refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_browses_and_writes_the_sdk_in_python() {
+    let d = TestDaemon::start().await;
+    let socket = d.socket_path().to_owned();
+    let out_dir = tempfile::tempdir().unwrap();
+    let dir = out_dir.path().display().to_string();
+    let runs = tokio::task::spawn_blocking(move || {
+        let cli = |args: &[&str]| {
+            let out = std::process::Command::new(airlock_tests::binaries::airlock_cli())
+                .arg("--socket")
+                .arg(&socket)
+                .args(args)
+                .output()
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        [
+            cli(&["sdk", "tree", "--language", "python"]),
+            cli(&["sdk", "cat", "--language", "python", "servers/test/add.pyi"]),
+            cli(&["sdk", "search", "--language", "python", "adds", "numbers"]),
+            cli(&["sdk", "write", "--language", "python", &dir]),
+            cli(&["sdk", "tree", "--language", "rust"]),
+            cli(&["sdk", "tree"]),
+        ]
+    })
+    .await
+    .unwrap();
+    let [tree, cat, search, write, rust, ts_tree] = runs;
+    assert!(tree.0, "{}", tree.2);
+    assert!(tree.1.contains("servers/test/add.pyi"), "{}", tree.1);
+    assert!(!tree.1.contains(".ts\n"), "{}", tree.1);
+    assert!(cat.0, "{}", cat.2);
+    assert!(cat.1.contains("async def add("), "{}", cat.1);
+    assert!(search.0, "{}", search.2);
+    assert!(search.1.starts_with("async def add("), "{}", search.1);
+    assert!(write.0, "{}", write.2);
+    let written = std::fs::read_to_string(out_dir.path().join("servers/test/add.pyi")).unwrap();
+    assert_eq!(written, cat.1);
+    assert!(out_dir.path().join("tools.pyi").exists());
+    assert!(!rust.0);
+    assert!(
+        rust.2
+            .contains("the accepted ones are `typescript` (the default) and `python`"),
+        "{}",
+        rust.2
+    );
+    assert!(
+        ts_tree.0 && ts_tree.1.contains("servers/test/add.ts"),
+        "{}",
+        ts_tree.1
+    );
+}
