@@ -471,4 +471,26 @@ mod tests {
         );
         assert!(sdk.files["tools.pyi"].contains("# `None`: not callable from Python"));
     }
+
+    /// A long tool name's input and output classes stay apart (names are bounded after the
+    /// prefix, never within it).
+    #[test]
+    fn long_names_do_not_collide() {
+        let mut t = tool("s", &"very_long_name_".repeat(20));
+        let nested = json!({"type": "object", "properties": {"inner": {"type": "object", "properties": {"x": {"type": "string"}}}}});
+        t.input_schema = nested.clone();
+        t.output_schema = Some(nested);
+        let sdk = generate(&[t.clone()]);
+        let file = &sdk.files[&format!("servers/s/{}.pyi", t.name)];
+        assert_parses(file);
+        let classes: Vec<&str> = file
+            .lines()
+            .filter_map(|l| l.strip_prefix("class "))
+            .collect();
+        let mut unique = classes.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(classes.len(), 4, "{file}");
+        assert_eq!(unique.len(), classes.len(), "{file}");
+    }
 }

@@ -229,7 +229,7 @@ impl<'a> PythonTypes<'a> {
                 let types: Vec<String> = members
                     .iter()
                     .enumerate()
-                    .map(|(i, m)| self.ty(m, inner, &child_hint(hint, &(i + 1).to_string())))
+                    .map(|(i, m)| self.ty(m, inner, &self.child_hint(hint, &(i + 1).to_string())))
                     .collect();
                 out = Some(union(types));
             }
@@ -334,7 +334,7 @@ impl<'a> PythonTypes<'a> {
             top_of: None,
             ..pos
         };
-        let item_hint = child_hint(hint, "Item");
+        let item_hint = self.child_hint(hint, "Item");
         // 2020-12 `prefixItems` (+ `items` for the rest), or draft-07 `items: [...]` (+
         // `additionalItems`).
         let (prefix, rest) = match (obj.get("prefixItems"), obj.get("items")) {
@@ -391,7 +391,7 @@ impl<'a> PythonTypes<'a> {
         match obj.get("additionalProperties") {
             Some(Value::Bool(false)) => "dict[str, Never]".into(),
             Some(schema @ Value::Object(_)) => {
-                let t = self.ty(schema, nested, &child_hint(hint, "Value"));
+                let t = self.ty(schema, nested, &self.child_hint(hint, "Value"));
                 format!("dict[str, {t}]")
             }
             _ => "dict[str, Any]".into(),
@@ -414,7 +414,7 @@ impl<'a> PythonTypes<'a> {
         let mut fields: Vec<(String, String, String)> = Vec::new();
         let mut record: Vec<Field> = Vec::new();
         for (key, schema) in properties.into_iter().flatten() {
-            let t = self.ty(schema, pos, &child_hint(name, key));
+            let t = self.ty(schema, pos, &self.child_hint(name, key));
             let is_required = required.contains(key.as_str());
             record.push(Field {
                 key: key.clone(),
@@ -430,7 +430,7 @@ impl<'a> PythonTypes<'a> {
         }
         let extra = match obj.get("additionalProperties") {
             Some(schema @ Value::Object(_)) => {
-                let t = self.ty(schema, pos, &child_hint(name, "Value"));
+                let t = self.ty(schema, pos, &self.child_hint(name, "Value"));
                 Some(format!("Further keys: {t}."))
             }
             Some(Value::Bool(true)) => Some("Further keys: Any.".to_owned()),
@@ -485,7 +485,8 @@ impl<'a> PythonTypes<'a> {
         let name = match self.names.get(reference) {
             Some(name) => name.clone(),
             None => {
-                let base = child_hint(&self.prefix, reference.rsplit('/').next().unwrap_or("Type"));
+                let base =
+                    self.child_hint(&self.prefix, reference.rsplit('/').next().unwrap_or("Type"));
                 let name = self.fresh(&base);
                 self.names.insert(reference.to_owned(), name.clone());
                 // The name exists before its body, so recursion ends at the name.
@@ -539,6 +540,20 @@ impl<'a> PythonTypes<'a> {
         }
     }
 
+    /// A generated class name's child: `ParentKey`, the key's part and the tail after the
+    /// prefix bounded (never the prefix itself, which keeps the names of one stub's
+    /// documents apart).
+    fn child_hint(&self, parent: &str, key: &str) -> String {
+        let part: String = pascal_case(key).chars().take(MAX_NAME_PART).collect();
+        let mut name = format!("{parent}{part}");
+        // Names are ASCII (pascal_case keeps ASCII alphanumerics only).
+        let limit = self.prefix.len() + MAX_NAME_TAIL;
+        if name.len() > limit {
+            name.truncate(limit);
+        }
+        name
+    }
+
     /// Aliases that reach themselves through alias-only edges.
     fn alias_cycles(&self) -> BTreeSet<String> {
         let mut cyclic = BTreeSet::new();
@@ -585,18 +600,6 @@ fn plain_object(schema: &Value) -> Option<&Map<String, Value>> {
 /// A type that says nothing a part beside it might not say better.
 fn vague(t: &str) -> bool {
     t == "Any" || t == "dict[str, Any]"
-}
-
-/// A generated class name's child: `ParentKey`, the key's part and the tail bounded.
-fn child_hint(parent: &str, key: &str) -> String {
-    let part: String = pascal_case(key).chars().take(MAX_NAME_PART).collect();
-    let mut name = format!("{parent}{part}");
-    // Names are ASCII (pascal_case keeps ASCII alphanumerics only).
-    let limit = parent.len().min(MAX_NAME_TAIL * 2) + MAX_NAME_PART;
-    if name.len() > limit {
-        name.truncate(limit);
-    }
-    name
 }
 
 /// Resolves a local JSON pointer (`#/$defs/Node`, `#/components/schemas/Pet`, `#`).
