@@ -437,3 +437,60 @@ async fn the_cli_browses_and_writes_the_sdk_in_python() {
         ts_tree.1
     );
 }
+
+/// `POST /v1/sdk?language=python`: the stubs that change for a request's client tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tools_in_python() {
+    let d = TestDaemon::start().await;
+    let body = json!({ "client_tools": [{
+        "name": "web_search",
+        "description": "Searches the web. Returns the top results.",
+        "input_schema": { "type": "object", "properties": {
+            "query": { "type": "string", "description": "what to look for" },
+            "limit": { "type": "integer" } }, "required": ["query"] }
+    }] });
+    let post = |path: &'static str| {
+        let body = body.clone();
+        let d = &d;
+        async move {
+            let (status, text) = d
+                .client()
+                .await
+                .post(path, bytes::Bytes::from(body.to_string()))
+                .await
+                .unwrap();
+            (status.as_u16(), text)
+        }
+    };
+    let (status, text) = post("/v1/sdk?language=python").await;
+    assert_eq!(status, 200, "{text}");
+    let view: Value = serde_json::from_str(&text).unwrap();
+    let files = view["files"].as_object().unwrap();
+    let mut paths: Vec<&str> = files.keys().map(String::as_str).collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "README.md",
+            "servers/client/__init__.pyi",
+            "servers/client/web_search.pyi",
+            "tools.pyi"
+        ]
+    );
+    let stub = files["servers/client/web_search.pyi"].as_str().unwrap();
+    assert!(
+        stub.contains("async def web_search(*, query: str, limit: int = ...) -> WebSearchOutput:"),
+        "{stub}"
+    );
+    assert!(
+        files["tools.pyi"]
+            .as_str()
+            .unwrap()
+            .contains("from .servers import client as client")
+    );
+    // TypeScript without asking, as before; an unknown language refused.
+    let (_, text) = post("/v1/sdk").await;
+    assert!(text.contains("servers/client/web_search.ts"), "{text}");
+    let (status, text) = post("/v1/sdk?language=go").await;
+    assert_eq!(status, 400, "{text}");
+}
