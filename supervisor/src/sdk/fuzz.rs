@@ -5,7 +5,9 @@
 //! build a schema from JSON Schema's keywords (with `$ref`s into itself); each schema becomes
 //! a tool's input and output schema, and [`SdkFiles::generate`] writes the tool's SDK files.
 //! Beyond "no panic": every TypeScript file parses with oxc and passes its syntax checks
-//! (redeclarations included), and the files stay in proportion to the schema.
+//! (redeclarations included), every Python stub of the tree in Python
+//! ([`super::python_files`]) parses with ruff's parser, and the files stay in proportion to
+//! the schema.
 //!
 //! [`target`] is the one input's checks: `cargo test` replays the seeds through it
 //! (`fuzz_seeds_schema_types`), and the libFuzzer build (`fuzz/libfuzzer/`, `--cfg fuzzing`)
@@ -176,6 +178,18 @@ fn generate(schema: Value, size: usize) -> Outcome {
         total <= 64 * size + 64 * 1024,
         "{total} bytes of SDK for a schema of {size} bytes"
     );
+    let python = super::python_files::generate(&tools);
+    let mut python_total = 0;
+    for (path, text) in &python.files {
+        python_total += text.len();
+        if path.ends_with(".pyi") {
+            check_python(path, text);
+        }
+    }
+    assert!(
+        python_total <= 64 * size + 64 * 1024,
+        "{python_total} bytes of Python SDK for a schema of {size} bytes"
+    );
     let search = ToolSearch::new(&tools);
     let _ = search.search("fuzz tool a", 3);
     let _ = signature(&tools[0]);
@@ -202,7 +216,32 @@ fn check_typescript(path: &str, text: &str) {
     );
 }
 
+/// `text` parses as Python (ruff's parser, the one the worker reads programs with).
+fn check_python(path: &str, text: &str) {
+    if let Err(e) = ruff_python_parser::parse_module(text) {
+        panic!("{path} does not parse as Python: {e:?}\n--- {path} ---\n{text}");
+    }
+}
+
 #[test]
 fn fuzz_seeds_schema_types() {
     fuzz().replay(target);
+}
+
+/// A few hundred inputs beyond the seeds, from a fixed generator (the same every run), so
+/// the stubs' syntax is checked over many built schemas without the libFuzzer build.
+#[test]
+fn fuzz_generated_inputs_schema_types() {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for length in 0..400usize {
+        let data: Vec<u8> = (0..(length % 200) + 8)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state.to_le_bytes()[0]
+            })
+            .collect();
+        target(&data);
+    }
 }

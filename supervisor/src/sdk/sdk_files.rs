@@ -119,7 +119,8 @@ impl SdkFiles {
     }
 
     /// Each namespace with its number of tools, in name order (from the files: one
-    /// `servers/<namespace>/<tool>.ts` per tool beside the namespace's `index.ts`).
+    /// `servers/<namespace>/<tool>.ts` per tool beside the namespace's `index.ts`, or in
+    /// Python `<tool>.pyi` beside `__init__.pyi`).
     pub fn namespaces(&self) -> Vec<(String, usize)> {
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
         for path in self.files.keys() {
@@ -128,7 +129,7 @@ impl SdkFiles {
             };
             if let Some((namespace, file)) = rest.split_once('/') {
                 let entry = counts.entry(namespace).or_default();
-                if file != "index.ts" {
+                if file != "index.ts" && file != "__init__.pyi" {
                     *entry += 1;
                 }
             }

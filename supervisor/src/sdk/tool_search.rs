@@ -26,6 +26,8 @@
 //! All of it is tables and arithmetic over an index built once per catalogue: no model, no
 //! download.
 
+use super::Language;
+use super::python_types::is_identifier;
 use super::sdk_files::{SdkTool, first_sentence};
 use serde::Serialize;
 use serde_json::Value;
@@ -89,6 +91,8 @@ pub struct ToolSearch {
 #[derive(Debug)]
 struct Entry {
     hit: SearchHit,
+    /// The signature in Python ([`python_signature`]), for a search that asks for Python.
+    python_signature: String,
     /// The resource words of the name (not verbs, not filler).
     resources: Vec<String>,
 }
@@ -151,6 +155,7 @@ impl ToolSearch {
                     file: format!("servers/{}/{}.ts", tool.namespace, tool.name),
                     score: 0.0,
                 },
+                python_signature: python_signature(tool),
                 resources,
             });
         }
@@ -167,6 +172,11 @@ impl ToolSearch {
 
     /// The best `limit` tools for `query`, best first (ties by name, so results are stable).
     pub fn search(&self, query: &str, limit: usize) -> Vec<SearchHit> {
+        self.search_in(query, limit, Language::TypeScript)
+    }
+
+    /// [`Self::search`], each hit's signature and file in `language` (the ranking is the same).
+    pub fn search_in(&self, query: &str, limit: usize, language: Language) -> Vec<SearchHit> {
         let n = self.entries.len() as f64;
         let concepts = query_concepts(query);
         let mut scores = vec![0f64; self.entries.len()];
@@ -228,9 +238,19 @@ impl ToolSearch {
         ranked
             .into_iter()
             .take(limit)
-            .map(|(id, score)| SearchHit {
-                score: (score * 1000.0).round() / 1000.0,
-                ..self.entries[id].hit.clone()
+            .map(|(id, score)| {
+                let entry = &self.entries[id];
+                let mut hit = SearchHit {
+                    score: (score * 1000.0).round() / 1000.0,
+                    ..entry.hit.clone()
+                };
+                if language == Language::Python {
+                    hit.signature.clone_from(&entry.python_signature);
+                    if let Some(stem) = hit.file.strip_suffix(".ts") {
+                        hit.file = format!("{stem}.pyi");
+                    }
+                }
+                hit
             })
             .collect()
     }
@@ -454,21 +474,85 @@ pub fn signature(tool: &SdkTool) -> String {
     format!(
         "{}: Promise<{}>",
         call_signature(&tool.namespace, &tool.name, &tool.input_schema),
-        tool_result_type(tool)
+        tool_result_type(tool, Language::TypeScript)
     )
+}
+
+/// `async def issues_create(*, owner: str, title: str = ...) -> {"id": int, …}`: the
+/// signature in Python, keyword-only as a Python program calls it (keys that are not
+/// identifiers as `**{"a-b": str}`); a tool Python cannot name says so instead.
+pub fn python_signature(tool: &SdkTool) -> String {
+    if !is_identifier(&tool.namespace) || !is_identifier(&tool.name) {
+        return format!(
+            "tools.{}.{}: not callable from Python (its name is not a Python identifier)",
+            tool.namespace, tool.name
+        );
+    }
+    format!(
+        "async def {}({}) -> {}",
+        tool.name,
+        python_parameters(&tool.input_schema),
+        tool_result_type(tool, Language::Python)
+    )
+}
+
+/// `*, a: int, b: str = ...`: an input schema's top-level properties as keyword-only
+/// parameters, required ones first.
+fn python_parameters(schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return "**kwargs: Any".into();
+    };
+    let mut named = Vec::new();
+    let mut optional = Vec::new();
+    let mut odd = Vec::new();
+    for (name, s) in properties {
+        let t = short_type_in(s, Language::Python);
+        let is_required = required.contains(&name.as_str());
+        if !is_identifier(name) {
+            let t = if is_required {
+                t
+            } else {
+                format!("NotRequired[{t}]")
+            };
+            odd.push(format!("{}: {t}", Value::String(name.clone())));
+        } else if is_required {
+            named.push(format!("{name}: {t}"));
+        } else {
+            optional.push(format!("{name}: {t} = ..."));
+        }
+    }
+    named.extend(optional);
+    let mut params: Vec<String> = Vec::new();
+    let shown = named.len().min(SHOWN_PARAMETERS);
+    if shown > 0 {
+        params.push("*".into());
+        params.extend(named[..shown].iter().cloned());
+    }
+    if named.len() > shown {
+        params.push(format!("… {} more", named.len() - shown));
+    }
+    if !odd.is_empty() {
+        params.push(format!("**{{{}}}", odd.join(", ")));
+    }
+    params.join(", ")
 }
 
 /// The result type a signature ends in: the declared one; the learned one when nothing is
 /// declared; both when the results contradict the declaration.
-fn tool_result_type(tool: &SdkTool) -> String {
+fn tool_result_type(tool: &SdkTool, language: Language) -> String {
     match (&tool.output_schema, &tool.learned) {
         (Some(declared), Some(learned)) if !learned.drift.is_empty() => format!(
             "{} | {}",
-            result_type(Some(declared)),
-            result_type(Some(&learned.schema))
+            result_type_in(Some(declared), language),
+            result_type_in(Some(&learned.schema), language)
         ),
-        (None, Some(learned)) => result_type(Some(&learned.schema)),
-        (declared, _) => result_type(declared.as_ref()),
+        (None, Some(learned)) => result_type_in(Some(&learned.schema), language),
+        (declared, _) => result_type_in(declared.as_ref(), language),
     }
 }
 
@@ -478,9 +562,18 @@ const SHOWN_RESULT_PROPERTIES: usize = 6;
 /// The result's type in a few words: an object's first properties with their short types,
 /// an array's items, `unknown` when the tool declares nothing. A top-level `$ref` (or
 /// `allOf` of one) is followed once, so `Promise<{ id: number, … }>` rather than `object`.
+#[cfg(test)]
 fn result_type(schema: Option<&Value>) -> String {
+    result_type_in(schema, Language::TypeScript)
+}
+
+/// [`result_type`] in `language`'s notation.
+fn result_type_in(schema: Option<&Value>, language: Language) -> String {
     let Some(root) = schema else {
-        return "unknown".into();
+        return match language {
+            Language::TypeScript => "unknown".into(),
+            Language::Python => "Any".into(),
+        };
     };
     let follow = |s: &'_ Value| -> Value {
         let mut s = s.clone();
@@ -513,41 +606,43 @@ fn result_type(schema: Option<&Value>) -> String {
     {
         return members
             .iter()
-            .map(|member| shape(&follow(member), &follow))
+            .map(|member| shape(&follow(member), &follow, language))
             .collect::<Vec<_>>()
             .join(" | ");
     }
-    shape(&schema, &follow)
+    shape(&schema, &follow, language)
 }
 
 /// One (followed) schema's shape for [`result_type`]: an object's first properties, an
 /// array's items, or a short type.
-fn shape(schema: &Value, follow: &dyn Fn(&Value) -> Value) -> String {
+fn shape(schema: &Value, follow: &dyn Fn(&Value) -> Value, language: Language) -> String {
     let types: Vec<&str> = match schema.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
-    let nullable = if types.contains(&"null") {
-        " | null"
-    } else {
-        ""
+    let nullable = match (types.contains(&"null"), language) {
+        (false, _) => "",
+        (true, Language::TypeScript) => " | null",
+        (true, Language::Python) => " | None",
     };
     if types.contains(&"array") {
         let item = schema.get("items").map(follow).unwrap_or(Value::Null);
-        return format!(
-            "{}[]{nullable}",
-            object_type(&item).unwrap_or_else(|| short_type(&item))
-        );
+        let item = object_type(&item, language).unwrap_or_else(|| short_type_in(&item, language));
+        return match language {
+            Language::TypeScript => format!("{item}[]{nullable}"),
+            Language::Python => format!("list[{item}]{nullable}"),
+        };
     }
-    match object_type(schema) {
+    match object_type(schema, language) {
         Some(object) => format!("{object}{nullable}"),
-        None => short_type(schema),
+        None => short_type_in(schema, language),
     }
 }
 
-/// `{ a: number, b?: string, … 3 more }` for an object schema with properties.
-fn object_type(schema: &Value) -> Option<String> {
+/// `{ a: number, b?: string, … 3 more }` for an object schema with properties (in Python
+/// `{"a": float, "b": NotRequired[str], … 3 more}`).
+fn object_type(schema: &Value, language: Language) -> Option<String> {
     let properties = schema.get("properties")?.as_object()?;
     let required: Vec<&str> = schema
         .get("required")
@@ -558,12 +653,22 @@ fn object_type(schema: &Value) -> Option<String> {
         .iter()
         .take(SHOWN_RESULT_PROPERTIES)
         .map(|(name, s)| {
-            let optional = if required.contains(&name.as_str()) {
-                ""
-            } else {
-                "?"
-            };
-            format!("{name}{optional}: {}", short_type(s))
+            let is_required = required.contains(&name.as_str());
+            match language {
+                Language::TypeScript => {
+                    let optional = if is_required { "" } else { "?" };
+                    format!("{name}{optional}: {}", short_type(s))
+                }
+                Language::Python => {
+                    let t = short_type_in(s, language);
+                    let key = Value::String(name.clone());
+                    if is_required {
+                        format!("{key}: {t}")
+                    } else {
+                        format!("{key}: NotRequired[{t}]")
+                    }
+                }
+            }
         })
         .collect();
     if properties.len() > SHOWN_RESULT_PROPERTIES {
@@ -572,10 +677,10 @@ fn object_type(schema: &Value) -> Option<String> {
             properties.len() - SHOWN_RESULT_PROPERTIES
         ));
     }
-    Some(if shown.is_empty() {
-        "{}".to_owned()
-    } else {
-        format!("{{ {} }}", shown.join(", "))
+    Some(match (shown.is_empty(), language) {
+        (true, _) => "{}".to_owned(),
+        (false, Language::TypeScript) => format!("{{ {} }}", shown.join(", ")),
+        (false, Language::Python) => format!("{{{}}}", shown.join(", ")),
     })
 }
 
@@ -627,6 +732,14 @@ pub fn parameters(schema: &Value) -> String {
 
 /// A schema's type in a word or a short union: `number`, `string[]`, `"a" | "b" | …`.
 pub fn short_type(schema: &Value) -> String {
+    short_type_in(schema, Language::TypeScript)
+}
+
+/// [`short_type`] in `language`'s notation (Python: `int`, `list[str]`, `Literal["a", "b", …]`).
+fn short_type_in(schema: &Value, language: Language) -> String {
+    if language == Language::Python {
+        return short_python_type(schema);
+    }
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         let shown: Vec<String> = values.iter().take(5).map(Value::to_string).collect();
         return if values.len() > 5 {
@@ -650,6 +763,51 @@ pub fn short_type(schema: &Value) -> String {
             .join(" | "),
         _ if schema.get("$ref").is_some() => "object".into(),
         _ => "unknown".into(),
+    }
+}
+
+/// A schema's type in a word or a short union, in Python: `int`, `list[str]`,
+/// `Literal["a", "b", …]`, `dict` for an object, `Any` when it says nothing.
+fn short_python_type(schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        let shown: Vec<String> = values
+            .iter()
+            .take(5)
+            .map(|v| match v {
+                Value::Bool(true) => "True".into(),
+                Value::Bool(false) => "False".into(),
+                Value::Null => "None".into(),
+                other => other.to_string(),
+            })
+            .collect();
+        let more = if values.len() > 5 { ", …" } else { "" };
+        return format!("Literal[{}{more}]", shown.join(", "));
+    }
+    let word = |t: &str| -> String {
+        match t {
+            "integer" => "int".into(),
+            "number" => "float".into(),
+            "string" => "str".into(),
+            "boolean" => "bool".into(),
+            "null" => "None".into(),
+            "object" => "dict".into(),
+            "array" => {
+                let item = schema.get("items").map_or("Any".into(), short_python_type);
+                format!("list[{item}]")
+            }
+            _ => "Any".into(),
+        }
+    };
+    match schema.get("type") {
+        Some(Value::String(t)) => word(t),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(word)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ if schema.get("$ref").is_some() => "dict".into(),
+        _ => "Any".into(),
     }
 }
 
@@ -796,6 +954,41 @@ mod tests {
             result_type(t.output_schema.as_ref()),
             "{ files: unknown[] } | string"
         );
+    }
+
+    #[test]
+    fn python_signatures() {
+        let index = ToolSearch::new(&catalogue());
+        let hits = index.search_in("create issue", 3, Language::Python);
+        assert_eq!(hits[0].tool, "github.issues_create");
+        assert_eq!(
+            hits[0].signature,
+            "async def issues_create(*, owner: str, repo: str = ..., title: str = ...) -> Any"
+        );
+        assert_eq!(hits[0].file, "servers/github/issues_create.pyi");
+        // The same ranking, in TypeScript by default.
+        let ts = index.search("create issue", 3);
+        assert_eq!(
+            ts.iter().map(|h| &h.tool).collect::<Vec<_>>(),
+            hits.iter().map(|h| &h.tool).collect::<Vec<_>>()
+        );
+        assert_eq!(ts[0].file, "servers/github/issues_create.ts");
+        let mut t = tool("s", "weather", "Weather.", &["city"]);
+        t.input_schema = json!({"type": "object", "properties": {"city": {"type": "string"}, "units": {"enum": ["c", "f"]}, "x-y": {"type": "integer"}}, "required": ["city"]});
+        t.output_schema = Some(json!({
+            "type": ["array", "null"],
+            "items": {"type": "object", "properties": {"temperature": {"type": "number"}, "ok": {"type": "boolean"}}, "required": ["temperature"]}
+        }));
+        assert_eq!(
+            python_signature(&t),
+            "async def weather(*, city: str, units: Literal[\"c\", \"f\"] = ..., **{\"x-y\": NotRequired[int]}) -> list[{\"ok\": NotRequired[bool], \"temperature\": float}] | None"
+        );
+        t.name = "class".into();
+        assert!(python_signature(&t).contains("not callable from Python"));
+        t.name = "ping".into();
+        t.input_schema = json!({"type": "object", "properties": {}});
+        t.output_schema = None;
+        assert_eq!(python_signature(&t), "async def ping() -> Any");
     }
 
     #[test]

@@ -1,9 +1,12 @@
 //! The daemon's built-in tools, `tools.airlock.<tool>()`: discovery from inside a program, so
 //! a program finds and reads the tools it may call without a round trip through the model.
 //!
-//! - `search_tools({ query, limit? })`: what `GET /v1/tools/search?q=` answers;
-//! - `read_sdk({ path? })`: the SDK's file tree (`GET /v1/sdk`), or one file's text
-//!   (`GET /v1/sdk/<path>`).
+//! - `search_tools({ query, limit?, language? })`: what `GET /v1/tools/search?q=` answers;
+//! - `read_sdk({ path?, language? })`: the SDK's file tree (`GET /v1/sdk`), or one file's
+//!   text (`GET /v1/sdk/<path>`).
+//!
+//! `language` is `"typescript"` (the default) or `"python"` (the `.pyi` tree, Python
+//! signatures); a path ending in `.pyi` is read from the Python tree without it.
 //!
 //! They are a [`ToolSource`] that every generation registers under the reserved namespace
 //! `airlock`, so they are tools like any other: in the SDK, `GET /v1/tools` and search, held
@@ -15,6 +18,7 @@
 //! execution's generation, so a program sees exactly what its principal's `GET /v1/sdk`
 //! shows, never another principal's tools. Their answers are a function of that catalogue.
 
+use crate::sdk::Language;
 use crate::tools::catalogue::CatalogueView;
 use crate::tools::naming::{near_paths, quote_list};
 use crate::tools::{
@@ -136,7 +140,26 @@ pub fn search_tools(
             called.search_tools
         )));
     }
-    Ok(view.search(query, limit(args.get("limit"))))
+    let language = language(args, called.search_tools)?;
+    Ok(view.search_in(query, limit(args.get("limit")), language))
+}
+
+/// The `language` argument: TypeScript when left out; anything but the two names refused.
+fn language(args: &Value, tool: &str) -> Result<Language, ToolError> {
+    let refused = |message: String| {
+        ToolError::new(ToolErrorCode::InvalidArguments, message).with_hint(format!(
+            "leave `language` out for TypeScript, or call {tool}({{ language: \"python\" }})"
+        ))
+    };
+    match args.get("language") {
+        None | Some(Value::Null) => Ok(Language::TypeScript),
+        Some(Value::String(name)) => {
+            Language::parse_optional(Some(name)).map_err(|e| refused(format!("{tool}: {e}")))
+        }
+        Some(other) => Err(refused(format!(
+            "{tool}: `language` must be a string, got {other}"
+        ))),
+    }
 }
 
 /// The number of results asked for: [`DEFAULT_LIMIT`] when not given, else clamped to
@@ -152,9 +175,10 @@ fn limit(asked: Option<&Value>) -> usize {
 
 /// `read_sdk`: without a path the caller's SDK tree, with one that file's text.
 pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<Value, ToolError> {
+    let asked = language(args, called.read_sdk)?;
     let path = match args.get("path") {
-        None | Some(Value::Null) => return Ok(view.tree()),
-        Some(Value::String(path)) if path.is_empty() => return Ok(view.tree()),
+        None | Some(Value::Null) => return Ok(view.tree_in(asked)),
+        Some(Value::String(path)) if path.is_empty() => return Ok(view.tree_in(asked)),
         Some(Value::String(path)) => path,
         // The input schema refused anything else.
         Some(other) => {
@@ -164,10 +188,19 @@ pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<
             ));
         }
     };
-    if let Some(text) = view.sdk.files.files.get(path) {
+    let language = file_language(
+        path,
+        args.get("language").is_some_and(|l| !l.is_null()),
+        asked,
+    );
+    if let Some(text) = view.sdk.files_in(language).files.get(path) {
         return Ok(Value::String(text.clone()));
     }
-    let hint = missing_file_hint(view, path, &format!("{}({{}})", called.read_sdk));
+    let lister = match language {
+        Language::TypeScript => format!("{}({{}})", called.read_sdk),
+        Language::Python => format!("{}({{ language: \"python\" }})", called.read_sdk),
+    };
+    let hint = missing_file_hint(view, path, &lister, language);
     // The program's own text, echoed: a few hundred characters of it say enough.
     let shown: String = if path.chars().count() > 200 {
         path.chars().take(200).chain(['…']).collect()
@@ -183,14 +216,43 @@ pub fn read_sdk(view: &CatalogueView, args: &Value, called: CalledAs) -> Result<
 
 /// The hint for an SDK path that is not there: the nearest files, and how to list them all
 /// (`lister`: `GET /v1/sdk`, `tools.airlock.read_sdk({})`, the facade's `read_sdk({})`).
-pub fn missing_file_hint(view: &CatalogueView, path: &str, lister: &str) -> String {
-    let near = near_paths(path, view.sdk.files.files.keys().map(String::as_str));
+pub fn missing_file_hint(
+    view: &CatalogueView,
+    path: &str,
+    lister: &str,
+    language: Language,
+) -> String {
+    let near = near_paths(
+        path,
+        view.sdk.files_in(language).files.keys().map(String::as_str),
+    );
     let list = format!("{lister} lists the files; start with README.md");
     if near.is_empty() {
         list
     } else {
         format!("did you mean {}? {list}", quote_list(&near, "`", "`"))
     }
+}
+
+/// The tree a file is read from: the one asked for, else the Python tree for a `.pyi` path
+/// (a Python search hit's `file`), else TypeScript.
+pub fn file_language(path: &str, asked_explicitly: bool, asked: Language) -> Language {
+    if asked_explicitly {
+        asked
+    } else if path.ends_with(".pyi") {
+        Language::Python
+    } else {
+        Language::TypeScript
+    }
+}
+
+/// The `language` property of both tools' input schemas.
+fn language_schema(what: &str) -> Value {
+    json!({
+        "type": "string",
+        "enum": Language::NAMES,
+        "description": format!("\"typescript\" (the default) or \"python\": {what}.")
+    })
 }
 
 /// What the two tools look like in the catalogue.
@@ -247,7 +309,8 @@ fn descriptors() -> Vec<ToolDescriptor> {
                     "limit": {
                         "type": "integer",
                         "description": format!("How many results, best first: {DEFAULT_LIMIT} when left out, at most {MAX_LIMIT} (more is taken as {MAX_LIMIT}).")
-                    }
+                    },
+                    "language": language_schema("the signatures' language (Python: `async def name(*, key: T) -> R`) and their files'")
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -281,7 +344,8 @@ fn descriptors() -> Vec<ToolDescriptor> {
             description: "Read the TypeScript SDK of the tools this program may call, as GET /v1/sdk serves it.\n\n\
                  Without `path`: the file tree (each file's path and size) and how many tools there are. \
                  With `path`: that file's text, for example \"README.md\", \"servers/<namespace>/index.ts\" \
-                 (a namespace's tools) or \"servers/<namespace>/<tool>.ts\" (one tool's input and output types)."
+                 (a namespace's tools) or \"servers/<namespace>/<tool>.ts\" (one tool's input and output types). \
+                 With `language: \"python\"`: the SDK in Python (`.pyi` stubs, \"servers/<namespace>/<tool>.pyi\")."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
@@ -289,7 +353,8 @@ fn descriptors() -> Vec<ToolDescriptor> {
                     "path": {
                         "type": "string",
                         "description": "A file of the tree, e.g. \"README.md\"; left out, the tree itself."
-                    }
+                    },
+                    "language": language_schema("the SDK in Python is `.pyi` stubs (a `.pyi` path is read from it without this)")
                 },
                 "additionalProperties": false
             }),
@@ -531,6 +596,113 @@ mod tests {
         )
         .unwrap_err();
         assert!(!err.hint.unwrap().contains("clock"));
+    }
+
+    /// `language: "python"` reads and searches the SDK in Python; a `.pyi` path needs no
+    /// `language`; anything but the two names is refused, naming them; TypeScript stays the
+    /// default.
+    #[tokio::test]
+    async fn the_sdk_in_python_on_request() {
+        let view = view_for(&["math.*", "airlock.*"]).await;
+        let tree = read_sdk(&view, &json!({ "language": "python" }), IN_PROGRAM).unwrap();
+        assert_eq!(tree, view.tree_in(Language::Python));
+        let paths: Vec<&str> = tree["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        assert!(paths.contains(&"servers/math/add.pyi"), "{paths:?}");
+        assert!(paths.contains(&"tools.pyi"), "{paths:?}");
+        assert!(!paths.iter().any(|p| p.ends_with(".ts")), "{paths:?}");
+        for args in [
+            json!({ "path": "servers/math/add.pyi" }),
+            json!({ "path": "servers/math/add.pyi", "language": "python" }),
+        ] {
+            let file = read_sdk(&view, &args, IN_PROGRAM).unwrap();
+            assert!(
+                file.as_str()
+                    .unwrap()
+                    .contains("async def add(*, a: float = ...) -> AddOutput:"),
+                "{file}"
+            );
+        }
+        let readme = read_sdk(
+            &view,
+            &json!({ "path": "README.md", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap();
+        assert!(
+            readme.as_str().unwrap().contains("asyncio.gather"),
+            "{readme}"
+        );
+        // The default is TypeScript, as it always was.
+        assert_eq!(
+            read_sdk(&view, &json!({ "path": "README.md" }), IN_PROGRAM).unwrap(),
+            json!(view.sdk.files.files["README.md"])
+        );
+        assert_eq!(
+            read_sdk(&view, &json!({}), IN_PROGRAM).unwrap(),
+            view.tree()
+        );
+        let err = read_sdk(
+            &view,
+            &json!({ "path": "servers/math/add.ts", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap_err();
+        assert!(
+            err.hint
+                .as_deref()
+                .unwrap()
+                .contains("`servers/math/add.pyi`"),
+            "{err:?}"
+        );
+        assert!(
+            err.hint
+                .as_deref()
+                .unwrap()
+                .contains("tools.airlock.read_sdk({ language: \"python\" })"),
+            "{err:?}"
+        );
+
+        let found = search_tools(
+            &view,
+            &json!({ "query": "add", "language": "python" }),
+            IN_PROGRAM,
+        )
+        .unwrap();
+        assert_eq!(found["results"][0]["tool"], "math.add", "{found}");
+        assert_eq!(found["results"][0]["file"], "servers/math/add.pyi");
+        assert!(
+            found["results"][0]["signature"]
+                .as_str()
+                .unwrap()
+                .starts_with("async def add(*, a: float = ...) -> "),
+            "{found}"
+        );
+
+        for (tool, args) in [
+            ("read", json!({ "language": "rust" })),
+            ("search", json!({ "query": "add", "language": "Python" })),
+            ("read", json!({ "language": 3 })),
+        ] {
+            let err = if tool == "read" {
+                read_sdk(&view, &args, IN_PROGRAM).unwrap_err()
+            } else {
+                search_tools(&view, &args, IN_PROGRAM).unwrap_err()
+            };
+            assert_eq!(err.code, ToolErrorCode::InvalidArguments, "{err:?}");
+            if args["language"].is_string() {
+                assert!(
+                    err.message
+                        .contains("the accepted ones are `typescript` (the default) and `python`"),
+                    "{}",
+                    err.message
+                );
+            }
+        }
     }
 
     /// The built-ins' own SDK files: typed, with the tree-or-text union for `read_sdk`.

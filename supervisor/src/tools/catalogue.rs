@@ -9,7 +9,7 @@
 use crate::learned_types::{LearnedReport, Learning};
 use crate::sdk::sdk_files::LearnedOutput;
 use crate::sdk::token_figures::ToolDefinition;
-use crate::sdk::{Sdk, SdkTool};
+use crate::sdk::{Language, Sdk, SdkTool};
 use crate::tools::{ToolDescriptor, ToolRegistry};
 use airlock_policy::Principal;
 use serde::Serialize;
@@ -87,9 +87,14 @@ impl CatalogueView {
     /// sources that could not be listed: what `GET /v1/sdk` and `tools.airlock.read_sdk({})`
     /// answer.
     pub fn tree(&self) -> Value {
+        self.tree_in(Language::TypeScript)
+    }
+
+    /// [`Self::tree`] of the SDK in `language` (`GET /v1/sdk?language=python`).
+    pub fn tree_in(&self, language: Language) -> Value {
         let files: Vec<Value> = self
             .sdk
-            .files
+            .files_in(language)
             .tree()
             .into_iter()
             .map(|(path, bytes)| json!({ "path": path, "bytes": bytes }))
@@ -104,9 +109,14 @@ impl CatalogueView {
     /// The best `limit` tools for `query`, and the sources that could not be listed: what
     /// `GET /v1/tools/search` and `tools.airlock.search_tools` answer.
     pub fn search(&self, query: &str, limit: usize) -> Value {
+        self.search_in(query, limit, Language::TypeScript)
+    }
+
+    /// [`Self::search`] with signatures and files in `language`.
+    pub fn search_in(&self, query: &str, limit: usize, language: Language) -> Value {
         json!({
             "query": query,
-            "results": self.sdk.search.search(query, limit),
+            "results": self.sdk.search.search_in(query, limit, language),
             "unavailable": self.unavailable,
         })
     }
@@ -121,14 +131,31 @@ impl CatalogueView {
         principal: &Principal,
         client: &[SdkTool],
     ) -> std::collections::BTreeMap<String, String> {
+        self.with_client_tools_in(principal, client, Language::TypeScript)
+    }
+
+    /// [`Self::with_client_tools`] in `language` (in Python, the files that differ are
+    /// `tools.pyi`, `README.md` and `servers/client/*`).
+    pub fn with_client_tools_in(
+        &self,
+        principal: &Principal,
+        client: &[SdkTool],
+        language: Language,
+    ) -> std::collections::BTreeMap<String, String> {
         let mut tools = sdk_tools(&self.lists, principal, &self.learning);
         tools.extend(client.iter().cloned());
-        let files = crate::sdk::sdk_files::SdkFiles::generate(&tools);
+        let files = match language {
+            Language::TypeScript => crate::sdk::sdk_files::SdkFiles::generate(&tools),
+            Language::Python => crate::sdk::python_files::generate(&tools),
+        };
         files
             .files
             .into_iter()
             .filter(|(path, _)| {
-                path == "tools.d.ts" || path == "README.md" || path.starts_with("servers/client/")
+                path == "tools.d.ts"
+                    || path == "tools.pyi"
+                    || path == "README.md"
+                    || path.starts_with("servers/client/")
             })
             .collect()
     }
@@ -314,7 +341,7 @@ impl ToolCatalogue {
             };
         }
         let tools = sdk_tools(&lists, principal, &self.learning);
-        let sdk = Arc::new(Sdk::new(&tools));
+        let sdk = Arc::new(Sdk::from_tools(tools));
         cache.insert(principal.name.clone(), (lists.clone(), epoch, sdk.clone()));
         CatalogueView {
             sdk,

@@ -186,12 +186,14 @@ pub(super) struct ClientSdkRequest {
 }
 
 /// `POST /v1/sdk` with `{ "client_tools": [...] }`: the SDK files that change for a request
-/// declaring these client tools (`tools.d.ts`, `README.md`, `servers/client/*`), so the agent
-/// can type its program against `tools.client.<name>` before it sends it.
+/// declaring these client tools (`tools.d.ts`, `README.md`, `servers/client/*`; with
+/// `?language=python` `tools.pyi`, `README.md`, `servers/client/*.pyi`), so the agent can type
+/// its program against `tools.client.<name>` before it sends it.
 pub(super) async fn client_sdk(
     generation: Arc<PolicyGeneration>,
     principal: Arc<Principal>,
     req: Request<Incoming>,
+    language: crate::sdk::Language,
 ) -> Response<ApiBody> {
     let hint = r#"send {"client_tools": [{"name", "description", "input_schema"}]} as in POST /v1/executions"#;
     let tools =
@@ -213,7 +215,7 @@ pub(super) async fn client_sdk(
         }
     };
     let view = generation.catalogue_view(&principal).await;
-    let files = view.with_client_tools(&principal, &tools.sdk_tools());
+    let files = view.with_client_tools_in(&principal, &tools.sdk_tools(), language);
     json_response(
         StatusCode::OK,
         &serde_json::json!({ "files": files, "unavailable": view.unavailable }),

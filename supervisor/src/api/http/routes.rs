@@ -8,6 +8,8 @@ use super::{
 };
 use crate::agent_api::ApiErrorCode;
 use crate::generation::PolicyGeneration;
+use crate::sdk::{Language, UnknownLanguage};
+use crate::tools::builtin;
 use airlock_policy::Principal;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -228,11 +230,17 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
         ..
     } = caller;
     let response = match (req.method(), path) {
-        (&Method::GET, "/v1/sdk") => {
-            let view = generation.catalogue_view(&principal).await;
-            json_response(StatusCode::OK, &view.tree())
-        }
-        (&Method::POST, "/v1/sdk") => executions::client_sdk(generation, principal, req).await,
+        (&Method::GET, "/v1/sdk") => match sdk_language(req.uri().query()) {
+            Ok(language) => {
+                let view = generation.catalogue_view(&principal).await;
+                json_response(StatusCode::OK, &view.tree_in(language))
+            }
+            Err(e) => refused_language(&e),
+        },
+        (&Method::POST, "/v1/sdk") => match sdk_language(req.uri().query()) {
+            Ok(language) => executions::client_sdk(generation, principal, req, language).await,
+            Err(e) => refused_language(&e),
+        },
         (&Method::GET, "/v1/sdk/learned") => {
             let tool = query_param(req.uri().query(), "tool").filter(|t| !t.is_empty());
             learned::list(&generation, &principal, tool.as_deref()).await
@@ -243,7 +251,14 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
         }
         (&Method::GET, sdk_path) if sdk_path.starts_with("/v1/sdk/") => {
             let file = percent_decoded(&sdk_path["/v1/sdk/".len()..]);
-            sdk_file(&generation, &principal, &file).await
+            let asked = query_param(req.uri().query(), "language").filter(|l| !l.is_empty());
+            match sdk_language(req.uri().query()) {
+                Ok(language) => {
+                    let language = builtin::file_language(&file, asked.is_some(), language);
+                    sdk_file(&generation, &principal, &file, language).await
+                }
+                Err(e) => refused_language(&e),
+            }
         }
         (&Method::GET, "/v1/tools") => {
             let view = generation.catalogue_view(&principal).await;
@@ -263,14 +278,32 @@ async fn catalogue_routes(caller: Caller, req: Request<Incoming>, path: &str) ->
     Ok(response)
 }
 
-/// `GET /v1/sdk/<file>`: one file of the caller's SDK.
+/// `?language=`: TypeScript when left out; a name that is neither is a bad request naming
+/// the accepted ones.
+fn sdk_language(query: Option<&str>) -> Result<Language, UnknownLanguage> {
+    Language::parse_optional(query_param(query, "language").as_deref())
+}
+
+/// The answer to an unknown `?language=`.
+fn refused_language(e: &UnknownLanguage) -> Response<ApiBody> {
+    error_response(
+        StatusCode::BAD_REQUEST,
+        ApiErrorCode::BadRequest,
+        e.to_string(),
+        Some("leave language out for TypeScript, or send ?language=python".into()),
+    )
+}
+
+/// `GET /v1/sdk/<file>`: one file of the caller's SDK (of the Python tree with
+/// `?language=python`, or for a `.pyi` path).
 async fn sdk_file(
     generation: &PolicyGeneration,
     principal: &Principal,
     file: &str,
+    language: Language,
 ) -> Response<ApiBody> {
     let view = generation.catalogue_view(principal).await;
-    match view.sdk.files.files.get(file) {
+    match view.sdk.files_in(language).files.get(file) {
         Some(text) => {
             let mut resp = Response::new(Full::new(Bytes::from(text.clone())).boxed());
             let kind = if file.ends_with(".md") {
@@ -285,7 +318,11 @@ async fn sdk_file(
             resp
         }
         None => {
-            let hint = crate::tools::builtin::missing_file_hint(&view, file, "GET /v1/sdk");
+            let lister = match language {
+                Language::TypeScript => "GET /v1/sdk",
+                Language::Python => "GET /v1/sdk?language=python",
+            };
+            let hint = builtin::missing_file_hint(&view, file, lister, language);
             error_response(
                 StatusCode::NOT_FOUND,
                 ApiErrorCode::NotFound,
@@ -315,8 +352,12 @@ async fn search_tools(
             Some("for example ?q=create+issue&limit=5".into()),
         );
     }
+    let language = match sdk_language(query) {
+        Ok(language) => language,
+        Err(e) => return refused_language(&e),
+    };
     let view = generation.catalogue_view(principal).await;
-    json_response(StatusCode::OK, &view.search(&words, limit))
+    json_response(StatusCode::OK, &view.search_in(&words, limit, language))
 }
 
 /// The daemon itself: health, metrics, reload, the tool servers, the policy explained.

@@ -190,6 +190,8 @@ async fn search_tools(caller: &Admitted, args: Value) -> CallToolResult {
         query: String,
         #[serde(default)]
         limit: Option<usize>,
+        #[serde(default)]
+        language: Option<String>,
     }
     let args: Args = match arguments(tools::SEARCH_TOOLS, args) {
         Ok(a) => a,
@@ -198,7 +200,8 @@ async fn search_tools(caller: &Admitted, args: Value) -> CallToolResult {
     let view = caller.generation.catalogue_view(&caller.principal).await;
     // The same JSON as GET /v1/tools/search and tools.airlock.search_tools; the text is it
     // as a model reads it.
-    let asked = serde_json::json!({ "query": args.query, "limit": args.limit });
+    let asked =
+        serde_json::json!({ "query": args.query, "limit": args.limit, "language": args.language });
     let found = match builtin::search_tools(&view, &asked, CALLED_AS) {
         Ok(found) => found,
         Err(e) => return tool_error(&e),
@@ -236,6 +239,8 @@ async fn read_sdk(caller: &Admitted, args: Value) -> CallToolResult {
     struct Args {
         #[serde(default)]
         path: Option<String>,
+        #[serde(default)]
+        language: Option<String>,
     }
     let args: Args = match arguments(tools::READ_SDK, args) {
         Ok(a) => a,
@@ -247,7 +252,8 @@ async fn read_sdk(caller: &Admitted, args: Value) -> CallToolResult {
         .as_deref()
         .map(|p| p.trim().trim_start_matches('/'));
     let view = caller.generation.catalogue_view(&caller.principal).await;
-    match builtin::read_sdk(&view, &serde_json::json!({ "path": path }), CALLED_AS) {
+    let asked = serde_json::json!({ "path": path, "language": args.language });
+    match builtin::read_sdk(&view, &asked, CALLED_AS) {
         // One file's text.
         Ok(Value::String(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
         // The tree (the same JSON as GET /v1/sdk), listed as a model reads it.

@@ -34,7 +34,8 @@ fn build() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "query": { "type": "string", "description": "What you want to do, in a few words." },
-                    "limit": { "type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches (default 10)." }
+                    "limit": { "type": "integer", "minimum": 1, "maximum": 50, "description": "How many matches (default 10)." },
+                    "language": { "type": "string", "enum": ["typescript", "python"], "description": "Default typescript; python answers with Python signatures (`async def name(*, key: T) -> R`) and `.pyi` files, for a program you will run with language python." }
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -51,7 +52,8 @@ fn build() -> Vec<Tool> {
             json!({
                 "type": "object",
                 "properties": {
-                    "path": { "type": "string", "description": "An SDK file, e.g. README.md; omit it for the list of files." }
+                    "path": { "type": "string", "description": "An SDK file, e.g. README.md; omit it for the list of files." },
+                    "language": { "type": "string", "enum": ["typescript", "python"], "description": "Default typescript; python reads the SDK as Python stubs (`servers/<namespace>/<tool>.pyi`), for a program you will run with language python. A .pyi path is read from it without this." }
                 },
                 "additionalProperties": false
             }),
@@ -73,7 +75,7 @@ fn build() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "code": { "type": "string", "description": "The program (TypeScript, or JavaScript or Python with language)." },
-                    "language": { "type": "string", "enum": ["typescript", "javascript", "python"], "description": "Default typescript. In python, tools are `await tools.<namespace>.<tool>(key=value)`, `asyncio.gather` runs calls at once, `print` is the console, and the last expression is the answer." },
+                    "language": { "type": "string", "enum": ["typescript", "javascript", "python"], "description": "Default typescript. In python, tools are `await tools.<namespace>.<tool>(key=value)`, `asyncio.gather` runs calls at once, `print` is the console, and the last expression is the answer; search_tools and read_sdk with language python give the tools' Python signatures and stubs." },
                     "session": { "type": "string", "description": "\"new\" to start a session, or the id of one: reruns in a session replay the calls that already succeeded." },
                     "timeout_ms": { "type": "integer", "minimum": 1, "description": "Deadline for the whole program (the policy caps it)." },
                     "client_tools": {

@@ -4,6 +4,7 @@
 
 use airlock_supervisor::agent_api::{ReplayMode, RequestLanguage};
 use airlock_supervisor::audit_log;
+use airlock_supervisor::sdk::Language;
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -247,9 +248,17 @@ fn since(text: &str) -> Result<std::time::SystemTime, audit_log::timestamp::Time
 #[derive(Debug, Subcommand)]
 pub enum SdkCommand {
     /// List the SDK's files (path and size).
-    Tree,
-    /// Print one file, e.g. `README.md` or `servers/github/index.ts`.
-    Cat { path: String },
+    Tree {
+        #[command(flatten)]
+        language: SdkLanguageArg,
+    },
+    /// Print one file, e.g. `README.md` or `servers/github/index.ts`
+    /// (`servers/github/__init__.pyi` in Python).
+    Cat {
+        path: String,
+        #[command(flatten)]
+        language: SdkLanguageArg,
+    },
     /// Find tools by words; prints one-line signatures, best first.
     Search {
         /// The words to look for.
@@ -258,9 +267,15 @@ pub enum SdkCommand {
         /// How many results (1 to 100).
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        #[command(flatten)]
+        language: SdkLanguageArg,
     },
     /// Write every file under DIR, for agents that browse a file system.
-    Write { dir: PathBuf },
+    Write {
+        dir: PathBuf,
+        #[command(flatten)]
+        language: SdkLanguageArg,
+    },
     /// What the daemon learned of your tools' results: each tool's learned output type, from
     /// how many results since when, and where results contradicted a declared output schema.
     Learned {
@@ -280,6 +295,30 @@ pub enum SdkCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--language`: the SDK in TypeScript (the default) or Python.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct SdkLanguageArg {
+    /// The SDK's language: typescript (the default) or python (`.pyi` stubs, Python
+    /// signatures).
+    #[arg(long = "language", value_name = "LANGUAGE", value_parser = sdk_language)]
+    pub language: Option<Language>,
+}
+
+impl SdkLanguageArg {
+    /// `?language=python` (or `&…` after other parameters) for Python; nothing for the
+    /// default, so a TypeScript request is the one it always was.
+    pub fn query(self, separator: char) -> String {
+        match self.language {
+            Some(Language::Python) => format!("{separator}language=python"),
+            _ => String::new(),
+        }
+    }
+}
+
+fn sdk_language(text: &str) -> Result<Language, String> {
+    Language::parse(text).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -589,21 +628,49 @@ mod tests {
         assert!(matches!(
             parse(&["sdk", "tree"]),
             Command::Sdk {
-                action: SdkCommand::Tree
+                action: SdkCommand::Tree {
+                    language: SdkLanguageArg { language: None }
+                }
             }
         ));
         assert!(matches!(
+            parse(&["sdk", "tree", "--language", "python"]),
+            Command::Sdk {
+                action: SdkCommand::Tree {
+                    language: SdkLanguageArg {
+                        language: Some(Language::Python)
+                    }
+                }
+            }
+        ));
+        assert_eq!(
+            refused(&["sdk", "tree", "--language", "rust"]).kind(),
+            ErrorKind::ValueValidation
+        );
+        assert!(
+            refused(&["sdk", "tree", "--language", "rust"])
+                .to_string()
+                .contains("`typescript` (the default) and `python`")
+        );
+        assert!(matches!(
             parse(&["sdk", "cat", "servers/github/index.ts"]),
-            Command::Sdk { action: SdkCommand::Cat { path } } if path == "servers/github/index.ts"
+            Command::Sdk { action: SdkCommand::Cat { path, .. } } if path == "servers/github/index.ts"
         ));
         let Command::Sdk {
-            action: SdkCommand::Search { words, limit },
-        } = parse(&["sdk", "search", "open", "issue"])
+            action:
+                SdkCommand::Search {
+                    words,
+                    limit,
+                    language,
+                },
+        } = parse(&["sdk", "search", "open", "issue", "--language", "python"])
         else {
             panic!("not sdk search");
         };
         assert_eq!(words, ["open", "issue"]);
         assert_eq!(limit, 10);
+        assert_eq!(language.query('&'), "&language=python");
+        assert_eq!(SdkLanguageArg { language: None }.query('?'), "");
         assert!(matches!(
             parse(&["sdk", "search", "--limit", "3", "x"]),
             Command::Sdk {
@@ -616,7 +683,7 @@ mod tests {
         );
         assert!(matches!(
             parse(&["sdk", "write", "out"]),
-            Command::Sdk { action: SdkCommand::Write { dir } } if dir == Path::new("out")
+            Command::Sdk { action: SdkCommand::Write { dir, .. } } if dir == Path::new("out")
         ));
         assert!(matches!(
             parse(&["sdk", "learned"]),

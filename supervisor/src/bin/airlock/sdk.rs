@@ -1,7 +1,7 @@
 //! `airlock sdk …`: reads the SDK from the daemon's discovery API (its files, tool search,
 //! what was learned of results, token figures).
 
-use crate::args::SdkCommand;
+use crate::args::{SdkCommand, SdkLanguageArg};
 use crate::daemon::connect;
 use airlock_supervisor::client::Client;
 use airlock_supervisor::sdk::token_figures::{self, ToolDefinition};
@@ -13,18 +13,26 @@ use std::process::ExitCode;
 pub async fn run(socket: Option<PathBuf>, action: SdkCommand) -> Result<ExitCode> {
     let mut client = connect(socket).await?;
     match action {
-        SdkCommand::Tree => tree(&mut client).await?,
-        SdkCommand::Cat { path } => {
+        SdkCommand::Tree { language } => tree(&mut client, language).await?,
+        SdkCommand::Cat { path, language } => {
             print!(
                 "{}",
-                get_ok(&mut client, &format!("/v1/sdk/{}", encode_path(&path))).await?
+                get_ok(
+                    &mut client,
+                    &format!("/v1/sdk/{}{}", encode_path(&path), language.query('?'))
+                )
+                .await?
             );
         }
-        SdkCommand::Search { words, limit } => search(&mut client, &words, limit).await?,
+        SdkCommand::Search {
+            words,
+            limit,
+            language,
+        } => search(&mut client, &words, limit, language).await?,
         SdkCommand::Stats { json } => stats(&mut client, json).await?,
         SdkCommand::Learned { tool, json } => learned(&mut client, tool.as_deref(), json).await?,
         SdkCommand::Forget { tool } => forget(&mut client, &tool).await?,
-        SdkCommand::Write { dir } => write(&mut client, &dir).await?,
+        SdkCommand::Write { dir, language } => write(&mut client, &dir, language).await?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -43,8 +51,9 @@ async fn get_ok(client: &mut Client, path: &str) -> Result<String> {
 }
 
 /// `airlock sdk tree`: the SDK's files, path and size.
-async fn tree(client: &mut Client) -> Result<()> {
-    let listing: serde_json::Value = serde_json::from_str(&get_ok(client, "/v1/sdk").await?)?;
+async fn tree(client: &mut Client, language: SdkLanguageArg) -> Result<()> {
+    let listing: serde_json::Value =
+        serde_json::from_str(&get_ok(client, &format!("/v1/sdk{}", language.query('?'))).await?)?;
     for file in listing["files"].as_array().into_iter().flatten() {
         println!(
             "{:>9}  {}",
@@ -57,10 +66,22 @@ async fn tree(client: &mut Client) -> Result<()> {
 }
 
 /// `airlock sdk search WORDS…`: one-line signatures, best first.
-async fn search(client: &mut Client, words: &[String], limit: usize) -> Result<()> {
+async fn search(
+    client: &mut Client,
+    words: &[String],
+    limit: usize,
+    language: SdkLanguageArg,
+) -> Result<()> {
     let query = encode_query(&words.join(" "));
     let found: serde_json::Value = serde_json::from_str(
-        &get_ok(client, &format!("/v1/tools/search?q={query}&limit={limit}")).await?,
+        &get_ok(
+            client,
+            &format!(
+                "/v1/tools/search?q={query}&limit={limit}{}",
+                language.query('&')
+            ),
+        )
+        .await?,
     )?;
     let results = found["results"].as_array().cloned().unwrap_or_default();
     if results.is_empty() {
@@ -164,8 +185,9 @@ async fn forget(client: &mut Client, tool: &str) -> Result<()> {
 }
 
 /// `airlock sdk write DIR`: every file of the SDK under `dir`.
-async fn write(client: &mut Client, dir: &Path) -> Result<()> {
-    let listing: serde_json::Value = serde_json::from_str(&get_ok(client, "/v1/sdk").await?)?;
+async fn write(client: &mut Client, dir: &Path, language: SdkLanguageArg) -> Result<()> {
+    let listing: serde_json::Value =
+        serde_json::from_str(&get_ok(client, &format!("/v1/sdk{}", language.query('?'))).await?)?;
     let mut written = 0;
     for file in listing["files"].as_array().into_iter().flatten() {
         let Some(path) = file["path"].as_str() else {
@@ -176,7 +198,11 @@ async fn write(client: &mut Client, dir: &Path) -> Result<()> {
         if !plain_relative(path) {
             bail!("refusing the SDK path {path:?}");
         }
-        let text = get_ok(client, &format!("/v1/sdk/{}", encode_path(path))).await?;
+        let text = get_ok(
+            client,
+            &format!("/v1/sdk/{}{}", encode_path(path), language.query('?')),
+        )
+        .await?;
         let target = dir.join(path);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
