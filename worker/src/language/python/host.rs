@@ -14,6 +14,7 @@
 //!
 //! Nothing here blocks: waiting for results is the run loop's (`super::Interpreter::run`).
 
+use super::provenance::Remembered;
 use super::values;
 use crate::ipc::Ipc;
 use airlock_proto::{
@@ -82,6 +83,8 @@ pub struct Host<'i> {
     /// The Python text of every tool failure delivered, with the tool and the supervisor's
     /// message: an uncaught one is reported as a `ToolError`.
     pub failures: Vec<(String, String, String)>,
+    /// Each tool's latest result, for the explanation of an error on it.
+    pub results: Remembered,
 }
 
 impl<'i> Host<'i> {
@@ -105,6 +108,7 @@ impl<'i> Host<'i> {
             line: String::new(),
             namespaces: Vec::new(),
             failures: Vec::new(),
+            results: Remembered::default(),
         }
     }
 
@@ -325,7 +329,10 @@ impl<'i> Host<'i> {
         self.advance_clock(clock_ms);
         let answer = match result {
             Ok(json) => match values::from_json(&json) {
-                Ok(value) => ExtFunctionResult::Return(value),
+                Ok(value) => {
+                    self.results.record(&call.tool, &json);
+                    ExtFunctionResult::Return(value)
+                }
                 Err(e) => ExtFunctionResult::Error(self.tool_error(
                     &call.tool,
                     &ToolFailure {

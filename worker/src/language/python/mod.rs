@@ -1,7 +1,8 @@
 //! Python programs: pydantic's `monty` interpreter (a subset of Python 3 in Rust, parsed with
 //! ruff's parser), the program's host (`host`: `tools`, `print`, `progress`, the clock),
 //! values to and from JSON (`values`), the literal tool calls for the contract check
-//! (`tool_references`) and the allocator that measures what the program holds (`memory`).
+//! (`tool_references`), the explanation of an error on a tool's value (`provenance`) and the
+//! allocator that measures what the program holds (`memory`).
 //!
 //! This folder knows which interpreter runs Python; `main` sees it only as a
 //! [`LanguageRuntime`]. It may not touch the lockdown or any file, thread or socket but the
@@ -27,6 +28,7 @@
 
 mod host;
 mod memory;
+mod provenance;
 mod tool_references;
 mod values;
 
@@ -172,7 +174,8 @@ fn execute(
     let limits = start.limits;
     let deadline = started + Duration::from_millis(limits.timeout_ms);
     let references = tool_references::find(&start.code);
-    let compiled = MontyRun::new(start.code, FILENAME, Vec::new(), CompileOptions::default());
+    let code = start.code;
+    let compiled = MontyRun::new(code.clone(), FILENAME, Vec::new(), CompileOptions::default());
     stats.compile_us = micros(started.elapsed());
     let run = compiled.map_err(|e| classify_compile(&e))?;
 
@@ -192,7 +195,13 @@ fn execute(
             None => convert_result(&value),
         },
         Err(Failure::Exec(e)) => Err(e),
-        Err(Failure::Raised(e)) => Err(classify(&e, &host)),
+        Err(Failure::Raised(e)) => {
+            let mut error = classify(&e, &host);
+            if error.kind == ErrorKind::Runtime {
+                error.explanation = provenance::explain(&code, &e, &host.results);
+            }
+            Err(error)
+        }
     }
 }
 
@@ -447,14 +456,36 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             error.message = format!("{message}; {}", host_name_hint(message).unwrap_or_default());
             error
         }
+        ExcType::AttributeError if tool_error_attribute(message) => {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; a failed tool call raises RuntimeError, whose only field is its \
+                 text: read str(e), which holds the tool, the message, `code: …` and `hint: …`"
+            );
+            error
+        }
         _ => base_error(e, ErrorKind::Runtime),
     }
+}
+
+/// `e.code`, `e.hint`, `e.message` on a caught tool failure (a RuntimeError).
+fn tool_error_attribute(message: &str) -> bool {
+    ["'code'", "'hint'", "'message'", "'tool'", "'status'"]
+        .iter()
+        .any(|attr| {
+            message.strip_prefix("'RuntimeError' object has no attribute ") == Some(attr)
+                || message.strip_prefix("'Exception' object has no attribute ") == Some(attr)
+        })
 }
 
 /// What to write instead of a JavaScript-ism the program used.
 fn host_name_hint(message: &str) -> Option<&'static str> {
     if message.contains("'ToolError'") {
-        Some("a failed tool call raises RuntimeError: write `except RuntimeError as e`")
+        Some(
+            "there is no ToolError class in Python here: a failed tool call raises RuntimeError; \
+             write `except RuntimeError as e` (or `except Exception as e`) and read str(e), \
+             which holds the tool, the message, `code: …` and `hint: …`",
+        )
     } else if message.contains("'console'") {
         Some("print() writes to the console in Python")
     } else if message.contains("'fetch'") || message.contains("'open'") {
