@@ -112,6 +112,18 @@ fn hint_for(kind: ErrorKind) -> Option<String> {
 /// A Python program's error gets the hints that speak of Python where the kind's own hint
 /// speaks of TypeScript or promises.
 pub fn for_python(err: &mut ExecutionError) {
+    if let Some(explanation) = &err.explanation {
+        // The worker explained an error on a tool's value: the hint says what to do in
+        // Python's words (TypeScript's names the SDK's .ts file and `const`).
+        err.hint = Some(if explanation.contains("add `await`") {
+            format!(
+                "{explanation}; write `x = await tools.<namespace>.<tool>(key=value, …)` and use x"
+            )
+        } else {
+            format!("{explanation}; use what the value has")
+        });
+        return;
+    }
     let hint = match err.kind {
         ExecutionErrorKind::Syntax => {
             "fix the syntax at the given line and column; programs run in monty, a subset of \

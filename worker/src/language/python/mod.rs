@@ -422,6 +422,17 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             );
             error
         }
+        ExcType::ModuleNotFoundError | ExcType::ImportError
+            if message.contains("'time'") && !message.contains("datetime") =>
+        {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; there is no time module: a program cannot sleep (no time.sleep) \
+                 or wait for anything but its tool calls, and reads the clock with \
+                 `datetime.now()` (from datetime import datetime)"
+            );
+            error
+        }
         ExcType::ModuleNotFoundError | ExcType::ImportError => {
             let mut error = base_error(e, ErrorKind::Runtime);
             error.message = format!(
@@ -456,6 +467,14 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             error.message = format!("{message}; {}", host_name_hint(message).unwrap_or_default());
             error
         }
+        ExcType::AttributeError if javascript_habit(message).is_some() => {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; {}",
+                javascript_habit(message).unwrap_or_default()
+            );
+            error
+        }
         ExcType::AttributeError if tool_error_attribute(message) => {
             let mut error = base_error(e, ErrorKind::Runtime);
             error.message = format!(
@@ -466,6 +485,34 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
         }
         _ => base_error(e, ErrorKind::Runtime),
     }
+}
+
+/// What Python writes for a JavaScript member a list, str or dict does not have.
+fn javascript_habit(message: &str) -> Option<&'static str> {
+    let rest = message.strip_prefix('\'')?;
+    let (ty, attr) = rest.split_once("' object has no attribute ")?;
+    if !matches!(ty, "list" | "str" | "dict" | "tuple") {
+        return None;
+    }
+    Some(match (ty, attr.trim_matches('\'')) {
+        (_, "length") => "Python writes len(x) for the length",
+        ("list", "push") => "Python writes x.append(value)",
+        ("list" | "tuple", "map" | "forEach" | "flatMap") => {
+            "Python writes a comprehension: [f(v) for v in x]"
+        }
+        ("list" | "tuple", "filter") => "Python writes a comprehension: [v for v in x if …]",
+        ("list" | "tuple", "find") => "Python writes next((v for v in x if …), None)",
+        ("list" | "tuple" | "str", "includes") => "Python writes `value in x`",
+        ("list" | "tuple", "join") => "Python writes \", \".join(x) (of str items)",
+        ("str", "toLowerCase") => "Python writes x.lower()",
+        ("str", "toUpperCase") => "Python writes x.upper()",
+        ("str", "trim") => "Python writes x.strip()",
+        ("str", "startsWith") => "Python writes x.startswith(…)",
+        ("str", "endsWith") => "Python writes x.endswith(…)",
+        ("str" | "list", "indexOf") => "Python writes x.index(…) (str: x.find(…))",
+        ("dict", "hasOwnProperty") => "Python writes `key in x`",
+        _ => return None,
+    })
 }
 
 /// `e.code`, `e.hint`, `e.message` on a caught tool failure (a RuntimeError).
@@ -486,6 +533,18 @@ fn host_name_hint(message: &str) -> Option<&'static str> {
              write `except RuntimeError as e` (or `except Exception as e`) and read str(e), \
              which holds the tool, the message, `code: …` and `hint: …`",
         )
+    } else if message.contains("'JSON'") {
+        Some("Python parses JSON text with the json module: `import json`, then json.loads(text) (json.dumps(value) for text)")
+    } else if message.contains("'Math'") {
+        Some("Python's math functions are in the math module (`import math`) and builtins (min, max, round, abs)")
+    } else if message.contains("'undefined'") {
+        Some("Python writes None")
+    } else if message.contains("'Promise'") {
+        Some("to run calls together, write `await asyncio.gather(tools.a.b(…), tools.c.d(…))`")
+    } else if message.contains("'setTimeout'") || message.contains("'setInterval'") {
+        Some("there are no timers: a program waits only for its tool calls")
+    } else if message.contains("'require'") {
+        Some("there are no packages to load: use the modules monty has (import json, …) and call tools")
     } else if message.contains("'console'") {
         Some("print() writes to the console in Python")
     } else if message.contains("'fetch'") || message.contains("'open'") {

@@ -176,7 +176,7 @@ pub fn explain(source: &str, e: &MontyException, remembered: &Remembered) -> Opt
     let failure = Failure::of(e.exc_type(), e.message().unwrap_or_default())?;
     let frame = e.traceback().last()?;
     let name = e.exc_type().to_string();
-    let found = if source.contains("tools") {
+    let found = if source.contains("tools") || source.contains("environ") {
         Scan::of(source).and_then(|scan| {
             let start = scan.offset(frame.start.line, frame.start.column)?;
             let end = scan
@@ -202,6 +202,12 @@ pub fn explain(source: &str, e: &MontyException, remembered: &Remembered) -> Opt
         None => return None,
     };
     Some(at_most(text))
+}
+
+/// `os.environ`.
+fn is_environ(expr: &Expr) -> bool {
+    matches!(expr, Expr::Attribute(a) if a.attr.as_str() == "environ"
+        && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "os"))
 }
 
 /// Cuts an explanation to [`MAX_EXPLANATION`] characters.
@@ -236,6 +242,14 @@ impl Explaining<'_, '_> {
                     Expr::Subscript(s) => Some(s),
                     _ => None,
                 })?;
+                if matches!(self.failure, Failure::Key(_)) && is_environ(&subscript.value) {
+                    return Some(format!(
+                        "{}: KeyError — the sandbox has no environment variables, and a program \
+                         holds no credentials: the daemon adds them to the tool calls that need \
+                         them, so call the tool without a token",
+                        self.scan.text(subscript.range())?
+                    ));
+                }
                 let key = literal_key(&subscript.slice);
                 self.subject(subscript, &subscript.value, key.as_ref())
             }

@@ -180,3 +180,22 @@ fn a_loop_over_the_result_dict() {
         "{text}"
     );
 }
+
+#[test]
+fn the_environment_and_javascript_habits() {
+    let e = failed("import os\ntoken = os.environ['GITHUB_TOKEN']", GRAPH);
+    let text = e.explanation.unwrap();
+    assert!(
+        text.starts_with("os.environ['GITHUB_TOKEN']: KeyError — the sandbox has no environment variables")
+            && text.contains("credentials"),
+        "{text}"
+    );
+    let e = failed("r = await tools.memory.read_graph()\nr['entities'].length", GRAPH);
+    assert!(e.message.ends_with("Python writes len(x) for the length"), "{}", e.message);
+    let e = failed("JSON.parse('{}')", GRAPH);
+    assert!(e.message.contains("json.loads(text)"), "{}", e.message);
+    let e = failed("import time\ntime.sleep(1)", GRAPH);
+    assert!(e.message.contains("no time.sleep"), "{}", e.message);
+    let e = failed("tools.memory.read_graph()", GRAPH);
+    assert!(e.message.contains("a coroutine") && e.message.contains("add `await`"), "{}", e.message);
+}
