@@ -213,12 +213,20 @@ async fn with_memory(store: &std::path::Path, test: &str) -> Option<TestDaemon> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_on_tool_values_are_explained_in_python_terms() {
     let store = tempfile::tempdir().unwrap();
-    let Some(d) = with_memory(store.path(), "errors_on_tool_values_are_explained_in_python_terms").await
+    let Some(d) = with_memory(
+        store.path(),
+        "errors_on_tool_values_are_explained_in_python_terms",
+    )
+    .await
     else {
         return;
     };
     // A key the result lacks.
-    let r = py(&d, "r = await tools.memory.read_graph()\nnames = [n['name'] for n in r[\"nodes\"]]").await;
+    let r = py(
+        &d,
+        "r = await tools.memory.read_graph()\nnames = [n['name'] for n in r[\"nodes\"]]",
+    )
+    .await;
     assert_eq!(r.status, Status::Error, "{r:?}");
     let e = r.error.unwrap();
     assert_eq!(e.name.as_deref(), Some("KeyError"), "{e:?}");
@@ -228,7 +236,10 @@ async fn errors_on_tool_values_are_explained_in_python_terms() {
         explanation.starts_with("r[\"nodes\"]: KeyError — r is the result of tools.memory.read_graph (line 1), a dict with keys entities, relations"),
         "{e:?}"
     );
-    assert!(e.hint.unwrap().starts_with(&explanation), "the hint leads with it");
+    assert!(
+        e.hint.unwrap().starts_with(&explanation),
+        "the hint leads with it"
+    );
     assert!(e.excerpt.is_some(), "{explanation}");
 
     // An attribute on a dict.
@@ -248,10 +259,14 @@ async fn errors_on_tool_values_are_explained_in_python_terms() {
     assert_eq!(e.name.as_deref(), Some("TypeError"), "{e:?}");
     let explanation = e.explanation.unwrap_or_default();
     assert!(
-        explanation.contains("r is the coroutine of tools.memory.read_graph (line 1), not its result")
+        explanation
+            .contains("r is the coroutine of tools.memory.read_graph (line 1), not its result")
             && explanation.contains("add `await`"),
         "{explanation}"
     );
-    assert!(e.hint.unwrap().contains("x = await tools."), "a Python hint");
+    assert!(
+        e.hint.unwrap().contains("x = await tools."),
+        "a Python hint"
+    );
     d.stop().await;
 }

@@ -175,7 +175,12 @@ fn execute(
     let deadline = started + Duration::from_millis(limits.timeout_ms);
     let references = tool_references::find(&start.code);
     let code = start.code;
-    let compiled = MontyRun::new(code.clone(), FILENAME, Vec::new(), CompileOptions::default());
+    let compiled = MontyRun::new(
+        code.clone(),
+        FILENAME,
+        Vec::new(),
+        CompileOptions::default(),
+    );
     stats.compile_us = micros(started.elapsed());
     let run = compiled.map_err(|e| classify_compile(&e))?;
 
@@ -192,7 +197,10 @@ fn execute(
         Ok(value) => match host.stop_reason() {
             // A stop the program outlived (it caught what was raised) still ends it.
             Some(_) => Err(stop_error(&host)),
-            None => convert_result(&value),
+            None => {
+                host.warn_never_awaited();
+                convert_result(&value)
+            }
         },
         Err(Failure::Exec(e)) => Err(e),
         Err(Failure::Raised(e)) => {
@@ -534,9 +542,13 @@ fn host_name_hint(message: &str) -> Option<&'static str> {
              which holds the tool, the message, `code: …` and `hint: …`",
         )
     } else if message.contains("'JSON'") {
-        Some("Python parses JSON text with the json module: `import json`, then json.loads(text) (json.dumps(value) for text)")
+        Some(
+            "Python parses JSON text with the json module: `import json`, then json.loads(text) (json.dumps(value) for text)",
+        )
     } else if message.contains("'Math'") {
-        Some("Python's math functions are in the math module (`import math`) and builtins (min, max, round, abs)")
+        Some(
+            "Python's math functions are in the math module (`import math`) and builtins (min, max, round, abs)",
+        )
     } else if message.contains("'undefined'") {
         Some("Python writes None")
     } else if message.contains("'Promise'") {
@@ -544,7 +556,9 @@ fn host_name_hint(message: &str) -> Option<&'static str> {
     } else if message.contains("'setTimeout'") || message.contains("'setInterval'") {
         Some("there are no timers: a program waits only for its tool calls")
     } else if message.contains("'require'") {
-        Some("there are no packages to load: use the modules monty has (import json, …) and call tools")
+        Some(
+            "there are no packages to load: use the modules monty has (import json, …) and call tools",
+        )
     } else if message.contains("'console'") {
         Some("print() writes to the console in Python")
     } else if message.contains("'fetch'") || message.contains("'open'") {

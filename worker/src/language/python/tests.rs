@@ -24,13 +24,13 @@ pub(super) fn limits() -> Limits {
 
 #[derive(Debug)]
 pub(super) struct Run {
-    outcome: Outcome,
-    messages: Vec<WorkerMessage>,
+    pub(super) outcome: Outcome,
+    pub(super) messages: Vec<WorkerMessage>,
     references: Option<ToolReferences>,
 }
 
 impl Run {
-    fn value(&self) -> &str {
+    pub(super) fn value(&self) -> &str {
         match &self.outcome {
             Outcome::Ok { value_json } => value_json,
             Outcome::Error(e) => panic!(

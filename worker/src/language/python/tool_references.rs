@@ -369,7 +369,8 @@ mod tests {
         assert!(refs.calls[2].argument.as_ref().unwrap().open);
         assert!(mixed.positional, "a positional argument beside keywords");
         assert!(!dict.positional);
-        let refs = find("tools.a.b('UTC')\ntools.a.b(args)\ntools.a.b(*xs)\ntools.a.b(1, 2)").unwrap();
+        let refs =
+            find("tools.a.b('UTC')\ntools.a.b(args)\ntools.a.b(*xs)\ntools.a.b(1, 2)").unwrap();
         let positional: Vec<bool> = refs
             .calls
             .iter()

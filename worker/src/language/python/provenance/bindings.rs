@@ -87,7 +87,9 @@ impl<'s> Scan<'s> {
 
     /// The program's text of `node`, on one line, or `None` when it is long.
     pub fn text(&self, range: TextRange) -> Option<String> {
-        let text = self.source.get(range.start().to_usize()..range.end().to_usize())?;
+        let text = self
+            .source
+            .get(range.start().to_usize()..range.end().to_usize())?;
         let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
         (one_line.chars().count() <= 60).then_some(one_line)
     }
@@ -151,9 +153,7 @@ impl<'s> Scan<'s> {
                         push(&mut origin, Key::Each)?;
                         Some(origin)
                     }
-                    Binding::Gathered(call) => {
-                        Some(self.call_origin(tool_call(call)?, false))
-                    }
+                    Binding::Gathered(call) => Some(self.call_origin(tool_call(call)?, false)),
                 }
             }
             Expr::Subscript(s) => {

@@ -36,7 +36,10 @@ use std::collections::BTreeMap;
 /// Longest explanation: what an agent reads must stay short.
 pub const MAX_EXPLANATION: usize = 300;
 /// Largest result remembered for an explanation.
-const MAX_REMEMBERED_BYTES: usize = 1024 * 1024;
+const MAX_REMEMBERED_RESULT: usize = 1024 * 1024;
+/// Bytes of results remembered in all: the worker's allocator counts them against the
+/// program's memory limit, so they are kept few.
+const MAX_REMEMBERED_BYTES: usize = 8 * 1024 * 1024;
 /// Tools whose results are remembered, at most.
 const MAX_TOOLS: usize = 256;
 
@@ -44,16 +47,25 @@ const MAX_TOOLS: usize = 256;
 #[derive(Debug, Default)]
 pub struct Remembered {
     latest: BTreeMap<String, (u32, Option<String>)>,
+    /// The bytes of the texts held.
+    bytes: usize,
 }
 
 impl Remembered {
-    pub fn record(&mut self, tool: &str, text: &str) {
+    /// Keeps `text` as `tool`'s latest result (forgetting its previous one), when it fits.
+    pub fn record(&mut self, tool: &str, text: String) {
         if !self.latest.contains_key(tool) && self.latest.len() >= MAX_TOOLS {
             return;
         }
         let entry = self.latest.entry(tool.to_owned()).or_insert((0, None));
         entry.0 = entry.0.saturating_add(1);
-        entry.1 = (text.len() <= MAX_REMEMBERED_BYTES).then(|| text.to_owned());
+        if let Some(previous) = entry.1.take() {
+            self.bytes -= previous.len();
+        }
+        if text.len() <= MAX_REMEMBERED_RESULT && self.bytes + text.len() <= MAX_REMEMBERED_BYTES {
+            self.bytes += text.len();
+            entry.1 = Some(text);
+        }
     }
 
     /// The result a name bound at the tool's call holds: the latest, unless the tool was
@@ -204,6 +216,12 @@ pub fn explain(source: &str, e: &MontyException, remembered: &Remembered) -> Opt
     Some(at_most(text))
 }
 
+/// Members a JavaScript array has that a list does not (the run loop's message says what
+/// Python writes instead).
+const JS_MEMBERS: &[&str] = &[
+    "length", "push", "map", "filter", "forEach", "find", "includes", "join", "indexOf", "flatMap",
+];
+
 /// `os.environ`.
 fn is_environ(expr: &Expr) -> bool {
     matches!(expr, Expr::Attribute(a) if a.attr.as_str() == "environ"
@@ -270,7 +288,10 @@ impl Explaining<'_, '_> {
             Failure::NotIterable(_) => {
                 // The iterated value is the innermost expression at the position that
                 // resolves to a tool's value.
-                enclosing.iter().take(4).find_map(|e| self.subject(*e, e, None))
+                enclosing
+                    .iter()
+                    .take(4)
+                    .find_map(|e| self.subject(*e, e, None))
             }
             Failure::Operands(..) => {
                 let op = enclosing.iter().find_map(|e| match e {
@@ -350,6 +371,12 @@ impl Explaining<'_, '_> {
                     ),
                 }
             }
+            // A JavaScript member (`.length`, `.push`): the message says what Python writes.
+            (Failure::Attribute(_, attr), MontyObject::List(_))
+                if JS_MEMBERS.contains(&attr.as_str()) =>
+            {
+                String::new()
+            }
             (Failure::Attribute(..) | Failure::ListIndices, MontyObject::List(items)) => {
                 let element = items.first().and_then(keys).map_or_else(
                     || format!("{subject}[0]"),
@@ -368,6 +395,9 @@ impl Explaining<'_, '_> {
             }
             (Failure::Operands(..), MontyObject::Int(_) | MontyObject::Float(_)) => {
                 format!("; convert it with str({subject}) or use an f-string")
+            }
+            (Failure::Operands(..), MontyObject::Dict(_) | MontyObject::List(_)) => {
+                format!("; use a part of it, or json.dumps({subject}) for its JSON text")
             }
             (Failure::Operands(..), MontyObject::String(_)) => {
                 format!("; convert it with int({subject}) or float({subject}), or use an f-string")

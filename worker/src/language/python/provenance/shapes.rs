@@ -35,11 +35,21 @@ pub fn walk<'v>(root: &'v MontyObject, path: &[Key]) -> Walk<'v> {
                     MontyObject::List(items) => {
                         next.extend(items.iter().take(MAX_EACH.saturating_sub(next.len())));
                     }
-                    _ => return Walk::Broke { step, parent: value },
+                    _ => {
+                        return Walk::Broke {
+                            step,
+                            parent: value,
+                        };
+                    }
                 },
                 _ => match child(value, key) {
                     Some(found) => next.push(found),
-                    None => return Walk::Broke { step, parent: value },
+                    None => {
+                        return Walk::Broke {
+                            step,
+                            parent: value,
+                        };
+                    }
                 },
             }
         }

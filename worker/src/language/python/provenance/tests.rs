@@ -24,10 +24,7 @@ fn explanation(code: &str, result: &'static str) -> String {
 
 #[test]
 fn a_key_the_result_lacks() {
-    let text = explanation(
-        "r = await tools.memory.read_graph()\nr[\"nodes\"]",
-        GRAPH,
-    );
+    let text = explanation("r = await tools.memory.read_graph()\nr[\"nodes\"]", GRAPH);
     assert_eq!(
         text,
         "r[\"nodes\"]: KeyError — r is the result of tools.memory.read_graph (line 1), a dict \
@@ -88,11 +85,11 @@ fn json_text_used_as_a_dict() {
 
 #[test]
 fn none_an_empty_list_a_list_as_a_dict_and_a_number_in_a_str() {
-    let text = explanation(
-        "r = await tools.a.b()\nr['x']['y']",
-        r#"{"x": null}"#,
+    let text = explanation("r = await tools.a.b()\nr['x']['y']", r#"{"x": null}"#);
+    assert!(
+        text.contains("r['x'] is [\"x\"] of the result of tools.a.b (line 1), None"),
+        "{text}"
     );
-    assert!(text.contains("r['x'] is [\"x\"] of the result of tools.a.b (line 1), None"), "{text}");
     let text = explanation(
         "r = await tools.memory.search_nodes(query='x')\nr['entities'][0]['name']",
         r#"{"entities": [], "relations": []}"#,
@@ -104,7 +101,8 @@ fn none_an_empty_list_a_list_as_a_dict_and_a_number_in_a_str() {
         GRAPH,
     );
     assert!(
-        text.contains("a list of 1 dicts with keys type, name") && text.contains("for x in r['entities']"),
+        text.contains("a list of 1 dicts with keys type, name")
+            && text.contains("for x in r['entities']"),
         "{text}"
     );
     // Not a tool's value (len() of one): no explanation.
@@ -131,7 +129,10 @@ fn gathered_results_are_told_apart() {
         r#"{"v": 1}"#,
     );
     let text = e.explanation.unwrap();
-    assert!(text.contains("b is the result of tools.x.two (line 2)"), "{text}");
+    assert!(
+        text.contains("b is the result of tools.x.two (line 2)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -164,7 +165,11 @@ fn tool_error_names_what_to_write() {
         .clone()
     };
     let e = failing("try:\n    await tools.a.b()\nexcept ToolError as e:\n    pass");
-    assert!(e.message.contains("except RuntimeError as e"), "{}", e.message);
+    assert!(
+        e.message.contains("except RuntimeError as e"),
+        "{}",
+        e.message
+    );
     let e = failing("try:\n    await tools.a.b()\nexcept RuntimeError as e:\n    e.code");
     assert!(e.message.contains("read str(e)"), "{}", e.message);
 }
@@ -186,16 +191,66 @@ fn the_environment_and_javascript_habits() {
     let e = failed("import os\ntoken = os.environ['GITHUB_TOKEN']", GRAPH);
     let text = e.explanation.unwrap();
     assert!(
-        text.starts_with("os.environ['GITHUB_TOKEN']: KeyError — the sandbox has no environment variables")
-            && text.contains("credentials"),
+        text.starts_with(
+            "os.environ['GITHUB_TOKEN']: KeyError — the sandbox has no environment variables"
+        ) && text.contains("credentials"),
         "{text}"
     );
-    let e = failed("r = await tools.memory.read_graph()\nr['entities'].length", GRAPH);
-    assert!(e.message.ends_with("Python writes len(x) for the length"), "{}", e.message);
+    let e = failed(
+        "r = await tools.memory.read_graph()\nr['entities'].length",
+        GRAPH,
+    );
+    assert!(
+        e.message.ends_with("Python writes len(x) for the length"),
+        "{}",
+        e.message
+    );
+    let text = e.explanation.unwrap();
+    assert!(
+        text.ends_with("a list of 1 dicts with keys type, name, entityType, observations"),
+        "{text}"
+    );
     let e = failed("JSON.parse('{}')", GRAPH);
     assert!(e.message.contains("json.loads(text)"), "{}", e.message);
     let e = failed("import time\ntime.sleep(1)", GRAPH);
     assert!(e.message.contains("no time.sleep"), "{}", e.message);
     let e = failed("tools.memory.read_graph()", GRAPH);
-    assert!(e.message.contains("a coroutine") && e.message.contains("add `await`"), "{}", e.message);
+    assert!(
+        e.message.contains("a coroutine") && e.message.contains("add `await`"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn remembered_results_are_bounded() {
+    let mut r = super::Remembered::default();
+    r.record("a.big", "x".repeat(super::MAX_REMEMBERED_RESULT + 1));
+    assert_eq!(r.bytes, 0);
+    for i in 0..20 {
+        r.record(&format!("a.t{i}"), "y".repeat(super::MAX_REMEMBERED_RESULT));
+    }
+    assert!(r.bytes <= super::MAX_REMEMBERED_BYTES);
+    // A later result replaces the earlier one's bytes.
+    r.record("a.t0", "{}".to_owned());
+    assert!(r.bytes <= super::MAX_REMEMBERED_BYTES - super::MAX_REMEMBERED_RESULT + 2);
+    for i in 0..300 {
+        r.record(&format!("b.t{i}"), "1".to_owned());
+    }
+    assert!(r.latest.len() <= super::MAX_TOOLS);
+}
+
+#[test]
+fn a_call_never_awaited_is_warned_of() {
+    let r = run_with(
+        "tools.memory.create_entities(entities=[])\n1",
+        limits(),
+        answering(|_, _| Ok("{}".to_owned())),
+    );
+    assert_eq!(r.value(), "1");
+    let warned = r.messages.iter().any(|m| {
+        matches!(m, airlock_proto::WorkerMessage::Console { level: airlock_proto::ConsoleLevel::Warn, text }
+            if text.starts_with("RuntimeWarning: tools.memory.create_entities called but never awaited"))
+    });
+    assert!(warned, "{:?}", r.messages);
 }
