@@ -3,7 +3,8 @@
 //!
 //! Nothing happens at run time beyond the host remembering each tool's latest result text
 //! ([`Remembered`]): results reach the program untouched. When a program ends on an uncaught
-//! KeyError, AttributeError, TypeError or IndexError, [`explain`]:
+//! KeyError, AttributeError, TypeError or IndexError (or the ValueError of a format
+//! specification the value's type does not take), [`explain`]:
 //!
 //! 1. reads what failed from the exception's type and message (`'nodes'`, `'dict' object has
 //!    no attribute 'entities'`, `'NoneType' object is not subscriptable`, …);
@@ -98,6 +99,9 @@ enum Failure {
     ListIndices,
     /// `list index out of range`.
     IndexRange,
+    /// `Unknown format code 'f' for object of type 'str'`, `Invalid format specifier '…' for
+    /// object of type 'dict'`: a format specification the value's type does not take.
+    Format(String),
     /// `can only concatenate str (not "int") to str`, `unsupported operand type(s) for +:
     /// 'int' and 'str'`: the two types.
     Operands(String, String),
@@ -131,6 +135,13 @@ impl Failure {
                 let (ty, after) = rest.split_once('\'')?;
                 let attr = after.strip_prefix(" object has no attribute ")?;
                 Some(Failure::Attribute(ty.to_owned(), quoted(attr)?))
+            }
+            ExcType::ValueError
+                if message.starts_with("Unknown format code ")
+                    || message.starts_with("Invalid format specifier ") =>
+            {
+                let (_, ty) = message.rsplit_once(" for object of type ")?;
+                Some(Failure::Format(quoted(ty)?))
             }
             ExcType::IndexError if message == "list index out of range" => {
                 Some(Failure::IndexRange)
@@ -222,6 +233,11 @@ const JS_MEMBERS: &[&str] = &[
     "length", "push", "map", "filter", "forEach", "find", "includes", "join", "indexOf", "flatMap",
 ];
 
+/// Whether a str holds a number (`float()` takes it); says nothing more of its content.
+fn numeric(text: &str) -> bool {
+    text.len() <= 64 && text.trim().parse::<f64>().is_ok()
+}
+
 /// `os.environ`.
 fn is_environ(expr: &Expr) -> bool {
     matches!(expr, Expr::Attribute(a) if a.attr.as_str() == "environ"
@@ -293,6 +309,23 @@ impl Explaining<'_, '_> {
                     .take(4)
                     .find_map(|e| self.subject(*e, e, None))
             }
+            Failure::Format(_) => {
+                // An f-string's value (the position is the value), or `'…'.format(value)`.
+                if let Some(Expr::Call(call)) = enclosing.first()
+                    && matches!(&*call.func, Expr::Attribute(a) if a.attr.as_str() == "format")
+                {
+                    return call
+                        .arguments
+                        .args
+                        .iter()
+                        .take(8)
+                        .find_map(|arg| self.subject(arg, arg, None));
+                }
+                enclosing
+                    .iter()
+                    .take(4)
+                    .find_map(|e| self.subject(*e, e, None))
+            }
             Failure::Operands(..) => {
                 let op = enclosing.iter().find_map(|e| match e {
                     Expr::BinOp(b) => Some(b),
@@ -342,7 +375,8 @@ impl Explaining<'_, '_> {
             Failure::Attribute(t, _)
             | Failure::NotSubscriptable(t)
             | Failure::NotIterable(t)
-            | Failure::NotCallable(t) => ty == t,
+            | Failure::NotCallable(t)
+            | Failure::Format(t) => ty == t,
             Failure::StrIndices => matches!(value, MontyObject::String(_)),
             Failure::ListIndices => matches!(value, MontyObject::List(_)),
             Failure::IndexRange => {
@@ -396,8 +430,25 @@ impl Explaining<'_, '_> {
             (Failure::Operands(..), MontyObject::Int(_) | MontyObject::Float(_)) => {
                 format!("; convert it with str({subject}) or use an f-string")
             }
+            (Failure::Format(_), MontyObject::String(text)) if numeric(text) => {
+                format!("; convert it first: float({subject}) or int({subject})")
+            }
+            (Failure::Format(_), MontyObject::String(_)) => {
+                "; it is text, not a number: format it without a number format, or take the \
+                 number out of it first"
+                    .to_owned()
+            }
+            (Failure::Format(_), MontyObject::Dict(_)) => {
+                format!("; format one of its values ({subject}[\"key\"])")
+            }
+            (Failure::Format(_), MontyObject::List(_)) => {
+                format!("; format its elements (for x in {subject})")
+            }
             (Failure::Operands(..), MontyObject::Dict(_) | MontyObject::List(_)) => {
                 format!("; use a part of it, or json.dumps({subject}) for its JSON text")
+            }
+            (Failure::Operands(..), MontyObject::String(text)) if !numeric(text) => {
+                format!("; it is text: convert the other side with str(…), or use an f-string")
             }
             (Failure::Operands(..), MontyObject::String(_)) => {
                 format!("; convert it with int({subject}) or float({subject}), or use an f-string")

@@ -242,10 +242,12 @@ fn remembered_results_are_bounded() {
 
 #[test]
 fn a_call_never_awaited_is_warned_of() {
+    // No answer is sent: the program does not wait for one (and a reply racing the
+    // worker's exit would end the fake supervisor before it reads the warning).
     let r = run_with(
         "tools.memory.create_entities(entities=[])\n1",
         limits(),
-        answering(|_, _| Ok("{}".to_owned())),
+        |_| Vec::new(),
     );
     assert_eq!(r.value(), "1");
     let warned = r.messages.iter().any(|m| {
@@ -253,4 +255,26 @@ fn a_call_never_awaited_is_warned_of() {
             if text.starts_with("RuntimeWarning: tools.memory.create_entities called but never awaited"))
     });
     assert!(warned, "{:?}", r.messages);
+}
+
+#[test]
+fn format_specifications_on_tool_values() {
+    let text = explanation(
+        "t = await tools.a.b()\nx = f'{t[\"n\"]:.1f} units'",
+        r#"{"n": "3"}"#,
+    );
+    assert!(
+        text.starts_with("t[\"n\"]: ValueError — t[\"n\"] is [\"n\"] of the result of tools.a.b (line 1), a str; convert it first: float(t[\"n\"])"),
+        "{text}"
+    );
+    let text = explanation(
+        "t = await tools.a.b()\nx = 'now {:.1f}'.format(t)",
+        r#"{"n": "3"}"#,
+    );
+    assert!(
+        text.contains(
+            "t is the result of tools.a.b (line 1), a dict with keys n; format one of its values"
+        ),
+        "{text}"
+    );
 }
