@@ -448,7 +448,7 @@ impl Explaining<'_, '_> {
                 format!("; use a part of it, or json.dumps({subject}) for its JSON text")
             }
             (Failure::Operands(..), MontyObject::String(text)) if !numeric(text) => {
-                format!("; it is text: convert the other side with str(…), or use an f-string")
+                "; it is text: convert the other side with str(…), or use an f-string".to_owned()
             }
             (Failure::Operands(..), MontyObject::String(_)) => {
                 format!("; convert it with int({subject}) or float({subject}), or use an f-string")
