@@ -396,10 +396,7 @@ impl Problem<'_> {
                 ),
                 format!(
                     "write {}",
-                    keyword_signature(
-                        tool,
-                        input_schema(catalogue, tool).unwrap_or(&Value::Null)
-                    )
+                    keyword_signature(tool, input_schema(catalogue, tool).unwrap_or(&Value::Null))
                 ),
             ),
         }

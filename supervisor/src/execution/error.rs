@@ -119,8 +119,11 @@ pub fn for_python(err: &mut ExecutionError) {
             format!(
                 "{explanation}; write `x = await tools.<namespace>.<tool>(key=value, …)` and use x"
             )
-        } else {
+        } else if explained_tool(explanation).is_some() {
             format!("{explanation}; use what the value has")
+        } else {
+            // Not about a tool's value (the environment): the explanation says what to do.
+            explanation.clone()
         });
         return;
     }
@@ -250,5 +253,36 @@ pub fn crashed(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
             ExecutionErrorKind::WorkerCrashed,
             format!("{context}: the worker vanished"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn python_hint(explanation: &str) -> Option<String> {
+        let mut err = from_worker(ExecError {
+            explanation: Some(explanation.to_owned()),
+            ..ExecError::new(ErrorKind::Runtime, "m")
+        });
+        for_python(&mut err);
+        err.hint
+    }
+
+    #[test]
+    fn explained_python_errors_get_python_hints() {
+        let hint = python_hint("r['x']: KeyError — r is the result of tools.memory.read_graph (line 1), a dict with keys a").unwrap();
+        assert!(
+            hint.ends_with("a dict with keys a; use what the value has"),
+            "{hint}"
+        );
+        assert!(!hint.contains(".ts"), "{hint}");
+        let hint = python_hint("r['x']: TypeError — r is the coroutine of tools.a.b (line 1), not its result: the call was not awaited — add `await` (`r = await tools.a.b(…)`)").unwrap();
+        assert!(
+            hint.ends_with("write `x = await tools.<namespace>.<tool>(key=value, …)` and use x"),
+            "{hint}"
+        );
+        let environ = "os.environ['T']: KeyError — the sandbox has no environment variables";
+        assert_eq!(python_hint(environ).as_deref(), Some(environ));
     }
 }

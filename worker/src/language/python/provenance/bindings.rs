@@ -22,6 +22,8 @@ const MAX_DEPTH: u32 = 256;
 const MAX_ALIASES: u32 = 8;
 /// Keys of a path, at most.
 const MAX_PATH: usize = 32;
+/// Longest quote of the program in an explanation.
+const MAX_TEXT: usize = 60;
 
 /// One step into a tool's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,13 +87,18 @@ impl<'s> Scan<'s> {
         }
     }
 
-    /// The program's text of `node`, on one line, or `None` when it is long.
+    /// The program's text of `range`, on one line, cut to [`MAX_TEXT`] characters.
     pub fn text(&self, range: TextRange) -> Option<String> {
         let text = self
             .source
             .get(range.start().to_usize()..range.end().to_usize())?;
         let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        (one_line.chars().count() <= 60).then_some(one_line)
+        if one_line.chars().count() <= MAX_TEXT {
+            return Some(one_line);
+        }
+        let mut cut: String = one_line.chars().take(MAX_TEXT - 1).collect();
+        cut.push('…');
+        Some(cut)
     }
 
     /// The expressions that contain `start..end`, innermost first.

@@ -494,9 +494,15 @@ impl Explaining<'_, '_> {
         if !self.failure.coroutine() {
             return None;
         }
+        // The fix assigns the awaited result to the name, when the subject is one.
+        let name = if subject.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            subject
+        } else {
+            "x"
+        };
         Some(format!(
             "{head}{subject} is the coroutine of tools.{} (line {}), not its result: the call \
-             was not awaited — add `await` (`{subject} = await tools.{}(…)`)",
+             was not awaited — add `await` (`{name} = await tools.{}(…)`)",
             origin.tool, origin.line, origin.tool
         ))
     }

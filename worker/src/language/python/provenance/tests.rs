@@ -278,3 +278,17 @@ fn format_specifications_on_tool_values() {
         "{text}"
     );
 }
+
+#[test]
+fn long_expressions_are_quoted_cut() {
+    let text = explanation(
+        "a_rather_long_name_for_a_graph_result = await tools.memory.read_graph()\nx = a_rather_long_name_for_a_graph_result['nodes_that_are_not_there_at_all']",
+        GRAPH,
+    );
+    assert!(
+        text.starts_with(
+            "a_rather_long_name_for_a_graph_result['nodes_that_are_not_t…: KeyError — "
+        ),
+        "{text}"
+    );
+}
