@@ -292,3 +292,19 @@ fn long_expressions_are_quoted_cut() {
         "{text}"
     );
 }
+
+#[test]
+fn deep_programs_are_walked_within_bounds() {
+    const DEPTH: usize = 20;
+    // Brackets nested about as deep as monty compiles (it refuses some 30 levels as a
+    // SyntaxError); the walks' own bounds hold whatever the depth.
+    let code = format!(
+        "r = await tools.memory.read_graph()\nx = {}r['nodes']{}",
+        "[".repeat(DEPTH),
+        "]".repeat(DEPTH)
+    );
+    let e = failed(&code, GRAPH);
+    assert_eq!(e.name.as_deref(), Some("KeyError"));
+    let text = e.explanation.unwrap();
+    assert!(text.starts_with("r['nodes']: KeyError"), "{text}");
+}
