@@ -240,6 +240,7 @@ mod tests {
                             column: 28,
                         },
                         open: false,
+                        positional: false,
                         properties: vec![LiteralProperty {
                             key: "q".into(),
                             at: SourcePosition {

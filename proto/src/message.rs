@@ -107,6 +107,10 @@ pub struct LiteralObject {
     /// It spreads another object or has a computed key: any property may be present.
     pub open: bool,
     pub properties: Vec<LiteralProperty>,
+    /// Python: the call also passes arguments by position that are not one dict, which no
+    /// tool takes (a call that can only fail).
+    #[serde(default)]
+    pub positional: bool,
 }
 
 /// One `key: value` of a [`LiteralObject`].

@@ -313,6 +313,10 @@ enum Problem<'r> {
         tool: &'r ToolReference,
         missing: String,
     },
+    /// Python: arguments passed by position.
+    Positional {
+        tool: &'r ToolReference,
+    },
 }
 
 impl Problem<'_> {
@@ -385,8 +389,54 @@ impl Problem<'_> {
                 ),
                 signature_hint(catalogue, tool),
             ),
+            Problem::Positional { tool } => (
+                format!(
+                    "tools.{}.{}: arguments are passed by keyword, not by position",
+                    tool.namespace, tool.name
+                ),
+                format!(
+                    "write {}",
+                    keyword_signature(tool, input_schema(catalogue, tool).unwrap_or(&Value::Null))
+                ),
+            ),
         }
     }
+}
+
+/// Parameter names shown in a keyword signature, at most.
+const SHOWN_KEYWORDS: usize = 12;
+
+/// `tools.time.get_current_time(timezone=…)`: the call with its parameters as keywords, the
+/// required ones first (Python's spelling of the tool's signature).
+fn keyword_signature(tool: &ToolReference, schema: &Value) -> String {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let mut names: Vec<&str> = properties
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    names.sort_by_key(|n| !required.contains(n));
+    let mut shown: Vec<String> = names
+        .iter()
+        .take(SHOWN_KEYWORDS)
+        .map(|n| format!("{n}=…"))
+        .collect();
+    if names.len() > SHOWN_KEYWORDS {
+        shown.push("…".to_owned());
+    }
+    format!(
+        "tools.{}.{}({}) (keyword arguments)",
+        tool.namespace,
+        tool.name,
+        shown.join(", ")
+    )
 }
 
 /// What an agent that called the unknown `tools.<namespace>.<name>` should do: the tools it
@@ -594,6 +644,10 @@ fn judge_site<'r>(
     let Some(object) = &site.argument else {
         return;
     };
+    if object.positional {
+        note(first, object.at, Problem::Positional { tool: site });
+        return;
+    }
     let schema = &tool.input_schema;
     let properties = schema.get("properties").and_then(Value::as_object);
     let closed = properties.is_some()
@@ -744,6 +798,7 @@ mod tests {
             at: at(site.at.line, start),
             open,
             properties,
+            positional: false,
         });
         site
     }
@@ -926,6 +981,23 @@ mod tests {
         );
         assert!(run(vec![open]).is_none());
         assert!(run(vec![]).is_none());
+    }
+
+    #[test]
+    fn python_positional_arguments_are_refused_with_the_keywords() {
+        let mut add = with_object(call("math", "add", 1, 1), true, &[]);
+        if let Some(object) = add.argument.as_mut() {
+            object.positional = true;
+        }
+        let e = run(vec![add]).expect("refused");
+        assert_eq!(
+            e.message,
+            "tools.math.add: arguments are passed by keyword, not by position"
+        );
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("write tools.math.add(a=…, b=…, label=…) (keyword arguments)")
+        );
     }
 
     /// A source of fixed tools, for [`check`] over a registry.

@@ -112,6 +112,21 @@ fn hint_for(kind: ErrorKind) -> Option<String> {
 /// A Python program's error gets the hints that speak of Python where the kind's own hint
 /// speaks of TypeScript or promises.
 pub fn for_python(err: &mut ExecutionError) {
+    if let Some(explanation) = &err.explanation {
+        // The worker explained an error on a tool's value: the hint says what to do in
+        // Python's words (TypeScript's names the SDK's .ts file and `const`).
+        err.hint = Some(if explanation.contains("add `await`") {
+            format!(
+                "{explanation}; write `x = await tools.<namespace>.<tool>(key=value, …)` and use x"
+            )
+        } else if explained_tool(explanation).is_some() {
+            format!("{explanation}; use what the value has")
+        } else {
+            // Not about a tool's value (the environment): the explanation says what to do.
+            explanation.clone()
+        });
+        return;
+    }
     let hint = match err.kind {
         ExecutionErrorKind::Syntax => {
             "fix the syntax at the given line and column; programs run in monty, a subset of \
@@ -238,5 +253,36 @@ pub fn crashed(context: &str, exit: Option<WorkerExit>) -> ExecutionError {
             ExecutionErrorKind::WorkerCrashed,
             format!("{context}: the worker vanished"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn python_hint(explanation: &str) -> Option<String> {
+        let mut err = from_worker(ExecError {
+            explanation: Some(explanation.to_owned()),
+            ..ExecError::new(ErrorKind::Runtime, "m")
+        });
+        for_python(&mut err);
+        err.hint
+    }
+
+    #[test]
+    fn explained_python_errors_get_python_hints() {
+        let hint = python_hint("r['x']: KeyError — r is the result of tools.memory.read_graph (line 1), a dict with keys a").unwrap();
+        assert!(
+            hint.ends_with("a dict with keys a; use what the value has"),
+            "{hint}"
+        );
+        assert!(!hint.contains(".ts"), "{hint}");
+        let hint = python_hint("r['x']: TypeError — r is the coroutine of tools.a.b (line 1), not its result: the call was not awaited — add `await` (`r = await tools.a.b(…)`)").unwrap();
+        assert!(
+            hint.ends_with("write `x = await tools.<namespace>.<tool>(key=value, …)` and use x"),
+            "{hint}"
+        );
+        let environ = "os.environ['T']: KeyError — the sandbox has no environment variables";
+        assert_eq!(python_hint(environ).as_deref(), Some(environ));
     }
 }

@@ -31,6 +31,7 @@ mod openapi_sources;
 mod package;
 mod policy_reload;
 mod python;
+mod python_mistakes;
 mod python_sdk;
 mod sandbox;
 mod sdk_discovery;

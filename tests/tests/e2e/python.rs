@@ -5,9 +5,13 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
+use airlock_policy::{ServerTransport, SettingValue};
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage, Status};
-use airlock_tests::TestDaemon;
+use airlock_supervisor::secrets::store::SecretStore;
+use airlock_supervisor::tools::sources::mcp::McpServer;
+use airlock_tests::{DaemonOptions, TestDaemon, mcp_peers};
 use serde_json::json;
+use std::sync::Arc;
 
 async fn py(d: &TestDaemon, code: &str) -> ExecutionResponse {
     py_with(d, code, None, None).await
@@ -184,4 +188,85 @@ async fn a_session_replays_to_the_same_result_clock_and_order() {
     assert!(again.tool_calls[0].replayed, "{:?}", again.tool_calls);
     // The tool ran once: the re-run's answer came from the journal.
     assert_eq!(d.tools.calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+/// The daemon with the npm memory server (its graph in `store`), or `None` when the server
+/// is not installed (the skip is reported).
+async fn with_memory(store: &std::path::Path, test: &str) -> Option<TestDaemon> {
+    let mut memory = mcp_peers::npm_server("memory", "server-memory", &[], test)?;
+    if let ServerTransport::Stdio { env, .. } = &mut memory.transport {
+        env.push((
+            "MEMORY_FILE_PATH".into(),
+            SettingValue::Literal(store.join("memory.jsonl").display().to_string()),
+        ));
+    }
+    memory.confinement.write = vec![store.to_owned()];
+    Some(
+        TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+            memory,
+            Arc::new(SecretStore::empty()),
+        ))))
+        .await,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_on_tool_values_are_explained_in_python_terms() {
+    let store = tempfile::tempdir().unwrap();
+    let Some(d) = with_memory(
+        store.path(),
+        "errors_on_tool_values_are_explained_in_python_terms",
+    )
+    .await
+    else {
+        return;
+    };
+    // A key the result lacks.
+    let r = py(
+        &d,
+        "r = await tools.memory.read_graph()\nnames = [n['name'] for n in r[\"nodes\"]]",
+    )
+    .await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    let e = r.error.unwrap();
+    assert_eq!(e.name.as_deref(), Some("KeyError"), "{e:?}");
+    assert_eq!((e.line, e.column), (Some(2), Some(29)), "{e:?}");
+    let explanation = e.explanation.clone().unwrap_or_default();
+    assert!(
+        explanation.starts_with("r[\"nodes\"]: KeyError — r is the result of tools.memory.read_graph (line 1), a dict with keys entities, relations"),
+        "{e:?}"
+    );
+    assert!(
+        e.hint.unwrap().starts_with(&explanation),
+        "the hint leads with it"
+    );
+    assert!(e.excerpt.is_some(), "{explanation}");
+
+    // An attribute on a dict.
+    let r = py(&d, "r = await tools.memory.read_graph()\nlen(r.entities)").await;
+    let e = r.error.unwrap();
+    assert_eq!(e.name.as_deref(), Some("AttributeError"), "{e:?}");
+    let explanation = e.explanation.unwrap_or_default();
+    assert!(
+        explanation.starts_with("r.entities: AttributeError — r is the result of tools.memory.read_graph (line 1), a dict with keys entities, relations")
+            && explanation.ends_with("read with r[\"entities\"]"),
+        "{explanation}"
+    );
+
+    // A coroutine used as a value: the call was not awaited.
+    let r = py(&d, "r = tools.memory.read_graph()\nr['entities']").await;
+    let e = r.error.unwrap();
+    assert_eq!(e.name.as_deref(), Some("TypeError"), "{e:?}");
+    let explanation = e.explanation.unwrap_or_default();
+    assert!(
+        explanation
+            .contains("r is the coroutine of tools.memory.read_graph (line 1), not its result")
+            && explanation.contains("add `await`"),
+        "{explanation}"
+    );
+    assert!(
+        e.hint.unwrap().contains("x = await tools."),
+        "a Python hint"
+    );
+    d.stop().await;
 }

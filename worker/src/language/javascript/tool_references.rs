@@ -88,6 +88,7 @@ impl Finder<'_, '_> {
             at: self.position(object.span.start),
             open,
             properties,
+            positional: false,
         }
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! Nothing here blocks: waiting for results is the run loop's (`super::Interpreter::run`).
 
+use super::provenance::Remembered;
 use super::values;
 use crate::ipc::Ipc;
 use airlock_proto::{
@@ -82,6 +83,8 @@ pub struct Host<'i> {
     /// The Python text of every tool failure delivered, with the tool and the supervisor's
     /// message: an uncaught one is reported as a `ToolError`.
     pub failures: Vec<(String, String, String)>,
+    /// Each tool's latest result, for the explanation of an error on it.
+    pub results: Remembered,
 }
 
 impl<'i> Host<'i> {
@@ -105,6 +108,7 @@ impl<'i> Host<'i> {
             line: String::new(),
             namespaces: Vec::new(),
             failures: Vec::new(),
+            results: Remembered::default(),
         }
     }
 
@@ -325,7 +329,10 @@ impl<'i> Host<'i> {
         self.advance_clock(clock_ms);
         let answer = match result {
             Ok(json) => match values::from_json(&json) {
-                Ok(value) => ExtFunctionResult::Return(value),
+                Ok(value) => {
+                    self.results.record(&call.tool, json);
+                    ExtFunctionResult::Return(value)
+                }
                 Err(e) => ExtFunctionResult::Error(self.tool_error(
                     &call.tool,
                     &ToolFailure {
@@ -425,6 +432,37 @@ impl<'i> Host<'i> {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
             let _ = self.send_console(line);
+        }
+    }
+
+    /// Says on stderr which tool calls the program made but never awaited (their results
+    /// were never read), as CPython warns of a coroutine never awaited.
+    pub fn warn_never_awaited(&mut self) {
+        const SHOWN: usize = 3;
+        let tools: Vec<String> = self.pending.values().map(|p| p.tool.clone()).collect();
+        if tools.is_empty() {
+            return;
+        }
+        let mut named: Vec<String> = tools
+            .iter()
+            .take(SHOWN)
+            .map(|t| format!("tools.{t}"))
+            .collect();
+        if tools.len() > SHOWN {
+            named.push(format!("{} more", tools.len() - SHOWN));
+        }
+        let text = format!(
+            "RuntimeWarning: {} called but never awaited: its result was never read; add \
+             `await` before the call (`x = await tools.<namespace>.<tool>(…)`)",
+            named.join(", ")
+        );
+        // The program has ended: a warning over the output budget is dropped, and a broken
+        // channel shows when the result is sent.
+        if let (Some(text), _) = self.take_output_budget(text) {
+            let _ = self.ipc.send(&WorkerMessage::Console {
+                level: ConsoleLevel::Warn,
+                text,
+            });
         }
     }
 

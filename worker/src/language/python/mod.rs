@@ -1,7 +1,8 @@
 //! Python programs: pydantic's `monty` interpreter (a subset of Python 3 in Rust, parsed with
 //! ruff's parser), the program's host (`host`: `tools`, `print`, `progress`, the clock),
 //! values to and from JSON (`values`), the literal tool calls for the contract check
-//! (`tool_references`) and the allocator that measures what the program holds (`memory`).
+//! (`tool_references`), the explanation of an error on a tool's value (`provenance`) and the
+//! allocator that measures what the program holds (`memory`).
 //!
 //! This folder knows which interpreter runs Python; `main` sees it only as a
 //! [`LanguageRuntime`]. It may not touch the lockdown or any file, thread or socket but the
@@ -27,6 +28,7 @@
 
 mod host;
 mod memory;
+mod provenance;
 mod tool_references;
 mod values;
 
@@ -172,7 +174,13 @@ fn execute(
     let limits = start.limits;
     let deadline = started + Duration::from_millis(limits.timeout_ms);
     let references = tool_references::find(&start.code);
-    let compiled = MontyRun::new(start.code, FILENAME, Vec::new(), CompileOptions::default());
+    let code = start.code;
+    let compiled = MontyRun::new(
+        code.clone(),
+        FILENAME,
+        Vec::new(),
+        CompileOptions::default(),
+    );
     stats.compile_us = micros(started.elapsed());
     let run = compiled.map_err(|e| classify_compile(&e))?;
 
@@ -189,10 +197,19 @@ fn execute(
         Ok(value) => match host.stop_reason() {
             // A stop the program outlived (it caught what was raised) still ends it.
             Some(_) => Err(stop_error(&host)),
-            None => convert_result(&value),
+            None => {
+                host.warn_never_awaited();
+                convert_result(&value)
+            }
         },
         Err(Failure::Exec(e)) => Err(e),
-        Err(Failure::Raised(e)) => Err(classify(&e, &host)),
+        Err(Failure::Raised(e)) => {
+            let mut error = classify(&e, &host);
+            if error.kind == ErrorKind::Runtime {
+                error.explanation = provenance::explain(&code, &e, &host.results);
+            }
+            Err(error)
+        }
     }
 }
 
@@ -413,6 +430,17 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             );
             error
         }
+        ExcType::ModuleNotFoundError | ExcType::ImportError
+            if message.contains("'time'") && !message.contains("datetime") =>
+        {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; there is no time module: a program cannot sleep (no time.sleep) \
+                 or wait for anything but its tool calls, and reads the clock with \
+                 `datetime.now()` (from datetime import datetime)"
+            );
+            error
+        }
         ExcType::ModuleNotFoundError | ExcType::ImportError => {
             let mut error = base_error(e, ErrorKind::Runtime);
             error.message = format!(
@@ -447,14 +475,90 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             error.message = format!("{message}; {}", host_name_hint(message).unwrap_or_default());
             error
         }
+        ExcType::AttributeError if javascript_habit(message).is_some() => {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; {}",
+                javascript_habit(message).unwrap_or_default()
+            );
+            error
+        }
+        ExcType::AttributeError if tool_error_attribute(message) => {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!(
+                "{message}; a failed tool call raises RuntimeError, whose only field is its \
+                 text: read str(e), which holds the tool, the message, `code: …` and `hint: …`"
+            );
+            error
+        }
         _ => base_error(e, ErrorKind::Runtime),
     }
+}
+
+/// What Python writes for a JavaScript member a list, str or dict does not have.
+fn javascript_habit(message: &str) -> Option<&'static str> {
+    let rest = message.strip_prefix('\'')?;
+    let (ty, attr) = rest.split_once("' object has no attribute ")?;
+    if !matches!(ty, "list" | "str" | "dict" | "tuple") {
+        return None;
+    }
+    Some(match (ty, attr.trim_matches('\'')) {
+        (_, "length") => "Python writes len(x) for the length",
+        ("list", "push") => "Python writes x.append(value)",
+        ("list" | "tuple", "map" | "forEach" | "flatMap") => {
+            "Python writes a comprehension: [f(v) for v in x]"
+        }
+        ("list" | "tuple", "filter") => "Python writes a comprehension: [v for v in x if …]",
+        ("list" | "tuple", "find") => "Python writes next((v for v in x if …), None)",
+        ("list" | "tuple" | "str", "includes") => "Python writes `value in x`",
+        ("list" | "tuple", "join") => "Python writes \", \".join(x) (of str items)",
+        ("str", "toLowerCase") => "Python writes x.lower()",
+        ("str", "toUpperCase") => "Python writes x.upper()",
+        ("str", "trim") => "Python writes x.strip()",
+        ("str", "startsWith") => "Python writes x.startswith(…)",
+        ("str", "endsWith") => "Python writes x.endswith(…)",
+        ("str" | "list", "indexOf") => "Python writes x.index(…) (str: x.find(…))",
+        ("dict", "hasOwnProperty") => "Python writes `key in x`",
+        _ => return None,
+    })
+}
+
+/// `e.code`, `e.hint`, `e.message` on a caught tool failure (a RuntimeError).
+fn tool_error_attribute(message: &str) -> bool {
+    ["'code'", "'hint'", "'message'", "'tool'", "'status'"]
+        .iter()
+        .any(|attr| {
+            message.strip_prefix("'RuntimeError' object has no attribute ") == Some(attr)
+                || message.strip_prefix("'Exception' object has no attribute ") == Some(attr)
+        })
 }
 
 /// What to write instead of a JavaScript-ism the program used.
 fn host_name_hint(message: &str) -> Option<&'static str> {
     if message.contains("'ToolError'") {
-        Some("a failed tool call raises RuntimeError: write `except RuntimeError as e`")
+        Some(
+            "there is no ToolError class in Python here: a failed tool call raises RuntimeError; \
+             write `except RuntimeError as e` (or `except Exception as e`) and read str(e), \
+             which holds the tool, the message, `code: …` and `hint: …`",
+        )
+    } else if message.contains("'JSON'") {
+        Some(
+            "Python parses JSON text with the json module: `import json`, then json.loads(text) (json.dumps(value) for text)",
+        )
+    } else if message.contains("'Math'") {
+        Some(
+            "Python's math functions are in the math module (`import math`) and builtins (min, max, round, abs)",
+        )
+    } else if message.contains("'undefined'") {
+        Some("Python writes None")
+    } else if message.contains("'Promise'") {
+        Some("to run calls together, write `await asyncio.gather(tools.a.b(…), tools.c.d(…))`")
+    } else if message.contains("'setTimeout'") || message.contains("'setInterval'") {
+        Some("there are no timers: a program waits only for its tool calls")
+    } else if message.contains("'require'") {
+        Some(
+            "there are no packages to load: use the modules monty has (import json, …) and call tools",
+        )
     } else if message.contains("'console'") {
         Some("print() writes to the console in Python")
     } else if message.contains("'fetch'") || message.contains("'open'") {

@@ -6,12 +6,12 @@ use airlock_proto::frame::blocking::{IoFrameError, read_message, write_message};
 use airlock_proto::{ConsoleLevel, Determinism, MAX_FRAME_LEN, ToolFailure};
 use std::os::unix::net::UnixStream;
 
-const TEST_DETERMINISM: Determinism = Determinism {
+pub(super) const TEST_DETERMINISM: Determinism = Determinism {
     clock_ms: 1_790_000_000_000,
     seed: [7; 32],
 };
 
-fn limits() -> Limits {
+pub(super) fn limits() -> Limits {
     Limits {
         timeout_ms: 5_000,
         // Large: the allocator's count is the whole test process's, other tests included.
@@ -23,14 +23,14 @@ fn limits() -> Limits {
 }
 
 #[derive(Debug)]
-struct Run {
-    outcome: Outcome,
-    messages: Vec<WorkerMessage>,
+pub(super) struct Run {
+    pub(super) outcome: Outcome,
+    pub(super) messages: Vec<WorkerMessage>,
     references: Option<ToolReferences>,
 }
 
 impl Run {
-    fn value(&self) -> &str {
+    pub(super) fn value(&self) -> &str {
         match &self.outcome {
             Outcome::Ok { value_json } => value_json,
             Outcome::Error(e) => panic!(
@@ -40,7 +40,7 @@ impl Run {
         }
     }
 
-    fn error(&self) -> &ExecError {
+    pub(super) fn error(&self) -> &ExecError {
         match &self.outcome {
             Outcome::Error(e) => e,
             Outcome::Ok { value_json } => panic!("expected an error, got {value_json}"),
@@ -80,7 +80,7 @@ fn run(code: &str) -> Run {
     run_with(code, limits(), |_| Vec::new())
 }
 
-fn run_with(
+pub(super) fn run_with(
     code: &str,
     limits: Limits,
     respond: impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static,
@@ -152,7 +152,7 @@ fn run_judged(
 }
 
 /// Answers every tool call with `answer(tool, args_json)`, as it arrives.
-fn answering(
+pub(super) fn answering(
     mut answer: impl FnMut(&str, &str) -> Result<String, ToolFailure> + Send + 'static,
 ) -> impl FnMut(&[WorkerMessage]) -> Vec<SupervisorMessage> + Send + 'static {
     move |seen| match seen.last() {

@@ -120,6 +120,7 @@ impl Finder<'_> {
                 at: self.position(dict),
                 open,
                 properties,
+                positional: false,
             });
         }
         if arguments.args.is_empty() && arguments.keywords.is_empty() {
@@ -139,6 +140,7 @@ impl Finder<'_> {
             at: self.position(arguments),
             open,
             properties,
+            positional: positional(arguments),
         })
     }
 
@@ -215,6 +217,22 @@ impl<'a> Visitor<'a> for Finder<'_> {
 
     fn visit_keyword(&mut self, keyword: &'a Keyword) {
         visitor::walk_keyword(self, keyword);
+    }
+}
+
+/// Positional arguments that cannot be the one dict a tool call may take by position: more
+/// than one, one beside keywords, or one literal of another kind (`tools.a.b('UTC')`).
+/// `*spread` could be anything: not judged.
+fn positional(arguments: &ruff_python_ast::Arguments) -> bool {
+    if arguments.args.iter().any(|a| matches!(a, Expr::Starred(_)))
+        || arguments.keywords.iter().any(|k| k.arg.is_none())
+    {
+        return false;
+    }
+    match (&*arguments.args, arguments.keywords.is_empty()) {
+        ([], _) => false,
+        ([single], true) => literal_kind(single).is_some_and(|k| k != LiteralKind::Object),
+        _ => true,
     }
 }
 
@@ -349,6 +367,16 @@ mod tests {
         assert!(mixed.open, "a positional argument besides keywords");
         assert_eq!(mixed.properties[0].key, "k");
         assert!(refs.calls[2].argument.as_ref().unwrap().open);
+        assert!(mixed.positional, "a positional argument beside keywords");
+        assert!(!dict.positional);
+        let refs =
+            find("tools.a.b('UTC')\ntools.a.b(args)\ntools.a.b(*xs)\ntools.a.b(1, 2)").unwrap();
+        let positional: Vec<bool> = refs
+            .calls
+            .iter()
+            .map(|c| c.argument.as_ref().unwrap().positional)
+            .collect();
+        assert_eq!(positional, [true, false, false, true]);
     }
 
     #[test]

@@ -111,6 +111,13 @@ fn write_value(
                 "; return a copy without the cycle",
             ));
         }
+        MontyObject::Repr(r) if r.starts_with("<coroutine") => {
+            return Err(not_json(
+                "a coroutine: a tool call (or async function) that was not awaited",
+                path,
+                "; add `await` before the call (`await tools.<namespace>.<tool>(…)`)",
+            ));
+        }
         MontyObject::Repr(r) if r == "<deeply nested>" => {
             return Err(not_json(
                 "a value nested deeper than the recursion limit",
