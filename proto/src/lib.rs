@@ -40,7 +40,7 @@ pub use message::{
 /// Version of this wire contract. The worker announces it in [`WorkerMessage::Ready`]; the
 /// supervisor refuses a worker whose version differs, because a worker binary left over from
 /// another build would otherwise misread every message.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The file descriptor on which a worker finds its end of the socket pair.
 pub const IPC_FD: i32 = 3;

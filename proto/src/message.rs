@@ -108,8 +108,8 @@ pub struct LiteralObject {
     pub open: bool,
     pub properties: Vec<LiteralProperty>,
     /// Python: the call also passes arguments by position that are not one dict, which no
-    /// tool takes (a call that can only fail).
-    #[serde(default)]
+    /// tool takes (a call that can only fail). Postcard has no defaults for missing fields:
+    /// adding this changed the wire contract (`PROTOCOL_VERSION` 11).
     pub positional: bool,
 }
 

@@ -9,7 +9,9 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_supervisor::agent_api::{ExecutionResponse, Status};
+use airlock_supervisor::agent_api::{
+    CallOutcome, ExecutionRequest, ExecutionResponse, RequestLanguage, Status,
+};
 use airlock_supervisor::secrets::store::SecretStore;
 use airlock_supervisor::tools::sources::mcp::McpServer;
 use airlock_tests::processes::{children_named, fd_count, vm_rss_kib, wait_until};
@@ -422,16 +424,51 @@ codes
             )
         },
     },
+    Case {
+        name: "a-thousand-calls-at-once",
+        // Their results fill the socket to the worker while it is still sending calls: the
+        // supervisor must read and write at once, or both sides wait forever.
+        code: "const rs = await Promise.all(Array.from({ length: 1000 }, (_, i) => tools.f.echo({ text: 'x'.repeat(4096) + i }))); rs.length",
+        timeout_ms: 20_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Ok && r.result == json!(1000),
+                "a thousand calls at once all come back",
+                r,
+            )
+        },
+    },
 ];
 
 /// Runs every case on `d`; returns the failures. After each case the daemon must still run a
 /// trivial program.
 async fn run_cases(d: &TestDaemon, cases: &[Case]) -> Vec<String> {
+    run_cases_in(d, cases, RequestLanguage::Typescript).await
+}
+
+/// [`run_cases`] for programs in `language`.
+async fn run_cases_in(d: &TestDaemon, cases: &[Case], language: RequestLanguage) -> Vec<String> {
     let mut failures = Vec::new();
     for case in cases {
         let started = Instant::now();
-        let r = d.exec_timeout(case.code, case.timeout_ms).await;
+        let r = d
+            .client()
+            .await
+            .execute(&ExecutionRequest {
+                code: case.code.to_owned(),
+                language,
+                timeout_ms: Some(case.timeout_ms),
+                ..Default::default()
+            })
+            .await
+            .expect("execution request failed");
         let elapsed = started.elapsed();
+        eprintln!(
+            "{}: {:?} {:?} in {elapsed:?}",
+            case.name,
+            r.status,
+            r.error.as_ref().map(|e| (&e.kind, &e.message))
+        );
         if let Err(e) = (case.check)(&r) {
             failures.push(format!("{}: {e}", case.name));
         }
@@ -620,6 +657,7 @@ async fn a_compromised_worker_cannot_harm_the_supervisor() {
     let fds_before = fd_count(std::process::id());
     for (program, timeout_ms, expect) in [
         ("slowloris", 1_000, "timeout"),
+        ("never-reads", 1_000, "timeout"),
         ("duplicate-id", 5_000, "tool call id 1 after id 1"),
         ("decreasing-id", 5_000, "tool call id 2 after id 5"),
         ("oversized-args", 5_000, "over the 16777216 byte limit"),
@@ -725,3 +763,395 @@ async fn memory_and_descriptors_stay_flat_across_the_corpus() {
 /// error, stdout), which glibc may keep in its arenas rather than return; a leak of even one
 /// response per case would grow RSS by far more than this over 54 executions.
 const RSS_GROWTH_LIMIT_KIB: u64 = 16 * 1024;
+
+/// Error kinds as the agent API writes them.
+fn kind(r: &ExecutionResponse) -> &str {
+    r.error.as_ref().map_or("", |e| e.kind.as_str())
+}
+
+/// Everything the response carries as text (result, error, stdout), to look for what must not
+/// be there.
+fn all_text(r: &ExecutionResponse) -> String {
+    format!(
+        "{} {} {:?} {}",
+        r.result,
+        r.stdout,
+        r.error.as_ref().map(|e| (&e.message, &e.hint)),
+        r.stderr
+    )
+}
+
+/// Hostile Python programs: the interpreter's own limits, the host's refusals of files,
+/// processes and imports, introspection, and the bridge.
+const PYTHON_CASES: &[Case] = &[
+    Case {
+        name: "py-list-growth",
+        code: "x = []\nwhile True:\n    x.append('a' * 1000)",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                kind(r) == "memory_limit",
+                "a growing list hits the memory limit",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-string-times-huge",
+        code: "'x' * 10**10",
+        timeout_ms: 10_000,
+        check: |r| ensure(kind(r) == "memory_limit", "a 10 GB string is refused", r),
+    },
+    Case {
+        name: "py-bytes-doubling",
+        code: "b = b'x'\nwhile True:\n    b = b + b",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                kind(r) == "memory_limit",
+                "doubling bytes hits the memory limit",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-busy-loop",
+        code: "while True:\n    pass",
+        timeout_ms: 1_000,
+        check: |r| ensure(kind(r) == "timeout", "a busy loop times out", r),
+    },
+    Case {
+        name: "py-nested-comprehension",
+        code: "[[i * j for i in range(10**5)] for j in range(10**5)]",
+        timeout_ms: 2_000,
+        check: |r| {
+            ensure(
+                matches!(kind(r), "memory_limit" | "timeout"),
+                "a 10^10-element comprehension is stopped",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-huge-power",
+        code: "10**10**8",
+        timeout_ms: 2_000,
+        check: |r| {
+            ensure(
+                matches!(kind(r), "memory_limit" | "timeout"),
+                "a hundred-million-digit integer is stopped",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-power-of-power",
+        code: "2**(2**40)",
+        timeout_ms: 2_000,
+        check: |r| {
+            ensure(
+                matches!(kind(r), "memory_limit" | "timeout"),
+                "2**(2**40) is stopped",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-deep-recursion",
+        code: "def f(n):\n    return f(n + 1)\nf(0)",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                kind(r) == "stack_overflow",
+                "unbounded recursion is stopped",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-regex-blow-up",
+        code: "import re\nre.match('(a+)+$', 'a' * 40 + 'b')",
+        timeout_ms: 2_000,
+        check: |r| {
+            ensure(
+                (r.status == Status::Ok && r.result.is_null()) || kind(r) == "timeout",
+                "a catastrophic pattern ends (no match) or times out",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-open-file",
+        code: "open('/etc/passwd').read()",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && !all_text(r).contains("root:"),
+                "open() reads nothing",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-pathlib-read",
+        code: "from pathlib import Path\nPath('/proc/self/environ').read_text()",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && !all_text(r).contains("PATH="),
+                "pathlib reads nothing",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-os-system",
+        code: "import os\nos.system('touch /tmp/airlock-py-escape')",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error
+                    && !std::path::Path::new("/tmp/airlock-py-escape").exists(),
+                "os.system runs nothing",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-os-environ",
+        code: "import os\n[dict(os.environ), os.getenv('PATH'), os.getenv('HOME', 'none')]",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Ok && r.result == json!([{}, null, "none"]),
+                "the environment is empty",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-os-listdir",
+        code: "import os\nos.listdir('/')",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && !all_text(r).contains("etc"),
+                "no directory is listed",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-dunder-import",
+        code: "__import__('subprocess').run(['id'])",
+        timeout_ms: 5_000,
+        check: |r| ensure(r.status == Status::Error, "__import__ gives nothing", r),
+    },
+    Case {
+        name: "py-importlib",
+        code: "import importlib\nimportlib.import_module('socket')",
+        timeout_ms: 5_000,
+        check: |r| ensure(r.status == Status::Error, "importlib is not there", r),
+    },
+    Case {
+        name: "py-eval-exec-compile",
+        code: "out = []\nfor f in ['eval', 'exec', 'compile']:\n    try:\n        out.append(str(globals()[f]))\n    except Exception as e:\n        out.append(type(e).__name__)\nout",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error
+                    || r.result.as_array().is_some_and(|a| {
+                        a.iter()
+                            .all(|v| !v.as_str().unwrap_or("").contains("built-in"))
+                    }),
+                "no dynamic code evaluation",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-eval-direct",
+        code: "eval(\"__import__('os').system('id')\")",
+        timeout_ms: 5_000,
+        check: |r| ensure(r.status == Status::Error, "eval is not there", r),
+    },
+    Case {
+        name: "py-subclasses",
+        code: "().__class__.__bases__[0].__subclasses__()",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error,
+                "no walk from object to its subclasses",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-builtins-and-frames",
+        code: "import sys\nsys._getframe().f_back.f_globals",
+        timeout_ms: 5_000,
+        check: |r| ensure(r.status == Status::Error, "no frame objects", r),
+    },
+    Case {
+        name: "py-builtins-dict",
+        code: "__builtins__.__dict__['open']('/etc/shadow').read()",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && !all_text(r).contains("root:"),
+                "no builtins module to reach through",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-tool-object-introspection",
+        code: "[str(type(tools)), hasattr(tools, '__dict__'), str(tools.test)]",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                !all_text(r).contains("0x") && r.tool_calls.is_empty(),
+                "the tools object shows no address and calls nothing",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-non-json-arguments",
+        code: "out = []\nfor v in [{1, 2}, lambda: 1, float('nan'), b'\\xff', range(3)]:\n    try:\n        await tools.test.echo(v=v)\n        out.append('sent')\n    except Exception as e:\n        out.append(type(e).__name__)\nout",
+        timeout_ms: 5_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error
+                    || r.result.as_array().is_some_and(|a| {
+                        a.iter().filter(|v| *v == &json!("sent")).count() == r.tool_calls.len()
+                    }),
+                "values that are not JSON are refused before they are sent",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-huge-arguments",
+        code: "await tools.test.echo(blob='x' * (17 * 1024 * 1024))",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && r.tool_calls.is_empty(),
+                "arguments over 16 MiB are refused in the worker",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-ten-thousand-calls",
+        code: "for i in range(10000):\n    await tools.test.echo(i=i)",
+        timeout_ms: 20_000,
+        check: |r| {
+            ensure(
+                kind(r) == "tool_call_limit",
+                "the call limit stops the loop",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-gather-thousand",
+        code: "import asyncio\nrs = await asyncio.gather(*[tools.test.echo(i=i) for i in range(1000)])\nlen(rs)",
+        timeout_ms: 20_000,
+        check: |r| {
+            ensure(
+                kind(r) == "tool_call_limit" || r.result == json!(1000),
+                "a gather of 1000 calls ends",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-odd-tool-names",
+        code: "out = []\nfor ns, name in [('te\\x00st', 'echo'), ('test', 'ech\\x00o'), ('t\\u0435st', 'echo'), ('test', '\\u0435cho'), ('test', 'x' * 100000)]:\n    try:\n        await getattr(getattr(tools, ns), name)(a=1)\n        out.append('called')\n    except Exception as e:\n        out.append(type(e).__name__)\nout",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                r.tool_calls.iter().all(|c| c.outcome != CallOutcome::Ok),
+                "no look-alike name reaches a tool",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-print-flood",
+        code: "while True:\n    print('x' * 1000)",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                kind(r) == "output_limit",
+                "a print flood hits the output limit",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-except-hides-timeout",
+        code: "while True:\n    try:\n        while True:\n            pass\n    except BaseException:\n        pass",
+        timeout_ms: 1_000,
+        check: |r| {
+            ensure(
+                kind(r) == "timeout",
+                "catching everything does not outlive the timeout",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-except-hides-memory",
+        code: "n = 0\nwhile True:\n    try:\n        x = 'a' * 10**9\n    except BaseException:\n        n += 1",
+        timeout_ms: 2_000,
+        check: |r| {
+            ensure(
+                matches!(kind(r), "memory_limit" | "timeout"),
+                "catching MemoryError does not make room",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-deep-nested-result",
+        code: "x = []\nfor i in range(100000):\n    x = [x]\nx",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error,
+                "a 100000-deep result is refused",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-deep-nested-argument",
+        code: "x = []\nfor i in range(100000):\n    x = [x]\nawait tools.test.echo(x=x)",
+        timeout_ms: 10_000,
+        check: |r| {
+            ensure(
+                r.status == Status::Error && r.tool_calls.is_empty(),
+                "a 100000-deep argument is refused in the worker",
+                r,
+            )
+        },
+    },
+    Case {
+        name: "py-cyclic-result",
+        code: "x = []\nx.append(x)\nx",
+        timeout_ms: 5_000,
+        check: |r| ensure(r.status == Status::Error, "a cyclic result is refused", r),
+    },
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_python_programs_end_in_their_safe_outcome() {
+    let _serial = serial().await;
+    let d = corpus_daemon().await;
+    let failures = run_cases_in(&d, PYTHON_CASES, RequestLanguage::Python).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -108,10 +108,16 @@ impl LanguageRuntime for Interpreter {
 }
 
 /// A program that touches what a first real program would: the parser, the compiler, a
-/// name lookup, an awaited host call, a dict, an f-string, JSON.
+/// name lookup, an awaited host call, a dict, an f-string, JSON, a regular expression.
+///
+/// The regular expression is also needed for the lockdown, not only for speed: the regex
+/// engine sizes its cache pool from `available_parallelism` once, lazily, which asks the
+/// kernel with `sched_getaffinity`, a system call the worker's filter does not allow (it
+/// killed the first `re.match` after lockdown). Asked here, before lockdown, the answer is
+/// kept for the life of the process, and a worker forked from the zygote inherits it.
 fn warm_up() -> Result<(), String> {
     let _ = tool_references::find("await tools.a.b(k=1, s='x')");
-    let code = "import asyncio\nx = await asyncio.gather(f(1))\nd = {'a': [1, 2.5, 'x'], 'n': None}\nf'{d} {x}'";
+    let code = "import asyncio\nimport re\nx = await asyncio.gather(f(1))\nd = {'a': [1, 2.5, 'x'], 'n': None}\nm = re.match(r'(\\w+)-(\\d+)', 'a-1')\nf'{d} {x} {m.group(2)}'";
     let run = MontyRun::new(
         code.to_owned(),
         FILENAME,
