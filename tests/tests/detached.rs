@@ -888,3 +888,46 @@ async fn detached_submissions_made_at_once_keep_to_the_bound() {
     gate.entered(MAX as u64).await;
     gate.release(MAX);
 }
+
+/// A Python program detached: polled while it waits in a call (its output so far shown),
+/// then released and finished with its events; another one cancelled while it waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_python_execution_is_followed_and_cancelled() {
+    let gate = Gate::new();
+    let d = gated(&gate).await;
+    let code = "print('waiting')\nr = await tools.gate.wait(n=1)\nprint('released')\nr";
+    let (status, accepted) = post(
+        &d,
+        json!({ "code": code, "language": "python", "wait": false }),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["id"].as_str().unwrap().to_owned();
+    gate.entered(1).await;
+    assert_running(&d, &id).await;
+    gate.release(1);
+    let done = finished_ok(&d, &id).await;
+    assert_eq!(done["result"], json!({ "n": 1 }), "{done}");
+    assert_eq!(done["stdout"], json!("waiting\nreleased\n"), "{done}");
+    let (_, events) = get(&d, &format!("/v1/executions/{id}/events")).await;
+    let lines = ndjson(&events);
+    assert_eq!(lines.last().unwrap()["event"], json!("result"), "{events}");
+
+    let (status, accepted) = post(
+        &d,
+        json!({ "code": "await tools.gate.wait()\n'never'", "language": "python", "wait": false }),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let id = accepted["id"].as_str().unwrap().to_owned();
+    gate.entered(2).await;
+    let (status, text) = d
+        .client()
+        .await
+        .delete(&format!("/v1/executions/{id}"))
+        .await
+        .unwrap();
+    assert_eq!(status.as_u16(), 202, "{text}");
+    let done = poll(&d, &id, is_final).await;
+    assert_eq!(done["status"], json!("cancelled"), "{done}");
+}

@@ -460,3 +460,64 @@ return [a, b];"#;
     assert_eq!(code_, 0, "{out}");
     assert!(out.contains("no approvals wait"), "{out}");
 }
+
+/// The same from Python: the call waits with its line and excerpt, an approval lets the
+/// program go on (the earlier call answered from the journal), and a denial raises in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_program_waits_for_its_approver_too() {
+    let d = daemon(vec![me()], 3_600_000).await;
+    let code = "before = await tools.test.echo(text='first')\nsum = await tools.test.add(a=1, b=2)\n{'before': before, 'sum': sum}";
+    let body = json!({ "code": code, "language": "python" });
+    let (status, r) = post(&d, "/v1/executions", body.clone()).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!(r["status"], json!("waiting"), "{r}");
+    let approval = &r["pending_approvals"][0];
+    assert_eq!(approval["tool"], json!("test.add"), "{r}");
+    assert_eq!(approval["args"], json!({ "a": 1, "b": 2 }), "{r}");
+    assert_eq!(approval["line"], json!(2), "{approval}");
+    let excerpt = approval["excerpt"].as_str().unwrap_or_default();
+    assert!(
+        excerpt.contains("> 2 | sum = await tools.test.add"),
+        "{excerpt}"
+    );
+    let id = approval["id"].as_str().unwrap().to_owned();
+    let execution = r["id"].as_str().unwrap().to_owned();
+    let (status, decided) = post(&d, &format!("/v1/approvals/{id}"), decision(true, None)).await;
+    assert_eq!(status, 200, "{decided}");
+    let done = finished(&d, &execution).await;
+    assert_eq!(done["status"], json!("ok"), "{done}");
+    // The test tool answers `3.0`, which Python keeps a float.
+    assert_eq!(done["result"]["sum"].as_f64(), Some(3.0), "{done}");
+    let echo = done["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool"] == json!("test.echo"))
+        .unwrap();
+    assert_eq!(echo["replayed"], json!(true), "{done}");
+
+    // Denied: the program sees the denial as an exception it can catch.
+    let code = "try:\n    await tools.test.add(a=1, b=2)\n    out = 'made'\nexcept Exception as e:\n    out = str(e)\nout";
+    let (_, r) = post(
+        &d,
+        "/v1/executions",
+        json!({ "code": code, "language": "python" }),
+    )
+    .await;
+    let id = r["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    let execution = r["id"].as_str().unwrap().to_owned();
+    let (status, _) = post(
+        &d,
+        &format!("/v1/approvals/{id}"),
+        decision(false, Some("not today")),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let done = finished(&d, &execution).await;
+    assert_eq!(done["status"], json!("ok"), "{done}");
+    let text = done["result"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("denied") && text.contains("not today"),
+        "{done}"
+    );
+}

@@ -156,7 +156,18 @@ fn answers(pending: &[Value], owner: Owner<'_>) -> Vec<Value> {
 /// The stateful form: starts the program, then answers every batch with
 /// `POST /v1/executions/{id}/results` until it ends. Every response, in order.
 async fn drive_stateful(d: &TestDaemon, code: &str, tools: Value, owner: Owner<'_>) -> Vec<Value> {
-    let first = execute(d, code, tools, json!({})).await;
+    drive_stateful_with(d, code, tools, owner, json!({})).await
+}
+
+/// [`drive_stateful`] with more fields in the first request (`extra`, e.g. the language).
+async fn drive_stateful_with(
+    d: &TestDaemon,
+    code: &str,
+    tools: Value,
+    owner: Owner<'_>,
+    extra: Value,
+) -> Vec<Value> {
+    let first = execute(d, code, tools, extra).await;
     let id = first["id"].as_str().unwrap().to_owned();
     let mut responses = vec![first];
     for _ in 0..20 {
@@ -178,11 +189,23 @@ async fn drive_stateful(d: &TestDaemon, code: &str, tools: Value, owner: Owner<'
 /// The stateless form: sends the whole program again with every answer so far
 /// (`client_results`) and the determinism of the last waiting response, until it ends.
 async fn drive_stateless(d: &TestDaemon, code: &str, tools: Value, owner: Owner<'_>) -> Vec<Value> {
+    drive_stateless_with(d, code, tools, owner, json!({})).await
+}
+
+/// [`drive_stateless`] with more fields in every request (`base`, e.g. the language).
+async fn drive_stateless_with(
+    d: &TestDaemon,
+    code: &str,
+    tools: Value,
+    owner: Owner<'_>,
+    base: Value,
+) -> Vec<Value> {
     let mut results: Vec<Value> = Vec::new();
     let mut determinism: Option<Value> = None;
     let mut responses: Vec<Value> = Vec::new();
     for _ in 0..20 {
-        let mut extra = json!({ "client_results": results });
+        let mut extra = base.clone();
+        extra["client_results"] = json!(results);
         if let Some(d) = &determinism {
             extra["determinism"] = d.clone();
         }
@@ -803,4 +826,90 @@ async fn post_as_nobody(socket: &Path, path: &str, body: String) -> (u16, String
     tokio::task::spawn_blocking(move || thread.join().unwrap())
         .await
         .unwrap()
+}
+
+/// Client tools from Python: `asyncio.gather` of two client calls comes as one waiting batch;
+/// a dependent chain takes one round trip per call, stateful and stateless alike; a daemon tool
+/// before and between client calls runs once (the re-runs answer it from the record); a failed
+/// client call raises in the program.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_tools_from_python() {
+    let ledger = Arc::new(Ledger::default());
+    let d = daemon_with(Some(&ledger)).await;
+    let python = json!({ "language": "python" });
+
+    let parallel = r#"
+import asyncio
+us, fr = await asyncio.gather(
+    tools.client.web_search(query="news US today"),
+    tools.client.web_search(query="actualités en france aujourd'hui"),
+)
+{"us": us, "fr": fr}
+"#;
+    let r = execute(&d, parallel, json!([web_search()]), python.clone()).await;
+    let pending = waiting(&r, 2);
+    let id = r["id"].as_str().unwrap().to_owned();
+    let (status, done) = answer(&d, &id, Value::from(answers(&pending, &searching))).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        ok_result(&done),
+        &json!({
+            "us": search(&json!({ "query": "news US today" })),
+            "fr": search(&json!({ "query": "actualités en france aujourd'hui" })),
+        })
+    );
+
+    let chain = r#"
+first = await tools.client.web_search(query="who won the 2022 world cup")
+second = await tools.client.web_search(query="capital of " + first["top"])
+{"first": first, "second": second}
+"#;
+    let expected = json!({
+        "first": search(&json!({ "query": "who won the 2022 world cup" })),
+        "second": search(&json!({ "query": "capital of Argentina" })),
+    });
+    let stateful =
+        drive_stateful_with(&d, chain, json!([web_search()]), &searching, python.clone()).await;
+    assert_eq!(stateful.len(), 3, "{stateful:?}");
+    assert_eq!(ok_result(stateful.last().unwrap()), &expected);
+    let stateless =
+        drive_stateless_with(&d, chain, json!([web_search()]), &searching, python.clone()).await;
+    assert_eq!(stateless.len(), 3, "{stateless:?}");
+    assert_eq!(ok_result(stateless.last().unwrap()), &expected);
+
+    let between = r#"
+a = await tools.ledger.create(name="before")
+r1 = await tools.client.web_search(query=f"first {a['seq']}")
+b = await tools.ledger.create(name="between " + r1["top"])
+{"a": a["seq"], "b": b["seq"]}
+"#;
+    let responses = drive_stateful_with(
+        &d,
+        between,
+        json!([web_search()]),
+        &searching,
+        python.clone(),
+    )
+    .await;
+    assert_eq!(
+        ok_result(responses.last().unwrap()),
+        &json!({"a": 1, "b": 2})
+    );
+    assert_eq!(ledger.records().len(), 2, "each daemon call ran once");
+
+    let caught = r#"
+try:
+    await tools.client.web_search(query="x")
+    out = "no error"
+except Exception as e:
+    out = str(e)
+out
+"#;
+    let failing: Owner<'_> = &|_, _| Err("the search backend is down".to_owned());
+    let responses = drive_stateful_with(&d, caught, json!([web_search()]), failing, python).await;
+    let text = ok_result(responses.last().unwrap())
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("the search backend is down"), "{text}");
 }

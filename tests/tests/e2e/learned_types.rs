@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_policy::OpenApiSource as OpenApiConfig;
-use airlock_supervisor::agent_api::Status;
+use airlock_supervisor::agent_api::{ExecutionRequest, RequestLanguage, Status};
 use airlock_supervisor::client::Client;
 use airlock_supervisor::sdk::SdkFiles;
 use airlock_supervisor::secrets::store::SecretStore;
@@ -451,4 +451,64 @@ async fn a_result_is_learned_before_the_program_gets_it() {
     assert!(file.contains("  id: number;"), "{file}");
     assert!(file.contains("@format date-time"), "{file}");
     d.stop().await;
+}
+
+/// The same story from Python: the program guesses `r["content"]` on a list of content
+/// blocks, the error names the tool, and the Python SDK then shows the type learned from
+/// that result; a program written from it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_program_learns_the_shape_it_guessed() {
+    let _serial = serial().await;
+    let test = "a_python_program_learns_the_shape_it_guessed";
+    let state = tempfile::tempdir().unwrap();
+    let Some(options) = with_everything(test, state.path()) else {
+        return;
+    };
+    let d = TestDaemon::start_with(options).await;
+    let python = |code: &str| ExecutionRequest {
+        code: code.to_owned(),
+        language: RequestLanguage::Python,
+        ..Default::default()
+    };
+    let guessed = d
+        .client()
+        .await
+        .execute(&python(
+            "r = await tools.everything.get_tiny_image()\nr['content'][0]['data']",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(guessed.status, Status::Error, "{guessed:?}");
+    let error = guessed.error.as_ref().unwrap();
+    assert!(
+        error
+            .explanation
+            .as_deref()
+            .unwrap_or_default()
+            .contains("tools.everything.get_tiny_image"),
+        "{error:?}"
+    );
+    let (results, _) =
+        stored(state.path(), "everything", "get_tiny_image").expect("the learned type is on disk");
+    assert_eq!(results, 1);
+
+    let (status, stub) = get(
+        &mut d.client().await,
+        "/v1/sdk/servers/everything/get_tiny_image.pyi?language=python",
+    )
+    .await;
+    assert_eq!(status, 200, "{stub}");
+    assert!(stub.contains("learned from 1 result"), "{stub}");
+    assert!(stub.contains("mimeType: NotRequired[str]"), "{stub}");
+
+    let written = d
+        .client()
+        .await
+        .execute(&python(
+            "blocks = await tools.everything.get_tiny_image()\n[b['mimeType'] for b in blocks if b['type'] == 'image'][0]",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(written.status, Status::Ok, "{written:?}");
+    assert_eq!(written.result, json!("image/png"));
 }

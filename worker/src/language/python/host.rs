@@ -85,6 +85,11 @@ pub struct Host<'i> {
     pub failures: Vec<(String, String, String)>,
     /// Each tool's latest result, for the explanation of an error on it.
     pub results: Remembered,
+    /// Where each tool is called in the program's text (`ns.name` → position), from the
+    /// literal calls the contract check got; `None` for a tool called in several places.
+    /// The interpreter does not say where a paused call is, so a call's position is known
+    /// only when its tool has exactly one literal call site.
+    call_sites: std::collections::HashMap<String, Option<SourcePosition>>,
 }
 
 impl<'i> Host<'i> {
@@ -109,6 +114,18 @@ impl<'i> Host<'i> {
             namespaces: Vec::new(),
             failures: Vec::new(),
             results: Remembered::default(),
+            call_sites: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Remembers where the program's literal tool calls are (see `call_sites`).
+    pub fn know_call_sites(&mut self, references: &airlock_proto::ToolReferences) {
+        for call in &references.calls {
+            let tool = format!("{}.{}", call.namespace, call.name);
+            self.call_sites
+                .entry(tool)
+                .and_modify(|at| *at = None)
+                .or_insert(Some(call.at));
         }
     }
 
@@ -285,7 +302,7 @@ impl<'i> Host<'i> {
             id,
             tool: tool.to_owned(),
             args_json,
-            at: None::<SourcePosition>,
+            at: self.call_sites.get(tool).copied().flatten(),
         });
         if let Err(e) = sent {
             self.set_stop(Stop::Ipc(e.to_string()));

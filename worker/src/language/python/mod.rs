@@ -192,6 +192,7 @@ fn execute(
 
     let mut host = Host::new(ipc, limits, &start.determinism, deadline);
     if let Some(references) = references {
+        host.know_call_sites(&references);
         await_contract_check(&mut host, references)?;
     }
 
