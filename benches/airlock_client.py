@@ -10,6 +10,7 @@ Usage: airlock_client.py SOCKET [N] [GAP_MS] [POOL]
 
 Used by `cargo bench -p airlock-benches --bench comparisons`; only the standard library."""
 import json
+import os
 import socket
 import sys
 import time
@@ -53,7 +54,12 @@ class Client:
     def __init__(self, path, gap_s, pool):
         self.executions, self.health = connect(path), connect(path)
         self.gap_s, self.pool, self.decode = gap_s, pool, json.loads
-        self.body = json.dumps({"code": "1 + 1", "timeout_ms": 30000}).encode()
+        # `1 + 1` is the same program in TypeScript and Python; AIRLOCK_BENCH_LANGUAGE picks
+        # which engine runs it (comparisons.rs times both against monty).
+        self.language = os.environ.get("AIRLOCK_BENCH_LANGUAGE", "typescript")
+        self.body = json.dumps(
+            {"code": "1 + 1", "language": self.language, "timeout_ms": 30000}
+        ).encode()
 
     def wait_for_pool(self):
         while True:

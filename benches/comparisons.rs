@@ -123,10 +123,20 @@ fn python_percentiles(script: &str, args: &[std::ffi::OsString]) -> Result<(f64,
 /// Runs `benches/{script}` with `args` and reads the figures it prints on one line; `Err`
 /// carries its stderr (or what was wrong with its output).
 fn python_figures(script: &str, args: &[std::ffi::OsString]) -> Result<Vec<f64>, String> {
+    python_figures_in(script, args, "typescript")
+}
+
+/// [`python_figures`] with Airlock's side running `language` (`AIRLOCK_BENCH_LANGUAGE`).
+fn python_figures_in(
+    script: &str,
+    args: &[std::ffi::OsString],
+    language: &str,
+) -> Result<Vec<f64>, String> {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
     let out = std::process::Command::new("python3")
         .arg(script)
         .args(args)
+        .env("AIRLOCK_BENCH_LANGUAGE", language)
         .output()
         .map_err(|e| format!("cannot run python3: {e}"))?;
     if !out.status.success() {
@@ -153,35 +163,42 @@ struct Paired {
 
 /// Airlock's pre-started workers and pydantic-monty's pool timed in alternating pairs from one
 /// Python process (`benches/paired_with_monty.py`).
-fn paired_with_monty(socket: &std::path::Path, n: usize, pool: usize, gap: Gap) -> Option<Paired> {
+fn paired_with_monty(
+    socket: &std::path::Path,
+    n: usize,
+    pool: usize,
+    gap: Gap,
+    language: &str,
+) -> Option<Paired> {
     let args = client_args(socket, n, pool, gap);
     // A client the script could not time prints NaN for its figures.
     let timed = |p50: f64, share: f64| (!p50.is_nan()).then_some((p50, share));
-    let figures = python_figures("paired_with_monty.py", &args).and_then(|f| match f[..] {
-        [
-            airlock,
-            _,
-            monty,
-            _,
-            share,
-            orjson,
-            _,
-            orjson_share,
-            package,
-            _,
-            package_share,
-        ] => Ok(Paired {
-            airlock,
-            monty,
-            share,
-            orjson: timed(orjson, orjson_share),
-            package: timed(package, package_share),
-        }),
-        _ => Err(format!(
-            "paired_with_monty.py printed {} figures, not 11",
-            f.len()
-        )),
-    });
+    let figures =
+        python_figures_in("paired_with_monty.py", &args, language).and_then(|f| match f[..] {
+            [
+                airlock,
+                _,
+                monty,
+                _,
+                share,
+                orjson,
+                _,
+                orjson_share,
+                package,
+                _,
+                package_share,
+            ] => Ok(Paired {
+                airlock,
+                monty,
+                share,
+                orjson: timed(orjson, orjson_share),
+                package: timed(package, package_share),
+            }),
+            _ => Err(format!(
+                "paired_with_monty.py printed {} figures, not 11",
+                f.len()
+            )),
+        });
     figures
         .map_err(|stderr| println!("paired run failed: {stderr}"))
         .ok()
@@ -423,7 +440,18 @@ fn main() {
             }
             // The same two, alternating in one process: both meet the machine in the same
             // moment, where the lines above ran one after the other.
-            if let Some(p) = paired_with_monty(&pooled.socket, n, 4, gap) {
+            // The same pairs with the program run by Airlock's Python engine: the same
+            // interpreter family as monty's pool, the same `1 + 1`.
+            if let Some(p) = paired_with_monty(&pooled.socket, n, 4, gap, "python") {
+                println!(
+                    "paired, alternating in one Python process, {what}, Airlock running Python: Airlock p50 {:7.3} ms, monty p50 {:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
+                    p.airlock,
+                    p.monty,
+                    p.monty / p.airlock,
+                    p.share * 100.0,
+                );
+            }
+            if let Some(p) = paired_with_monty(&pooled.socket, n, 4, gap, "typescript") {
                 println!(
                     "paired, alternating in one Python process, {what}: Airlock p50 {:7.3} ms, monty p50 {:7.3} ms   → {:.2}×, Airlock the faster in {:.0}% of pairs",
                     p.airlock,

@@ -22,7 +22,8 @@ Prints `airlock_p50 airlock_p99 monty_p50 monty_p99 airlock_faster_share`, then
 package_faster_share`, on one line (`nan` for a client not timed): a share is the part of
 that client's pairs in which Airlock's execution was the faster; monty's figures are over
 all its runs.
-Usage: paired_with_monty.py SOCKET [N] [GAP_MS] [POOL]
+Usage: paired_with_monty.py SOCKET [N] [GAP_MS] [POOL]; AIRLOCK_BENCH_LANGUAGE=python times
+Airlock's Python engine (the program `1 + 1` is the same in both languages).
 
 Used by `cargo bench -p airlock-benches --bench comparisons` when `pydantic_monty` is importable."""
 import importlib.util
@@ -86,7 +87,7 @@ if package is not None:
         if gap_s:
             time.sleep(gap_s)
         t = time.perf_counter()
-        response = package.execute("1 + 1", timeout_ms=30000)
+        response = package.execute("1 + 1", language=airlock.language, timeout_ms=30000)
         elapsed = (time.perf_counter() - t) * 1e3
         assert response.status == "ok", response
         assert response.stats.worker_from_pool, response.stats

@@ -26,8 +26,8 @@ use airlock_policy::WorkerStart;
 use airlock_supervisor::daemon::logging::{self, LogFormat};
 use airlock_supervisor::secrets::scanner::{SecretScanner, SharedScanner};
 use airlock_tests::bench::{
-    Gap, Parts, TRIVIAL, connect, latency, latency_parts, require_build, run_ok, summary,
-    throughput,
+    Gap, Parts, TRIVIAL, connect, latency, latency_parts, require_build, run_ok, run_python_ok,
+    summary, throughput,
 };
 use airlock_tests::real_daemon::{self, RealDaemon};
 use airlock_tests::{DaemonOptions, TestDaemon, binaries, processes};
@@ -201,6 +201,15 @@ fn main() {
         }
         let (call_p50, _) = summary(per_call_us);
         println!("tool call round trip, in-process daemon (1,000 sequential, mean per call; p50 over {runs} runs): {call_p50:6.1} µs");
+        // The same from Python, in the same rounds' daemon: the loop without calls is the base.
+        let mut per_call_us = Vec::new();
+        for _ in 0..runs {
+            let base = run_python_ok(&mut c, "s = 0\nfor i in range(1000):\n    s += i + 1\ns").await;
+            let calls = run_python_ok(&mut c, "s = 0\nfor i in range(1000):\n    s += await tools.test.add(a=i, b=1)\ns").await;
+            per_call_us.push((calls.stats.run_ms - base.stats.run_ms) * 1e3 / 1000.0);
+        }
+        let (call_p50, _) = summary(per_call_us);
+        println!("tool call round trip from Python, in-process daemon (1,000 sequential, mean per call; p50 over {runs} runs): {call_p50:6.1} µs");
 
         // 5. 100 parallel calls to a tool that sleeps 100 ms.
         let r = run_ok(&mut c, "await Promise.all(Array.from({ length: 100 }, () => tools.test.sleep({ ms: 100 }))); 1").await;
@@ -212,6 +221,9 @@ fn main() {
         let r = run_ok(&mut c, TRIVIAL).await;
         let rss = r.stats.peak_rss_bytes.unwrap_or(0) as f64 / (1 << 20) as f64;
         println!("worker peak RSS (trivial program):     {rss:7.2} MiB");
+        let r = run_python_ok(&mut c, "1 + 1").await;
+        let rss = r.stats.peak_rss_bytes.unwrap_or(0) as f64 / (1 << 20) as f64;
+        println!("worker peak RSS (trivial Python program): {rss:7.2} MiB");
         pooled.stop();
         for mut d in daemons {
             d.stop();

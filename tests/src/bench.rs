@@ -42,6 +42,15 @@ pub async fn run_ok(c: &mut Client, code: &str) -> ExecutionResponse {
     r
 }
 
+/// [`run_ok`] for a Python program.
+pub async fn run_python_ok(c: &mut Client, code: &str) -> ExecutionResponse {
+    let mut request = request(code, 30_000);
+    request.language = airlock_supervisor::agent_api::RequestLanguage::Python;
+    let r = c.execute(&request).await.expect("request");
+    assert_eq!(r.status, Status::Ok, "{:?}", r.error);
+    r
+}
+
 pub async fn connect(socket: &Path) -> Client {
     Client::connect(socket)
         .await

@@ -85,12 +85,16 @@ impl LanguageRuntime for Interpreter {
     type StartError = InterpreterError;
 
     fn start() -> Result<Interpreter, InterpreterError> {
-        warm_up().map_err(InterpreterError::WarmUp)?;
+        warm_up(WARM_UP).map_err(InterpreterError::WarmUp)?;
+        // Before lockdown, and once: see `REGEX_WARM_UP`.
+        warm_up(REGEX_WARM_UP).map_err(InterpreterError::WarmUp)?;
         Ok(Interpreter)
     }
 
     fn forked(&self) {
-        let _ = warm_up();
+        // Not the regular expression: what it computes once is inherited from the zygote,
+        // and compiling one in every forked worker cost each about 1 MiB of memory.
+        let _ = warm_up(WARM_UP);
     }
 
     fn runs(language: Language) -> bool {
@@ -108,16 +112,20 @@ impl LanguageRuntime for Interpreter {
 }
 
 /// A program that touches what a first real program would: the parser, the compiler, a
-/// name lookup, an awaited host call, a dict, an f-string, JSON, a regular expression.
-///
-/// The regular expression is also needed for the lockdown, not only for speed: the regex
-/// engine sizes its cache pool from `available_parallelism` once, lazily, which asks the
-/// kernel with `sched_getaffinity`, a system call the worker's filter does not allow (it
-/// killed the first `re.match` after lockdown). Asked here, before lockdown, the answer is
-/// kept for the life of the process, and a worker forked from the zygote inherits it.
-fn warm_up() -> Result<(), String> {
+/// name lookup, an awaited host call, a dict, an f-string.
+const WARM_UP: &str = "import asyncio\nx = await asyncio.gather(f(1))\nd = {'a': [1, 2.5, 'x'], 'n': None}\nf'{d} {x}'";
+
+/// A regular expression, run before lockdown for the lockdown's sake: the regex engine sizes
+/// its cache pool from `available_parallelism` once, lazily, which asks the kernel with
+/// `sched_getaffinity`, a system call the worker's filter does not allow (it killed the first
+/// `re.match` after lockdown). Asked here, the answer is kept for the life of the process,
+/// and a worker forked from the zygote inherits it.
+const REGEX_WARM_UP: &str = "import re\nre.match(r'a-(1)', 'a-1').group(1)";
+
+/// Runs `code` through the interpreter (and the tool-call finder), answering its host
+/// calls with `1`.
+fn warm_up(code: &str) -> Result<(), String> {
     let _ = tool_references::find("await tools.a.b(k=1, s='x')");
-    let code = "import asyncio\nimport re\nx = await asyncio.gather(f(1))\nd = {'a': [1, 2.5, 'x'], 'n': None}\nm = re.match(r'(\\w+)-(\\d+)', 'a-1')\nf'{d} {x} {m.group(2)}'";
     let run = MontyRun::new(
         code.to_owned(),
         FILENAME,
@@ -422,7 +430,8 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             let mut error = base_error(e, ErrorKind::MemoryLimit);
             error.message = format!(
                 "the program exceeded its {} memory limit ({message}); process the data in \
-                 smaller pieces, or raise memory_bytes",
+                 smaller pieces (the limit is the policy's limits.memory, which only the \
+                 operator can raise)",
                 bytes_text(host.limits.memory_bytes)
             );
             error
@@ -431,7 +440,8 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             let mut error = base_error(e, ErrorKind::StackOverflow);
             error.message = format!(
                 "maximum recursion depth exceeded ({} levels, from the {} stack limit); \
-                 recursion is too deep: use a loop, or raise stack_bytes",
+                 recursion is too deep: use a loop (the limit is the policy's limits.stack, \
+                 which only the operator can raise)",
                 resource_limits(&host.limits).max_recursion_depth,
                 bytes_text(host.limits.stack_bytes)
             );
