@@ -1,6 +1,8 @@
 //! Python programs against the real daemon and real workers: results, print, tool calls with
 //! keyword arguments, `asyncio.gather` as one batch, tool errors, the contract check, syntax
-//! and import errors, the limits (the daemon alive after each), and replay in a session.
+//! and import errors, the limits (the daemon alive after each), replay in a session, events
+//! streamed, secrets redacted both ways and near misses coerced. Client tools, approvals,
+//! detached runs and learned types in Python are tested beside their TypeScript tests.
 
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
@@ -269,4 +271,106 @@ async fn errors_on_tool_values_are_explained_in_python_terms() {
         "a Python hint"
     );
     d.stop().await;
+}
+
+/// `print` and `progress` stream as events before the result, in the order the program made
+/// them, around the tool call's events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn print_and_progress_stream_before_the_result() {
+    let d = TestDaemon::start().await;
+    let mut events = Vec::new();
+    let r = d
+        .client()
+        .await
+        .execute_streaming(
+            &ExecutionRequest {
+                code: "print('one')\nprogress(0.5)\nawait tools.test.echo()\nprint('two')\n7"
+                    .into(),
+                language: RequestLanguage::Python,
+                timeout_ms: Some(5000),
+                ..Default::default()
+            },
+            |e| events.push(serde_json::to_value(e).unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.result, json!(7), "{r:?}");
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "started",
+            "console",
+            "progress",
+            "tool_call_started",
+            "tool_call_finished",
+            "console"
+        ],
+        "{events:?}"
+    );
+    assert_eq!(events[1]["text"], json!("one"));
+    assert_eq!(events[2]["value"], json!(0.5));
+}
+
+/// A secret-shaped tool result is redacted before the Python program sees it, and what the
+/// program prints or raises is scanned on its way to the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_redacted_both_ways() {
+    // Made up, of GitHub's classic shape, in two parts so the sources do not hold one.
+    let token = concat!("ghp_", "hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES");
+    let d = TestDaemon::start().await;
+    let r = py(
+        &d,
+        &format!(
+            "r = await tools.test.echo(note='token: {token}')\n{{'saw': 'ghp_' in r['note'], 'note': r['note']}}"
+        ),
+    )
+    .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.result["saw"], json!(false), "{r:?}");
+    assert_eq!(r.result["note"], json!("token: [REDACTED:github-token]"));
+    assert!(!serde_json::to_string(&r).unwrap().contains(token));
+
+    let r = py(
+        &d,
+        &format!("print('leaking {token} now')\nraise ValueError('bad {token}')"),
+    )
+    .await;
+    assert_eq!(r.status, Status::Error, "{r:?}");
+    assert_eq!(r.stdout, "leaking [REDACTED:github-token] now\n");
+    assert!(!serde_json::to_string(&r).unwrap().contains(token), "{r:?}");
+}
+
+/// Near misses in Python's keyword arguments are coerced as TypeScript's are (a numeric
+/// string for a number, a number for a string) and the coercion is in the warnings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn near_misses_are_coerced() {
+    let test = "near_misses_are_coerced";
+    let Some(everything) = mcp_peers::server_everything("everything", test) else {
+        return;
+    };
+    let d = TestDaemon::start_with(DaemonOptions::default().source(Arc::new(McpServer::new(
+        everything,
+        Arc::new(SecretStore::empty()),
+    ))))
+    .await;
+    let r = py(
+        &d,
+        "s = await tools.everything.get_sum(a='100', b=2)\ne = await tools.everything.echo(message=5)\n[s, e]",
+    )
+    .await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(
+        r.result,
+        json!(["The sum of 100 and 2 is 102.", "Echo: 5"]),
+        "{r:?}"
+    );
+    assert!(
+        r.warnings.iter().any(|w| w.contains("coerc")),
+        "{:?}",
+        r.warnings
+    );
 }
