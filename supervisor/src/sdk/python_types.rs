@@ -21,7 +21,7 @@
 //! The output depends only on the input (serde_json keeps object keys sorted), so the same
 //! schema always gives byte-identical text.
 
-use super::schema_types::pascal_case;
+use super::schema_types::{pascal_case, resolve_pointer};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -554,25 +554,8 @@ impl<'a> PythonTypes<'a> {
         name
     }
 
-    /// Aliases that reach themselves through alias-only edges.
     fn alias_cycles(&self) -> BTreeSet<String> {
-        let mut cyclic = BTreeSet::new();
-        for start in self.direct_refs.keys() {
-            let mut stack: Vec<&String> = self.direct_refs[start].iter().collect();
-            let mut seen = BTreeSet::new();
-            while let Some(next) = stack.pop() {
-                if next == start {
-                    cyclic.insert(start.clone());
-                    break;
-                }
-                if seen.insert(next)
-                    && let Some(more) = self.direct_refs.get(next)
-                {
-                    stack.extend(more.iter());
-                }
-            }
-        }
-        cyclic
+        super::schema_types::alias_cycles(&self.direct_refs)
     }
 }
 
@@ -600,18 +583,6 @@ fn plain_object(schema: &Value) -> Option<&Map<String, Value>> {
 /// A type that says nothing a part beside it might not say better.
 fn vague(t: &str) -> bool {
     t == "Any" || t == "dict[str, Any]"
-}
-
-/// Resolves a local JSON pointer (`#/$defs/Node`, `#/components/schemas/Pet`, `#`).
-fn resolve_pointer<'v>(root: &'v Value, reference: &str) -> Option<&'v Value> {
-    let pointer = reference.strip_prefix('#')?;
-    if pointer.is_empty() {
-        return Some(root);
-    }
-    let decoded = percent_encoding::percent_decode_str(pointer)
-        .decode_utf8_lossy()
-        .into_owned();
-    root.pointer(&decoded)
 }
 
 /// Enum or const values as one type: `Literal[…]` for strings, integers and booleans,

@@ -322,30 +322,35 @@ impl<'a> TypeScriptTypes<'a> {
         name
     }
 
-    /// Aliases that reach themselves through alias-only edges.
     fn alias_cycles(&self) -> BTreeSet<String> {
-        let mut cyclic = BTreeSet::new();
-        for start in self.direct_refs.keys() {
-            let mut stack: Vec<&String> = self.direct_refs[start].iter().collect();
-            let mut seen = BTreeSet::new();
-            while let Some(next) = stack.pop() {
-                if next == start {
-                    cyclic.insert(start.clone());
-                    break;
-                }
-                if seen.insert(next)
-                    && let Some(more) = self.direct_refs.get(next)
-                {
-                    stack.extend(more.iter());
-                }
-            }
-        }
-        cyclic
+        alias_cycles(&self.direct_refs)
     }
 }
 
+/// Aliases that reach themselves through alias-only edges (`direct_refs`: each alias and the
+/// aliases its type is made of directly). Shared by the TypeScript and Python generators.
+pub(crate) fn alias_cycles(direct_refs: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let mut cyclic = BTreeSet::new();
+    for start in direct_refs.keys() {
+        let mut stack: Vec<&String> = direct_refs[start].iter().collect();
+        let mut seen = BTreeSet::new();
+        while let Some(next) = stack.pop() {
+            if next == start {
+                cyclic.insert(start.clone());
+                break;
+            }
+            if seen.insert(next)
+                && let Some(more) = direct_refs.get(next)
+            {
+                stack.extend(more.iter());
+            }
+        }
+    }
+    cyclic
+}
+
 /// Resolves a local JSON pointer (`#/$defs/Node`, `#/components/schemas/Pet`, `#`).
-fn resolve_pointer<'v>(root: &'v Value, reference: &str) -> Option<&'v Value> {
+pub(crate) fn resolve_pointer<'v>(root: &'v Value, reference: &str) -> Option<&'v Value> {
     let pointer = reference.strip_prefix('#')?;
     if pointer.is_empty() {
         return Some(root);
