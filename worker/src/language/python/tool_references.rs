@@ -236,8 +236,8 @@ fn positional(arguments: &ruff_python_ast::Arguments) -> bool {
     }
 }
 
-/// `tools.ns.name` as the callee.
-fn tool_reference(func: &Expr) -> Option<(&str, &str)> {
+/// `tools.ns.name` as the callee: namespace and name.
+pub(super) fn tool_reference(func: &Expr) -> Option<(&str, &str)> {
     let Expr::Attribute(name) = func else {
         return None;
     };

@@ -8,7 +8,7 @@
 //! `with`, an import) has no origin. The walk stops descending at [`MAX_DEPTH`] levels and
 //! follows names at most [`MAX_ALIASES`] far.
 
-use super::super::tool_references::Lines;
+use super::super::tool_references::{Lines, tool_reference as tool_name};
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{
     Alias, Comprehension, Expr, ExprCall, ExprContext, Number, Parameter, Stmt, UnaryOp,
@@ -226,22 +226,6 @@ pub fn literal_key(slice: &Expr) -> Option<Key> {
 fn tool_call(expr: &Expr) -> Option<&ExprCall> {
     match expr {
         Expr::Call(call) if tool_name(&call.func).is_some() => Some(call),
-        _ => None,
-    }
-}
-
-/// `tools.ns.name` as the callee: namespace and name.
-fn tool_name(func: &Expr) -> Option<(&str, &str)> {
-    let Expr::Attribute(name) = func else {
-        return None;
-    };
-    let Expr::Attribute(namespace) = &*name.value else {
-        return None;
-    };
-    match &*namespace.value {
-        Expr::Name(root) if root.id.as_str() == "tools" => {
-            Some((namespace.attr.as_str(), name.attr.as_str()))
-        }
         _ => None,
     }
 }
