@@ -21,7 +21,7 @@
 //! The output depends only on the input (serde_json keeps object keys sorted), so the same
 //! schema always gives byte-identical text.
 
-use super::schema_types::{pascal_case, resolve_pointer};
+use super::schema_types::{declared_types, pascal_case, resolve_pointer};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -298,23 +298,8 @@ impl<'a> PythonTypes<'a> {
     /// The type from `type` (and the keywords that go with it), or `None` when the schema
     /// says nothing about its own shape.
     fn own_type(&mut self, obj: &Map<String, Value>, pos: Position, hint: &str) -> Option<String> {
-        let types: Vec<&str> = match obj.get("type") {
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => {
-                if obj.contains_key("properties") || obj.contains_key("additionalProperties") {
-                    vec!["object"]
-                } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
-                    vec!["array"]
-                } else {
-                    return None;
-                }
-            }
-        };
-        let mut seen = BTreeSet::new();
-        let rendered: Vec<String> = types
+        let rendered: Vec<String> = declared_types(obj)?
             .into_iter()
-            .filter(|t| seen.insert(*t))
             .map(|t| match t {
                 "string" => "str".to_owned(),
                 "integer" => "int".to_owned(),

@@ -143,23 +143,8 @@ impl<'a> TypeScriptTypes<'a> {
     /// The type from `type` (and the keywords that go with it), or `None` when the schema
     /// says nothing about its own shape.
     fn own_type(&mut self, obj: &Map<String, Value>, pos: Position) -> Option<String> {
-        let types: Vec<&str> = match obj.get("type") {
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => {
-                if obj.contains_key("properties") || obj.contains_key("additionalProperties") {
-                    vec!["object"]
-                } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
-                    vec!["array"]
-                } else {
-                    return None;
-                }
-            }
-        };
-        let mut seen = BTreeSet::new();
-        let rendered: Vec<String> = types
+        let rendered: Vec<String> = declared_types(obj)?
             .into_iter()
-            .filter(|t| seen.insert(*t))
             .map(|t| match t {
                 "string" => "string".to_owned(),
                 "number" | "integer" => "number".to_owned(),
@@ -325,6 +310,27 @@ impl<'a> TypeScriptTypes<'a> {
     fn alias_cycles(&self) -> BTreeSet<String> {
         alias_cycles(&self.direct_refs)
     }
+}
+
+/// The JSON Schema types a schema declares (`type`, one or a list, each once, in order), or
+/// implies by its keywords (`properties` an object, `items` an array); `None` when it says
+/// nothing about its own shape. Shared by the TypeScript and Python generators.
+pub(crate) fn declared_types(obj: &Map<String, Value>) -> Option<Vec<&str>> {
+    let types: Vec<&str> = match obj.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => {
+            if obj.contains_key("properties") || obj.contains_key("additionalProperties") {
+                vec!["object"]
+            } else if obj.contains_key("items") || obj.contains_key("prefixItems") {
+                vec!["array"]
+            } else {
+                return None;
+            }
+        }
+    };
+    let mut seen = BTreeSet::new();
+    Some(types.into_iter().filter(|t| seen.insert(*t)).collect())
 }
 
 /// Aliases that reach themselves through alias-only edges (`direct_refs`: each alias and the
