@@ -500,6 +500,11 @@ fn classify(e: &MontyException, host: &Host<'_>) -> ExecError {
             );
             error
         }
+        ExcType::AttributeError if partial_module(message).is_some() => {
+            let mut error = base_error(e, ErrorKind::Runtime);
+            error.message = format!("{message}; {}", partial_module(message).unwrap_or_default());
+            error
+        }
         ExcType::AttributeError if tool_error_attribute(message) => {
             let mut error = base_error(e, ErrorKind::Runtime);
             error.message = format!(
@@ -586,8 +591,55 @@ fn host_name_hint(message: &str) -> Option<&'static str> {
     {
         Some("Python writes True, False and None")
     } else {
-        None
+        missing_builtin(message)
     }
+}
+
+/// What to write instead of a builtin of CPython's that the interpreter does not have.
+fn missing_builtin(message: &str) -> Option<&'static str> {
+    let name = message
+        .strip_prefix("name '")?
+        .strip_suffix("' is not defined")?;
+    Some(match name {
+        "eval" | "exec" | "compile" | "__import__" => {
+            "the sandbox's Python (monty) cannot run code from text or import at run time:              write the code itself, and import the modules it has at the top (import json, …)"
+        }
+        "globals" | "locals" | "vars" | "__builtins__" => {
+            "the sandbox's Python (monty) has no view of the program's own namespace: keep              the values in a dict of your own"
+        }
+        "input" | "breakpoint" | "help" => {
+            "a program cannot wait for a person: data comes from tool calls, and what it              prints goes back with the result"
+        }
+        "exit" | "quit" => {
+            "end the program with its last expression (that is the result), or raise an              exception to end it with an error"
+        }
+        "memoryview" | "bytearray" | "frozenset" | "complex" | "classmethod" | "staticmethod"
+        | "property" | "super" | "issubclass" | "delattr" | "iter" | "aiter" | "anext"
+        | "callable" | "format" | "ascii" | "slice" | "object" => {
+            "this builtin of CPython's is not in the sandbox's Python (monty), a subset of              Python 3: write it with the builtins, types and modules it has              (docs/agent-api.md, \"Python\")"
+        }
+        _ => return None,
+    })
+}
+
+/// What to write instead of a member a module of the interpreter's does not have: its
+/// modules are partial.
+fn partial_module(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("module '")?;
+    let (module, attr) = rest.split_once("' has no attribute ")?;
+    let attr = attr.trim_matches('\'');
+    Some(match (module, attr) {
+        ("sys", "exit") | ("os", "_exit") => {
+            "end the program with its last expression (that is the result), or raise an              exception to end it with an error"
+                .to_owned()
+        }
+        ("os", "system" | "popen" | "spawnv" | "fork" | "execv" | "kill") => {
+            "there are no processes in the sandbox: call tools for work outside".to_owned()
+        }
+        _ => format!(
+            "the sandbox's Python (monty) implements part of the `{module}` module, and not              `{attr}`: write it with what the module has, or with builtins"
+        ),
+    })
 }
 
 /// The error of `e` with its name, message, innermost position and traceback.

@@ -398,3 +398,23 @@ fn a_refused_contract_check_runs_nothing() {
     assert_eq!(r.error().kind, ErrorKind::Cancelled);
     assert!(r.messages.is_empty(), "{:?}", r.messages);
 }
+
+#[test]
+fn builtins_and_module_members_it_lacks_say_what_to_write() {
+    for (code, expected) in [
+        ("eval('1 + 1')", "cannot run code from text"),
+        ("globals()", "a dict of your own"),
+        ("input('name?')", "cannot wait for a person"),
+        ("exit(0)", "last expression"),
+        ("import sys\nsys.exit(1)", "last expression"),
+        ("import os\nos.system('id')", "no processes"),
+        (
+            "import math\nmath.no_such_function(1)",
+            "part of the `math` module",
+        ),
+    ] {
+        let r = run(code);
+        let e = r.error();
+        assert!(e.message.contains(expected), "{code}: {e:?}");
+    }
+}
