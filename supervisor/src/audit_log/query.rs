@@ -231,6 +231,64 @@ pub fn read_approvals(
     Ok(rows)
 }
 
+/// One flow of untrusted text into a call's arguments, as the audit log keeps it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowRow {
+    pub execution_id: String,
+    /// The call whose arguments held the text.
+    pub call_index: u32,
+    pub argument: String,
+    pub source_call: u32,
+    pub source_tool: String,
+    pub rule: Option<String>,
+    /// `deny`, `approve` or `log`; `None` when no rule named the flow.
+    pub action: Option<String>,
+    pub unchecked: bool,
+}
+
+/// The flows recorded for execution `execution_id`, in every database file of `directory`,
+/// in call order. Files written before flows were recorded have none.
+pub fn read_flows(directory: &Path, execution_id: &str) -> Result<Vec<FlowRow>, QueryError> {
+    if !directory.join(database::FILE_NAME).exists() {
+        return Err(QueryError::NoLog(directory.to_owned()));
+    }
+    let mut rows = Vec::new();
+    for path in files(directory)? {
+        let Some(conn) = database::open_for_reading(&path)? else {
+            continue;
+        };
+        let read = || -> rusqlite::Result<Vec<FlowRow>> {
+            if !has_table(&conn, "flows")? {
+                return Ok(Vec::new());
+            }
+            let mut statement = conn.prepare(
+                "SELECT execution_id, call_index, argument, source_call, source_tool, rule,
+                        action, unchecked
+                 FROM flows WHERE execution_id = ?1 ORDER BY call_index, rowid",
+            )?;
+            statement
+                .query_map([execution_id], |row| {
+                    Ok(FlowRow {
+                        execution_id: row.get(0)?,
+                        call_index: row.get(1)?,
+                        argument: row.get(2)?,
+                        source_call: row.get(3)?,
+                        source_tool: row.get(4)?,
+                        rule: row.get(5)?,
+                        action: row.get(6)?,
+                        unchecked: row.get(7)?,
+                    })
+                })?
+                .collect()
+        };
+        rows.extend(read().map_err(|source| AuditLogError::Sqlite {
+            path: path.clone(),
+            source,
+        })?);
+    }
+    Ok(rows)
+}
+
 /// Checks `query`, then runs `read_one` on every database file in `directory`, newest file
 /// first, and collects the rows.
 fn read_files<T>(
