@@ -539,6 +539,42 @@ action = \"log\"
     }
 
     #[test]
+    fn approve_needs_approvers_and_explain_says_what_applies() {
+        let rule = "\n[[flow]]\nname = \"ask\"\nfrom = [\"web.*\"]\nto = [\"email.send#to\"]\naction = \"approve\"\n";
+        assert_refused(
+            &format!("{SOURCES}{rule}"),
+            "21:10",
+            "flow[0].action",
+            "[approvals] names no approvers",
+        );
+        let policy = parse(&format!("{SOURCES}{rule}\n[approvals]\napprovers = [0]\n")).unwrap();
+        let flow = &policy.information_flow;
+        assert!(flow.asks_approval());
+        let web = flow.explain("web.fetch");
+        assert_eq!(web.len(), 2, "{web:?}");
+        assert!(web[0].starts_with("its results are untrusted"), "{web:?}");
+        assert!(
+            web[1].contains("reaching \"email.send#to\" is held for an approver"),
+            "{web:?}"
+        );
+        let send = flow.explain("email.send");
+        assert_eq!(send.len(), 2, "{send:?}");
+        assert!(send[0].starts_with("it is a sink"), "{send:?}");
+        assert!(
+            send[1].contains("from \"web.*\" in argument `to`"),
+            "{send:?}"
+        );
+        assert!(flow.explain("email.read").is_empty());
+        let caller = crate::Caller {
+            uid: 1000,
+            gid: 1000,
+            groups: vec![],
+        };
+        let text = policy.explain(caller, "email.send").to_string();
+        assert!(text.contains("\ninformation flow: it is a sink"), "{text}");
+    }
+
+    #[test]
     fn a_pattern_naming_no_source_is_a_warning() {
         let policy = parse(&format!(
             "{SOURCES}\n[[flow]]\nfrom = [\"wbe.*\"]\nto = [\"email.send\"]\naction = \"deny\"\n"

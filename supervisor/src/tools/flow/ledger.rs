@@ -1,7 +1,7 @@
 //! One execution's record of the untrusted text it delivered, and the check of a sink call
 //! against it.
 
-use super::window::{self, Found};
+use super::window::{self, Found, Keys};
 use crate::agent_api::{Flow, FlowActionTaken};
 use crate::tools::{ToolError, ToolErrorCode};
 use airlock_policy::{FlowAction, InformationFlow};
@@ -137,7 +137,7 @@ impl FlowLedger {
         };
         let runs = &mut self.runs;
         let mut full = false;
-        window::walk(&value, &mut |found| {
+        window::walk(&value, Keys::Skipped, &mut |found| {
             let Found::Text(_, text) = found else {
                 return;
             };
@@ -189,7 +189,7 @@ impl FlowLedger {
         } else {
             (1u64 << self.tools.len()) - 1
         };
-        window::walk(args, &mut |found| {
+        window::walk(args, Keys::Reported, &mut |found| {
             let (path, seen) = match found {
                 Found::Text(path, text) => {
                     let mut hit: Option<Seen> = None;

@@ -24,14 +24,29 @@ pub(super) enum Found<'v, 'p> {
     TooDeep(&'p [Step<'v>]),
 }
 
-/// Calls `f` with every scalar of `value` that could hold a run (texts of at least
-/// [`MIN_MATCH_CHARS`] bytes: a shorter one has fewer characters too), in document order.
-pub(super) fn walk<'v>(value: &'v Value, f: &mut dyn FnMut(Found<'v, '_>)) {
-    let mut path = Vec::new();
-    walk_at(value, &mut path, f);
+/// Whether the walk reports object keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keys {
+    /// A sink's arguments: a key can carry text as well as a value.
+    Reported,
+    /// An untrusted result: its keys are mostly the tool's own field names (`messages`,
+    /// `subject`), which would match every program that names them.
+    Skipped,
 }
 
-fn walk_at<'v>(value: &'v Value, path: &mut Vec<Step<'v>>, f: &mut dyn FnMut(Found<'v, '_>)) {
+/// Calls `f` with every scalar of `value` that could hold a run (texts of at least
+/// [`MIN_MATCH_CHARS`] bytes: a shorter one has fewer characters too), in document order.
+pub(super) fn walk<'v>(value: &'v Value, keys: Keys, f: &mut dyn FnMut(Found<'v, '_>)) {
+    let mut path = Vec::new();
+    walk_at(value, keys, &mut path, f);
+}
+
+fn walk_at<'v>(
+    value: &'v Value,
+    keys: Keys,
+    path: &mut Vec<Step<'v>>,
+    f: &mut dyn FnMut(Found<'v, '_>),
+) {
     // Bounded recursion: the JSON parser's own limit is 128, this one is lower.
     if path.len() > MAX_DEPTH {
         f(Found::TooDeep(path));
@@ -48,17 +63,17 @@ fn walk_at<'v>(value: &'v Value, path: &mut Vec<Step<'v>>, f: &mut dyn FnMut(Fou
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 path.push(Step::Index(i));
-                walk_at(item, path, f);
+                walk_at(item, keys, path, f);
                 path.pop();
             }
         }
         Value::Object(map) => {
             for (key, item) in map {
                 path.push(Step::Key(key));
-                if key.len() >= MIN_MATCH_CHARS {
+                if keys == Keys::Reported && key.len() >= MIN_MATCH_CHARS {
                     f(Found::Text(path, Cow::Borrowed(key)));
                 }
-                walk_at(item, path, f);
+                walk_at(item, keys, path, f);
                 path.pop();
             }
         }
@@ -193,7 +208,7 @@ mod tests {
     fn the_walk_finds_strings_keys_and_numbers_with_their_paths() {
         let value = json!({"to": ["someone@example.com", "x"], "n": 123456789, "deep": {"long key here": true}});
         let mut found = Vec::new();
-        walk(&value, &mut |f| {
+        walk(&value, Keys::Reported, &mut |f| {
             if let Found::Text(path, text) = f {
                 found.push((shown(path), text.into_owned()));
             }
@@ -206,6 +221,9 @@ mod tests {
                 ("to[0]".to_owned(), "someone@example.com".to_owned()),
             ]
         );
+        let mut skipped = 0;
+        walk(&value, Keys::Skipped, &mut |_| skipped += 1);
+        assert_eq!(skipped, 2, "the key is left out");
     }
 
     #[test]
@@ -215,7 +233,7 @@ mod tests {
             value = json!([value]);
         }
         let (mut texts, mut deep) = (0, 0);
-        walk(&value, &mut |f| match f {
+        walk(&value, Keys::Skipped, &mut |f| match f {
             Found::Text(..) => texts += 1,
             Found::TooDeep(path) => {
                 assert_eq!(path.len(), MAX_DEPTH + 1);
