@@ -184,7 +184,8 @@ impl FlowLedger {
         if !self.policy.checks(tool) || (self.runs.is_empty() && self.unrecorded.is_empty()) {
             return verdict;
         }
-        let every_tool = if self.tools.len() > MAX_TOOLS {
+        // Once every bit of its own is taken, tools past those share the last bit.
+        let every_tool = if self.tools.len() >= MAX_TOOLS {
             u64::MAX
         } else {
             (1u64 << self.tools.len()) - 1
