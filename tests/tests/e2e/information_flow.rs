@@ -301,6 +301,17 @@ return await tools.email.send({ to: "me@corp.internal", body: inbox.messages[0].
     assert_eq!(rows[0].source_tool, "inbox.read");
     assert_eq!(rows[0].rule.as_deref(), Some("watch-sends"));
     assert_eq!(rows[0].action.as_deref(), Some("log"));
+    // `airlock audit` lists it under the call.
+    let table = airlock_supervisor::audit_log::query::render(
+        &d.audit_directory(),
+        &Default::default(),
+        false,
+    )
+    .unwrap();
+    assert!(
+        table.contains("untrusted text: `body` from #1 inbox.read: rule \"watch-sends\", log"),
+        "{table}"
+    );
 }
 
 async fn post(d: &TestDaemon, path: &str, body: Value) -> (u16, Value) {
