@@ -8,9 +8,10 @@ use airlock_policy::{FlowAction, InformationFlow};
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// Distinct runs of characters kept per execution. A run costs about 24 bytes in the table
-/// (its hash, the first call it came from, the tools it came from), so an execution keeps at
-/// most about 6 MiB; see the module's docs for what happens past it.
+/// Distinct runs of characters kept per execution. A run is an entry of 24 bytes (its hash,
+/// the first call it came from, the tools it came from) plus a control byte, in a table of at
+/// most 2^19 slots at this bound: about 13 MiB; see the module's docs for what happens past
+/// it.
 pub const MAX_WINDOWS: usize = 1 << 18;
 
 /// Distinct untrusted tools told apart per execution; the tools past these share one bit,

@@ -21,8 +21,8 @@
 //! results the program could have read before making it. A call answered from a session's
 //! journal is not checked again (it was decided when it was made).
 //!
-//! Bounds ([`ledger`]): at most [`ledger::MAX_WINDOWS`] distinct runs are kept per execution (about
-//! 24 bytes each); past that, further untrusted results are not recorded, and every later
+//! Bounds ([`ledger`]): at most [`ledger::MAX_WINDOWS`] distinct runs are kept per execution
+//! (25 bytes a slot, about 13 MiB at the bound); past that, further untrusted results are not recorded, and every later
 //! checked call is decided as if each of those results had flowed into every argument: a
 //! `deny` rule denies (fail closed), `approve` asks, `log` records it, and the trace says so.
 //! The walk of a value stops at [`window::MAX_DEPTH`] levels (deeper parts are not recorded, and a
