@@ -638,17 +638,24 @@ impl<'p> Run<'p> {
         let clock_ms = answer.clock_ms;
         // What the program is about to read: recorded before it can make a call from it, in
         // the order results are delivered (the same order a replay delivers them in).
+        // An error counts only when its message is the tool's own (`upstream_error`); the
+        // daemon's own refusals say nothing a third party wrote.
         if let Some(ledger) = &self.calls.flow
             && let Some(tool) = self.trace.tool_of(answer.id)
         {
             let delivered = match &answer.result {
-                Ok(text) => Ok(text.as_str()),
-                Err(e) => Err(e.message.as_str()),
+                Ok(text) => Some(Ok(text.as_str())),
+                Err(e) if e.code == crate::tools::ToolErrorCode::UpstreamError => {
+                    Some(Err(e.message.as_str()))
+                }
+                Err(_) => None,
             };
-            ledger
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .record(answer.id, tool, delivered);
+            if let Some(delivered) = delivered {
+                ledger
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record(answer.id, tool, delivered);
+            }
         }
         let (id, result, finished) = self.trace.close(answer, &mut self.warnings);
         if let Some(event) = finished {

@@ -7,11 +7,12 @@
 //! says about where a value came from counts (the program is untrusted too).
 //!
 //! What is matched ([`window`]): every string and number (as its JSON text) of an untrusted
-//! result, and an untrusted call's error message, cut into runs of [`MIN_MATCH_CHARS`]
-//! characters (not the result's object keys: those are mostly the tool's own field names); a
-//! string, object key or number of a sink's arguments that contains one of those runs,
-//! exactly as written (case and all), is a flow from that result. So is a whole value equal to one of at least that
-//! length. What is not: anything shorter, and anything the program computes from the text
+//! result, and an untrusted call's error message when the tool wrote it (`upstream_error`),
+//! cut into runs of [`MIN_MATCH_CHARS`] characters (not the result's object keys: those are
+//! mostly the tool's own field names); a string, object key or number of a sink's arguments
+//! that contains one of those runs, exactly as written (case and all), is a flow from that
+//! result. So is a whole value equal to one of at least that length. What is not: anything
+//! shorter, and anything the program computes from the text
 //! that changes its characters (case changes, base64, reversing, splitting it up with other
 //! characters between): this stops a program that passes attacker text along, not one that
 //! means to hide it.
