@@ -29,6 +29,9 @@ pub enum Explanation<'a> {
         matched_by: String,
         tool: String,
         decision: ToolDecision<'a>,
+        /// What the information-flow settings say of the tool (`trust`, `sink`, `[[flow]]`):
+        /// one line each, none when they do not name it.
+        flow: Vec<String>,
     },
 }
 
@@ -61,6 +64,7 @@ impl Policy {
             "users = [\"*\"]".to_owned()
         };
         Explanation::Decided {
+            flow: self.information_flow.explain(tool),
             decision: principal.decide(tool),
             caller,
             principal,
@@ -83,6 +87,7 @@ impl fmt::Display for Explanation<'_> {
                 matched_by,
                 tool,
                 decision,
+                flow,
                 ..
             } => {
                 let at = principal
@@ -114,6 +119,9 @@ impl fmt::Display for Explanation<'_> {
                         "{tool}: DENIED: no allow pattern of \"{}\" matches it (nothing is granted by default)",
                         principal.name
                     )?,
+                }
+                for line in flow {
+                    write!(f, "\ninformation flow: {line}")?;
                 }
                 let l = &principal.limits;
                 write!(

@@ -23,9 +23,14 @@ const TABLES: &[&str] = &[
     "approvals",
     "secret_scanning",
 ];
-const ARRAYS: &[&str] = &["principal", "server", "openapi", "graphql"];
+const ARRAYS: &[&str] = &["principal", "server", "openapi", "graphql", "flow"];
 /// Every key the policy's tables know (the `KEYS` lists of `policy/src`), and a few it does not.
 const KEYS: &[&str] = &[
+    "action",
+    "from",
+    "sink",
+    "to",
+    "trust",
     "allow",
     "approve",
     "approvers",

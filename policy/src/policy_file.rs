@@ -13,6 +13,7 @@ use crate::audit_settings::AuditSettings;
 use crate::daemon_settings::DaemonSettings;
 use crate::document::{Source, TableReader};
 use crate::error::{PolicyError, PolicyWarning};
+use crate::information_flow::{self, InformationFlow};
 use crate::journal_settings::JournalSettings;
 use crate::limit_settings::LimitSettings;
 use crate::principal::Principal;
@@ -41,6 +42,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "audit",
     "journal",
     "approvals",
+    "flow",
 ];
 
 /// A validated policy.
@@ -66,6 +68,8 @@ pub struct Policy {
     pub journal: JournalSettings,
     /// `[approvals]`: who may decide the calls principals' `approve` patterns make wait.
     pub approvals: ApprovalSettings,
+    /// The sources' `trust` and `sink` keys and the `[[flow]]` rules.
+    pub information_flow: InformationFlow,
     /// The file path the policy came from, or `<embedded default>`.
     pub origin: String,
     /// The drop-in files merged into it, in the order they were read.
@@ -385,6 +389,7 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
     }
 
     // Every source is a namespace in programs: names are unique across all kinds and files.
+    let mut flow = InformationFlow::default();
     let mut names: HashMap<String, Location> = HashMap::new();
     let servers = read_sources(
         &roots,
@@ -397,6 +402,7 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
         },
         &mut names,
         &mut errors,
+        &mut flow,
         ToolServer::read,
         |s| &s.name,
     );
@@ -425,6 +431,7 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
         },
         &mut names,
         &mut errors,
+        &mut flow,
         OpenApiSource::read,
         |s| &s.name,
     );
@@ -439,6 +446,7 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
         },
         &mut names,
         &mut errors,
+        &mut flow,
         GraphQlSource::read,
         |s| &s.name,
     );
@@ -456,6 +464,32 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
         &mut errors,
         |table| SecretScanning::read(table, &known),
     );
+
+    // [[flow]] rules, in any file: each names its own sources and sinks.
+    for (_, root) in &roots {
+        let Some(field) = root.get("flow") else {
+            continue;
+        };
+        let entries = match field.array("an array of tables ([[flow]])") {
+            Ok(entries) => entries,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        for entry in entries {
+            let index = flow.rules.len();
+            match entry
+                .table("a table ([[flow]])", InformationFlow::FLOW_KEYS)
+                .and_then(|table| information_flow::read_flow_rule(&table, index, !no_approvers))
+            {
+                Ok(rule) => flow.rules.push(rule),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    let source_names: Vec<&str> = names.keys().map(String::as_str).collect();
+    information_flow::unmatched_warnings(&flow, &source_names, &mut warnings);
 
     if !errors.is_empty() {
         // In reading order: by file, then by place.
@@ -479,6 +513,7 @@ pub(crate) fn parse_files(files: &[PolicyText]) -> Result<Policy, Vec<PolicyErro
         audit: audit.unwrap_or_default(),
         journal: journal.unwrap_or_default(),
         approvals: approvals.unwrap_or_default(),
+        information_flow: flow,
         origin: origins.next().unwrap_or_default(),
         drop_ins: origins.collect(),
         warnings,
@@ -591,6 +626,7 @@ fn read_sources<T>(
     kind: SourceKind,
     names: &mut HashMap<String, Location>,
     errors: &mut Vec<PolicyError>,
+    flow: &mut InformationFlow,
     read: impl Fn(&TableReader<'_>) -> Result<T, PolicyError>,
     name_of: impl Fn(&T) -> &String,
 ) -> Vec<T> {
@@ -609,6 +645,7 @@ fn read_sources<T>(
         for entry in entries {
             let read = entry.table(kind.table, kind.keys).and_then(|table| {
                 let source = read(&table)?;
+                information_flow::read_source_keys(&table, name_of(&source), flow)?;
                 let name_at = table.require("name")?.location();
                 Ok((source, name_at, format!("{}.name", table.path())))
             });

@@ -84,6 +84,8 @@ wire_code! {
         SecretInResult => "secret_in_result",
         /// The call belongs to a session and the daemon cannot write its journal.
         JournalUnavailable => "journal_unavailable",
+        /// An argument holds text from an untrusted result and a `[[flow]]` rule denies it.
+        FlowDenied => "flow_denied",
         /// A fault of the daemon, not of the program or the tool.
         Internal => "internal",
     }
@@ -586,6 +588,39 @@ pub struct ToolCallRecord {
     /// absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coercions: Vec<Coercion>,
+    /// Text from untrusted results found in this call's arguments (information flow), with
+    /// the rule that decided, if one did; absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<Flow>,
+}
+
+/// Text from an untrusted result found in a call's arguments.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Flow {
+    /// Where in the arguments: `to`, `message.cc[0]`; `*` for a flow that could not be
+    /// checked (`unchecked`).
+    pub argument: String,
+    /// The call whose result held the text (the first of its tool when several tools' did).
+    pub source_call: u32,
+    pub source_tool: String,
+    /// The `[[flow]]` rule that decided, and what it did; absent when no rule names the flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<FlowActionTaken>,
+    /// The execution's untrusted results were past the daemon's bound from `source_call` on:
+    /// the flow is assumed, not found.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unchecked: bool,
+}
+
+/// What a `[[flow]]` rule did with a flow.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowActionTaken {
+    Deny,
+    Approve,
+    Log,
 }
 
 /// One value coerced to a tool's schema (`tools::coercion`).

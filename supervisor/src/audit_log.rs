@@ -29,7 +29,7 @@ mod writer;
 
 pub use argument_summary::{ArgumentSummary, Redact};
 pub use database::{FILE_NAME, SCHEMA_VERSION};
-pub use query::{ApprovalRow, AuditQuery, ExecutionRow, RedactionRow, ToolCallRow};
+pub use query::{ApprovalRow, AuditQuery, ExecutionRow, FlowRow, RedactionRow, ToolCallRow};
 pub use record::{ApprovalRecord, CodeHash, ExecutionRecord, RedactionRecord, ToolCallRecord};
 
 use airlock_policy::AuditSettings;

@@ -316,6 +316,7 @@ mod tests {
                 to: Some(serde_json::json!(1)),
                 rule: CoercionRule::NumberFromString,
             }],
+            flows: Vec::new(),
         });
         m.record(&coerced);
         m.record(&response(

@@ -42,6 +42,7 @@ fn response(n: u64) -> ExecutionResponse {
         divergence: None,
         redactions: Vec::new(),
         coercions: Vec::new(),
+        flows: Vec::new(),
     };
     ExecutionResponse {
         id: format!("ex_bench_{n}"),

@@ -104,6 +104,7 @@ export type ToolErrorCode =
   | "timeout"
   | "secret_in_result"
   | "journal_unavailable"
+  | "flow_denied"
   | "internal";
 
 /** How a tool call ended. `pending`: the execution ended (or waits) before it returned. */

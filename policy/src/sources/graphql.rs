@@ -59,6 +59,8 @@ impl GraphQlSource {
         "max_concurrent_calls",
         "coerce",
         "learn_types",
+        "trust",
+        "sink",
     ];
 
     pub const DEFAULT_SELECTION_DEPTH: u32 = 2;

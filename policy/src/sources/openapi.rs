@@ -89,6 +89,8 @@ impl OpenApiSource {
         "max_concurrent_calls",
         "coerce",
         "learn_types",
+        "trust",
+        "sink",
         "include",
         "exclude",
     ];

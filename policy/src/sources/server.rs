@@ -168,6 +168,8 @@ impl ToolServer {
         "max_concurrent_calls",
         "coerce",
         "learn_types",
+        "trust",
+        "sink",
         "dynamic_tools",
         "confine",
         "network",

@@ -16,10 +16,11 @@ use std::time::Duration;
 pub const FILE_NAME: &str = "audit.sqlite";
 
 /// `PRAGMA user_version` of the schema below. Readers refuse a file with a newer version.
-/// Version 2 added `redactions`, version 3 `approvals`; an older file gets the missing tables
+/// Version 2 added `redactions`, version 3 `approvals`, version 4 `flows` (untrusted text
+/// found in a call's arguments); an older file gets the missing tables
 /// when the writer opens it (every statement of the schema is `IF NOT EXISTS`), and readers of
 /// a rotated older file find none.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The schema. Times are milliseconds since the Unix epoch, UTC. `executions.execution_id` is
 /// indexed but not unique: a duplicate (a bug elsewhere) must not make a whole batch fail.
@@ -79,6 +80,17 @@ CREATE TABLE IF NOT EXISTS approvals (
 );
 CREATE INDEX IF NOT EXISTS approvals_by_execution ON approvals (execution_id, call_index);
 CREATE INDEX IF NOT EXISTS approvals_by_time ON approvals (at);
+CREATE TABLE IF NOT EXISTS flows (
+    execution_id TEXT NOT NULL,
+    call_index INTEGER NOT NULL,
+    argument TEXT NOT NULL,
+    source_call INTEGER NOT NULL,
+    source_tool TEXT NOT NULL,
+    rule TEXT,
+    action TEXT,
+    unchecked INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS flows_by_execution ON flows (execution_id, call_index);
 ";
 
 /// How long a connection waits for a lock held by another (a reader's checkpoint, the writer).
@@ -243,6 +255,11 @@ pub fn insert(
             "INSERT INTO redactions (execution_id, call_index, place, rule, pointer, secret)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
+        let mut flow = tx.prepare_cached(
+            "INSERT INTO flows (execution_id, call_index, argument, source_call, source_tool,
+                rule, action, unchecked)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?;
         for record in batch {
             execution.execute(params![
                 record.execution_id,
@@ -271,6 +288,22 @@ pub fn insert(
                     c.duration_ms,
                     unix_ms(c.at),
                 ])?;
+                for f in &c.flows {
+                    flow.execute(params![
+                        record.execution_id,
+                        c.call_index,
+                        f.argument,
+                        f.source_call,
+                        f.source_tool,
+                        f.rule,
+                        f.action.map(|a| match a {
+                            crate::agent_api::FlowActionTaken::Deny => "deny",
+                            crate::agent_api::FlowActionTaken::Approve => "approve",
+                            crate::agent_api::FlowActionTaken::Log => "log",
+                        }),
+                        f.unchecked,
+                    ])?;
+                }
             }
             for r in &record.redactions {
                 redaction.execute(params![

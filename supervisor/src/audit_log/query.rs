@@ -150,6 +150,9 @@ pub struct ToolCallRow {
     /// Secret-scanner replacements in this call's result, error, progress or arguments.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub redactions: Vec<RedactionRow>,
+    /// Untrusted text found in its arguments (information flow).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<FlowRow>,
 }
 
 /// One secret-scanner replacement as read back: never the value.
@@ -229,6 +232,91 @@ pub fn read_approvals(
     rows.sort_by_key(|row| std::cmp::Reverse(row.at_ms));
     rows.truncate(query.limit);
     Ok(rows)
+}
+
+/// One flow of untrusted text into a call's arguments, as the audit log keeps it.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FlowRow {
+    #[serde(skip)]
+    pub execution_id: String,
+    /// The call whose arguments held the text.
+    #[serde(skip)]
+    pub call_index: u32,
+    pub argument: String,
+    pub source_call: u32,
+    pub source_tool: String,
+    pub rule: Option<String>,
+    /// `deny`, `approve` or `log`; `None` when no rule named the flow.
+    pub action: Option<String>,
+    pub unchecked: bool,
+}
+
+/// The flows recorded for execution `execution_id`, in every database file of `directory`,
+/// in call order. Files written before flows were recorded have none.
+pub fn read_flows(directory: &Path, execution_id: &str) -> Result<Vec<FlowRow>, QueryError> {
+    if !directory.join(database::FILE_NAME).exists() {
+        return Err(QueryError::NoLog(directory.to_owned()));
+    }
+    let mut rows = Vec::new();
+    for path in files(directory)? {
+        let Some(conn) = database::open_for_reading(&path)? else {
+            continue;
+        };
+        let read = || read_flows_of(&conn, execution_id);
+        rows.extend(read().map_err(|source| AuditLogError::Sqlite {
+            path: path.clone(),
+            source,
+        })?);
+    }
+    Ok(rows)
+}
+
+/// The flows of one execution in one file (none in a file older than the `flows` table).
+fn read_flows_of(conn: &Connection, execution_id: &str) -> rusqlite::Result<Vec<FlowRow>> {
+    if !has_table(conn, "flows")? {
+        return Ok(Vec::new());
+    }
+    let mut statement = conn.prepare_cached(
+        "SELECT execution_id, call_index, argument, source_call, source_tool, rule, action,
+                unchecked
+         FROM flows WHERE execution_id = ?1 ORDER BY call_index, rowid",
+    )?;
+    statement
+        .query_map([execution_id], |row| {
+            Ok(FlowRow {
+                execution_id: row.get(0)?,
+                call_index: row.get(1)?,
+                argument: row.get(2)?,
+                source_call: row.get(3)?,
+                source_tool: row.get(4)?,
+                rule: row.get(5)?,
+                action: row.get(6)?,
+                unchecked: row.get(7)?,
+            })
+        })?
+        .collect()
+}
+
+impl std::fmt::Display for FlowRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.unchecked {
+            write!(f, "unchecked (past the bound) from #{}", self.source_call)?;
+        } else {
+            write!(
+                f,
+                "`{}` from #{}",
+                printable(&self.argument),
+                self.source_call
+            )?;
+        }
+        write!(f, " {}", printable(&self.source_tool))?;
+        match (&self.rule, &self.action) {
+            (Some(rule), Some(action)) => {
+                write!(f, ": rule \"{}\", {}", printable(rule), printable(action))
+            }
+            _ => write!(f, ": no rule"),
+        }
+    }
 }
 
 /// Checks `query`, then runs `read_one` on every database file in `directory`, newest file
@@ -386,6 +474,15 @@ fn read_file(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<Exec
                 tool_call_row,
             )?
             .collect::<rusqlite::Result<_>>()?;
+        for flow in read_flows_of(conn, &execution.execution_id)? {
+            if let Some(call) = execution
+                .tool_calls
+                .iter_mut()
+                .find(|c| c.call_index == flow.call_index)
+            {
+                call.flows.push(flow);
+            }
+        }
         let Some(redactions) = redactions.as_mut() else {
             continue;
         };
@@ -454,6 +551,7 @@ fn tool_call_row(row: &Row<'_>) -> rusqlite::Result<ToolCallRow> {
         duration_ms: row.get(5)?,
         at: format_utc(row.get(6)?),
         redactions: Vec::new(),
+        flows: Vec::new(),
     })
 }
 
@@ -525,6 +623,9 @@ pub(crate) fn format_table(rows: &[ExecutionRow]) -> String {
                 );
                 for redaction in &call.redactions {
                     let _ = writeln!(out, "        redacted: {redaction}");
+                }
+                for flow in &call.flows {
+                    let _ = writeln!(out, "        untrusted text: {flow}");
                 }
             }
             for redaction in &row.output_redactions {

@@ -77,6 +77,8 @@ pub struct ToolCallRecord {
     pub duration_ms: f64,
     /// When the program made the call.
     pub at: SystemTime,
+    /// Untrusted text found in its arguments (information flow), and what decided.
+    pub flows: Vec<agent_api::Flow>,
 }
 
 /// One secret-scanner replacement as the audit log stores it.
@@ -176,7 +178,7 @@ impl ToolCallRecord {
         at: SystemTime,
         redact: Redact<'_>,
     ) -> ToolCallRecord {
-        ToolCallRecord::new(
+        let mut record = ToolCallRecord::new(
             call.id,
             &call.tool,
             &call.args,
@@ -185,7 +187,9 @@ impl ToolCallRecord {
             call.duration_ms,
             at,
             redact,
-        )
+        );
+        record.flows.clone_from(&call.flows);
+        record
     }
 
     /// A call from its parts; `arguments` is summarised with `redact` here and dropped.
@@ -208,6 +212,7 @@ impl ToolCallRecord {
             error_code,
             duration_ms,
             at,
+            flows: Vec::new(),
         }
     }
 }
@@ -354,6 +359,7 @@ mod tests {
                     secret: Some("github-token".into()),
                 }],
                 coercions: Vec::new(),
+                flows: Vec::new(),
             }],
             stats: ExecutionStats {
                 queue_ms: 2.0,

@@ -227,6 +227,7 @@ impl EventLog {
                         divergence: None,
                         redactions: Vec::new(),
                         coercions: Vec::new(),
+                        flows: Vec::new(),
                     });
                 }
                 ExecutionEvent::ToolCallFinished {

@@ -237,8 +237,14 @@ impl Run<'_> {
             note_findings(&mut output.redactions, RedactionPlace::Arguments, &findings);
             let excerpt = held
                 .at
-                .and_then(|at| code_excerpt(&plan.code, at.line, Some(at.column)))
-                .map(|e| output.scan_text(RedactionPlace::Arguments, e));
+                .and_then(|at| code_excerpt(&plan.code, at.line, Some(at.column)));
+            // The flow that made it wait comes first: the approver decides on it (kept with the
+            // excerpt, which the journal stores with the approval).
+            let excerpt = match (held.flow, excerpt) {
+                (Some(flow), Some(code)) => Some(format!("{flow}\n{code}")),
+                (flow, code) => flow.or(code),
+            }
+            .map(|e| output.scan_text(RedactionPlace::Arguments, e));
             pending_approvals.push(PendingApproval {
                 id: String::new(),
                 execution: plan.id.clone(),
@@ -458,6 +464,7 @@ mod tests {
             divergence: None,
             redactions: Vec::new(),
             coercions: Vec::new(),
+            flows: Vec::new(),
         };
         let calls = [
             call(

@@ -225,6 +225,8 @@ impl<'p> Run<'p> {
                 plan.principal.clone(),
             ),
             learning: generation.catalogue.learning().clone(),
+            flow: crate::tools::flow::FlowLedger::new(&generation.policy.information_flow)
+                .map(std::sync::Mutex::new),
         });
         Run {
             plan,
@@ -608,7 +610,7 @@ impl<'p> Run<'p> {
     ) -> Begun {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
-        let admitted = call::admit(&self.calls, request, self.trace.records.len() + 1);
+        let mut admitted = call::admit(&self.calls, request, self.trace.records.len() + 1);
         self.trace.open(
             id,
             tool.clone(),
@@ -616,6 +618,7 @@ impl<'p> Run<'p> {
             ms(now - self.origin),
             now,
         );
+        self.trace.flows(admitted.take_flows());
         self.emit(ExecutionEvent::ToolCallStarted { id, tool })
             .await;
         match admitted.answer_at_arrival() {
@@ -633,6 +636,27 @@ impl<'p> Run<'p> {
     /// Records a call's answer in the trace and sends it to the worker.
     async fn deliver(&mut self, channel: &mut WorkerChannel, answer: CallAnswer) {
         let clock_ms = answer.clock_ms;
+        // What the program is about to read: recorded before it can make a call from it, in
+        // the order results are delivered (the same order a replay delivers them in).
+        // An error counts only when its message is the tool's own (`upstream_error`); the
+        // daemon's own refusals say nothing a third party wrote.
+        if let Some(ledger) = &self.calls.flow
+            && let Some(tool) = self.trace.tool_of(answer.id)
+        {
+            let delivered = match &answer.result {
+                Ok(text) => Some(Ok(text.as_str())),
+                Err(e) if e.code == crate::tools::ToolErrorCode::UpstreamError => {
+                    Some(Err(e.message.as_str()))
+                }
+                Err(_) => None,
+            };
+            if let Some(delivered) = delivered {
+                ledger
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .record(answer.id, tool, delivered);
+            }
+        }
         let (id, result, finished) = self.trace.close(answer, &mut self.warnings);
         if let Some(event) = finished {
             self.emit(event).await;

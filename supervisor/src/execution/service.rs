@@ -243,10 +243,12 @@ impl ExecutionService {
         } else {
             None
         };
-        // A principal whose calls may need an approver's yes: any of its executions may wait
-        // for one, so each runs in a session and keeps its wait (without the journal, such a
-        // call is denied).
-        let approvals = !principal.approve.is_empty() && self.journal.journal().is_ok();
+        // A principal whose calls may need an approver's yes (its `approve` patterns, or a
+        // `[[flow]]` rule that asks one): any of its executions may wait for one, so each runs
+        // in a session and keeps its wait (without the journal, such a call is denied).
+        let approvals = (!principal.approve.is_empty()
+            || generation.policy.information_flow.asks_approval())
+            && self.journal.journal().is_ok();
         let keeps_waiting = stateful_client || approvals;
         let client = match client {
             None if approvals => Some(WaitScope {

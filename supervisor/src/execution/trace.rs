@@ -59,8 +59,22 @@ impl Trace {
             divergence: None,
             redactions: Vec::new(),
             coercions: Vec::new(),
+            flows: Vec::new(),
         });
         self.started.push(now);
+    }
+
+    /// The untrusted text found in the arguments of the call opened last.
+    pub(super) fn flows(&mut self, flows: Vec<crate::agent_api::Flow>) {
+        if let Some(record) = self.records.last_mut() {
+            record.flows = flows;
+        }
+    }
+
+    /// The tool of call `id`, if it has a record.
+    pub(super) fn tool_of(&self, id: u32) -> Option<&str> {
+        let idx = self.records.binary_search_by_key(&id, |c| c.id).ok()?;
+        Some(&self.records[idx].tool)
     }
 
     /// A call's answer: its record completed (its warning, if any, added to `warnings`).
@@ -144,6 +158,8 @@ pub(super) struct HeldApproval {
     pub(super) args: Value,
     pub(super) args_hash: String,
     pub(super) at: Option<SourcePosition>,
+    /// The information flow that made it wait, if one did (shown to the approver).
+    pub(super) flow: Option<String>,
 }
 
 impl Holds {
@@ -151,7 +167,12 @@ impl Holds {
     pub(super) fn hold(&mut self, held: Held, at: Option<SourcePosition>) {
         match held {
             Held::Client(call) => self.calls.push(call),
-            Held::Approval { id, tool, args } => {
+            Held::Approval {
+                id,
+                tool,
+                args,
+                flow,
+            } => {
                 let args_hash = crate::journal::canonical::hash(&args);
                 self.approvals.push(HeldApproval {
                     id,
@@ -159,6 +180,7 @@ impl Holds {
                     args,
                     args_hash,
                     at,
+                    flow,
                 });
             }
         }

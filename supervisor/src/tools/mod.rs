@@ -12,6 +12,8 @@
 //! - `builtin`: the daemon's own tools (`tools.airlock.search_tools`, `read_sdk`), which
 //!   answer from the caller's catalogue;
 //! - `approval`: calls that wait for a person's decision (`approve` in the policy);
+//! - `flow`: information flow: untrusted results recorded as they are delivered, sink calls
+//!   checked against them at arrival (`trust`, `sink` and `[[flow]]` in the policy);
 //! - `naming`: near-name suggestions;
 //! - `progress`: a call's progress, scanned, on its way to the agent;
 //! - `redaction`: the secret values a call used, redacted from what came back;
@@ -28,6 +30,7 @@ pub(crate) mod call;
 pub(crate) mod catalogue;
 pub(crate) mod client;
 pub mod coercion;
+pub(crate) mod flow;
 pub(crate) mod naming;
 pub(crate) mod progress;
 pub(crate) mod redaction;

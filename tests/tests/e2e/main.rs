@@ -19,6 +19,7 @@ mod forwarded_requests;
 mod graphql_sources;
 mod hostile_programs;
 mod house_rules;
+mod information_flow;
 mod install_styles;
 mod journal_bounds;
 mod learned_types;

@@ -107,6 +107,7 @@ ToolErrorCode = Literal[
     "timeout",
     "secret_in_result",
     "journal_unavailable",
+    "flow_denied",
     "internal",
 ]
 

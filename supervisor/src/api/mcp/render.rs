@@ -196,6 +196,7 @@ mod tests {
             divergence: None,
             redactions: Vec::new(),
             coercions,
+            flows: Vec::new(),
         };
         let coercion = |pointer: &str, from, to, rule| Coercion {
             place: CoercionPlace::Arguments,

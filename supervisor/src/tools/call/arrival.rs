@@ -29,11 +29,12 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
     let client_name = tool
         .strip_prefix(client::NAMESPACE)
         .and_then(|rest| rest.strip_prefix('.'));
+    let mut flows = Vec::new();
     let admission = match first_refusal(scope, made, &tool, client_name, &args, unreadable) {
         Some(error) => Admission::Refused(error),
         None => match client_name {
             Some(name) => client_admission(scope, id, &tool, name, &args),
-            None => daemon_admission(scope, id, &tool, &args),
+            None => daemon_admission(scope, id, &tool, &args, &mut flows),
         },
     };
     Admitted {
@@ -42,6 +43,7 @@ pub fn admit(scope: &Arc<CallScope>, request: CallRequest, made: usize) -> Admit
         tool,
         args,
         admission,
+        flows,
     }
 }
 
@@ -128,9 +130,15 @@ fn client_admission(scope: &CallScope, id: u32, tool: &str, name: &str, args: &V
     }
 }
 
-/// A call of the daemon's tools past stage 3: the journal (in a session), the approval,
-/// the rate.
-fn daemon_admission(scope: &CallScope, id: u32, tool: &str, args: &Value) -> Admission {
+/// A call of the daemon's tools past stage 3: the journal (in a session), the information
+/// flow, the approval, the rate.
+fn daemon_admission(
+    scope: &CallScope,
+    id: u32,
+    tool: &str,
+    args: &Value,
+    flows: &mut Vec<crate::agent_api::Flow>,
+) -> Admission {
     // The journal: the key is taken here, in call order, so occurrences count the same way
     // in every run whatever order the calls finish in.
     let mut journal = None;
@@ -154,8 +162,24 @@ fn daemon_admission(scope: &CallScope, id: u32, tool: &str, args: &Value) -> Adm
             Err(e) => return Admission::Refused(e),
         }
     }
+    // The information flow: only for a call that would be made (a replayed one was checked
+    // when it was made), against the untrusted results delivered before it arrived.
+    let mut flow_approval = None;
+    if let Some(ledger) = &scope.flow {
+        let ledger = ledger
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let verdict = ledger.check(tool, args);
+        drop(ledger);
+        if let Some(refusal) = verdict.refusal(tool) {
+            *flows = verdict.flows;
+            return Admission::Refused(refusal);
+        }
+        flow_approval = verdict.approval();
+        *flows = verdict.flows;
+    }
     // The approval: only for a call that would be made.
-    if scope.principal.needs_approval(tool) {
+    if scope.principal.needs_approval(tool) || flow_approval.is_some() {
         let Some(waits) = &scope.client else {
             return Admission::Refused(
                 ToolError::new(
@@ -172,7 +196,7 @@ fn daemon_admission(scope: &CallScope, id: u32, tool: &str, args: &Value) -> Adm
                     return Admission::Refused(refusal);
                 }
             }
-            None => return Admission::AwaitsApproval,
+            None => return Admission::AwaitsApproval(flow_approval),
         }
     }
     if let Some(Err(limited)) = scope.rate.as_ref().map(|b| b.try_take()) {
@@ -205,6 +229,7 @@ impl Admitted {
             tool,
             args,
             admission,
+            ..
         } = self;
         let settled = match admission {
             Admission::Refused(error) => Settled::Refused(error),
@@ -235,7 +260,14 @@ impl Admitted {
                     args,
                 }));
             }
-            Admission::AwaitsApproval => return Arrival::Held(Held::Approval { id, tool, args }),
+            Admission::AwaitsApproval(flow) => {
+                return Arrival::Held(Held::Approval {
+                    id,
+                    tool,
+                    args,
+                    flow,
+                });
+            }
             Admission::Replay { result, clock_ms } => {
                 if let Some(run) = &scope.journal {
                     run.replayed();

@@ -8,9 +8,12 @@
 //! 3. **readable arguments**: JSON the daemon can take (depth, surrogates), and an object;
 //!    then, in a session, the **journal**: the call's key (tool, canonical arguments,
 //!    occurrence) is taken now, in call order; a recorded result answers the call, which
-//!    then skips 4-8 ([`crate::journal`]); then, for a tool the principal's `approve`
-//!    patterns name, the **approval**: the execution's decision on this call, or the call is
-//!    held until there is one ([`super::approval`]);
+//!    then skips 4-8 ([`crate::journal`]); then, for a sink, the
+//!    **information flow**: its arguments against the untrusted results delivered so far
+//!    ([`super::flow`]: a `deny` rule refuses it, `approve` makes it need an approval);
+//!    then, for a tool the principal's `approve` patterns name or a flow an `approve` rule
+//!    matched, the **approval**: the execution's decision on this call, or the call is held
+//!    until there is one ([`super::approval`]);
 //! 4. **rate**: the principal's `tool_calls_per_minute`, spent only by a call that would be
 //!    made.
 //!
@@ -140,6 +143,10 @@ pub struct CallScope {
     pub catalogue: CallerCatalogue,
     /// What the generation learns from results (stage 12).
     pub learning: Learning,
+    /// The untrusted text this execution delivered, when the policy has flow settings:
+    /// recorded by the run loop as it delivers results, read at each call's arrival (both in
+    /// the run loop's task, so the lock is never contended).
+    pub flow: Option<std::sync::Mutex<super::flow::FlowLedger>>,
 }
 
 /// One call as the worker sent it.
@@ -161,6 +168,8 @@ pub struct Admitted {
     args: Value,
     /// What the stages at arrival made of it.
     admission: Admission,
+    /// The untrusted text found in its arguments (for the trace).
+    flows: Vec<crate::agent_api::Flow>,
 }
 
 /// What the stages at arrival made of a call.
@@ -175,8 +184,9 @@ enum Admission {
     /// A call of a session whose success the journal recorded: that answers it (the
     /// recorded result, and the clock it was recorded at).
     Replay { result: String, clock_ms: u64 },
-    /// A call that needs an approver's decision and has none yet: held.
-    AwaitsApproval,
+    /// A call that needs an approver's decision and has none yet: held (with the flow that
+    /// made it wait, if one did).
+    AwaitsApproval(Option<String>),
     /// A call to make: its source's, with its place in the session's journal if it runs in
     /// one.
     Live(Option<JournalEntry>),
@@ -228,8 +238,14 @@ pub struct SourceCall {
 pub enum Held {
     /// For the agent's answer (a client-owned tool).
     Client(PendingCall),
-    /// For an approver's decision.
-    Approval { id: u32, tool: String, args: Value },
+    /// For an approver's decision; `flow` says which information flow made it wait, if one
+    /// did.
+    Approval {
+        id: u32,
+        tool: String,
+        args: Value,
+        flow: Option<String>,
+    },
 }
 
 /// What the pipeline hands back for one call.
@@ -257,6 +273,11 @@ impl Admitted {
     /// The arguments as the trace shows them.
     pub fn args(&self) -> &Value {
         &self.args
+    }
+
+    /// The untrusted text found in its arguments at arrival.
+    pub fn take_flows(&mut self) -> Vec<crate::agent_api::Flow> {
+        std::mem::take(&mut self.flows)
     }
 }
 
