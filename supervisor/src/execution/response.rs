@@ -1,7 +1,7 @@
 //! The response of an execution: status, result, output, error and trace, everything an agent
 //! gets scanned for secrets on the way out.
 
-use super::error;
+use super::{budget, error};
 use super::run::{Run, StopReason, ms};
 use super::trace::Holds;
 use crate::agent_api::{
@@ -143,7 +143,7 @@ impl Run<'_> {
                 call.result_truncated = false;
             }
         }
-        let warnings = warnings(
+        let mut warnings = warnings(
             std::mem::take(&mut self.warnings),
             &self.output.redactions,
             &tool_calls,
@@ -155,6 +155,17 @@ impl Run<'_> {
                 output.max_bytes
             ));
         }
+        // Cut last, on what the agent would get: scanned, with its notes.
+        let (spent, cut_parts) = budget::apply(
+            plan.max_output_tokens,
+            error.as_mut(),
+            &mut result,
+            &mut output.stdout,
+            &mut output.stderr,
+        );
+        self.stats.output_tokens = spent.output_tokens;
+        self.stats.cut_tokens = spent.cut_tokens;
+        warnings.extend(budget::warning(plan.max_output_tokens, spent, &cut_parts));
         ExecutionResponse {
             id: plan.id.clone(),
             status,

@@ -28,6 +28,7 @@ mod mcp_facade;
 mod mcp_transports;
 mod mistakes_corpus;
 mod openapi_sources;
+mod output_budget;
 mod package;
 mod policy_reload;
 mod python;
