@@ -7,7 +7,8 @@
 //! by id, and a detached one's events) and runs it in the door's task while a client waits
 //! (`attached`) or in one of its own. The run loop (`run`) takes its worker and gives it the
 //! program (`worker`, the one place a worker is started), judges its literal tool calls
-//! (`contract`), hands every tool call to the call pipeline ([`crate::tools::call`]), and keeps
+//! (`contract`), hands every tool call to the call pipeline ([`crate::tools::call`]) and
+//! answers the session store's (`store_calls`) itself, and keeps
 //! what the program says (`output`) and the calls it made or holds (`trace`); the response
 //! (`response`) is made from those parts, with errors that say what to do next (`error`),
 //! and cut to the output budget in tokens (`budget`).
@@ -31,6 +32,7 @@ mod result_preview;
 mod run;
 pub mod service;
 pub mod slots;
+mod store_calls;
 mod trace;
 pub mod waiting;
 mod worker;

@@ -43,6 +43,7 @@ mod server_confinement;
 mod server_network;
 mod servers_cli;
 mod session_restart;
+mod session_store;
 mod sessions;
 mod systemd_units;
 mod tool_search_quality;
