@@ -470,13 +470,17 @@ mod tests {
             "limits.max_output_tokens",
             "100..=33554432",
         );
-        let lowered =
-            principal_limits("[limits]\nmax_output_tokens = 2000\n", "max_output_tokens = 500")
-                .unwrap();
+        let lowered = principal_limits(
+            "[limits]\nmax_output_tokens = 2000\n",
+            "max_output_tokens = 500",
+        )
+        .unwrap();
         assert_eq!(lowered.max_output_tokens, 500);
-        let message =
-            principal_limits("[limits]\nmax_output_tokens = 2000\n", "max_output_tokens = 2001")
-                .unwrap_err();
+        let message = principal_limits(
+            "[limits]\nmax_output_tokens = 2000\n",
+            "max_output_tokens = 2001",
+        )
+        .unwrap_err();
         assert!(
             message.contains("principal[0].limits.max_output_tokens: 2001 is more than the policy's limits.max_output_tokens (2000)"),
             "{message}"

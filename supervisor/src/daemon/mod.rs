@@ -144,7 +144,9 @@ pub async fn run(
     std::thread::Builder::new()
         .name("tokenizer".into())
         .spawn(crate::execution::budget::warm)
-        .map_err(|e| warn!(error = %e, "cannot load the tokenizer early; the first execution loads it"))
+        .map_err(
+            |e| warn!(error = %e, "cannot load the tokenizer early; the first execution loads it"),
+        )
         .ok();
     for warning in &config.policy.warnings {
         warn!("{warning}");

@@ -175,7 +175,10 @@ mod tests {
         assert_eq!(result, json!({"a": [1, 2, 3]}));
         assert_eq!(out, "hello\n");
         assert_eq!(spent.cut_tokens, 0);
-        assert_eq!(spent.output_tokens, count(r#"{"a":[1,2,3]}"#) + count("hello\n"));
+        assert_eq!(
+            spent.output_tokens,
+            count(r#"{"a":[1,2,3]}"#) + count("hello\n")
+        );
         assert!(parts.is_empty());
         assert!(warning(100, spent, &parts).is_none());
     }
@@ -188,9 +191,15 @@ mod tests {
         let (mut out, mut err) = ("printed\n".to_owned(), String::new());
         let (spent, parts) = apply(1000, None, &mut result, &mut out, &mut err);
         let text = result.as_str().expect("a cut result is a string");
-        assert!(text.starts_with(r#"["item number 0","item number 1""#), "{text:.80}");
         assert!(
-            text.contains(&format!("{} of {full} tokens of the result were cut", full - 1000)),
+            text.starts_with(r#"["item number 0","item number 1""#),
+            "{text:.80}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{} of {full} tokens of the result were cut",
+                full - 1000
+            )),
             "{text}"
         );
         assert!(text.contains("store.set"), "{text}");
@@ -200,7 +209,10 @@ mod tests {
         assert!(out.starts_with("[airlock: "), "{out}");
         assert_eq!(parts, ["result", "stdout"]);
         let warning = warning(1000, spent, &parts).unwrap();
-        assert!(warning.contains("of the result, stdout were cut"), "{warning}");
+        assert!(
+            warning.contains("of the result, stdout were cut"),
+            "{warning}"
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The response of an execution: status, result, output, error and trace, everything an agent
 //! gets scanned for secrets on the way out.
 
-use super::{budget, error};
 use super::run::{Run, StopReason, ms};
 use super::trace::Holds;
+use super::{budget, error};
 use crate::agent_api::{
     DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, PendingApproval,
     PendingCall, Redaction, RedactionPlace, RequestLanguage, Status, ToolCallRecord,

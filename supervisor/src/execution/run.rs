@@ -614,7 +614,8 @@ impl<'p> Run<'p> {
             let (shown, answer) = self.store_call(&request);
             self.trace
                 .open(id, tool.clone(), shown, ms(now - self.origin), now);
-            self.emit(ExecutionEvent::ToolCallStarted { id, tool }).await;
+            self.emit(ExecutionEvent::ToolCallStarted { id, tool })
+                .await;
             return Begun::Answered(answer);
         }
         let admitted = call::admit(&self.calls, request, self.trace.records.len() + 1);

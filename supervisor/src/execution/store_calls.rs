@@ -32,7 +32,11 @@ fn refused(code: ToolErrorCode, message: String, hint: &str) -> ToolError {
 }
 
 fn bound(bound: &StoreBound) -> ToolError {
-    refused(ToolErrorCode::InvalidArguments, bound.to_string(), bound.hint())
+    refused(
+        ToolErrorCode::InvalidArguments,
+        bound.to_string(),
+        bound.hint(),
+    )
 }
 
 impl Run<'_> {
@@ -52,7 +56,9 @@ impl Run<'_> {
         let args: Value = serde_json::from_str(&request.args_json).unwrap_or(Value::Null);
         let key = args.get("key").and_then(Value::as_str).map(str::to_owned);
         let shown = match (&key, request.tool.as_str()) {
-            (Some(key), SET) => json!({ "key": key, "value_bytes": args.get("value").map_or(0, |v| v.to_string().len()) }),
+            (Some(key), SET) => {
+                json!({ "key": key, "value_bytes": args.get("value").map_or(0, |v| v.to_string().len()) })
+            }
             (Some(key), _) => json!({ "key": key }),
             (None, _) => Value::Null,
         };
@@ -94,14 +100,15 @@ impl Run<'_> {
                 RedactionPlace::Arguments,
                 &findings,
             );
-            answer.result = match session
-                .journal
-                .set_store_value(&session.session, &key, &value.to_string())
-            {
-                Ok(Ok(())) => Ok("null".into()),
-                Ok(Err(b)) => Err(bound(&b)),
-                Err(e) => Err(journal_unavailable(&e)),
-            };
+            answer.result =
+                match session
+                    .journal
+                    .set_store_value(&session.session, &key, &value.to_string())
+                {
+                    Ok(Ok(())) => Ok("null".into()),
+                    Ok(Err(b)) => Err(bound(&b)),
+                    Err(e) => Err(journal_unavailable(&e)),
+                };
             return (shown, answer);
         }
         // A get: from the record, or live (and then recorded, as a read-only call).

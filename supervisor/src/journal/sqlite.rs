@@ -17,12 +17,12 @@
 //! - 1 KiB pages: a commit writes the pages it changed to the write-ahead log, and a call's
 //!   row is a few hundred bytes.
 
+use super::session_store::{self, StoreBound};
 use super::store::{
     AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, ExecutionState,
     JournalStore, LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
 };
 use super::usage::{self, Refusal, Tally, log_evicted};
-use super::session_store::{self, StoreBound};
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::fs::OpenOptions;
@@ -397,7 +397,12 @@ impl JournalStore for SqliteStore {
                  ON CONFLICT (session, key) DO UPDATE SET value = excluded.value, \
                  updated_ms = excluded.updated_ms",
             )?
-            .execute(params![session, key, value, i64::try_from(now_ms).unwrap_or(i64::MAX)])?;
+            .execute(params![
+                session,
+                key,
+                value,
+                i64::try_from(now_ms).unwrap_or(i64::MAX)
+            ])?;
             tx.commit()?;
             Ok(Ok(()))
         })
@@ -405,9 +410,8 @@ impl JournalStore for SqliteStore {
 
     fn store_values(&self, session: &str) -> Result<Vec<(String, String)>, StoreError> {
         self.with(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT key, value FROM store WHERE session = ?1 ORDER BY key",
-            )?;
+            let mut stmt =
+                c.prepare_cached("SELECT key, value FROM store WHERE session = ?1 ORDER BY key")?;
             let rows = stmt.query_map([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
             rows.collect()
         })

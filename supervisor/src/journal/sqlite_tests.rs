@@ -714,7 +714,10 @@ fn the_session_store_keeps_values_within_its_bounds_and_counts_them() {
     assert_eq!(s.store_value("s2", "k").unwrap(), None, "per session");
     assert!(bytes_of(&s, "s1") >= empty + 6, "counted in the session");
     s.set_store_value("s1", "k", "3", 6).unwrap().unwrap();
-    assert_eq!(s.store_values("s1").unwrap(), [("k".to_owned(), "3".to_owned())]);
+    assert_eq!(
+        s.store_values("s1").unwrap(),
+        [("k".to_owned(), "3".to_owned())]
+    );
     for i in 1..MAX_KEYS {
         s.set_store_value("s1", &format!("k{i}"), "0", 7)
             .unwrap()

@@ -12,7 +12,10 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 
 fn tokens(text: &str) -> u64 {
-    tiktoken_rs::cl100k_base().unwrap().encode_ordinary(text).len() as u64
+    tiktoken_rs::cl100k_base()
+        .unwrap()
+        .encode_ordinary(text)
+        .len() as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,7 +67,9 @@ async fn a_stdout_flood_is_cut() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_under_the_budget_is_unchanged_and_counted() {
     let d = TestDaemon::start().await;
-    let r = d.exec("console.log('hello world'); ({ a: [1, 2, 3] })").await;
+    let r = d
+        .exec("console.log('hello world'); ({ a: [1, 2, 3] })")
+        .await;
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);
     assert_eq!(r.result, json!({"a": [1, 2, 3]}));
     assert_eq!(r.stdout, "hello world\n");
@@ -92,7 +97,13 @@ async fn a_request_may_lower_the_budget_but_not_raise_it_past_the_policy() {
         .await
         .unwrap();
     assert_eq!(lowered.stats.output_tokens, 300, "{:?}", lowered.stats);
-    assert!(lowered.result.as_str().unwrap().contains("(300 cl100k tokens"));
+    assert!(
+        lowered
+            .result
+            .as_str()
+            .unwrap()
+            .contains("(300 cl100k tokens")
+    );
     let policy = d.exec(code).await;
     assert_eq!(policy.stats.output_tokens, 2000, "{:?}", policy.stats);
 
@@ -103,7 +114,11 @@ async fn a_request_may_lower_the_budget_but_not_raise_it_past_the_policy() {
         )
         .await;
         assert_eq!(status, 400, "{body}");
-        assert_eq!(body["error"]["code"], json!("invalid_output_budget"), "{body}");
+        assert_eq!(
+            body["error"]["code"],
+            json!("invalid_output_budget"),
+            "{body}"
+        );
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
             message.contains("limits.max_output_tokens") && message.contains("2000"),

@@ -159,7 +159,11 @@ errors
     let errors = r.result.as_array().unwrap();
     let message = |i: usize| errors[i][1].as_str().unwrap().to_owned();
     assert_eq!(errors[0][0], json!("invalid_arguments"));
-    assert!(message(0).contains("over the 256-byte limit"), "{}", message(0));
+    assert!(
+        message(0).contains("over the 256-byte limit"),
+        "{}",
+        message(0)
+    );
     assert!(message(1).contains("empty"), "{}", message(1));
     assert!(
         message(2).contains("over the 1048576-byte limit of one value"),
@@ -177,7 +181,10 @@ errors
         message(3)
     );
     assert!(
-        errors[3][2].as_str().unwrap().contains("\"session\": \"new\""),
+        errors[3][2]
+            .as_str()
+            .unwrap()
+            .contains("\"session\": \"new\""),
         "{:?}",
         errors[3]
     );
@@ -209,7 +216,11 @@ async fn outside_a_session_the_store_is_an_error_naming_the_fix() {
     let error = py.error.unwrap();
     assert!(error.message.contains("per session"), "{error:?}");
     assert!(
-        error.hint.as_deref().unwrap_or("").contains("\"session\": \"new\""),
+        error
+            .hint
+            .as_deref()
+            .unwrap_or("")
+            .contains("\"session\": \"new\""),
         "{error:?}"
     );
 }

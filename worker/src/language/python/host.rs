@@ -284,7 +284,11 @@ impl<'i> Host<'i> {
             .map(|(n, v)| (MontyObject::String((*n).to_owned()), v.clone()))
             .collect();
         pairs.extend(kwargs.iter().cloned());
-        let tool = if name == "get" { "$store.get" } else { "$store.set" };
+        let tool = if name == "get" {
+            "$store.get"
+        } else {
+            "$store.set"
+        };
         self.tool_call(tool, &[], &pairs, monty_call_id)
     }
 
