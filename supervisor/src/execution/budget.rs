@@ -230,6 +230,20 @@ mod tests {
         assert!(err.contains("tokens of the stderr were cut"), "{err}");
     }
 
+    /// One 1 MiB word is one piece for the tokenizer's pre-split: it must not take the
+    /// quadratic path (tiktoken merges pieces this long with a heap).
+    #[test]
+    fn a_megabyte_without_a_space_is_counted_quickly() {
+        let word = "a".repeat(1 << 20);
+        let started = std::time::Instant::now();
+        let (kept, tokens, cut) = cut_text(&word, 10_000);
+        let took = started.elapsed();
+        assert_eq!(tokens, 10_000);
+        assert!(cut > 0 && kept.len() < word.len());
+        eprintln!("1 MiB of one letter: {took:?} (debug build)");
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    }
+
     #[test]
     fn a_cut_inside_a_character_moves_back_to_its_start() {
         // Characters of several bytes are often split across tokens.
