@@ -8,7 +8,8 @@
 //! under `replay: "all"` and reads the store again under `"writes"` and `"none"`: an
 //! execution stays a function of its code and its ordered results. A `set` is applied every
 //! time it runs (writing the same value again changes nothing), its value scanned for
-//! secrets first, as a tool's result is: what is kept is what the scanner let through.
+//! secrets first, as a tool's result is: what is kept is what the scanner let through (a key
+//! that looks like a secret is refused: keys are listed as they are).
 
 use super::run::Run;
 use crate::agent_api::{RedactionPlace, ToolError, ToolErrorCode};
@@ -94,6 +95,19 @@ impl Run<'_> {
                 ));
                 return (shown, answer);
             };
+            // Keys are listed as they are (`GET /v1/sessions/<id>/store`): one that carries a
+            // secret is refused rather than kept.
+            if let Some(finding) = self.output.scanner.scan_text(&key).1.first() {
+                answer.result = Err(refused(
+                    ToolErrorCode::InvalidArguments,
+                    format!(
+                        "the store key looks like a secret ({}); keys are listed as they are",
+                        finding.rule
+                    ),
+                    "name the value in the key (\"token\"), and keep the value itself as the value",
+                ));
+                return (Value::Null, answer);
+            }
             let findings = self.output.scanner.scan_json(&mut value);
             super::response::note_findings(
                 &mut answer.redactions,

@@ -238,7 +238,22 @@ async fn a_secret_shaped_value_is_redacted_before_it_is_kept() {
     .await;
     assert_eq!(r.status, Status::Ok, "{:?}", r.error);
     assert_eq!(r.result, json!("token: [REDACTED:github-token]"));
-    let (_, body) = store_of(&d, r.session.as_deref().unwrap()).await;
+    let session = r.session.clone().unwrap();
+    let key = run(
+        &d,
+        RequestLanguage::Typescript,
+        "try { await store.set('gh' + 'p_hGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8rES', 1) } catch (e: any) { e.message }",
+        &session,
+        None,
+    )
+    .await;
+    let message = key.result.as_str().unwrap();
+    assert!(
+        message.contains("looks like a secret (github-token)"),
+        "{message}"
+    );
+    let (_, body) = store_of(&d, &session).await;
+    assert_eq!(body["keys"], json!(1), "{body}");
     assert_eq!(
         body["values"]["token"],
         json!("token: [REDACTED:github-token]")
