@@ -33,6 +33,28 @@ fn count(text: &str) -> u64 {
     tokenizer().encode_ordinary(text).len() as u64
 }
 
+/// Output larger than this (bytes of text and result JSON) is counted with the runtime told
+/// that its thread is busy.
+pub(super) const LARGE_BYTES: usize = 64 << 10;
+
+/// The length of `value`'s JSON text, without keeping the text.
+pub(super) fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// What the budget did to one response.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Spent {
@@ -159,6 +181,12 @@ mod tests {
     use super::*;
     use crate::agent_api::ExecutionErrorKind;
     use serde_json::json;
+
+    #[test]
+    fn json_len_is_the_texts() {
+        let v = json!({"a": [1, "x", null], "b": "é"});
+        assert_eq!(json_len(&v), v.to_string().len());
+    }
 
     #[test]
     fn counts_with_cl100k() {
