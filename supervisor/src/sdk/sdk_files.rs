@@ -281,6 +281,7 @@ fn readme(namespaces: &[(String, String, usize)]) -> String {
 - Every tool takes one object and returns a promise. Run independent calls at once with `Promise.all`.\n\
 - A failed call throws a `ToolError` with `code`, `message` and often `hint`. Wrong arguments are rejected before anything is sent, and the message says which argument is wrong.\n\
 - `console.log()` output and `progress(value)` reach the caller. The program's last expression (or the value it returns) is its result.\n\
+- The answer is cut at `max_output_tokens`: return only what is needed. In a session, `await store.set(key, value)` keeps a value for later executions (`await store.get(key)`).\n\
 - There is no `fetch`, file system or process: only `tools`.\n\n\
 ## Finding a tool\n\n\
 - Search: `GET /v1/tools/search?q=<words>` or `airlock sdk search <words>`. Each hit is a one-line signature ending in the result type: the declared one, else the one learned from the tool's results (`Promise<unknown>` before any was seen).\n\
