@@ -126,12 +126,13 @@ impl fmt::Display for Explanation<'_> {
                 let l = &principal.limits;
                 write!(
                     f,
-                    "\nlimits: timeout {} ms (max {} ms), memory {} MiB, {} tool calls, output {} KiB, {} waiting executions for up to {}",
+                    "\nlimits: timeout {} ms (max {} ms), memory {} MiB, {} tool calls, output {} KiB and {} tokens, {} waiting executions for up to {}",
                     l.timeout_ms,
                     l.max_timeout_ms,
                     l.memory_bytes >> 20,
                     l.max_tool_calls,
                     l.max_output_bytes >> 10,
+                    l.max_output_tokens,
                     l.max_waiting_executions,
                     format_duration_ms(l.waiting_ttl_ms)
                 )?;

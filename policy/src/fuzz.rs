@@ -66,6 +66,7 @@ const KEYS: &[&str] = &[
     "max_concurrent_calls",
     "max_concurrent_executions",
     "max_output",
+    "max_output_tokens",
     "max_principal_size",
     "max_session_size",
     "max_sessions",

@@ -33,6 +33,9 @@ pub struct LimitSettings {
     /// Console output and progress messages, in bytes (key `max_output`); the result is
     /// limited separately, to 16 MiB of JSON, by the worker.
     pub max_output_bytes: u64,
+    /// What the agent gets of one execution (result, stdout, stderr, error), in `cl100k_base`
+    /// tokens (key `max_output_tokens`); more is cut with a note. A request may ask for less.
+    pub max_output_tokens: u64,
     /// Size of the submitted program (key `max_code`).
     pub max_code_bytes: u64,
     /// Executions of one principal that may wait at once (for client tool results or an
@@ -59,12 +62,13 @@ type Ceiling = (&'static str, fn(&LimitSettings) -> u64, fn(u64) -> String);
 
 /// Every limit but `timeout_ms`, which is a default, not a ceiling: it only has to stay within
 /// the principal's own `max_timeout_ms`, which `read_over` checks.
-const CEILINGS: [Ceiling; 11] = [
+const CEILINGS: [Ceiling; 12] = [
     ("max_timeout_ms", |l| l.max_timeout_ms, count),
     ("memory", |l| l.memory_bytes, format_byte_size),
     ("stack", |l| l.stack_bytes, format_byte_size),
     ("max_tool_calls", |l| u64::from(l.max_tool_calls), count),
     ("max_output", |l| l.max_output_bytes, format_byte_size),
+    ("max_output_tokens", |l| l.max_output_tokens, count),
     ("max_code", |l| l.max_code_bytes, format_byte_size),
     (
         "max_waiting_executions",
@@ -99,6 +103,7 @@ impl LimitSettings {
         "stack",
         "max_tool_calls",
         "max_output",
+        "max_output_tokens",
         "max_code",
         "max_waiting_executions",
         "waiting_ttl",
@@ -134,6 +139,12 @@ impl LimitSettings {
     pub const MIN_OUTPUT_BYTES: u64 = KIB;
     /// Largest `max_output` (must fit in one supervisor⇄worker frame with room to spare).
     pub const MAX_OUTPUT_BYTES: u64 = 16 * MIB;
+    /// Default `max_output_tokens`: about a page of a model's context.
+    pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 10_000;
+    /// Smallest `max_output_tokens`: room for the note that says what was cut.
+    pub const MIN_OUTPUT_TOKENS: u64 = 100;
+    /// Largest `max_output_tokens` (more than 16 MiB of output and result could never reach).
+    pub const MAX_OUTPUT_TOKENS: u64 = 1 << 25;
     /// Default `max_code`.
     pub const DEFAULT_MAX_CODE_BYTES: u64 = 16 * MIB;
     /// Smallest `max_code`.
@@ -237,6 +248,10 @@ impl LimitSettings {
                 }
                 None => defaults.max_output_bytes,
             },
+            max_output_tokens: match table.get("max_output_tokens") {
+                Some(field) => field.u64_in(Self::MIN_OUTPUT_TOKENS..=Self::MAX_OUTPUT_TOKENS)?,
+                None => defaults.max_output_tokens,
+            },
             max_code_bytes: match table.get("max_code") {
                 Some(field) => field.byte_size_in(Self::MIN_CODE_BYTES..=Self::MAX_CODE_BYTES)?,
                 None => defaults.max_code_bytes,
@@ -276,6 +291,7 @@ impl Default for LimitSettings {
             stack_bytes: Self::DEFAULT_STACK_BYTES,
             max_tool_calls: Self::DEFAULT_MAX_TOOL_CALLS,
             max_output_bytes: Self::DEFAULT_MAX_OUTPUT_BYTES,
+            max_output_tokens: Self::DEFAULT_MAX_OUTPUT_TOKENS,
             max_code_bytes: Self::DEFAULT_MAX_CODE_BYTES,
             max_waiting_executions: Self::DEFAULT_MAX_WAITING_EXECUTIONS,
             waiting_ttl_ms: Self::DEFAULT_WAITING_TTL_MS,
@@ -439,6 +455,34 @@ mod tests {
             principal_limits("[limits]\nmax_connections = 8\n", "max_connections = 9").unwrap_err();
         assert!(
             message.contains("principal[0].limits.max_connections: 9 is more than the policy's limits.max_connections (8)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_output_token_budget_defaults_to_10000_and_a_principal_may_only_lower_it() {
+        assert_eq!(limits("").unwrap().max_output_tokens, 10_000);
+        let read = limits("[limits]\nmax_output_tokens = 2000\n").unwrap();
+        assert_eq!(read.max_output_tokens, 2000);
+        assert_refused(
+            "[limits]\nmax_output_tokens = 99\n",
+            "2",
+            "limits.max_output_tokens",
+            "100..=33554432",
+        );
+        let lowered = principal_limits(
+            "[limits]\nmax_output_tokens = 2000\n",
+            "max_output_tokens = 500",
+        )
+        .unwrap();
+        assert_eq!(lowered.max_output_tokens, 500);
+        let message = principal_limits(
+            "[limits]\nmax_output_tokens = 2000\n",
+            "max_output_tokens = 2001",
+        )
+        .unwrap_err();
+        assert!(
+            message.contains("principal[0].limits.max_output_tokens: 2001 is more than the policy's limits.max_output_tokens (2000)"),
             "{message}"
         );
     }

@@ -98,6 +98,8 @@ wire_code! {
         Internal => "internal",
         InvalidJson => "invalid_json",
         InvalidTimeout => "invalid_timeout",
+        /// `max_output_tokens` is 0 or above the policy's.
+        InvalidOutputBudget => "invalid_output_budget",
         /// Sessions were asked for and the daemon cannot keep its journal.
         JournalUnavailable => "journal_unavailable",
         /// The request conflicts with the state of what it names (resuming an execution that
@@ -195,6 +197,10 @@ pub struct ExecutionRequest {
     /// `limits.max_timeout_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Output budget in `cl100k_base` tokens (error, result, stdout, stderr; more is cut with
+    /// a note); defaults to, and may not exceed, the policy's `limits.max_output_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
     /// Run in this session (its recorded tool calls are replayed), or `"new"` for a new one
     /// (the response carries its id). Absent: a one-shot execution, nothing recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -774,6 +780,13 @@ pub struct ExecutionStats {
     /// Peak resident set size of the worker process (VmHWM), when it could be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_bytes: Option<u64>,
+    /// `cl100k_base` tokens of what the agent gets (error, result, stdout, stderr; the notes
+    /// of a cut not counted), at most the output budget.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Tokens cut at the output budget (`max_output_tokens`).
+    #[serde(default)]
+    pub cut_tokens: u64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

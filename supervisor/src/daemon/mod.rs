@@ -139,6 +139,15 @@ pub async fn run(
         warn!(error = %std::io::Error::last_os_error(), "cannot make the daemon non-dumpable");
     }
     raise_descriptor_limit(config.policy.daemon.max_connections);
+    // The output budget's tokenizer takes tens of milliseconds to load: loaded beside the
+    // start, not in the first execution.
+    std::thread::Builder::new()
+        .name("tokenizer".into())
+        .spawn(crate::execution::budget::warm)
+        .map_err(
+            |e| warn!(error = %e, "cannot load the tokenizer early; the first execution loads it"),
+        )
+        .ok();
     for warning in &config.policy.warnings {
         warn!("{warning}");
     }

@@ -30,6 +30,8 @@ pub(super) struct Plan {
     /// one it runs with.
     pub(super) timeout_ms: Option<u64>,
     pub(super) limits: Limits,
+    /// The output budget it runs with (`cl100k_base` tokens): the request's or the policy's.
+    pub(super) max_output_tokens: u64,
     pub(super) peer: PeerInfo,
     pub(super) principal: Arc<Principal>,
     /// The generation it was admitted under; it runs to its end under it.
@@ -192,4 +194,14 @@ pub(super) fn limits(
         max_tool_calls: policy.max_tool_calls,
         max_output_bytes: policy.max_output_bytes,
     })
+}
+
+/// The output budget of `principal`'s execution: the one it asked for, at most the policy's.
+pub(super) fn output_budget(principal: &Principal, asked: Option<u64>) -> Result<u64, SubmitError> {
+    let max = principal.limits.max_output_tokens;
+    match asked {
+        None => Ok(max),
+        Some(got) if got == 0 || got > max => Err(SubmitError::InvalidOutputBudget { got, max }),
+        Some(got) => Ok(got),
+    }
 }

@@ -1,9 +1,9 @@
 //! The response of an execution: status, result, output, error and trace, everything an agent
 //! gets scanned for secrets on the way out.
 
-use super::error;
 use super::run::{Run, StopReason, ms};
 use super::trace::Holds;
+use super::{budget, error};
 use crate::agent_api::{
     DeterminismSpec, ExecutionError, ExecutionErrorKind, ExecutionResponse, PendingApproval,
     PendingCall, Redaction, RedactionPlace, RequestLanguage, Status, ToolCallRecord,
@@ -143,7 +143,7 @@ impl Run<'_> {
                 call.result_truncated = false;
             }
         }
-        let warnings = warnings(
+        let mut warnings = warnings(
             std::mem::take(&mut self.warnings),
             &self.output.redactions,
             &tool_calls,
@@ -155,6 +155,30 @@ impl Run<'_> {
                 output.max_bytes
             ));
         }
+        // Cut last, on what the agent would get: scanned, with its notes. Counting megabytes
+        // takes a runtime thread for a while (about half a second a MiB in a debug build):
+        // large output is counted with the runtime told, so its other tasks move elsewhere.
+        let large = output.stdout.len() + output.stderr.len() + budget::json_len(&result)
+            > budget::LARGE_BYTES;
+        let mut cut = || {
+            budget::apply(
+                plan.max_output_tokens,
+                error.as_mut(),
+                &mut result,
+                &mut output.stdout,
+                &mut output.stderr,
+            )
+        };
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let (spent, cut_parts) = if large && multi_thread {
+            tokio::task::block_in_place(cut)
+        } else {
+            cut()
+        };
+        self.stats.output_tokens = spent.output_tokens;
+        self.stats.cut_tokens = spent.cut_tokens;
+        warnings.extend(budget::warning(plan.max_output_tokens, spent, &cut_parts));
         ExecutionResponse {
             id: plan.id.clone(),
             status,

@@ -8,6 +8,7 @@ use super::output::Output;
 use super::plan::{Events, Plan};
 use super::registry::StopSignals;
 use super::response::Ending;
+use super::store_calls;
 use super::trace::{Holds, Trace};
 use super::worker::{self, StartedWorker};
 use crate::agent_api::{ExecutionEvent, ExecutionResponse, ExecutionStats, RedactionPlace};
@@ -141,7 +142,7 @@ pub(super) struct Run<'p> {
     /// What the execution's tool calls share (registry, principal, budget, rate, scanner).
     pub(super) calls: Arc<CallScope>,
     /// Its session's journal, when it runs in a session.
-    session: Option<Arc<SessionRun>>,
+    pub(super) session: Option<Arc<SessionRun>>,
     pub(super) output: Output,
     pub(super) trace: Trace,
     pub(super) held: Holds,
@@ -610,6 +611,15 @@ impl<'p> Run<'p> {
     ) -> Begun {
         let (id, tool) = (request.id, request.tool.clone());
         let now = Instant::now();
+        if store_calls::is_store_call(&tool) {
+            // The session store: answered here, never by the tool-call pipeline.
+            let (shown, answer) = self.store_call(&request);
+            self.trace
+                .open(id, tool.clone(), shown, ms(now - self.origin), now);
+            self.emit(ExecutionEvent::ToolCallStarted { id, tool })
+                .await;
+            return Begun::Answered(answer);
+        }
         let mut admitted = call::admit(&self.calls, request, self.trace.records.len() + 1);
         self.trace.open(
             id,

@@ -6,7 +6,7 @@
 //! door, so every door gets the same record.
 
 use super::attached::Started;
-use super::plan::{Plan, SessionPlan, limits};
+use super::plan::{Plan, SessionPlan, limits, output_budget};
 use super::registry::{CancelError, EventLog, LiveExecutions};
 use super::slots::Slots;
 use super::waiting::client_request;
@@ -74,6 +74,10 @@ pub enum SubmitError {
     )]
     InvalidTimeout { got: u64, max: u64 },
     #[error(
+        "max_output_tokens must be between 1 and {max} (the policy's limits.max_output_tokens), got {got}"
+    )]
+    InvalidOutputBudget { got: u64, max: u64 },
+    #[error(
         "principal `{principal}` may start {per_minute} executions per minute and has used them"
     )]
     RateLimited {
@@ -129,6 +133,9 @@ impl SubmitError {
             }
             SubmitError::InvalidTimeout { .. } => {
                 "leave timeout_ms out for the policy's default, or ask for less".into()
+            }
+            SubmitError::InvalidOutputBudget { .. } => {
+                "leave max_output_tokens out for the policy's budget, or ask for less; keep large values with store.set in a session and read them in pieces".into()
             }
             SubmitError::RateLimited { retry_after_s, .. } => format!(
                 "retry in {retry_after_s} s, or do more per program; the operator sets principal.executions_per_minute"
@@ -228,6 +235,7 @@ impl ExecutionService {
             resumed_from,
         } = submission;
         let limits = limits(&principal, &request.code, request.timeout_ms)?;
+        let max_output_tokens = output_budget(&principal, request.max_output_tokens)?;
         // Client-owned tools: checked before anything is spent.
         let client = client_request(&mut request)?;
         let stateful_client = client.as_ref().is_some_and(|c| !c.stateless);
@@ -306,6 +314,7 @@ impl ExecutionService {
             language: request.language,
             timeout_ms: request.timeout_ms,
             limits,
+            max_output_tokens,
             peer,
             tool_call_rate: self.tool_call_rate(&principal),
             principal,

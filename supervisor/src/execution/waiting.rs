@@ -261,6 +261,9 @@ impl ExecutionService {
             language: RequestLanguage::from_name(&execution.language),
             timeout_ms: execution.timeout_ms,
             limits,
+            // The request's own budget is not kept with a waiting execution: it goes on with
+            // the policy's.
+            max_output_tokens: principal.limits.max_output_tokens,
             peer,
             tool_call_rate: self.tool_call_rate(&principal),
             principal,

@@ -7,6 +7,8 @@
 //!   execution of a session asks of it (keys, lookups, records);
 //! - [`canonical`]: RFC 8785 canonical JSON, for keys that do not depend on key order;
 //! - [`store`]: the [`store::JournalStore`] trait and its rows; [`sqlite`]: the embedded store;
+//! - [`session_store`]: the values a program keeps in its session (`store.set`/`store.get`),
+//!   and their bounds;
 //! - [`log`]: the intent log, where a live call's "sent" and outcome are appended (one write
 //!   each) until they are folded into the store in one transaction (when an execution ends,
 //!   before the store is read, at start).
@@ -18,6 +20,7 @@
 
 pub mod canonical;
 pub mod log;
+pub mod session_store;
 pub mod sqlite;
 pub mod store;
 pub(crate) mod usage;
@@ -284,7 +287,7 @@ impl Journal {
     /// Notes the outcome of a store operation that only reads, or may write nothing (eviction
     /// with nothing to evict): a failure counts, a success does not end one (a full disk
     /// still reads).
-    fn noted_read<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(crate) fn noted_read<T>(&self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         self.note(&result, false);
         result
     }

@@ -17,6 +17,7 @@
 //! - 1 KiB pages: a commit writes the pages it changed to the write-ahead log, and a call's
 //!   row is a few hundred bytes.
 
+use super::session_store::{self, StoreBound};
 use super::store::{
     AnswerRow, ApprovalRow, CallKey, CallRow, CallState, CallSummary, ExecutionRow, ExecutionState,
     JournalStore, LogRecord, Outcome, Room, SessionRow, StoreError, WaitingRow,
@@ -344,6 +345,75 @@ impl JournalStore for SqliteStore {
         self.with(|c| {
             c.execute("DELETE FROM sessions WHERE id = ?1", [id])
                 .map(|n| n > 0)
+        })
+    }
+
+    fn store_value(&self, session: &str, key: &str) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            c.prepare_cached("SELECT value FROM store WHERE session = ?1 AND key = ?2")?
+                .query_row(params![session, key], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    fn set_store_value(
+        &self,
+        session: &str,
+        key: &str,
+        value: &str,
+        now_ms: u64,
+    ) -> Result<Result<(), StoreBound>, StoreError> {
+        self.with(|c| {
+            // The bounds are read and the row written in one transaction.
+            let tx = c.transaction()?;
+            let (keys, bytes): (i64, i64) = tx
+                .prepare_cached(
+                    "SELECT count(*), coalesce(sum(octet_length(key) + octet_length(value)), 0) \
+                     FROM store WHERE session = ?1",
+                )?
+                .query_row([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            let this: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT octet_length(key) + octet_length(value) FROM store \
+                     WHERE session = ?1 AND key = ?2",
+                )?
+                .query_row(params![session, key], |r| r.get(0))
+                .optional()?;
+            let of = |v: i64| u64::try_from(v).unwrap_or(0);
+            if this.is_none() && of(keys) >= session_store::MAX_KEYS {
+                return Ok(Err(StoreBound::TooManyKeys {
+                    key: session_store::shown_key(key),
+                }));
+            }
+            let would = of(bytes) - of(this.unwrap_or(0)) + (key.len() + value.len()) as u64;
+            if would > session_store::MAX_BYTES {
+                return Ok(Err(StoreBound::SessionFull {
+                    key: session_store::shown_key(key),
+                    would,
+                }));
+            }
+            tx.prepare_cached(
+                "INSERT INTO store (session, key, value, updated_ms) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (session, key) DO UPDATE SET value = excluded.value, \
+                 updated_ms = excluded.updated_ms",
+            )?
+            .execute(params![
+                session,
+                key,
+                value,
+                i64::try_from(now_ms).unwrap_or(i64::MAX)
+            ])?;
+            tx.commit()?;
+            Ok(Ok(()))
+        })
+    }
+
+    fn store_values(&self, session: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.with(|c| {
+            let mut stmt =
+                c.prepare_cached("SELECT key, value FROM store WHERE session = ?1 ORDER BY key")?;
+            let rows = stmt.query_map([session], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
         })
     }
 

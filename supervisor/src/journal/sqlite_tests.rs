@@ -700,3 +700,42 @@ fn approvals_are_asked_once_decided_once_and_expire() {
     s.expire_waiting(31).unwrap();
     assert!(s.response("e1").unwrap().is_none());
 }
+
+#[test]
+fn the_session_store_keeps_values_within_its_bounds_and_counts_them() {
+    use crate::journal::session_store::{MAX_BYTES, MAX_KEYS, StoreBound};
+    let (_dir, s) = store();
+    s.create_session(&session("s1", 1), room()).unwrap();
+    s.create_session(&session("s2", 1), room()).unwrap();
+    let empty = bytes_of(&s, "s1");
+    assert_eq!(s.store_value("s1", "k").unwrap(), None);
+    s.set_store_value("s1", "k", "[1,2]", 5).unwrap().unwrap();
+    assert_eq!(s.store_value("s1", "k").unwrap().as_deref(), Some("[1,2]"));
+    assert_eq!(s.store_value("s2", "k").unwrap(), None, "per session");
+    assert!(bytes_of(&s, "s1") >= empty + 6, "counted in the session");
+    s.set_store_value("s1", "k", "3", 6).unwrap().unwrap();
+    assert_eq!(
+        s.store_values("s1").unwrap(),
+        [("k".to_owned(), "3".to_owned())]
+    );
+    for i in 1..MAX_KEYS {
+        s.set_store_value("s1", &format!("k{i}"), "0", 7)
+            .unwrap()
+            .unwrap();
+    }
+    assert!(matches!(
+        s.set_store_value("s1", "one-more", "0", 8).unwrap(),
+        Err(StoreBound::TooManyKeys { .. })
+    ));
+    // An existing key may still be written.
+    s.set_store_value("s1", "k1", "1", 8).unwrap().unwrap();
+    let big = "x".repeat(usize::try_from(MAX_BYTES).unwrap() / 2);
+    s.set_store_value("s2", "a", &big, 9).unwrap().unwrap();
+    assert!(matches!(
+        s.set_store_value("s2", "b", &big, 9).unwrap(),
+        Err(StoreBound::SessionFull { .. })
+    ));
+    // Deleting the session takes its store.
+    assert!(s.delete_session("s1").unwrap());
+    assert!(s.store_values("s1").unwrap().is_empty());
+}

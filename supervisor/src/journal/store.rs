@@ -378,6 +378,20 @@ pub trait JournalStore: Send + Sync + std::fmt::Debug {
     fn apply(&self, records: &[LogRecord], room: Room<'_>) -> Result<(), StoreError>;
     fn calls(&self, session: &str) -> Result<Vec<CallSummary>, StoreError>;
 
+    /// The value `session`'s store keeps under `key`, as JSON text.
+    fn store_value(&self, session: &str, key: &str) -> Result<Option<String>, StoreError>;
+    /// Keeps `value` under `key` in `session`'s store (replacing what it kept there), unless
+    /// that would pass the store's bounds ([`super::session_store`]): then the bound.
+    fn set_store_value(
+        &self,
+        session: &str,
+        key: &str,
+        value: &str,
+        now_ms: u64,
+    ) -> Result<Result<(), super::session_store::StoreBound>, StoreError>;
+    /// Every value `session`'s store keeps, by key.
+    fn store_values(&self, session: &str) -> Result<Vec<(String, String)>, StoreError>;
+
     /// Adds an execution (its code counts), within `room`.
     fn begin_execution(&self, execution: &ExecutionRow, room: Room<'_>) -> Result<(), StoreError>;
     /// Records how an execution ended, and the calls (tool, arguments hash) it made in call

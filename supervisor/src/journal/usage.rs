@@ -3,7 +3,7 @@
 //! Every row of every table counts against its session: `sessions.bytes` is kept by triggers
 //! in the transaction that writes the row (the session row itself, each call's key and
 //! result, each execution's code and call order, kept responses and their events, waits,
-//! client answers and approvals), and a session counts against its principal. So
+//! client answers and approvals, the session store's values), and a session counts against its principal. So
 //! `[journal] max_session_size`, `max_principal_size` and `max_size` bound everything the
 //! file holds, and `max_sessions` how many sessions a principal may hold.
 //!
@@ -29,7 +29,7 @@ const VIA_EXECUTION: &str = "(SELECT session FROM executions WHERE id = X.execut
 
 /// Each table whose rows count: its name, the bytes of its row `X`, and the session of `X`.
 /// A row's fixed part (keys, numbers, SQLite's own overhead) counts as a constant.
-const COUNTED: [(&str, &str, &str); 6] = [
+const COUNTED: [(&str, &str, &str); 7] = [
     (
         "calls",
         "64 + octet_length(X.tool) + octet_length(X.args_hash) + octet_length(X.execution) \
@@ -63,6 +63,11 @@ const COUNTED: [(&str, &str, &str); 6] = [
         "answers",
         "64 + octet_length(X.tool) + octet_length(X.result) + octet_length(X.redactions)",
         VIA_EXECUTION,
+    ),
+    (
+        "store",
+        "64 + octet_length(X.key) + octet_length(X.value)",
+        "X.session",
     ),
 ];
 

@@ -276,6 +276,7 @@ fn readme(namespaces: &[(String, usize)]) -> String {
 - Leave an optional argument out rather than passing `None` (which is sent as `null`).\n\
 - A failed call raises `RuntimeError`; `str(e)` is `\"<namespace>.<tool>: <message> (code: <code>; hint: <hint>)\"`. Catch it with `except RuntimeError as e`. Wrong arguments are rejected before anything is sent, and the message says which argument is wrong.\n\
 - `print()` output and `progress(value)` reach the caller. The program's last expression is its result.\n\
+- The answer is cut at `max_output_tokens`: return only what is needed. In a session, `await store.set(key, value)` keeps a value for later executions (`await store.get(key)`).\n\
 - There is no network, file system or process: only `tools`.\n\n\
 ## Finding a tool\n\n\
 - Search: `GET /v1/tools/search?q=<words>&language=python` or `airlock sdk search --language python <words>`. Each hit is a one-line `async def` signature ending in the result type: the declared one, else the one learned from the tool's results (`Any` before any was seen).\n\

@@ -9,7 +9,8 @@
 //! so the figure is a lower bound of what a classic prompt carries. The entry point is the
 //! SDK's `README.md`, counted as is.
 //!
-//! Only the CLI uses this module, so the daemon does not carry the tokenizer.
+//! The daemon counts with the same tokenizer for the output budget
+//! ([`crate::execution::budget`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

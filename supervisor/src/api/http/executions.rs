@@ -285,6 +285,9 @@ fn refused(e: &SubmitError) -> Response<ApiBody> {
         SubmitError::InvalidTimeout { .. } => {
             (StatusCode::BAD_REQUEST, ApiErrorCode::InvalidTimeout)
         }
+        SubmitError::InvalidOutputBudget { .. } => {
+            (StatusCode::BAD_REQUEST, ApiErrorCode::InvalidOutputBudget)
+        }
         SubmitError::RateLimited { .. } | SubmitError::QueueFull { .. } => {
             (StatusCode::TOO_MANY_REQUESTS, ApiErrorCode::RateLimited)
         }

@@ -18,7 +18,7 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 
-const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload, GET /v1/policy/explain?uid=&tool=, GET /v1/servers, POST /v1/servers/<name>/test and /mcp (MCP, Streamable HTTP)";
+const ROUTES: &str = "the API has GET /v1/health, GET /metrics, POST /v1/executions, GET /v1/executions?status=, GET /v1/executions/<id>, GET /v1/executions/<id>/events?after=N, DELETE /v1/executions/<id>, POST /v1/executions/<id>/resume, POST /v1/executions/<id>/results, GET /v1/approvals, POST /v1/approvals/<id>, GET /v1/sessions, GET /v1/sessions/<id>, GET /v1/sessions/<id>/store, DELETE /v1/sessions/<id>, GET /v1/sdk, POST /v1/sdk (with client_tools), GET /v1/sdk/<path>, GET /v1/sdk/learned?tool=, DELETE /v1/sdk/learned/<tool>, GET /v1/tools, GET /v1/tools/search?q=, POST /v1/reload, GET /v1/policy/explain?uid=&tool=, GET /v1/servers, POST /v1/servers/<name>/test and /mcp (MCP, Streamable HTTP)";
 
 /// One parameter of a query string, percent-decoded (`+` is a space).
 pub(super) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
@@ -206,6 +206,12 @@ async fn journal_routes(caller: Caller, req: Request<Incoming>, path: &str) -> R
         (&Method::POST, approval) if approval.starts_with("/v1/approvals/") => {
             let id = percent_decoded(&approval["/v1/approvals/".len()..]);
             approvals::decide(state, peer, generation, &id, req).await
+        }
+        (&Method::GET, store)
+            if store.starts_with("/v1/sessions/") && store.ends_with("/store") =>
+        {
+            let id = &store["/v1/sessions/".len()..store.len() - "/store".len()];
+            sessions::store(&state, &principal, &percent_decoded(id))
         }
         (&Method::GET, session) if session.starts_with("/v1/sessions/") => sessions::show(
             &state,

@@ -1,5 +1,6 @@
-//! `GET /v1/sessions`, `GET|DELETE /v1/sessions/<id>` and `GET /v1/executions?status=`: what the
-//! journal holds of the caller's own sessions and executions. Another principal's are as
+//! `GET /v1/sessions`, `GET|DELETE /v1/sessions/<id>`, `GET /v1/sessions/<id>/store` and
+//! `GET /v1/executions?status=`: what the journal holds of the caller's own sessions, their
+//! stores and executions. Another principal's are as
 //! absent as missing ones (404), so ids reveal nothing.
 
 use super::HttpState;
@@ -75,6 +76,31 @@ pub(super) fn show(state: &HttpState, principal: &Principal, id: &str) -> Respon
         StatusCode::OK,
         &json!({ "session": session, "calls": calls, "executions": executions }),
     )
+}
+
+/// The values a session's programs keep (`store.set`), by key, as they were scanned when set.
+pub(super) fn store(state: &HttpState, principal: &Principal, id: &str) -> Response<ApiBody> {
+    let journal = match journal(state) {
+        Ok(j) => j,
+        Err(resp) => return *resp,
+    };
+    match journal.store_values(id, &principal.name) {
+        Ok((_, values)) => {
+            let bytes: usize = values.iter().map(|(k, v)| k.len() + v.len()).sum();
+            let values: serde_json::Map<String, serde_json::Value> = values
+                .into_iter()
+                .map(|(k, v)| {
+                    let value = serde_json::from_str(&v).unwrap_or(serde_json::Value::String(v));
+                    (k, value)
+                })
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &json!({ "session": id, "keys": values.len(), "bytes": bytes, "values": values }),
+            )
+        }
+        Err(e) => session_error(&e),
+    }
 }
 
 pub(super) fn delete(state: &HttpState, principal: &Principal, id: &str) -> Response<ApiBody> {

@@ -6,8 +6,8 @@ use rusqlite::Connection;
 
 /// `PRAGMA user_version` of the schema below; a newer file is refused. Version 1 counted
 /// results only; 2 added `calls.attempt`; 3 counts everything ([`usage`]) and keeps answers
-/// in a table of their own.
-pub(super) const SCHEMA_VERSION: i64 = 3;
+/// in a table of their own; 4 adds the session store (`store`).
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 /// What brings a file of an older version to the next (see [`crate::state_files::migrate`]);
 /// a file from before version 3 is then counted ([`migrate`]).
@@ -20,6 +20,8 @@ const UPGRADES: &[(i64, &str)] = &[
         2,
         "ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 128;",
     ),
+    // The table and its triggers are made by the schema (`IF NOT EXISTS`).
+    (3, ""),
 ];
 
 /// Times are milliseconds since the Unix epoch. Deleting a session deletes its calls and
@@ -127,6 +129,14 @@ CREATE TABLE IF NOT EXISTS answers (
     redactions TEXT NOT NULL,
     clock_ms INTEGER NOT NULL,
     UNIQUE (execution, call)
+);
+-- The session store: what programs keep with store.set (scanned), one row per key.
+CREATE TABLE IF NOT EXISTS store (
+    session TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    PRIMARY KEY (session, key)
 );
 ";
 

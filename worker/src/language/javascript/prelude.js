@@ -2,7 +2,7 @@
 //
 // Evaluated once per worker, before lockdown and before any untrusted byte exists. The script
 // is one function expression: the engine calls it with the natives, it installs `console`,
-// `progress`, `tools`, `ToolError` and `crypto` on the global object, replaces `Date`,
+// `progress`, `tools`, `store`, `ToolError` and `crypto` on the global object, replaces `Date`,
 // `Math.random` and `performance` with ones that read the supervisor's clock and seed
 // (determinism.rs), and it returns the hooks the engine itself uses. The natives are only
 // ever reachable through this function's closures: nothing on the global object leads to
@@ -193,6 +193,18 @@
     get: (_, key) => (isToolName(key) ? namespaceProxy(key) : undefined),
   });
   apply(weakMapSet, toolProxies, [tools, "[tools]"]);
+
+  // ---------------------------------------------------------------------------------------
+  // store.get(key) / store.set(key, value): the session store. Both send a call of a reserved
+  // name (`$` is in no tool namespace) that the supervisor answers itself, and both return a
+  // promise: `await store.get(key)` for the value (null when none), `await store.set(key,
+  // value)` to see a refusal where it happens.
+
+  const store = freeze({
+    get(key) { return toolCall("$store.get", { key }, new ErrorCtor()); },
+    set(key, value) { return toolCall("$store.set", { key, value }, new ErrorCtor()); },
+  });
+  apply(weakMapSet, toolProxies, [store, "[store]"]);
 
   // ---------------------------------------------------------------------------------------
   // console: Node-like formatting of any value, one message per call.
@@ -595,6 +607,7 @@
     defineProperty(globalThis, name, { value, writable: true, enumerable: false, configurable: true });
   globalValue("console", consoleObject);
   globalValue("progress", progress);
+  globalValue("store", store);
   globalValue("ToolError", ToolError);
   globalValue("Date", ProgramDate);
   globalValue("performance", performanceObject);

@@ -787,6 +787,7 @@ fn global_names_snapshot() {
         "performance",
         "progress",
         "queueMicrotask",
+        "store",
         "tools",
         "undefined",
         "unescape",

@@ -9,6 +9,7 @@
 //! | `tools.<ns>.<name>(**kwargs)`   | a method call on that object   | sends `ToolCall` (args: the kwargs as an object), answers a future |
 //! | `print(…)`                      | nothing (a writer callback)    | sends one `Console` per line                      |
 //! | `progress(value)`               | a function call                | sends `Progress`                                 |
+//! | `store.get(key)`, `store.set(key, value)` | a method call on `store` | sends `ToolCall` of `$store.get` / `$store.set` (the supervisor answers it), answers a future |
 //! | `datetime.now()`, `date.today()` | an OS call                    | answers the supervisor's clock                   |
 //! | `open()`, `Path(…).read_text()`, `os.getenv` | an OS call        | refuses (no files), `None` / `{}` for the environment |
 //!
@@ -37,6 +38,8 @@ const MAX_NAMESPACES: usize = 4096;
 
 /// The identity of the `tools` object; namespaces count up from the next one.
 const TOOLS_ID: u128 = 1;
+/// The identity of the `store` object: far above every namespace's.
+const STORE_ID: u128 = 1 << 64;
 
 /// Why the program is being stopped, whatever it is doing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +172,7 @@ impl<'i> Host<'i> {
         match object {
             None => match name {
                 "tools" => NameLookupResult::Value(host_object("Tools", TOOLS_ID)),
+                "store" => NameLookupResult::Value(host_object("Store", STORE_ID)),
                 "progress" => NameLookupResult::Value(MontyObject::Function {
                     name: "progress".to_owned(),
                     docstring: Some(
@@ -227,6 +231,9 @@ impl<'i> Host<'i> {
         monty_call_id: u32,
     ) -> CallAnswer {
         match object {
+            Some(id) if id == MontyUuid::from_u128(STORE_ID) => {
+                self.store_call(name, args, kwargs, monty_call_id)
+            }
             Some(id) => match self.namespace_of(id).map(str::to_owned) {
                 Some(namespace) => {
                     self.tool_call(&format!("{namespace}.{name}"), args, kwargs, monty_call_id)
@@ -241,6 +248,48 @@ impl<'i> Host<'i> {
                 Some(format!("name '{name}' is not defined")),
             )),
         }
+    }
+
+    /// `store.get(key)` / `store.set(key, value)`, positional or by keyword: a call of the
+    /// store's reserved name with `{key}` / `{key, value}`, like a tool call's.
+    fn store_call(
+        &mut self,
+        name: &str,
+        args: &[MontyObject],
+        kwargs: &[(MontyObject, MontyObject)],
+        monty_call_id: u32,
+    ) -> CallAnswer {
+        let names: &[&str] = match name {
+            "get" => &["key"],
+            "set" => &["key", "value"],
+            _ => {
+                return CallAnswer::Raise(MontyException::new(
+                    ExcType::AttributeError,
+                    Some(format!(
+                        "store has no `{name}`: use `await store.get(key)` and `await store.set(key, value)`"
+                    )),
+                ));
+            }
+        };
+        if args.len() > names.len() {
+            return CallAnswer::Raise(type_error(format!(
+                "store.{name}() takes {} argument(s): {}",
+                names.len(),
+                names.join(", ")
+            )));
+        }
+        let mut pairs: Vec<(MontyObject, MontyObject)> = names
+            .iter()
+            .zip(args)
+            .map(|(n, v)| (MontyObject::String((*n).to_owned()), v.clone()))
+            .collect();
+        pairs.extend(kwargs.iter().cloned());
+        let tool = if name == "get" {
+            "$store.get"
+        } else {
+            "$store.set"
+        };
+        self.tool_call(tool, &[], &pairs, monty_call_id)
     }
 
     fn tool_call(
