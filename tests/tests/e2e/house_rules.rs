@@ -57,9 +57,15 @@ fn lines_before_tests(path: &Path) -> Vec<String> {
         .enumerate()
         .position(|(i, line)| {
             line.trim_start().starts_with("#[cfg(test)]")
-                && lines
-                    .get(i + 1)
-                    .is_some_and(|next| next.trim_start().starts_with("mod "))
+                && lines.get(i + 1).is_some_and(|next| {
+                    // `mod tests`, also with a visibility (a test module others' tests use).
+                    let next = next.trim_start();
+                    let next = ["pub(crate) ", "pub(super) ", "pub "]
+                        .iter()
+                        .find_map(|v| next.strip_prefix(v))
+                        .unwrap_or(next);
+                    next.starts_with("mod ")
+                })
         })
         .unwrap_or(lines.len());
     lines[..end].to_vec()
