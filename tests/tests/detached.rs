@@ -807,8 +807,13 @@ fn resident_bytes() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_of_a_kept_result_share_one_copy() {
     const READERS: usize = 60;
-    let d = TestDaemon::start().await;
-    let id = start(&d, "'x'.repeat(8_000_000)").await;
+    // The whole 8 MB goes back: the output budget raised to its maximum (at the default
+    // 10,000 tokens the result would be cut to about 40 kB).
+    let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
+        p.limits.max_output_tokens = airlock_policy::LimitSettings::MAX_OUTPUT_TOKENS;
+    }))
+    .await;
+    let id = start(&d, "'x '.repeat(4_000_000)").await;
     let done = finished_ok(&d, &id).await;
     drop(done);
     let path = format!("/v1/executions/{id}/events");
@@ -848,6 +853,11 @@ async fn slow_readers_of_a_kept_result_share_one_copy() {
     assert_eq!(status, 200);
     let lines = ndjson(&text);
     assert_eq!(lines.last().unwrap()["event"], json!("result"));
+    assert!(
+        text.len() > 8_000_000,
+        "the whole result: {} bytes",
+        text.len()
+    );
 }
 
 /// Detached submissions made at once cannot all pass `limits.max_waiting_executions`: each

@@ -272,22 +272,30 @@ async fn one_principals_flood_of_endless_programs_leaves_anothers_one_plus_one_f
 async fn a_client_that_stops_reading_its_answer_is_dropped_after_the_write_timeout() {
     let d = TestDaemon::start_with(DaemonOptions::default().policy(|p| {
         p.daemon.write_timeout_ms = 1_000;
+        // An 8 MB answer: the output budget raised to its maximum (at the default 10,000
+        // tokens the result would be cut to about 40 kB, which the socket takes at once).
+        p.limits.max_output_tokens = airlock_policy::LimitSettings::MAX_OUTPUT_TOKENS;
     }))
     .await;
     let socket = d.socket.clone();
     tokio::task::spawn_blocking(move || {
         let mut stream = UnixStream::connect(&socket).unwrap();
         stream
-            .write_all(&execution_request("'x'.repeat(8_000_000)", 20_000))
+            .write_all(&execution_request("'x '.repeat(4_000_000)", 20_000))
             .unwrap();
-        // Nothing of the 8 MB answer is read for longer than the write timeout.
+        // The answer has begun (the execution and its output budget took their time)...
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut got = vec![0u8; 13];
+        stream.read_exact(&mut got).unwrap();
+        assert!(got.starts_with(b"HTTP/1.1 200 "), "{got:?}");
+        // ... and nothing more of the 8 MB is read for longer than the write timeout.
         std::thread::sleep(Duration::from_secs(4));
         stream
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
-        let mut got = Vec::new();
         let ended = stream.read_to_end(&mut got);
-        assert!(got.starts_with(b"HTTP/1.1 200 "), "{ended:?}");
         assert!(
             ended.is_ok() && got.len() < 8_000_000,
             "the daemon kept writing to a reader that read nothing: {} bytes, {ended:?}",
