@@ -299,3 +299,71 @@ pub fn closed_github_graphql(schema: PathBuf) -> airlock_policy::GraphQlSource {
         learn_types: true,
     }
 }
+
+/// The daemon both mistakes corpora run against: [`four_real_servers`] (the memory server
+/// keeping its graph in a file of its own, so a case can create entities) and
+/// [`github_rest_source`], with one commit in the git server's repository so it has a log to
+/// read. `None` (the test skipped, saying so) without the peers.
+#[derive(Debug)]
+pub struct CorpusDaemon {
+    pub daemon: crate::TestDaemon,
+    /// The repository's path as a quoted string, for the cases' `REPO`.
+    pub repo: String,
+    _repository: tempfile::TempDir,
+    _store: tempfile::TempDir,
+}
+
+impl CorpusDaemon {
+    pub async fn start(test: &str) -> Option<CorpusDaemon> {
+        use airlock_policy::SettingValue;
+        use airlock_supervisor::secrets::store::SecretStore;
+        use airlock_supervisor::tools::sources::mcp::McpServer;
+        use airlock_supervisor::tools::sources::openapi::OpenApiSource;
+        use std::sync::Arc;
+        let repository = tempfile::tempdir().ok()?;
+        let mut servers = four_real_servers(test, repository.path())?;
+        let github = github_rest_source(test)?;
+        // By default the memory server would write beside its own code, which its
+        // confinement forbids.
+        let store = tempfile::tempdir().ok()?;
+        for server in servers.iter_mut().filter(|s| s.name == "memory") {
+            if let ServerTransport::Stdio { env, .. } = &mut server.transport {
+                env.push((
+                    "MEMORY_FILE_PATH".into(),
+                    SettingValue::Literal(store.path().join("memory.jsonl").display().to_string()),
+                ));
+            }
+            server.confinement.write = vec![store.path().to_owned()];
+        }
+        let mut options = crate::DaemonOptions::default();
+        for server in servers {
+            options = options.source(Arc::new(McpServer::new(
+                server,
+                Arc::new(SecretStore::empty()),
+            )));
+        }
+        let github = OpenApiSource::load(github, Arc::new(SecretStore::empty()))
+            .expect("the GitHub REST document loads");
+        let daemon = crate::TestDaemon::start_with(options.source(Arc::new(github))).await;
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(repository.path())
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        std::fs::write(repository.path().join("a.txt"), "a\n").ok()?;
+        assert!(git(&["add", "a.txt"]) && git(&["commit", "-q", "-m", "first"]));
+        let repo = format!("{:?}", repository.path().display().to_string());
+        Some(CorpusDaemon {
+            daemon,
+            repo,
+            _repository: repository,
+            _store: store,
+        })
+    }
+}

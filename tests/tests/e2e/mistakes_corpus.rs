@@ -19,13 +19,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{ServerTransport, SettingValue};
-use airlock_supervisor::secrets::store::SecretStore;
-use airlock_supervisor::tools::sources::mcp::McpServer;
-use airlock_supervisor::tools::sources::openapi::OpenApiSource;
-use airlock_tests::mcp_peers::{four_real_servers, github_rest_source};
-use airlock_tests::test_daemon::{DaemonOptions, TestDaemon};
-use std::sync::Arc;
+use airlock_tests::mcp_peers::CorpusDaemon;
 
 /// (what the model did wrong, the program, the words that name the fix).
 const CASES: &[(&str, &str, &[&str])] = &[
@@ -378,50 +372,10 @@ const ABSORBED: &[(&str, &str, &[&str])] = &[
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_name_the_fix() {
     let test = "errors_name_the_fix";
-    let repository = tempfile::tempdir().unwrap();
-    let Some(servers) = four_real_servers(test, repository.path()) else {
+    let Some(corpus) = CorpusDaemon::start(test).await else {
         return;
     };
-    let Some(github) = github_rest_source(test) else {
-        return;
-    };
-    // The memory server keeps its graph in a file it may write (by default it would write
-    // beside its own code, which its confinement forbids), so a case can create entities.
-    let store = tempfile::tempdir().unwrap();
-    let mut servers = servers;
-    for server in servers.iter_mut().filter(|s| s.name == "memory") {
-        if let ServerTransport::Stdio { env, .. } = &mut server.transport {
-            env.push((
-                "MEMORY_FILE_PATH".into(),
-                SettingValue::Literal(store.path().join("memory.jsonl").display().to_string()),
-            ));
-        }
-        server.confinement.write = vec![store.path().to_owned()];
-    }
-    let mut options = DaemonOptions::default();
-    for server in servers {
-        options = options.source(Arc::new(McpServer::new(
-            server,
-            Arc::new(SecretStore::empty()),
-        )));
-    }
-    let github = OpenApiSource::load(github, Arc::new(SecretStore::empty())).unwrap();
-    let d = TestDaemon::start_with(options.source(Arc::new(github))).await;
-    // One commit, so the git server has a log to read.
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(repository.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    std::fs::write(repository.path().join("a.txt"), "a\n").unwrap();
-    assert!(git(&["add", "a.txt"]) && git(&["commit", "-q", "-m", "first"]));
-    let repo = format!("{:?}", repository.path().display().to_string());
+    let (d, repo) = (&corpus.daemon, corpus.repo.clone());
 
     let mut named = 0;
     let mut misses = Vec::new();
@@ -487,5 +441,5 @@ async fn errors_name_the_fix() {
     }
     assert!(CASES.len() >= 60);
     assert!(share >= 95.0, "{share:.1}% of the errors name the fix");
-    d.stop().await;
+    corpus.daemon.stop().await;
 }

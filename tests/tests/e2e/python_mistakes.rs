@@ -19,14 +19,9 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_policy::{ServerTransport, SettingValue};
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
-use airlock_supervisor::secrets::store::SecretStore;
-use airlock_supervisor::tools::sources::mcp::McpServer;
-use airlock_supervisor::tools::sources::openapi::OpenApiSource;
-use airlock_tests::mcp_peers::{four_real_servers, github_rest_source};
-use airlock_tests::test_daemon::{DaemonOptions, TestDaemon};
-use std::sync::Arc;
+use airlock_tests::mcp_peers::CorpusDaemon;
+use airlock_tests::test_daemon::TestDaemon;
 
 /// The share of cases whose error names the fix, at least: the share measured when the
 /// corpus was written (48 of 48).
@@ -299,53 +294,15 @@ async fn py(d: &TestDaemon, code: &str) -> ExecutionResponse {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_errors_name_the_fix() {
     let test = "python_errors_name_the_fix";
-    let repository = tempfile::tempdir().unwrap();
-    let Some(servers) = four_real_servers(test, repository.path()) else {
+    let Some(corpus) = CorpusDaemon::start(test).await else {
         return;
     };
-    let Some(github) = github_rest_source(test) else {
-        return;
-    };
-    // The memory server keeps its graph in a file it may write, so a case can create entities.
-    let store = tempfile::tempdir().unwrap();
-    let mut servers = servers;
-    for server in servers.iter_mut().filter(|s| s.name == "memory") {
-        if let ServerTransport::Stdio { env, .. } = &mut server.transport {
-            env.push((
-                "MEMORY_FILE_PATH".into(),
-                SettingValue::Literal(store.path().join("memory.jsonl").display().to_string()),
-            ));
-        }
-        server.confinement.write = vec![store.path().to_owned()];
-    }
-    let mut options = DaemonOptions::default();
-    for server in servers {
-        options = options.source(Arc::new(McpServer::new(
-            server,
-            Arc::new(SecretStore::empty()),
-        )));
-    }
-    let github = OpenApiSource::load(github, Arc::new(SecretStore::empty())).unwrap();
-    let d = TestDaemon::start_with(options.source(Arc::new(github))).await;
-    let git = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(repository.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    std::fs::write(repository.path().join("a.txt"), "a\n").unwrap();
-    assert!(git(&["add", "a.txt"]) && git(&["commit", "-q", "-m", "first"]));
-    let repo = format!("{:?}", repository.path().display().to_string());
+    let (d, repo) = (&corpus.daemon, corpus.repo.clone());
 
     let mut named = 0;
     let mut misses = Vec::new();
     for (what, program, fix) in CASES {
-        let r = py(&d, &program.replace("REPO", &repo)).await;
+        let r = py(d, &program.replace("REPO", &repo)).await;
         let error = serde_json::to_value(&r.error).unwrap();
         let mut read = String::new();
         for key in ["message", "hint", "explanation"] {
@@ -388,5 +345,5 @@ async fn python_errors_name_the_fix() {
     }
     assert!(CASES.len() >= 30);
     assert!(share >= BAR, "{share:.1}% of the errors name the fix");
-    d.stop().await;
+    corpus.daemon.stop().await;
 }
