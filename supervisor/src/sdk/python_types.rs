@@ -21,7 +21,7 @@
 //! The output depends only on the input (serde_json keeps object keys sorted), so the same
 //! schema always gives byte-identical text.
 
-use super::schema_types::{declared_types, pascal_case, resolve_pointer};
+use super::schema_types::{declared_types, pascal_case, resolve_pointer, schema_facts};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -764,33 +764,11 @@ pub fn comment_lines(text: &str, indent: &str) -> String {
 /// What a schema says about itself, as plain lines (title, description, default, format,
 /// bounds, deprecation), the same facts the TypeScript types give in JSDoc.
 pub fn schema_doc(schema: &Value) -> String {
-    let Some(obj) = schema.as_object() else {
-        return String::new();
-    };
-    let mut lines: Vec<String> = Vec::new();
-    for key in ["title", "description"] {
-        if let Some(Value::String(text)) = obj.get(key) {
-            let text = text.trim();
-            if !text.is_empty() && !lines.iter().any(|l| l == text) {
-                lines.extend(text.lines().map(|l| l.trim_end().to_owned()));
-            }
-        }
-    }
-    if let Some(default) = obj.get("default") {
-        lines.push(format!("default: {default}"));
-    }
-    if let Some(Value::String(format)) = obj.get("format") {
-        lines.push(format!("format: {format}"));
-    }
-    for key in ["minimum", "maximum", "minLength", "maxLength", "pattern"] {
-        if let Some(v) = obj.get(key) {
-            lines.push(format!("{key}: {v}"));
-        }
-    }
-    if obj.get("deprecated") == Some(&Value::Bool(true)) {
-        lines.push("deprecated".into());
-    }
-    lines.join("\n")
+    schema_facts(schema, |fact, value| match value {
+        Some(value) => format!("{fact}: {value}"),
+        None => fact.to_owned(),
+    })
+    .join("\n")
 }
 
 #[cfg(test)]

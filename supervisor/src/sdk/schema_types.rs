@@ -312,6 +312,44 @@ impl<'a> TypeScriptTypes<'a> {
     }
 }
 
+/// What a schema says about itself, as plain lines: its title and description (each line,
+/// the description left out when it repeats the title), then `default`, `format`, the bounds
+/// and `deprecated`, each written by `fact` (name, value; no value for `deprecated`). Shared by
+/// the TypeScript (JSDoc tags) and Python (comment lines) generators.
+pub(crate) fn schema_facts(
+    schema: &Value,
+    fact: impl Fn(&str, Option<&str>) -> String,
+) -> Vec<String> {
+    let Some(obj) = schema.as_object() else {
+        return Vec::new();
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for key in ["title", "description"] {
+        if let Some(Value::String(text)) = obj.get(key) {
+            let text = text.trim();
+            if !text.is_empty() && !lines.iter().any(|l| l == text) {
+                lines.extend(text.lines().map(|l| l.trim_end().to_owned()));
+            }
+        }
+    }
+    if let Some(default) = obj.get("default") {
+        lines.push(fact("default", Some(&default.to_string())));
+    }
+    // A format as written (not as a JSON string); the bounds as JSON.
+    if let Some(Value::String(format)) = obj.get("format") {
+        lines.push(fact("format", Some(format)));
+    }
+    for key in ["minimum", "maximum", "minLength", "maxLength", "pattern"] {
+        if let Some(v) = obj.get(key) {
+            lines.push(fact(key, Some(&v.to_string())));
+        }
+    }
+    if obj.get("deprecated") == Some(&Value::Bool(true)) {
+        lines.push(fact("deprecated", None));
+    }
+    lines
+}
+
 /// The JSON Schema types a schema declares (`type`, one or a list, each once, in order), or
 /// implies by its keywords (`properties` an object, `items` an array); `None` when it says
 /// nothing about its own shape. Shared by the TypeScript and Python generators.
@@ -482,38 +520,10 @@ pub fn one_line_comment(text: &str) -> String {
 }
 
 fn doc(schema: &Value, indent: &str) -> String {
-    let Some(obj) = schema.as_object() else {
-        return String::new();
-    };
-    let mut lines: Vec<String> = Vec::new();
-    for key in ["title", "description"] {
-        if let Some(Value::String(text)) = obj.get(key) {
-            let text = text.trim();
-            if !text.is_empty() && !lines.iter().any(|l| l == text) {
-                lines.extend(text.lines().map(|l| l.trim_end().to_owned()));
-            }
-        }
-    }
-    if let Some(default) = obj.get("default") {
-        lines.push(format!("@default {default}"));
-    }
-    if let Some(Value::String(format)) = obj.get("format") {
-        lines.push(format!("@format {format}"));
-    }
-    for (key, label) in [
-        ("minimum", "minimum"),
-        ("maximum", "maximum"),
-        ("minLength", "minLength"),
-        ("maxLength", "maxLength"),
-        ("pattern", "pattern"),
-    ] {
-        if let Some(v) = obj.get(key) {
-            lines.push(format!("@{label} {v}"));
-        }
-    }
-    if obj.get("deprecated") == Some(&Value::Bool(true)) {
-        lines.push("@deprecated".into());
-    }
+    let lines = schema_facts(schema, |fact, value| match value {
+        Some(value) => format!("@{fact} {value}"),
+        None => format!("@{fact}"),
+    });
     if lines.is_empty() {
         return String::new();
     }
