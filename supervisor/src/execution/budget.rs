@@ -35,25 +35,7 @@ fn count(text: &str) -> u64 {
 
 /// Output larger than this (bytes of text and result JSON) is counted with the runtime told
 /// that its thread is busy.
-pub(super) const LARGE_BYTES: usize = 64 << 10;
-
-/// The length of `value`'s JSON text, without keeping the text.
-pub(super) fn json_len(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing to a counter cannot fail.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
-}
+const LARGE_BYTES: usize = 64 << 10;
 
 /// What the budget did to one response.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -226,6 +208,31 @@ pub(super) fn apply(
     stdout: &mut String,
     stderr: &mut String,
 ) -> (Spent, Vec<&'static str>) {
+    // The result as the agent gets it: its JSON text, made once, for the size and the count.
+    let result_text = (!result.is_null()).then(|| result.to_string());
+    let bytes = stdout.len() + stderr.len() + result_text.as_ref().map_or(0, String::len);
+    let count = || spend(budget, error, result, result_text, stdout, stderr);
+    // Counting takes a runtime thread for a while on large output (parts over COUNTED_BYTES
+    // are counted only as far as their cut, but a cut may still be most of a MiB): the runtime
+    // is told, so that its other tasks move elsewhere.
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if bytes > LARGE_BYTES && multi_thread {
+        tokio::task::block_in_place(count)
+    } else {
+        count()
+    }
+}
+
+/// [`apply`], with the result's JSON text made.
+fn spend(
+    budget: u64,
+    error: Option<&mut ExecutionError>,
+    result: &mut Value,
+    result_text: Option<String>,
+    stdout: &mut String,
+    stderr: &mut String,
+) -> (Spent, Vec<&'static str>) {
     let mut left = budget;
     let mut spent = Spent::default();
     let mut cut_parts = Vec::new();
@@ -244,10 +251,9 @@ pub(super) fn apply(
             add(s, cut, "error stack", &mut cut_parts);
         }
     }
-    if !result.is_null() {
-        // The result as the agent gets it: its JSON text. Cut, it is no longer JSON, so the
-        // agent gets the kept text as a string, the note at its end.
-        let mut text = result.to_string();
+    if let Some(mut text) = result_text {
+        // Cut, the result is no longer JSON, so the agent gets the kept text as a string, the
+        // note at its end.
         let (s, cut) = spend_text(&mut text, "result", &mut left, budget);
         add(s, cut, "result", &mut cut_parts);
         if cut {
@@ -277,12 +283,6 @@ mod tests {
     use super::*;
     use crate::agent_api::ExecutionErrorKind;
     use serde_json::json;
-
-    #[test]
-    fn json_len_is_the_texts() {
-        let v = json!({"a": [1, "x", null], "b": "é"});
-        assert_eq!(json_len(&v), v.to_string().len());
-    }
 
     #[test]
     fn counts_with_cl100k() {

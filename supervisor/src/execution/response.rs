@@ -155,27 +155,14 @@ impl Run<'_> {
                 output.max_bytes
             ));
         }
-        // Cut last, on what the agent would get: scanned, with its notes. Counting megabytes
-        // takes a runtime thread for a while (about half a second a MiB in a debug build):
-        // large output is counted with the runtime told, so its other tasks move elsewhere.
-        let large = output.stdout.len() + output.stderr.len() + budget::json_len(&result)
-            > budget::LARGE_BYTES;
-        let mut cut = || {
-            budget::apply(
-                plan.max_output_tokens,
-                error.as_mut(),
-                &mut result,
-                &mut output.stdout,
-                &mut output.stderr,
-            )
-        };
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let (spent, cut_parts) = if large && multi_thread {
-            tokio::task::block_in_place(cut)
-        } else {
-            cut()
-        };
+        // Cut last, on what the agent would get: scanned, with its notes.
+        let (spent, cut_parts) = budget::apply(
+            plan.max_output_tokens,
+            error.as_mut(),
+            &mut result,
+            &mut output.stdout,
+            &mut output.stderr,
+        );
         self.stats.output_tokens = spent.output_tokens;
         self.stats.cut_tokens = spent.cut_tokens;
         warnings.extend(budget::warning(plan.max_output_tokens, spent, &cut_parts));
