@@ -367,3 +367,21 @@ impl CorpusDaemon {
         })
     }
 }
+
+/// What an agent reads of a response's failure, for the corpora's "does it name the fix":
+/// the error's message, hint and explanation, then the warnings, a line each.
+pub fn agent_reads(r: &airlock_supervisor::agent_api::ExecutionResponse) -> String {
+    let error = serde_json::to_value(&r.error).unwrap_or_default();
+    let mut read = String::new();
+    for key in ["message", "hint", "explanation"] {
+        if let Some(text) = error.get(key).and_then(|v| v.as_str()) {
+            read.push_str(text);
+            read.push('\n');
+        }
+    }
+    for warning in &r.warnings {
+        read.push_str(warning);
+        read.push('\n');
+    }
+    read
+}

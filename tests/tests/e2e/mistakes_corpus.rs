@@ -19,7 +19,7 @@
 // Test code: a panic with the value is the clearest failure report.
 #![allow(clippy::unwrap_used)]
 
-use airlock_tests::mcp_peers::CorpusDaemon;
+use airlock_tests::mcp_peers::{CorpusDaemon, agent_reads};
 
 /// (what the model did wrong, the program, the words that name the fix).
 const CASES: &[(&str, &str, &[&str])] = &[
@@ -382,17 +382,7 @@ async fn errors_name_the_fix() {
     for (what, program, fix) in CASES {
         let r = d.exec(&program.replace("REPO", &repo)).await;
         let error = serde_json::to_value(&r.error).unwrap();
-        let mut read = String::new();
-        for key in ["message", "hint", "explanation"] {
-            if let Some(text) = error.get(key).and_then(|v| v.as_str()) {
-                read.push_str(text);
-                read.push('\n');
-            }
-        }
-        for warning in &r.warnings {
-            read.push_str(warning);
-            read.push('\n');
-        }
+        let read = agent_reads(&r);
         assert!(
             r.error.is_some(),
             "{what}: the mistake went unnoticed: {r:?}"

@@ -20,7 +20,7 @@
 #![allow(clippy::unwrap_used)]
 
 use airlock_supervisor::agent_api::{ExecutionRequest, ExecutionResponse, RequestLanguage};
-use airlock_tests::mcp_peers::CorpusDaemon;
+use airlock_tests::mcp_peers::{CorpusDaemon, agent_reads};
 use airlock_tests::test_daemon::TestDaemon;
 
 /// The share of cases whose error names the fix, at least: the share measured when the
@@ -304,17 +304,7 @@ async fn python_errors_name_the_fix() {
     for (what, program, fix) in CASES {
         let r = py(d, &program.replace("REPO", &repo)).await;
         let error = serde_json::to_value(&r.error).unwrap();
-        let mut read = String::new();
-        for key in ["message", "hint", "explanation"] {
-            if let Some(text) = error.get(key).and_then(|v| v.as_str()) {
-                read.push_str(text);
-                read.push('\n');
-            }
-        }
-        for warning in &r.warnings {
-            read.push_str(warning);
-            read.push('\n');
-        }
+        let read = agent_reads(&r);
         if r.error.is_none() {
             misses.push(format!("  UNNOTICED {what}: {:?}", r.result));
             continue;
